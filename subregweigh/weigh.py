@@ -1,0 +1,255 @@
+"""SubRegWeigh: weigh every example by how consistently one scout reproduces its label.
+
+For each example, K segmentations are chosen out of N subword-regularized samples
+(:mod:`subregweigh.selection`) and the scout predicts each. With ``c`` the number of the K
+predictions equal to the gold label (NER: the whole tag sequence),
+
+    reliability = c / K,    weight = max(w_min, c / K).
+
+Each distinct segmentation is predicted once and counted as often as it was chosen.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from subregweigh.example import Example, Task
+from subregweigh.scout import Scout
+from subregweigh.selection import METHODS, choose
+from subregweigh.tags import entity_spans
+
+logger = logging.getLogger(__name__)
+
+
+def sample_weights(reliability, w_min: float = 1 / 3) -> np.ndarray:
+    """Training weights ``max(w_min, reliability)``, shape (n,).
+
+    The paper prints ``min``; ``max`` is what it means (a weight floor for doubtful examples).
+    """
+    reliability = np.asarray(reliability, dtype=float)
+    if not 0.0 <= w_min <= 1.0:
+        raise ValueError(f"w_min must be in [0, 1], got {w_min}")
+    return np.maximum(w_min, reliability)
+
+
+def agreement(predictions: Sequence[tuple], multiplicity, gold: tuple) -> int:
+    """How many of the K chosen candidates (counted with multiplicity) predict ``gold``."""
+    return int(sum(m for pred, m in zip(predictions, multiplicity) if pred == gold))
+
+
+def majority(predictions: Sequence[tuple], multiplicity) -> tuple[tuple, int]:
+    """The most frequent prediction and its count; ties go to the earliest candidate."""
+    totals: dict[tuple, int] = {}
+    for pred, m in zip(predictions, multiplicity):
+        totals[pred] = totals.get(pred, 0) + int(m)
+    best = max(totals.items(), key=lambda item: item[1])  # max keeps the first of equals
+    return best
+
+
+def entity_agreement(predictions, multiplicity, gold: tuple) -> list[tuple[str, int, int, float]]:
+    """For each gold entity ``(type, start, end)``: the fraction of candidates predicting it."""
+    k = int(np.sum(multiplicity))
+    predicted = [set(entity_spans(pred)) for pred in predictions]
+    return [
+        (etype, start, end, sum(m for spans, m in zip(predicted, multiplicity) if (etype, start, end) in spans) / k)
+        for etype, start, end in entity_spans(gold)
+    ]
+
+
+@dataclass
+class WeighResult:
+    """Per-example results of :meth:`SubRegWeigh.weigh`; arrays have shape (n,).
+
+    Attributes
+    ----------
+    ids : list of str
+    predictions : list of list of tuple
+        The K predictions of each example (a candidate chosen twice appears twice).
+    agreement : ndarray of int, c
+    k : ndarray of int
+        K actually used (smaller than the requested K only when fewer distinct segmentations
+        exist, as for one-word texts).
+    reliability : ndarray of float, c / K
+    weight : ndarray of float, max(w_min, c / K)
+    majority : list of tuple
+        The most frequent prediction.
+    majority_share : ndarray of float
+        Its share of the K predictions (self-consistency, whatever the gold label).
+    entities : list of list of (type, start, end, agreement)
+        NER only: every gold entity with the fraction of candidates predicting that exact span.
+    """
+
+    ids: list[str]
+    predictions: list[list[tuple]]
+    agreement: np.ndarray
+    k: np.ndarray
+    reliability: np.ndarray
+    weight: np.ndarray
+    majority: list[tuple]
+    majority_share: np.ndarray
+    entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
+
+    def columns(self) -> dict[str, list]:
+        """Per-example extra columns for :func:`subregweigh.formats.write_weights`."""
+        cols = {
+            "reliability": self.reliability,
+            "agreement": self.agreement,
+            "k": self.k,
+            "majority": [list(m) for m in self.majority],
+            "majority_share": self.majority_share,
+        }
+        if self.entities:
+            cols["entities"] = [
+                [{"type": t, "start": s, "end": e, "agreement": a} for t, s, e, a in ents]
+                for ents in self.entities
+            ]
+        return cols
+
+
+class SubRegWeigh:
+    """Find doubtful labels with one scout and subword regularization.
+
+    Parameters
+    ----------
+    scout : Scout or None, default=None
+        An unfitted :class:`Scout` carrying the encoder and training settings (copied, not
+        modified). ``None``: ``Scout(task=task)``.
+    task : {"ner", "classification"}, default="ner"
+        Used only when ``scout`` is None.
+    p : float, default=0.1
+        Subword regularization strength (dropout rate; see :mod:`subregweigh.subword`).
+    n_samples : int, default=500
+        N, segmentations sampled per example for Cos-Sim and K-means.
+    k : int, default=10
+        K, segmentations predicted per example.
+    method : {"kmeans", "cossim", "random"}, default="kmeans"
+    w_min : float, default=1/3
+        Weight floor.
+    random_state : int, default=0
+    progress : bool, default=True
+
+    Attributes
+    ----------
+    scout_ : Scout
+        The fitted scout.
+    """
+
+    def __init__(
+        self,
+        scout: Scout | None = None,
+        task: Task = "ner",
+        p: float = 0.1,
+        n_samples: int = 500,
+        k: int = 10,
+        method: str = "kmeans",
+        w_min: float = 1 / 3,
+        random_state: int = 0,
+        progress: bool = True,
+    ):
+        self.scout = scout
+        self.task = task
+        self.p = p
+        self.n_samples = n_samples
+        self.k = k
+        self.method = method
+        self.w_min = w_min
+        self.random_state = random_state
+        self.progress = progress
+
+    def _validate(self):
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.k < 1 or self.n_samples < self.k:
+            raise ValueError(f"need 1 <= k <= n_samples, got k={self.k}, n_samples={self.n_samples}")
+
+    def fit(self, examples: Sequence[Example], sample_weight=None) -> SubRegWeigh:
+        """Train the scout on ``examples`` with deterministic tokenization."""
+        self._validate()
+        scout = copy.deepcopy(self.scout) if self.scout is not None else Scout(task=self.task)
+        scout.progress = self.progress
+        self.scout_ = scout.fit(examples, sample_weight=sample_weight)
+        return self
+
+    def candidates(self, examples: Sequence[Example]):
+        """The chosen segmentations: ``(segmentations, owner, multiplicity)``.
+
+        ``owner[j]`` is the example index of segmentation ``j``; ``multiplicity[j]`` how many of
+        its K slots it fills. Seeded per example, so results do not depend on batch composition.
+        """
+        self._validate()
+        sampler = self.scout_.sampler(self.p)
+        n = self.k if self.method == "random" else self.n_samples
+        seeds = np.random.SeedSequence(self.random_state).spawn(len(examples))
+        segmentations, owner, multiplicity = [], [], []
+        progress = tqdm(examples, desc=f"sampling ({self.method})", unit="text", disable=not self.progress)
+        # Tiny per-text K-means problems: extra BLAS/OpenMP threads only add contention (6x
+        # slower with torch's thread pool alive in the same process).
+        with threadpool_limits(1):
+            for i, ex in enumerate(progress):
+                rng = np.random.default_rng(seeds[i])
+                drawn = sampler.sample(ex.words, n, rng)
+                index, mult = choose(
+                    drawn, sampler.segment(ex.words), self.k, self.method, sampler.n_terms,
+                    random_state=int(rng.integers(2**31 - 1)),
+                )
+                segmentations.extend(drawn[j] for j in index)
+                owner.extend([i] * len(index))
+                multiplicity.extend(mult.tolist())
+        return segmentations, np.array(owner, dtype=np.int64), np.array(multiplicity, dtype=np.int64)
+
+    def weigh(self, examples: Sequence[Example]) -> WeighResult:
+        """Weigh ``examples`` (usually the scout's own training data)."""
+        if not hasattr(self, "scout_"):
+            raise RuntimeError("call fit() before weigh()")
+        segmentations, owner, multiplicity = self.candidates(examples)
+        predicted = self.scout_.predict_segmentations(
+            segmentations, where=[examples[i].id for i in owner], desc="predicting candidates"
+        )
+        result = _collect(examples, predicted, owner, multiplicity, self.w_min, self.scout_.task)
+        logger.info(
+            "weighed %d examples (%s, K=%d, N=%d, p=%g): %d predictions, mean reliability %.3f, "
+            "%d below 0.5",
+            len(examples), self.method, self.k, self.n_samples, self.p, len(predicted),
+            result.reliability.mean() if len(examples) else float("nan"),
+            int((result.reliability < 0.5).sum()),
+        )
+        return result
+
+    def fit_weigh(self, examples: Sequence[Example]) -> WeighResult:
+        return self.fit(examples).weigh(examples)
+
+
+def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResult:
+    bounds = np.searchsorted(owner, np.arange(len(examples) + 1))
+    preds, agree, ks, majors, shares, entities = [], [], [], [], [], []
+    for i, ex in enumerate(examples):
+        sl = slice(bounds[i], bounds[i + 1])
+        p, m = predicted[sl], multiplicity[sl]
+        preds.append([pred for pred, times in zip(p, m) for _ in range(times)])
+        agree.append(agreement(p, m, ex.label))
+        ks.append(int(m.sum()))
+        top, count = majority(p, m)
+        majors.append(top)
+        shares.append(count / ks[-1])
+        if task == "ner":
+            entities.append(entity_agreement(p, m, ex.label))
+    agree_arr, k_arr = np.array(agree), np.array(ks)
+    reliability = agree_arr / k_arr
+    return WeighResult(
+        ids=[ex.id for ex in examples],
+        predictions=preds,
+        agreement=agree_arr,
+        k=k_arr,
+        reliability=reliability,
+        weight=sample_weights(reliability, w_min),
+        majority=majors,
+        majority_share=np.array(shares),
+        entities=entities,
+    )
