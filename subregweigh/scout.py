@@ -188,6 +188,8 @@ class Scout:
             )
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "newly initialized head" is expected, not news
+        if not self.progress:
+            hf_logging.disable_progress_bar()
         try:
             return kind.from_pretrained(
                 path,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -64,6 +65,12 @@ class SubwordSampler:
         self._model = json.loads(backend.to_str())["model"]
         self.vocab: dict[str, int] = backend.get_vocab(with_added_tokens=False)
         self.unk_id = self._unk_id()
+        added = backend.get_added_tokens_decoder()
+        # Added and special tokens are cut out before the subword model runs, as the library
+        # does: raw-text ones before normalization, the others after.
+        self._added_raw = _alternation([t.content for t in added.values() if not t.normalized])
+        self._added_normalized = _alternation([t.content for t in added.values() if t.normalized])
+        self._added_id = {t.content: i for i, t in added.items()}
         self._pieces = lru_cache(maxsize=200_000)(self._pieces_uncached)
         self.n_terms = backend.get_vocab_size(with_added_tokens=True)
         self._deterministic = lru_cache(maxsize=200_000)(self._segment_piece)
@@ -91,21 +98,31 @@ class SubwordSampler:
         raise NotImplementedError
 
     # -- shared ---------------------------------------------------------------------------------
-    def _pieces_uncached(self, word: str) -> tuple[str, ...]:
-        if self._normalizer is not None:
-            word = self._normalizer.normalize_str(word)
-        if self._pre_tokenizer is None:
-            return (word,) if word else ()
-        return tuple(piece for piece, _ in self._pre_tokenizer.pre_tokenize_str(word))
+    def _pieces_uncached(self, word: str) -> tuple[str | tuple[int, ...], ...]:
+        """The pieces the subword model sees; an added token comes as its fixed id tuple."""
+        pieces: list[str | tuple[int, ...]] = []
+        for raw, raw_added in _split(word, self._added_raw):
+            if raw_added:
+                pieces.append((self._added_id[raw],))
+                continue
+            text = self._normalizer.normalize_str(raw) if self._normalizer is not None else raw
+            for part, added in _split(text, self._added_normalized):
+                if added:
+                    pieces.append((self._added_id[part],))
+                elif self._pre_tokenizer is None:
+                    pieces.append(part)
+                else:
+                    pieces.extend(piece for piece, _ in self._pre_tokenizer.pre_tokenize_str(part))
+        return tuple(piece for piece in pieces if piece)
 
-    def _slots(self, words: Sequence[str]) -> list[tuple[int, str | None]]:
-        """(word index, piece) for every pre-tokenized piece; ``None`` stands in for a word
-        that normalizes to nothing (a lone control character), which still needs a position
-        to carry its label."""
-        slots = []
+    def _slots(self, words: Sequence[str]) -> list[tuple[int, str | tuple[int, ...]]]:
+        """(word index, piece) for every piece. A fixed id tuple stands for an added token, or
+        for a word that normalizes to nothing (a lone control character): it becomes the unk
+        token, since the word still needs a position to carry its label."""
+        slots: list[tuple[int, str | tuple[int, ...]]] = []
         for w, word in enumerate(words):
             pieces = self._pieces(word)
-            slots.extend((w, piece) for piece in pieces) if pieces else slots.append((w, None))
+            slots.extend((w, piece) for piece in pieces) if pieces else slots.append((w, self._empty_word()))
         return slots
 
     def _empty_word(self) -> tuple[int, ...]:
@@ -115,7 +132,7 @@ class SubwordSampler:
         """The tokenizer's deterministic segmentation of ``words``, one id tuple per word."""
         per_word: list[list[int]] = [[] for _ in words]
         for w, piece in self._slots(words):
-            per_word[w].extend(self._empty_word() if piece is None else self._deterministic(piece))
+            per_word[w].extend(piece if isinstance(piece, tuple) else self._deterministic(piece))
         return tuple(tuple(ids) for ids in per_word)
 
     def sample(self, words: Sequence[str], n: int, random_state=None) -> Candidates:
@@ -129,8 +146,8 @@ class SubwordSampler:
         slots = self._slots(words)
         variants, columns = [], []
         for _, piece in slots:
-            if piece is None:
-                distinct, index = [self._empty_word()], np.zeros(n, dtype=np.int64)
+            if isinstance(piece, tuple):
+                distinct, index = [piece], np.zeros(n, dtype=np.int64)
             elif self.p == 0.0:
                 distinct, index = [self._deterministic(piece)], np.zeros(n, dtype=np.int64)
             else:
@@ -146,6 +163,25 @@ class SubwordSampler:
             choice=choice[first],
             counts=counts,
         )
+
+
+def _alternation(tokens: list[str]) -> re.Pattern | None:
+    """A regex matching any of ``tokens``, longest first (as the library matches them)."""
+    tokens = sorted((t for t in tokens if t), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, tokens))) if tokens else None
+
+
+def _split(text: str, pattern: re.Pattern | None) -> list[tuple[str, bool]]:
+    """``text`` cut into (part, is_match) around the matches of ``pattern``."""
+    if pattern is None:
+        return [(text, False)]
+    parts, start = [], 0
+    for match in pattern.finditer(text):
+        parts.append((text[start : match.start()], False))
+        parts.append((match.group(), True))
+        start = match.end()
+    parts.append((text[start:], False))
+    return [(part, is_match) for part, is_match in parts if part]
 
 
 def _unique_rows(matrix: np.ndarray):
@@ -219,7 +255,11 @@ class Candidates:
 
 
 class MaxMatchDropout(SubwordSampler):
-    """WordPiece with MaxMatch-dropout. Single characters are never dropped, as in the paper."""
+    """WordPiece with MaxMatch-dropout.
+
+    As in the paper, the last resort at each position (a single character) is never dropped;
+    unlike a naive implementation, dropping never strands the walk where no match continues.
+    """
 
     kind = "WordPiece"
 
@@ -233,8 +273,13 @@ class MaxMatchDropout(SubwordSampler):
         return self.vocab.get(self._model.get("unk_token"))
 
     def _matches_uncached(self, piece: str) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-        """For every start position: the vocabulary matches' ends and ids, longest first."""
-        out = []
+        """For every start position: the ends and ids of the matches that may be taken.
+
+        The longest match (greedy's choice) always; shorter ones only if the rest of the word
+        can still be segmented from their end, so a dropped match never leads to a dead end
+        (and an [UNK] word) where the tokenizer found a segmentation.
+        """
+        found = []
         for start in range(len(piece)):
             ends, ids = [], []
             for end in range(len(piece), start, -1):
@@ -242,7 +287,16 @@ class MaxMatchDropout(SubwordSampler):
                 if sub in self.vocab:
                     ends.append(end)
                     ids.append(self.vocab[sub])
-            out.append((np.array(ends, dtype=np.int64), np.array(ids, dtype=np.int64)))
+            found.append((ends, ids))
+        completes = [False] * len(piece) + [True]
+        for start in range(len(piece) - 1, -1, -1):
+            completes[start] = any(completes[end] for end in found[start][0])
+        out = []
+        for ends, ids in found:
+            keep = [i for i, end in enumerate(ends) if i == 0 or completes[end]]
+            out.append(
+                (np.array([ends[i] for i in keep], dtype=np.int64), np.array([ids[i] for i in keep], dtype=np.int64))
+            )
         return tuple(out)
 
     def _segment_piece(self, piece: str) -> tuple[int, ...]:
@@ -271,7 +325,9 @@ class MaxMatchDropout(SubwordSampler):
                     continue
                 keep = np.ones((rows.size, ends.size), dtype=bool)
                 if rng is not None:
-                    keep = (rng.random((rows.size, ends.size)) >= self.p) | (ends - start == 1)
+                    # The shortest match is never dropped (the paper: single characters).
+                    keep = rng.random((rows.size, ends.size)) >= self.p
+                    keep[:, -1] = True
                 accepted = keep.any(axis=1)
                 chosen = ends[keep.argmax(axis=1)]
                 cuts[rows[accepted], chosen[accepted]] = True

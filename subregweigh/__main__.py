@@ -1,0 +1,5 @@
+import sys
+
+from subregweigh.cli import main
+
+sys.exit(main())

@@ -1,0 +1,353 @@
+"""Command line: ``subregweigh {weigh,crossweigh,noise,train,evaluate}``.
+
+Every command reads CoNLL (2 or 4 columns, IOB1 or IOB2), TSV (``sentence<TAB>label``) or JSONL,
+chosen by extension or ``--format``, and writes its outputs atomically. Bad input ends with one
+line naming the file and line at fault, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from subregweigh import formats
+from subregweigh.example import DataError
+
+logger = logging.getLogger("subregweigh")
+
+EXAMPLES = """examples:
+  # weigh a CoNLL training set with the paper's defaults (K-means, N=500, K=10, p=0.1)
+  subregweigh weigh eng.train -o weights.jsonl
+
+  # the paper's output: CoNLL with a weight column, for a downstream trainer
+  subregweigh weigh eng.train -o train.weighted.conll
+
+  # train the final model with loss w * L and score it on a dev set
+  subregweigh train eng.train --weights weights.jsonl --eval eng.testa -o final-model/
+
+  # measure detection: corrupt 10% of the labels, weigh, compare
+  subregweigh noise eng.train -o noisy.conll --flags corrupted.jsonl
+  subregweigh weigh noisy.conll -o weights.jsonl
+  subregweigh evaluate --scores weights.jsonl --flags corrupted.jsonl
+"""
+
+
+def _add_data_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", help="training data: .conll/.txt (CoNLL), .tsv or .jsonl")
+    parser.add_argument(
+        "--format", choices=["conll", "tsv", "jsonl"], help="input format (default: by extension)"
+    )
+    parser.add_argument("--limit", type=int, help="use only the first LIMIT examples")
+
+
+def _add_scout_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scout (the model that is fine-tuned)")
+    group.add_argument(
+        "--model",
+        help="Hugging Face model name or local path (default: the bundled offline MiniLM)",
+    )
+    group.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
+    group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
+    group.add_argument("--learning-rate", type=float, default=3e-4, help="(default: 3e-4)")
+    group.add_argument(
+        "--max-length", type=int, help="subwords per text; longer texts are truncated with a warning"
+    )
+    group.add_argument("--device", help="cpu, cuda, cuda:1... (default: cuda if available)")
+    group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="subregweigh",
+        description="Find annotation errors in NLP datasets with one model and subword "
+        "regularization (SubRegWeigh). Each example gets a reliability c/K: the share of K "
+        "differently-tokenized copies on which a fine-tuned scout reproduces its label. Low "
+        "reliability = likely annotation error.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    weigh = sub.add_parser(
+        "weigh",
+        help="train a scout and weigh every example (SubRegWeigh)",
+        description="Train a scout on DATA, re-tokenize each example K ways and weigh it by "
+        "how often the scout reproduces its label.",
+    )
+    _add_data_args(weigh)
+    weigh.add_argument(
+        "-o", "--output", required=True,
+        help="weights file: .jsonl or .csv (all columns), .conll/.txt (word, tag, weight)",
+    )
+    weigh.add_argument("--method", choices=["kmeans", "cossim", "random"], default="kmeans",
+                       help="how K candidates are chosen from N samples (default: kmeans)")
+    weigh.add_argument("-p", "--dropout", type=float, default=0.1,
+                       help="subword regularization strength p (default: 0.1)")
+    weigh.add_argument("-n", "--samples", type=int, default=500,
+                       help="N, samples per example for kmeans/cossim (default: 500)")
+    weigh.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
+    weigh.add_argument("--w-min", type=float, default=1 / 3,
+                       help="weight floor: weight = max(w_min, c/K) (default: 1/3)")
+    weigh.add_argument("--save-scout", metavar="DIR", help="also save the trained scout here")
+    weigh.add_argument("--scout", metavar="DIR",
+                       help="use this saved scout instead of training one")
+    _add_scout_args(weigh)
+
+    cross = sub.add_parser(
+        "crossweigh",
+        help="the CrossWeigh baseline: k folds x T iterations of scouts",
+        description="Weigh DATA with CrossWeigh (entity-disjoint folds for NER): "
+        "weight = epsilon ** (number of iterations whose held-out prediction was wrong).",
+    )
+    _add_data_args(cross)
+    cross.add_argument("-o", "--output", required=True, help="weights file (.jsonl, .csv, .conll)")
+    cross.add_argument("--folds", type=int, default=10, help="k (default: 10)")
+    cross.add_argument("--iterations", type=int, default=3, help="T (default: 3)")
+    cross.add_argument("--epsilon", type=float, default=0.7, help="(default: 0.7)")
+    _add_scout_args(cross)
+
+    noise = sub.add_parser(
+        "noise",
+        help="inject pseudo-incorrect labels, recording which examples changed",
+        description="NER: replace RATE of all word labels with a different B-X or O and repair "
+        "the following I- tags (the paper's procedure). Classification: flip RATE of the labels.",
+    )
+    _add_data_args(noise)
+    noise.add_argument("-o", "--output", required=True, help="noisy data (.conll, .tsv or .jsonl)")
+    noise.add_argument("--flags", required=True,
+                       help="JSONL file of {id, corrupted} per example, for `evaluate`")
+    noise.add_argument("--rate", type=float, default=0.1, help="(default: 0.1)")
+    noise.add_argument("--seed", type=int, default=0, help="(default: 0)")
+
+    train = sub.add_parser(
+        "train",
+        help="train a final model, optionally with per-example weights (loss w * L)",
+    )
+    _add_data_args(train)
+    train.add_argument("-o", "--output", required=True, metavar="DIR", help="model directory")
+    train.add_argument("--weights", help="weights file written by weigh/crossweigh")
+    train.add_argument("--eval", metavar="DEV", help="score the trained model on this data")
+    _add_scout_args(train)
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="detection quality of scores against noise flags, or task metrics of a model",
+        description="Either --scores with --flags (average precision, AUROC, precision/recall "
+        "at k of 1 - reliability), or --model with --data (entity F1 or accuracy).",
+    )
+    evaluate.add_argument("--scores", help="weights file with a reliability (or weight) column")
+    evaluate.add_argument("--flags", help="JSONL of {id, corrupted} written by `noise`")
+    evaluate.add_argument("--column", default="reliability",
+                          help="score column to read (default: reliability, else weight)")
+    evaluate.add_argument("--model", metavar="DIR", help="a model directory written by `train`")
+    evaluate.add_argument("--data", help="labelled data to score the model on")
+    evaluate.add_argument("--format", choices=["conll", "tsv", "jsonl"])
+    evaluate.add_argument("-o", "--output", help="also write the report here as JSON")
+    return parser
+
+
+# --------------------------------------------------------------------------------- commands
+
+
+def _load(args) -> tuple[list, str]:
+    examples, task = formats.read_dataset(args.data, format=args.format)
+    if getattr(args, "limit", None):
+        examples = examples[: args.limit]
+    logger.info("read %d %s examples from %s", len(examples), task, args.data)
+    return examples, task
+
+
+def _scout(args, task, examples):
+    from subregweigh.scout import Scout
+
+    return Scout(
+        model=args.model,
+        task=task,
+        multi_label=task == "classification" and any(len(ex.label) != 1 for ex in examples),
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        max_length=args.max_length,
+        random_state=args.seed,
+        device=args.device,
+        progress=not args.quiet,
+    )
+
+
+def cmd_weigh(args) -> int:
+    from subregweigh.scout import Scout
+    from subregweigh.weigh import SubRegWeigh
+
+    examples, task = _load(args)
+    srw = SubRegWeigh(
+        _scout(args, task, examples), p=args.dropout, n_samples=args.samples, k=args.k,
+        method=args.method, w_min=args.w_min, random_state=args.seed, progress=not args.quiet,
+    )
+    start = time.perf_counter()
+    if args.scout:
+        srw._validate()
+        srw.scout_ = Scout.load(args.scout, device=args.device, progress=not args.quiet)
+        logger.info("loaded scout from %s", args.scout)
+    else:
+        srw.fit(examples)
+        logger.info("trained scout in %.1f s", time.perf_counter() - start)
+        if args.save_scout:
+            srw.scout_.save(args.save_scout)
+            logger.info("saved scout to %s", args.save_scout)
+    result = srw.weigh(examples)
+    formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
+    logger.info("wrote weights of %d examples to %s (%.1f s in all)",
+                len(examples), args.output, time.perf_counter() - start)
+    _print_most_doubtful(examples, result.reliability)
+    return 0
+
+
+def _print_most_doubtful(examples, reliability, n: int = 10) -> None:
+    order = np.argsort(reliability, kind="stable")[:n]
+    print(f"{int((reliability < 0.5).sum())} of {len(examples)} examples have reliability < 0.5; "
+          f"most doubtful:")
+    for i in order:
+        text = examples[i].text
+        print(f"  {reliability[i]:.2f}  id={examples[i].id}  {text[:70]}{'...' if len(text) > 70 else ''}")
+
+
+def cmd_crossweigh(args) -> int:
+    from subregweigh.crossweigh import CrossWeigh
+
+    examples, task = _load(args)
+    start = time.perf_counter()
+    result = CrossWeigh(
+        _scout(args, task, examples), n_folds=args.folds, n_iterations=args.iterations,
+        epsilon=args.epsilon, random_state=args.seed, progress=not args.quiet,
+    ).weigh(examples)
+    formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
+    logger.info("wrote CrossWeigh weights of %d examples to %s (%.1f s)",
+                len(examples), args.output, time.perf_counter() - start)
+    _print_most_doubtful(examples, result.reliability)
+    return 0
+
+
+def cmd_noise(args) -> int:
+    from subregweigh.noise import flip_labels, inject_ner_noise
+
+    examples, task = _load(args)
+    inject = inject_ner_noise if task == "ner" else flip_labels
+    noisy, corrupted = inject(examples, args.rate, random_state=args.seed)
+    formats.write_dataset(args.output, noisy, task=task)
+    formats.atomic_write_text(
+        args.flags,
+        "".join(json.dumps({"id": ex.id, "corrupted": bool(c)}) + "\n" for ex, c in zip(noisy, corrupted)),
+    )
+    logger.info("corrupted %d of %d examples (rate %.2f); wrote %s and %s",
+                int(corrupted.sum()), len(noisy), args.rate, args.output, args.flags)
+    return 0
+
+
+def cmd_train(args) -> int:
+    examples, task = _load(args)
+    weights = formats.read_weights(args.weights, examples) if args.weights else None
+    scout = _scout(args, task, examples).fit(examples, sample_weight=weights)
+    scout.save(args.output)
+    logger.info("saved model to %s", args.output)
+    if args.eval:
+        report = _task_report(scout, *formats.read_dataset(args.eval, format=args.format))
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def _task_report(scout, examples, task) -> dict:
+    from subregweigh.metrics import accuracy, entity_f1
+
+    predicted = scout.predict(examples)
+    gold = [ex.label for ex in examples]
+    if task == "ner":
+        return {"examples": len(examples), **entity_f1(gold, predicted)}
+    return {"examples": len(examples), "accuracy": accuracy(gold, predicted)}
+
+
+def _read_column(path: str, column: str) -> dict[str, float]:
+    """id -> score from a .jsonl or .csv weights file (``column``, else ``weight``)."""
+    if path.endswith(".csv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    else:
+        rows = []
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise DataError(f"{path}:{line_no}: invalid JSON: {err.msg}") from None
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    key = column if column in rows[0] else "weight"
+    if key not in rows[0]:
+        raise DataError(f"{path}: has neither a {column!r} nor a 'weight' column")
+    return {str(row["id"]): float(row[key]) for row in rows}
+
+
+def cmd_evaluate(args) -> int:
+    from subregweigh.metrics import detection_report
+    from subregweigh.scout import Scout
+
+    if args.scores and args.flags:
+        scores = _read_column(args.scores, args.column)
+        flags = _read_column(args.flags, "corrupted")
+        missing = sorted(set(flags) - set(scores))
+        if missing:
+            raise DataError(f"{args.scores}: no score for id {missing[0]!r} ({len(missing)} missing)")
+        ids = list(flags)
+        report = detection_report(
+            np.array([scores[i] for i in ids]), np.array([flags[i] > 0 for i in ids])
+        )
+        report = {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+                  for k, v in report.items()}
+    elif args.model and args.data:
+        report = _task_report(Scout.load(args.model), *formats.read_dataset(args.data, format=args.format))
+    else:
+        raise DataError("evaluate needs --scores and --flags, or --model and --data")
+    text = json.dumps(report, indent=2, default=float)
+    print(text)
+    if args.output:
+        formats.atomic_write_text(args.output, text + "\n")
+    return 0
+
+
+COMMANDS = {
+    "weigh": cmd_weigh,
+    "crossweigh": cmd_crossweigh,
+    "noise": cmd_noise,
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        return COMMANDS[args.command](args)
+    except (DataError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
+        print(f"subregweigh {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("subregweigh: interrupted; no output was written partially", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
