@@ -1,0 +1,520 @@
+"""Real servers on 127.0.0.1 for integration tests: redis-server and Label Studio 1.23.2.
+
+Install them with ``bash scripts/install-test-servers.sh`` (install.sh calls it). Usage::
+
+    from tests.servers import LabelStudioServer, RedisServer, require_label_studio
+
+    def test_x(tmp_path):
+        require_label_studio()                  # skip locally / fail in CI when not installed
+        with RedisServer() as redis_srv, LabelStudioServer() as ls:
+            ...  # redis_srv.url, ls.url, ls.token, ls.api("GET", "/api/projects")
+
+Label Studio's first start on an empty data dir spends 30-50 s in migrations, so the first
+server builds a migrated *template* data dir once (under ``SUBREGWEIGH_TEST_CACHE``, default
+``~/.cache/subregweigh-tests``; a lock file serialises parallel builders) and every server then
+starts from a ``cp -a`` copy of it in seconds. Set ``SUBREGWEIGH_KEEP_TEST_SERVERS=1`` to keep
+the temporary data dirs (and their logs) after a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+LS_VERSION = "1.23.2"
+LS_VENV = Path(os.environ.get("SUBREGWEIGH_LS_VENV", REPO_ROOT / ".ls-venv"))
+LS_BIN = LS_VENV / "bin" / "label-studio"
+LS_USERNAME = "admin@example.com"
+LS_PASSWORD = "admin12345"
+# Legacy API token (``Authorization: Token ...``), fixed so cached template copies share it.
+LS_TOKEN = "5ab0c0ffee1234567890abcdef0123456789abcd"
+LS_STARTUP_TIMEOUT = 180.0
+
+CACHE_DIR = Path(
+    os.environ.get("SUBREGWEIGH_TEST_CACHE", Path.home() / ".cache" / "subregweigh-tests")
+)
+INSTALL_HINT = "run `bash scripts/install-test-servers.sh` to install redis-server and Label Studio"
+_TEMPLATE_MARKER = "subregweigh-template.json"
+
+
+class ServerError(RuntimeError):
+    """A test server could not be found, started or stopped."""
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _skip_or_fail(message: str) -> None:
+    """Locally skip with ``message``; in CI (CI=true) fail, so a broken install is never green."""
+    import pytest
+
+    if _in_ci():
+        pytest.fail(f"{message} (CI=true: missing test servers fail instead of skipping)")
+    pytest.skip(message)
+
+
+def _tail(path: Path, lines: int = 60) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"<no log at {path}: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _terminate(proc: subprocess.Popen | None, timeout: float = 20.0,
+               first: signal.Signals = signal.SIGTERM) -> None:
+    """Signal the process group of ``proc`` (started with start_new_session), then SIGKILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((first, timeout), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _killpg_rest(proc: subprocess.Popen) -> None:
+    """Kill whatever else is left in the process group after the leader exited."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- redis
+
+
+def redis_available() -> bool:
+    return shutil.which("redis-server") is not None
+
+
+def require_redis() -> None:
+    if not redis_available():
+        _skip_or_fail(f"redis-server is not installed; {INSTALL_HINT}")
+
+
+def _redis_ping(port: int, timeout: float = 1.0) -> bool:
+    try:
+        import redis  # type: ignore[import-not-found]
+    except ImportError:
+        redis = None
+    if redis is not None:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
+                             socket_connect_timeout=timeout)
+        try:
+            return bool(client.ping())
+        except redis.exceptions.RedisError:
+            return False
+        finally:
+            client.close()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` on 127.0.0.1.
+
+    Default: no persistence (``--save "" --appendonly no``), working dir in a temp dir.
+    For persistence tests pass ``data_dir`` (kept across stop()/start(), never deleted by us)
+    and ``appendonly=True`` (``appendfsync`` defaults to ``always`` so a SIGKILL loses nothing
+    acknowledged). ``stop()`` is a graceful SIGTERM, ``kill()`` a SIGKILL crash; ``start()``
+    again reuses the same port and data dir.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        data_dir: str | os.PathLike | None = None,
+        appendonly: bool = False,
+        appendfsync: str = "always",
+        extra_args: tuple[str, ...] | list[str] = (),
+        startup_timeout: float = 20.0,
+    ) -> None:
+        self.binary = shutil.which("redis-server")
+        self.port = port or free_port()
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(
+            tempfile.mkdtemp(prefix="redis-test-")
+        )
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self.log_path = self.data_dir / "redis-server.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self) -> list[str]:
+        cmd = [self.binary or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+               "--save", "", "--dir", str(self.data_dir), "--daemonize", "no", "--logfile", ""]
+        if self.appendonly:
+            cmd += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
+        else:
+            cmd += ["--appendonly", "no"]
+        return cmd + self.extra_args
+
+    def start(self) -> RedisServer:
+        if self.running:
+            return self
+        if self.binary is None:
+            raise ServerError(f"redis-server not found on PATH; {INSTALL_HINT}")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.data_dir, start_new_session=True,
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(
+                    f"redis-server exited with {self.proc.returncode} on port {self.port}:\n"
+                    + _tail(self.log_path)
+                )
+            if _redis_ping(self.port):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ServerError(
+            f"redis-server on port {self.port} did not answer PING within "
+            f"{self.startup_timeout:.0f} s:\n{_tail(self.log_path)}"
+        )
+
+    def stop(self) -> None:
+        """Graceful shutdown (SIGTERM; redis flushes the AOF when appendonly is on)."""
+        _terminate(self.proc)
+        self.proc = None
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL), for persistence tests."""
+        if self.running:
+            assert self.proc is not None
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir and not os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"):
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisServer({self.url}, running={self.running})"
+
+
+# ----------------------------------------------------------------------------- label studio
+
+
+def ls_installed_version() -> str | None:
+    """The label-studio version in .ls-venv (read from its metadata: no interpreter start)."""
+    if not os.access(LS_BIN, os.X_OK):
+        return None
+    for dist in LS_VENV.glob("lib/python*/site-packages/label_studio-*.dist-info"):
+        return dist.name[len("label_studio-"):-len(".dist-info")]
+    return None
+
+
+def ls_available() -> bool:
+    """True when .ls-venv holds label-studio==LS_VERSION."""
+    return ls_installed_version() == LS_VERSION
+
+
+def require_label_studio() -> None:
+    """Skip (locally) or fail (CI=true) the calling test when Label Studio is not installed."""
+    found = ls_installed_version()
+    if found != LS_VERSION:
+        what = "not installed" if found is None else f"version {found}, need {LS_VERSION}"
+        _skip_or_fail(f"Label Studio in {LS_VENV} is {what}; {INSTALL_HINT}")
+
+
+def ls_env(data_dir: Path, username: str = LS_USERNAME, password: str = LS_PASSWORD,
+           token: str = LS_TOKEN) -> dict[str, str]:
+    """Environment for ``label-studio start``: ours only, nothing inherited it would misread."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("LABEL_STUDIO_", "HEARTEX_", "DJANGO_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    # Label Studio reads every setting X also as bare X (get_env: LABEL_STUDIO_X, HEARTEX_X, X).
+    for bare in ("USERNAME", "PASSWORD", "HOST", "PORT", "USER_TOKEN", "BASE_DATA_DIR",
+                 "DEBUG", "LOG_LEVEL", "SENTRY_DSN", "DATABASE_URL", "POSTGRE_HOST", "REDIS_LOCATION"):
+        env.pop(bare, None)
+    env.update({
+        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+        "LABEL_STUDIO_USERNAME": username,
+        "LABEL_STUDIO_PASSWORD": password,
+        "LABEL_STUDIO_USER_TOKEN": token,
+        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+        # Without these, connecting an ML backend on 127.0.0.1 fails with 403.
+        "ML_BLOCK_LOCAL_IP": "false",
+        "SSRF_PROTECTION_ENABLED": "false",
+        # No outbound traffic: no PyPI version check, no analytics, no Sentry reports (its
+        # settings default to a public DSN; an empty one turns the client off).
+        "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
+        "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
+        "LABEL_STUDIO_SENTRY_DSN": "",
+        "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
+        "PATH": f"{LS_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    })
+    return env
+
+
+def _http(method: str, url: str, *, token: str | None = None, body: Any = None,
+          timeout: float = 30.0) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Token {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+def template_dir() -> Path:
+    return CACHE_DIR / f"ls-template-{LS_VERSION}"
+
+
+def _template_ok(path: Path, username: str, token: str) -> bool:
+    try:
+        meta = json.loads((path / _TEMPLATE_MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return meta.get("version") == LS_VERSION and meta.get("username") == username \
+        and meta.get("token") == token
+
+
+def ensure_ls_template(username: str = LS_USERNAME, password: str = LS_PASSWORD,
+                       token: str = LS_TOKEN) -> Path:
+    """The migrated template data dir; built once (about 50 s) under a lock file."""
+    target = template_dir()
+    if _template_ok(target, username, token):
+        return target
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / f"ls-template-{LS_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel run that got here first builds it
+        if _template_ok(target, username, token):
+            return target
+        build = Path(tempfile.mkdtemp(prefix=f"ls-template-{LS_VERSION}.build-", dir=CACHE_DIR))
+        try:
+            started = time.monotonic()
+            server = LabelStudioServer(data_dir=build / "data", use_template=False,
+                                       username=username, password=password, token=token)
+            with server:
+                pass  # start() waited for /health and checked the token; exit stops it cleanly
+            data = build / "data"
+            (data / _TEMPLATE_MARKER).write_text(json.dumps({
+                "version": LS_VERSION, "username": username, "token": token,
+                "build_seconds": round(time.monotonic() - started, 1),
+            }))
+            os.replace(data / "label-studio.log", CACHE_DIR / f"ls-template-{LS_VERSION}.build.log")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(data, target)
+        finally:
+            # Keep the build's log beside the template (and out of it) for diagnosis.
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(build / "data" / "label-studio.log",
+                           CACHE_DIR / f"ls-template-{LS_VERSION}.build.log")
+            shutil.rmtree(build, ignore_errors=True)
+        return target
+
+
+class LabelStudioServer:
+    """A real Label Studio on 127.0.0.1 from .ls-venv, with a legacy API token.
+
+    With ``use_template=True`` (default) the data dir starts as a copy of the cached, migrated
+    template (built on first use). ``data_dir`` must be missing or empty; default: a temp dir,
+    deleted on exit. The log is ``<data_dir>/label-studio.log``.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        data_dir: str | os.PathLike | None = None,
+        use_template: bool = True,
+        username: str = LS_USERNAME,
+        password: str = LS_PASSWORD,
+        token: str = LS_TOKEN,
+        extra_env: dict[str, str] | None = None,
+        startup_timeout: float = LS_STARTUP_TIMEOUT,
+    ) -> None:
+        self.port = port or free_port()
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(
+            tempfile.mkdtemp(prefix="ls-test-")
+        )
+        self.use_template = use_template
+        self.username, self.password, self.token = username, password, token
+        self.extra_env = dict(extra_env or {})
+        self.startup_timeout = startup_timeout
+        self.log_path = self.data_dir / "label-studio.log"
+        self.proc: subprocess.Popen | None = None
+        self.startup_seconds: float | None = None
+        self._prepared = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Token {self.token}"}
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def api(self, method: str, path: str, body: Any = None, *, expect: int | tuple[int, ...] = (
+            200, 201, 204), timeout: float = 30.0) -> Any:
+        """Call the REST API with the token; raise ServerError on an unexpected status."""
+        status, data = _http(method, self.url + path, token=self.token, body=body, timeout=timeout)
+        ok = (expect,) if isinstance(expect, int) else expect
+        if status not in ok:
+            raise ServerError(f"{method} {path} -> {status}: {str(data)[:2000]}")
+        return data
+
+    def _prepare_data_dir(self) -> None:
+        if self._prepared:
+            return
+        if self.data_dir.exists() and any(self.data_dir.iterdir()):
+            raise ServerError(f"Label Studio data dir {self.data_dir} is not empty")
+        if self.use_template:
+            template = ensure_ls_template(self.username, self.password, self.token)
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["cp", "-a", f"{template}/.", str(self.data_dir)], check=True)
+            (self.data_dir / _TEMPLATE_MARKER).unlink(missing_ok=True)
+        else:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepared = True
+
+    def start(self) -> LabelStudioServer:
+        if self.running:
+            return self
+        found = ls_installed_version()
+        if found != LS_VERSION:
+            raise ServerError(f"Label Studio {LS_VERSION} not found in {LS_VENV} "
+                              f"(found {found}); {INSTALL_HINT}")
+        self._prepare_data_dir()
+        env = ls_env(self.data_dir, self.username, self.password, self.token)
+        env.update(self.extra_env)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(LS_BIN), "start", "--no-browser", "--internal-host", "127.0.0.1",
+                 "-p", str(self.port)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.data_dir, start_new_session=True,
+            )
+        try:
+            self._wait_healthy(started)
+            self._check_token()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def _wait_healthy(self, started: float) -> None:
+        deadline = started + self.startup_timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise ServerError(f"label-studio exited with {self.proc.returncode} before "
+                                  f"/health answered; log {self.log_path}:\n{_tail(self.log_path)}")
+            try:
+                status, _ = _http("GET", self.url + "/health", timeout=5.0)
+            except (OSError, urllib.error.URLError):
+                status = None
+            if status == 200:
+                return
+            time.sleep(0.25)
+        raise ServerError(f"label-studio on {self.url} not healthy after "
+                          f"{self.startup_timeout:.0f} s; log {self.log_path}:\n{_tail(self.log_path)}")
+
+    def _check_token(self) -> None:
+        status, data = _http("GET", self.url + "/api/current-user/whoami", token=self.token)
+        if status != 200 or not isinstance(data, dict) or data.get("email") != self.username:
+            raise ServerError(f"the API token is not accepted by {self.url} "
+                              f"(whoami -> {status}: {str(data)[:500]})")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            _terminate(proc, first=signal.SIGINT)  # Django's runserver stops cleanly on ^C
+            _killpg_rest(proc)
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir and not os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"):
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LabelStudioServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LabelStudioServer({self.url}, running={self.running})"

@@ -1,0 +1,159 @@
+"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, _collect."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from subregweigh.example import Example
+from subregweigh.weigh import _collect, agreement, entity_agreement, majority, sample_weights
+
+
+# ------------------------------------------------------------------------------ sample_weights
+
+
+def test_sample_weights_is_max_of_floor_and_share():
+    k = 10
+    c = np.arange(k + 1)
+    w = sample_weights(c / k)
+    assert w.shape == (k + 1,) and w.dtype == float
+    np.testing.assert_allclose(w, np.maximum(1 / 3, c / k))
+    # below the floor: the floor (not min(w_min, c/K), which the paper prints)
+    assert w[0] == pytest.approx(1 / 3) and w[3] == pytest.approx(1 / 3)
+    assert w[4] == pytest.approx(0.4) and w[10] == 1.0
+
+
+@pytest.mark.parametrize("w_min", [0.0, 0.25, 1.0])
+def test_sample_weights_bounds_of_floor(w_min):
+    r = np.array([0.0, 0.2, 0.5, 1.0])
+    np.testing.assert_allclose(sample_weights(r, w_min), np.maximum(w_min, r))
+    if w_min == 1.0:
+        assert (sample_weights(r, w_min) == 1.0).all()
+    if w_min == 0.0:
+        np.testing.assert_array_equal(sample_weights(r, w_min), r)
+
+
+@pytest.mark.parametrize("w_min", [-0.01, 1.01, 2.0])
+def test_sample_weights_rejects_floor_outside_unit_interval(w_min):
+    with pytest.raises(ValueError, match=r"w_min must be in \[0, 1\]"):
+        sample_weights([0.5], w_min)
+
+
+def test_sample_weights_accepts_lists():
+    assert sample_weights([0.9, 0.1], 0.5).tolist() == [0.9, 0.5]
+
+
+# ------------------------------------------------------------------------------ agreement
+
+
+A, B, C = ("B-PER", "O"), ("O", "O"), ("B-LOC", "O")
+
+
+def test_agreement_counts_multiplicity():
+    assert agreement([A, B, C], [3, 5, 2], A) == 3
+    assert agreement([A, B, C], [3, 5, 2], B) == 5
+    assert agreement([A, B, C], [3, 5, 2], ("I-PER", "O")) == 0
+    # the whole sequence must match, not a majority of its tags
+    assert agreement([("B-PER", "I-PER", "O")], [10], ("B-PER", "O", "O")) == 0
+    assert isinstance(agreement([A], np.array([4]), A), int)
+
+
+labels = st.sampled_from([("pos",), ("neg",), ("neg", "pos"), ()])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(labels, st.integers(1, 6)), min_size=1, max_size=8),
+    labels,
+)
+def test_agreement_equals_expanded_count(pairs, gold):
+    predictions = [p for p, _ in pairs]
+    multiplicity = np.array([m for _, m in pairs])
+    expanded = [p for p, m in pairs for _ in range(m)]
+    assert agreement(predictions, multiplicity, gold) == sum(p == gold for p in expanded)
+    assert 0 <= agreement(predictions, multiplicity, gold) <= multiplicity.sum()
+    # majority's count on the deduplicated input is the expanded count of the top prediction
+    top, count = majority(predictions, multiplicity)
+    assert count == expanded.count(top) == max(expanded.count(p) for p in expanded)
+
+
+# ------------------------------------------------------------------------------ majority
+
+
+def test_majority_counts_and_ties():
+    assert majority([A, B, C], [1, 2, 1]) == (B, 2)
+    # ties go to the earliest candidate
+    assert majority([A, B], [2, 2]) == (A, 2)
+    assert majority([B, A], [2, 2]) == (B, 2)
+    # the same prediction from several candidates is summed before comparing
+    assert majority([A, B, A], [1, 2, 2]) == (A, 3)
+    # a tie between a prediction seen first and one that catches up later: the first wins
+    assert majority([C, A, B, A], [2, 1, 1, 1]) == (C, 2)
+
+
+# ------------------------------------------------------------------------------ entity_agreement
+
+
+def test_entity_agreement_fractions():
+    gold = ("B-PER", "I-PER", "O", "B-LOC")
+    predictions = [
+        gold,  # both entities
+        ("B-PER", "O", "O", "B-LOC"),  # PER too short, LOC right
+        ("B-PER", "I-PER", "O", "B-ORG"),  # PER right, LOC has the wrong type
+        ("O", "O", "O", "O"),
+    ]
+    out = entity_agreement(predictions, [4, 2, 3, 1], gold)
+    assert [(t, s, e) for t, s, e, _ in out] == [("PER", 0, 2), ("LOC", 3, 4)]
+    assert out[0][3] == pytest.approx((4 + 3) / 10)
+    assert out[1][3] == pytest.approx((4 + 2) / 10)
+
+
+def test_entity_agreement_no_gold_entities():
+    assert entity_agreement([("B-PER", "O")], [5], ("O", "O")) == []
+
+
+# ------------------------------------------------------------------------------ _collect
+
+
+def test_collect_reliability_and_weight():
+    examples = [
+        Example("a", ("Peter", "runs"), ("B-PER", "O")),
+        Example("b", ("in", "Paris"), ("O", "B-LOC")),
+        Example("c", ("ok",), ("O",)),
+    ]
+    # example a: 3 candidates (6 + 3 + 1 slots), b: 2 candidates (1 + 9), c: 1 candidate (K=1)
+    predicted = [
+        ("B-PER", "O"), ("O", "O"), ("B-PER", "O"),
+        ("O", "B-LOC"), ("O", "B-ORG"),
+        ("O",),
+    ]
+    owner = np.array([0, 0, 0, 1, 1, 2])
+    multiplicity = np.array([6, 3, 1, 1, 9, 1])
+    res = _collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
+    assert res.ids == ["a", "b", "c"]
+    assert res.agreement.tolist() == [7, 1, 1]
+    assert res.k.tolist() == [10, 10, 1]
+    np.testing.assert_allclose(res.reliability, [0.7, 0.1, 1.0])
+    np.testing.assert_allclose(res.reliability, res.agreement / res.k)
+    np.testing.assert_allclose(res.weight, [0.7, 1 / 3, 1.0])
+    np.testing.assert_allclose(res.weight, np.maximum(1 / 3, res.reliability))
+    # predictions expanded by multiplicity
+    assert [len(p) for p in res.predictions] == [10, 10, 1]
+    assert res.predictions[0].count(("B-PER", "O")) == 7
+    assert res.majority == [("B-PER", "O"), ("O", "B-ORG"), ("O",)]
+    np.testing.assert_allclose(res.majority_share, [0.7, 0.9, 1.0])
+    assert res.entities == [[("PER", 0, 1, 0.7)], [("LOC", 1, 2, 0.1)], []]
+    cols = res.columns()
+    assert cols["majority"][1] == ["O", "B-ORG"] and "entities" in cols
+
+
+def test_collect_classification_and_other_floor():
+    examples = [Example("0", ("good", "film"), ("pos",)), Example("1", ("bad",), ("neg",))]
+    predicted = [("pos",), ("neg",), ("pos",)]
+    res = _collect(examples, predicted, np.array([0, 0, 1]), np.array([2, 8, 10]), 0.5, "classification")
+    np.testing.assert_allclose(res.reliability, [0.2, 0.0])
+    np.testing.assert_allclose(res.weight, [0.5, 0.5])
+    assert res.entities == [] and "entities" not in res.columns()
+    assert res.majority == [("neg",), ("pos",)]
