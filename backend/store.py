@@ -1,0 +1,153 @@
+"""Per-project state on disk: model versions, stored scores, training status.
+
+    MODEL_DIR/<project>/
+        CURRENT                     name of the version being served
+        status.json                 state, last error, event counter (see ProjectStore.status)
+        versions/<version>/
+            COMPLETE                written last: a version without it is never served
+            scout/                  the saved scout
+            scores.json             task id -> stored prediction (result, score, fingerprint)
+
+Everything is written to a temporary name and renamed into place, so a crash or a killed worker
+never leaves a half-written version where the server would load it, and every process sharing
+MODEL_DIR (gunicorn workers, rq workers) sees the same state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_PROJECT = re.compile(r"^[0-9]+$")
+KEEP_VERSIONS = 3
+
+
+def atomic_write_json(path: Path, data) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def new_version_name() -> str:
+    """Sortable and unique: ``srw-20261121-164301-1a2b3c``."""
+    return f"srw-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+
+
+class ProjectStore:
+    """The files of one Label Studio project under ``model_dir``."""
+
+    def __init__(self, model_dir: str | os.PathLike, project: int | str):
+        project = str(project)
+        if not _PROJECT.match(project):  # the id becomes a path: digits only
+            raise ValueError(f"invalid project id {project!r}")
+        self.project = project
+        self.root = Path(model_dir) / project
+        self.versions = self.root / "versions"
+
+    # -- versions -----------------------------------------------------------------------------
+    def is_complete(self, version: str) -> bool:
+        return bool(version) and (self.versions / version / "COMPLETE").is_file()
+
+    def current_version(self) -> str | None:
+        """The version to serve: CURRENT if complete, else the newest complete one."""
+        with contextlib.suppress(FileNotFoundError):
+            name = (self.root / "CURRENT").read_text().strip()
+            if self.is_complete(name):
+                return name
+        complete = sorted(v.name for v in self.versions.glob("srw-*") if self.is_complete(v.name))
+        return complete[-1] if complete else None
+
+    def staging_dir(self) -> Path:
+        """An empty directory to build a new version in (same filesystem as the versions)."""
+        self.versions.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".staging-", dir=self.versions))
+
+    def publish(self, staging: Path, version: str) -> Path:
+        """Mark ``staging`` complete, move it to ``versions/<version>`` and serve it."""
+        (staging / "COMPLETE").write_text(version)
+        target = self.versions / version
+        os.replace(staging, target)
+        tmp = self.root / f".CURRENT.{uuid.uuid4().hex}"
+        tmp.write_text(version)
+        os.replace(tmp, self.root / "CURRENT")
+        self._prune(keep=version)
+        return target
+
+    def _prune(self, keep: str) -> None:
+        complete = sorted(v.name for v in self.versions.glob("srw-*") if self.is_complete(v.name))
+        for old in complete[:-KEEP_VERSIONS]:
+            if old != keep:
+                shutil.rmtree(self.versions / old, ignore_errors=True)
+        # Staging dirs left by a killed worker: anything older than a day.
+        for stale in self.versions.glob(".staging-*"):
+            if time.time() - stale.stat().st_mtime > 86400:
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def all_versions(self) -> list[str]:
+        return sorted(v.name for v in self.versions.glob("srw-*") if self.is_complete(v.name))
+
+    def scout_dir(self, version: str) -> Path:
+        return self.versions / version / "scout"
+
+    def scores(self, version: str) -> dict:
+        """Stored predictions of ``version``: task id (str) -> entry."""
+        try:
+            return json.loads((self.versions / version / "scores.json").read_text())
+        except FileNotFoundError:
+            return {}
+
+    # -- status -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self):
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def status(self) -> dict:
+        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot."""
+        try:
+            status = json.loads((self.root / "status.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            status = {}
+        status.setdefault("state", "idle")
+        status.setdefault("events_since_training", 0)
+        status.setdefault("last_error", None)
+        status["project"] = self.project
+        status["current_version"] = self.current_version()
+        return status
+
+    def update_status(self, **changes) -> dict:
+        """Merge ``changes`` into status.json under an exclusive lock; returns the result.
+
+        A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
+        """
+        with self._locked():
+            status = self.status()
+            for key, value in changes.items():
+                status[key] = value(status.get(key)) if callable(value) else value
+            status["updated_at"] = time.time()
+            atomic_write_json(self.root / "status.json", status)
+            return status

@@ -1,0 +1,41 @@
+"""Shared fixtures: real data and one tiny trained NER scout per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CONLLPP_TRAIN = DATA / "conllpp" / "conllpp_train.txt"
+SST2_TRAIN = DATA / "sst2" / "train.tsv"
+
+
+@pytest.fixture(scope="session")
+def conll_train():
+    """All CoNLL++ training sentences (IOB2)."""
+    from subregweigh.formats import read_conll
+
+    return read_conll(CONLLPP_TRAIN)
+
+
+@pytest.fixture(scope="session")
+def sst2_train():
+    """The first 2,000 SST-2 training rows."""
+    from subregweigh.formats import read_tsv
+
+    return read_tsv(SST2_TRAIN)[:2000]
+
+
+@pytest.fixture(scope="session")
+def tiny_ner_data(conll_train):
+    """60 real CoNLL sentences that use every entity type."""
+    return conll_train[:60]
+
+
+@pytest.fixture(scope="session")
+def tiny_scout(tiny_ner_data):
+    """A MiniLM NER scout trained 1 epoch on ``tiny_ner_data`` (do not modify it)."""
+    from subregweigh.scout import Scout
+
+    return Scout(epochs=1, progress=False).fit(tiny_ner_data)

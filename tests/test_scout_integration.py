@@ -1,0 +1,327 @@
+"""Real training of the offline MiniLM scout: Scout, SubRegWeigh and CrossWeigh end to end.
+
+Everything runs for real on 2 CPU cores, so the data sets are small: about 60 sentences for the
+Scout checks and 300 for the detection checks, where SubRegWeigh must find injected label noise
+clearly better than chance.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from subregweigh.crossweigh import CrossWeigh, entity_surfaces, fold_splits
+from subregweigh.example import Example
+from subregweigh.metrics import detection_report
+from subregweigh.noise import flip_labels, inject_ner_noise
+from subregweigh.scout import STATE_FILE, Scout
+from subregweigh.tags import entity_types
+from subregweigh.weigh import SubRegWeigh
+
+# ------------------------------------------------------------------------------ (a) Scout NER
+
+
+def test_scout_ner_fit_predict(tiny_scout, tiny_ner_data):
+    types = entity_types(tiny_ner_data)
+    assert types == ["LOC", "MISC", "ORG", "PER"]
+    assert tiny_scout.labels_[0] == "O"
+    assert tiny_scout.labels_ == ["O"] + [f"{p}-{t}" for t in types for p in ("B", "I")]
+    predicted = tiny_scout.predict(tiny_ner_data)
+    assert len(predicted) == len(tiny_ner_data)
+    for ex, tags in zip(tiny_ner_data, predicted):
+        assert isinstance(tags, tuple) and len(tags) == len(ex.words)
+        assert set(tags) <= set(tiny_scout.labels_)
+    # one epoch already learns something: most word tags (mostly O) are right
+    words = sum(len(ex.words) for ex in tiny_ner_data)
+    right = sum(p == g for ex, tags in zip(tiny_ner_data, predicted) for p, g in zip(tags, ex.label))
+    assert right / words > 0.7
+
+
+def test_scout_save_load_roundtrip(tiny_scout, tiny_ner_data, tmp_path):
+    target = tiny_scout.save(tmp_path / "scout")
+    assert (target / STATE_FILE).is_file()
+    state = json.loads((target / STATE_FILE).read_text())
+    assert state["labels"] == tiny_scout.labels_ and state["task"] == "ner"
+    loaded = Scout.load(target, progress=False)
+    assert loaded.labels_ == tiny_scout.labels_
+    assert loaded.get_params() == {**tiny_scout.get_params(), "device": None, "progress": False}
+    assert loaded.predict(tiny_ner_data) == tiny_scout.predict(tiny_ner_data)
+    # same segmentations too (the tokenizer came back intact)
+    assert all(loaded.segment(ex.words) == tiny_scout.segment(ex.words) for ex in tiny_ner_data)
+
+
+def test_scout_save_replaces_atomically(tiny_scout, tiny_ner_data, tmp_path):
+    target = tmp_path / "scout"
+    tiny_scout.save(target)
+    (target / "marker").write_text("first save")
+
+    # A save that fails half-way (the model is written, the settings cannot be encoded):
+    # the previous scout stays, and no staging directory is left behind.
+    saved_lr = tiny_scout.learning_rate
+    tiny_scout.learning_rate = object()
+    try:
+        with pytest.raises(TypeError):
+            tiny_scout.save(target)
+    finally:
+        tiny_scout.learning_rate = saved_lr
+    assert (target / "marker").read_text() == "first save"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scout"]
+
+    # A successful second save replaces the old scout as a whole.
+    tiny_scout.save(target)
+    assert not (target / "marker").exists()
+    assert (target / STATE_FILE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scout"]  # no .scout.* left
+    loaded = Scout.load(target, progress=False)
+    assert loaded.predict(tiny_ner_data[:10]) == tiny_scout.predict(tiny_ner_data[:10])
+
+
+def test_scout_load_without_state(tmp_path):
+    (tmp_path / "not-a-scout").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"not-a-scout is not a saved scout \(no scout\.json\)"):
+        Scout.load(tmp_path / "not-a-scout")
+    with pytest.raises(FileNotFoundError, match="scout.json"):
+        Scout.load(tmp_path / "missing")
+
+
+def test_unfitted_scout_predict_raises():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        Scout().predict([Example("0", ("a",), ("O",))])
+
+
+# ------------------------------------------------------------------------------ (b) truncation
+
+
+def test_long_text_truncated_with_warning(conll_train, caplog):
+    train = conll_train[:16]
+    scout = Scout(epochs=1, max_length=32, progress=False)
+    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+        scout.fit(train)
+    assert scout.max_length_ == 32
+    # conllpp sentence 7 has 47 subwords: warned about while training, by id
+    assert any(r.message.startswith("7: longer than 32 subwords") for r in caplog.records)
+
+    words = tuple(" ".join(ex.text for ex in conll_train[100:104]).split())
+    long = Example("long-text-1", words, ("O",) * len(words))
+    seg = scout.segment(words)
+    budget, used, kept = 32 - 2, 0, 0  # [CLS] and [SEP]
+    for ids in seg:
+        if used + len(ids) > budget:
+            break
+        used += len(ids)
+        kept += 1
+    assert kept < len(words)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+        (tags,) = scout.predict([long])
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert messages == [
+        f"long-text-1: longer than 32 subwords; truncated after word {kept} of {len(words)}"
+    ]
+    assert len(tags) == len(words)
+    assert all(t == "O" for t in tags[kept:])  # truncated words get "O"
+    # a short text is not warned about
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+        scout.predict([Example("short", ("Peter", "Blackburn"), ("B-PER", "I-PER"))])
+    assert not caplog.records
+
+
+# ------------------------------------------------------------------------------ (c) classification
+
+
+def test_scout_single_label_classification(sst2_train):
+    train = sst2_train[:80]
+    scout = Scout(task="classification", epochs=1, progress=False).fit(train)
+    assert scout.labels_ == ["0", "1"]
+    predicted = scout.predict(train)
+    assert len(predicted) == len(train)
+    assert all(isinstance(p, tuple) and len(p) == 1 and p[0] in ("0", "1") for p in predicted)
+
+
+MULTI = [
+    ("what a great match , the team won", ("pos", "sports")),
+    ("the team played a wonderful game", ("pos", "sports")),
+    ("brilliant goal , our team is champion", ("pos", "sports")),
+    ("awful match , the team lost again", ("neg", "sports")),
+    ("the team played a terrible game", ("neg", "sports")),
+    ("a dreadful defeat for the team", ("neg", "sports")),
+    ("what a lovely and beautiful film", ("pos",)),
+    ("a wonderful , moving story", ("pos",)),
+    ("i loved this brilliant book", ("pos",)),
+    ("a boring and terrible film", ("neg",)),
+    ("an awful , dreadful story", ("neg",)),
+    ("i hated this dull book", ("neg",)),
+]
+
+
+def test_scout_multi_label_classification():
+    train = [Example(str(i), tuple(t.split()), lab) for i, (t, lab) in enumerate(MULTI * 2)]
+    scout = Scout(
+        task="classification", multi_label=True, epochs=6, batch_size=8, learning_rate=1e-3,
+        progress=False,
+    ).fit(train)
+    assert scout.labels_ == ["neg", "pos", "sports"]
+    predicted = scout.predict(train)
+    for p in predicted:
+        assert isinstance(p, tuple) and set(p) <= {"neg", "pos", "sports"}
+        assert list(p) == sorted(p)
+    # the multi-label head learned the tuples: most examples come out exactly right,
+    # including both 2-class and 1-class tuples
+    right = [p == ex.label for p, ex in zip(predicted, train)]
+    assert np.mean(right) >= 0.75
+    assert any(r and len(ex.label) == 2 for r, ex in zip(right, train))
+    assert any(r and len(ex.label) == 1 for r, ex in zip(right, train))
+
+
+# ------------------------------------------------------------------------------ (d) sample weights
+
+
+def _logits(scout, examples):
+    enc = scout.tokenizer_(
+        [list(ex.words) for ex in examples], is_split_into_words=True, padding=True, return_tensors="pt"
+    )
+    with torch.inference_mode():
+        return scout.model_(**enc).logits.numpy()
+
+
+def test_sample_weight_reaches_the_loss(conll_train):
+    train = conll_train[:16]
+    settings = dict(epochs=1, batch_size=8, learning_rate=1e-3, progress=False)
+    untrained = Scout(**{**settings, "epochs": 0}).fit(train)  # the initial model, same seed
+    zero = Scout(**settings).fit(train, sample_weight=np.zeros(len(train)))
+    ones = Scout(**settings).fit(train, sample_weight=np.ones(len(train)))
+    base, z, o = _logits(untrained, train), _logits(zero, train), _logits(ones, train)
+    # zero weights: zero loss and gradients, so only AdamW's tiny weight decay moves the model
+    np.testing.assert_allclose(z, base, atol=1e-2)
+    # unit weights train it
+    assert np.abs(o - base).max() > 0.5
+    assert np.abs(o - z).max() > 0.5
+    with pytest.raises(ValueError, match=r"sample_weight has shape \(3,\), expected \(16,\)"):
+        Scout(**settings).fit(train, sample_weight=np.ones(3))
+
+
+# ------------------------------------------------------------------------------ (e) detection
+
+
+N_NER = 300
+
+
+@pytest.fixture(scope="module")
+def ner_detection(conll_train):
+    clean = conll_train[:N_NER]
+    noisy, corrupted = inject_ner_noise(clean, rate=0.1, random_state=0)
+    srw = SubRegWeigh(
+        Scout(epochs=3, progress=False), n_samples=100, k=10, method="kmeans", progress=False
+    ).fit(noisy)
+    return noisy, corrupted, srw, srw.weigh(noisy)
+
+
+def test_subregweigh_finds_ner_noise(ner_detection):
+    noisy, corrupted, _, result = ner_detection
+    base_rate = corrupted.mean()
+    assert 0.5 < base_rate < 0.8  # 10% of word labels corrupts most sentences
+    report = detection_report(result.reliability, corrupted)
+    print(f"NER detection: AP {report['average_precision']:.3f} (base rate {base_rate:.3f}), "
+          f"AUROC {report['auroc']:.3f}, mean reliability clean "
+          f"{report['mean_reliability_clean']:.3f} vs corrupted {report['mean_reliability_corrupted']:.3f}")
+    assert report["average_precision"] >= base_rate + 0.1
+    assert report["mean_reliability_clean"] >= report["mean_reliability_corrupted"] + 0.2
+    # shapes and invariants of the result
+    n = len(noisy)
+    assert result.ids == [ex.id for ex in noisy]
+    assert result.k.shape == (n,) and (result.k >= 1).all() and (result.k <= 10).all()
+    np.testing.assert_allclose(result.reliability, result.agreement / result.k)
+    np.testing.assert_allclose(result.weight, np.maximum(1 / 3, result.reliability))
+    assert all(len(p) == k for p, k in zip(result.predictions, result.k))
+    assert all(len(tags) == len(ex.words) for p, ex in zip(result.predictions, noisy) for tags in p)
+    assert len(result.entities) == n
+
+
+def test_weigh_is_deterministic(ner_detection):
+    noisy, _, srw, result = ner_detection
+    subset = noisy[:40]
+    first, second = srw.weigh(subset), srw.weigh(subset)
+    np.testing.assert_array_equal(first.reliability, second.reliability)
+    assert first.predictions == second.predictions
+    # seeded per example: the same segmentations whatever else is in the batch
+    a, b = srw.candidates(subset), srw.candidates(noisy)
+    n_sub = len(a[1])
+    assert a[0] == b[0][:n_sub] and np.array_equal(a[2], b[2][:n_sub])
+    np.testing.assert_array_equal(first.k, result.k[:40])
+
+
+def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
+    clean = [ex for ex in sst2_train if len(ex.words) >= 8][:300]
+    noisy, corrupted = flip_labels(clean, 0.1, random_state=0)
+    srw = SubRegWeigh(
+        Scout(task="classification", epochs=2, progress=False), n_samples=100, k=10,
+        method="kmeans", progress=False,
+    ).fit(noisy)
+    result = srw.weigh(noisy)
+    report = detection_report(result.reliability, corrupted)
+    print(f"SST-2 detection: AP {report['average_precision']:.3f} (base rate {corrupted.mean():.3f}), "
+          f"AUROC {report['auroc']:.3f}, mean reliability clean "
+          f"{report['mean_reliability_clean']:.3f} vs corrupted {report['mean_reliability_corrupted']:.3f}")
+    assert corrupted.mean() == pytest.approx(0.1)
+    assert report["average_precision"] >= 2 * corrupted.mean()
+    assert report["mean_reliability_clean"] > report["mean_reliability_corrupted"]
+    assert all(len(p) == 1 for preds in result.predictions for p in preds)
+    assert result.entities == []
+
+
+# ------------------------------------------------------------------------------ (f) CrossWeigh
+
+
+def test_crossweigh_weights_and_reliability(tiny_ner_data):
+    cw = CrossWeigh(Scout(epochs=1, progress=False), n_folds=3, n_iterations=1, epsilon=0.5,
+                    random_state=0, progress=False)
+    res = cw.weigh(tiny_ner_data)
+    n = len(tiny_ner_data)
+    assert res.ids == [ex.id for ex in tiny_ner_data]
+    assert res.mistakes.shape == (n,) and set(res.mistakes.tolist()) <= {0, 1}
+    np.testing.assert_allclose(res.weight, 0.5 ** res.mistakes)
+    np.testing.assert_allclose(res.reliability, 1 - res.mistakes / 1)
+    # a scout after one epoch on 40 sentences gets some whole sentences right, not all
+    assert 0 < res.mistakes.sum() < n
+    assert set(res.columns()) == {"reliability", "mistakes"}
+    with pytest.raises(ValueError, match="n_folds"):
+        CrossWeigh(n_folds=61).weigh(tiny_ner_data)
+
+
+@pytest.mark.parametrize("n_folds", [3, 10])
+def test_fold_splits_entity_disjoint(conll_train, n_folds):
+    examples = conll_train[:300]
+    surfaces = [entity_surfaces(ex) for ex in examples]
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # two iterations from the same generator: different permutations
+        splits = fold_splits(examples, n_folds, rng, entity_disjoint=True)
+        assert len(splits) == n_folds
+        tests = np.concatenate([test for _, test in splits])
+        assert sorted(tests.tolist()) == list(range(len(examples)))  # one test fold each
+        dropped = 0
+        for train, test in splits:
+            assert not set(train.tolist()) & set(test.tolist())
+            held_out = set().union(*(surfaces[i] for i in test))
+            for i in train:
+                assert not surfaces[i] & held_out
+            # only sentences sharing a surface with the test fold are dropped
+            others = sorted(set(range(len(examples))) - set(test.tolist()))
+            expected = [i for i in others if not surfaces[i] & held_out]
+            assert train.tolist() == expected
+            dropped += len(others) - len(train)
+            assert len(train) > 0
+        assert dropped > 0  # the constraint is active on real data
+
+
+def test_fold_splits_plain_kfold(conll_train):
+    examples = conll_train[:50]
+    splits = fold_splits(examples, 5, np.random.default_rng(1), entity_disjoint=False)
+    for train, test in splits:
+        assert sorted(train.tolist() + test.tolist()) == list(range(50))
+        assert len(test) == 10
