@@ -70,30 +70,6 @@ def spans_to_tags(
     return words, tags, warnings
 
 
-def tags_to_spans(
-    words: Sequence[tuple[str, int, int]], tags: Sequence[str]
-) -> list[tuple[int, int, str]]:
-    """Character spans ``(start, end, label)`` of the entities in IOB2 ``tags`` over ``words``.
-
-    An ``I-X`` that does not continue an ``X`` entity starts one (the lenient reading of
-    predicted tags).
-    """
-    spans: list[list] = []
-    previous = "O"
-    for (_, start, end), tag in zip(words, tags):
-        prefix, _, label = tag.partition("-")
-        if tag == "O":
-            previous = "O"
-            continue
-        continues = prefix == "I" and previous != "O" and previous == label
-        if continues:
-            spans[-1][1] = end
-        else:
-            spans.append([start, end, label])
-        previous = label
-    return [tuple(span) for span in spans]
-
-
 def labels_result(
     text: str, spans: Iterable[tuple[int, int, str]], from_name: str, to_name: str,
     scores: Iterable[float] | None = None,

@@ -1,0 +1,75 @@
+"""Serve the subregweigh Label Studio ML backend.
+
+    python _wsgi.py                      # http://0.0.0.0:9090, embedded job runner, ./models
+    python _wsgi.py --port 9091 --model-dir /data/models --log-level DEBUG
+    gunicorn _wsgi:app                   # production (settings from the environment)
+
+Every flag has an environment variable (see the README's configuration table); flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+ENGINE_FLAGS = {  # flag -> environment variable
+    "model_dir": "MODEL_DIR",
+    "label_studio_url": "LABEL_STUDIO_URL",
+    "redis_url": "REDIS_URL",
+    "queue_name": "RQ_QUEUE_NAME",
+    "scout_model": "SRW_MODEL",
+    "k": "SRW_K",
+    "n_samples": "SRW_N",
+    "p": "SRW_P",
+    "method": "SRW_METHOD",
+    "w_min": "SRW_W_MIN",
+    "epochs": "SRW_EPOCHS",
+    "retrain_after": "SRW_RETRAIN_AFTER",
+    "min_annotations": "SRW_MIN_ANNOTATIONS",
+}
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default=os.environ.get("HOST_BIND", "0.0.0.0"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT_BIND", "9090")))
+    parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    parser.add_argument("--model-dir", help="per-project models and scores (MODEL_DIR, default ./models)")
+    parser.add_argument("--label-studio-url", help="LABEL_STUDIO_URL (the API key: LABEL_STUDIO_API_KEY only)")
+    parser.add_argument("--redis-url", help="REDIS_URL: run training on rq workers instead of in-process")
+    parser.add_argument("--queue-name", help="RQ_QUEUE_NAME (default subregweigh)")
+    parser.add_argument("--scout-model", help="SRW_MODEL: encoder name or path (default: offline MiniLM)")
+    parser.add_argument("-k", type=int, help="SRW_K (default 10)")
+    parser.add_argument("--n-samples", type=int, help="SRW_N (default 500)")
+    parser.add_argument("-p", type=float, help="SRW_P (default 0.1)")
+    parser.add_argument("--method", choices=["kmeans", "cossim", "random"], help="SRW_METHOD")
+    parser.add_argument("--w-min", type=float, help="SRW_W_MIN (default 1/3)")
+    parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default 3)")
+    parser.add_argument("--retrain-after", type=int, help="SRW_RETRAIN_AFTER annotation changes (default 10)")
+    parser.add_argument("--min-annotations", type=int, help="SRW_MIN_ANNOTATIONS (default 10)")
+    args = parser.parse_args(argv)
+    for flag, variable in ENGINE_FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            os.environ[variable] = str(value)
+    _configure_logging(args.log_level)
+    from backend.server import create_app
+
+    create_app().run(host=args.host, port=args.port, threaded=True)
+
+
+if __name__ == "__main__":
+    main()
+else:  # imported by a WSGI server: gunicorn _wsgi:app
+    _configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    from backend.server import create_app
+
+    app = create_app()

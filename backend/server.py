@@ -1,0 +1,177 @@
+"""The HTTP face of the backend: the endpoints Label Studio calls, plus status.
+
+We serve ``SubRegWeighModel`` (a ``LabelStudioMLBase``) with our own small Flask app instead of
+label-studio-ml 1.0.9's: its job manager runs training inside the webhook request without
+Redis (Label Studio waits 1 s), rebuilds a model version per job, lacks START_TRAINING, and
+shares finished jobs between backends on one queue. Endpoints and payloads are the same.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from backend.jobs import RQRunner, ThreadRunner
+from backend.settings import Settings
+from backend.tasks import ConfigError
+
+logger = logging.getLogger(__name__)
+
+JOB = "model:train_project"
+
+
+class BadRequest(ValueError):
+    """A request the backend cannot act on; becomes a 400 with this message."""
+
+
+def _json_body() -> dict:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def create_app(settings: Settings | None = None, runner=None) -> Flask:
+    """Build the app. ``runner`` defaults to rq when REDIS_URL is set, else in-process threads."""
+    from model import SubRegWeighModel, project_id, train_project
+
+    settings = settings or Settings.from_env()
+    if runner is None:
+        runner = (RQRunner(JOB, settings.redis_url, settings.queue_name) if settings.redis_url
+                  else ThreadRunner(train_project))
+    app = Flask("subregweigh")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
+    app.extensions["subregweigh"] = {"settings": settings, "runner": runner}
+    logger.info("subregweigh backend: %s jobs, settings %s",
+                "rq" if isinstance(runner, RQRunner) else "in-process", settings.public())
+
+    def model_for(project, label_config=None) -> SubRegWeighModel:
+        return SubRegWeighModel(project=project, label_config=label_config, settings=settings)
+
+    @app.before_request
+    def basic_auth():
+        if not settings.basic_auth_user or request.path == "/health":
+            return None
+        auth = request.authorization
+        ok = (auth is not None and auth.type == "basic"
+              and hmac.compare_digest(auth.username or "", settings.basic_auth_user)
+              and hmac.compare_digest(auth.password or "", settings.basic_auth_pass))
+        if ok:
+            return None
+        response = jsonify(error="authentication required")
+        response.status_code = 401
+        response.headers["WWW-Authenticate"] = 'Basic realm="subregweigh"'
+        return response
+
+    @app.errorhandler(BadRequest)
+    @app.errorhandler(ConfigError)
+    def bad_request(err):
+        logger.warning("%s %s: 400: %s", request.method, request.path, err)
+        return jsonify(error=str(err)), 400
+
+    @app.errorhandler(HTTPException)
+    def http_error(err):
+        return jsonify(error=err.description or err.name), err.code
+
+    @app.errorhandler(Exception)
+    def server_error(err):
+        logger.exception("%s %s failed", request.method, request.path)
+        return jsonify(error=f"internal error: {type(err).__name__}; see the backend's log"), 500
+
+    @app.get("/health")
+    @app.get("/")
+    def health():
+        return jsonify(status="UP", model_class="SubRegWeighModel")
+
+    @app.post("/setup")
+    def setup():
+        body = _json_body()
+        try:
+            model = model_for(project_id(body.get("project")), body.get("schema"))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        model.spec()  # an unsupported config fails here, at connect time, with the reason
+        return jsonify(model_version=model.model_version)
+
+    @app.post("/predict")
+    def predict():
+        body = _json_body()
+        tasks = body.get("tasks")
+        if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+            raise BadRequest("'tasks' must be a list of task objects")
+        try:
+            model = model_for(project_id(body.get("project")), body.get("label_config"))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        if not model.label_config:
+            raise BadRequest("'label_config' is missing")
+        start = time.perf_counter()
+        results = model.predict(tasks)
+        logger.info("project %s: /predict of %d tasks in %.2f s", model.project, len(tasks),
+                    time.perf_counter() - start)
+        return jsonify(results=results, model_version=model.model_version)
+
+    @app.post("/webhook")
+    def webhook():
+        body = _json_body()
+        event = body.get("action")
+        if not isinstance(event, str):
+            raise BadRequest("'action' is missing")
+        if event not in SubRegWeighModel.TRAIN_EVENTS:
+            from model import IGNORED_EVENTS
+
+            if event in IGNORED_EVENTS:
+                return jsonify(status="ignored", action=event), 200
+            raise BadRequest(f"unknown webhook action {event!r}")
+        try:
+            model = model_for(project_id(body.get("project")))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        if not model.wants_training(event):
+            return jsonify(status="counted", action=event), 200
+        outcome = runner.submit(model.project)
+        logger.info("project %s: %s -> training %s", model.project, event, outcome)
+        return jsonify(status=outcome, action=event), 201
+
+    def _status(project) -> dict:
+        model = model_for(project)
+        status = model.store.status()
+        status["job"] = runner.state(model.project)
+        status["is_training"] = status["job"] != "idle"
+        return status
+
+    @app.get("/is_training")
+    def is_training():
+        try:
+            project = project_id(request.args.get("project"))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        status = _status(project)
+        return jsonify(is_training=status["is_training"], job=status["job"],
+                       model_version=status["current_version"])
+
+    @app.get("/status")
+    def status():
+        try:
+            project = project_id(request.args.get("project"))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        return jsonify(_status(project))
+
+    @app.route("/versions", methods=["GET", "POST"])
+    def versions():
+        body = request.get_json(silent=True) if request.method == "POST" else None
+        raw = (body or {}).get("project") if isinstance(body, dict) else request.args.get("project")
+        if raw is None:
+            return jsonify(versions=[])
+        try:
+            model = model_for(project_id(raw))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+        return jsonify(versions=model.store.all_versions(), current=model.model_version)
+
+    return app
