@@ -8,11 +8,13 @@ task) so the caller can log them and carry on with the rest of the project.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
-WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-"""Words are runs of letters/digits, and every other non-space character on its own."""
+import regex
+
+WORD = regex.compile(r"[\w\p{M}]+|[^\w\s\p{M}]\p{M}*")
+"""Words are runs of letters, digits and combining marks ("Zu\u0308rich", Devanagari), and
+every other non-space character on its own."""
 
 
 def words_with_offsets(text: str) -> list[tuple[str, int, int]]:

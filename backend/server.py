@@ -57,9 +57,10 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         if not settings.basic_auth_user or request.path == "/health":
             return None
         auth = request.authorization
+        # Bytes: compare_digest refuses non-ASCII str.
         ok = (auth is not None and auth.type == "basic"
-              and hmac.compare_digest(auth.username or "", settings.basic_auth_user)
-              and hmac.compare_digest(auth.password or "", settings.basic_auth_pass))
+              and hmac.compare_digest((auth.username or "").encode(), settings.basic_auth_user.encode())
+              and hmac.compare_digest((auth.password or "").encode(), settings.basic_auth_pass.encode()))
         if ok:
             return None
         response = jsonify(error="authentication required")

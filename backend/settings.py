@@ -31,7 +31,7 @@ class Settings:
     model_dir: str = "./models"
     basic_auth_user: str = ""
     basic_auth_pass: str = field(default="", repr=False)
-    redis_url: str = ""
+    redis_url: str = field(default="", repr=False)
     queue_name: str = "subregweigh"
     # engine
     scout_model: str = ""
@@ -85,5 +85,5 @@ class Settings:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
         if self.redis_url and "@" in self.redis_url:  # redis://:password@host
             scheme, rest = self.redis_url.split("://", 1)
-            out["redis_url"] = f"{scheme}://***@{rest.split('@', 1)[1]}"
+            out["redis_url"] = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
         return out

@@ -29,7 +29,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_PROJECT = re.compile(r"^[0-9]+$")
+_PROJECT = re.compile(r"[0-9]+")
 KEEP_VERSIONS = 3
 
 
@@ -48,8 +48,10 @@ def atomic_write_json(path: Path, data) -> None:
 
 
 def new_version_name() -> str:
-    """Sortable and unique: ``srw-20261121-164301-1a2b3c``."""
-    return f"srw-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:6]}"
+    """Sortable to the millisecond and unique: ``srw-20261121-164301123-1a2b3c``."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"srw-{stamp}{int(now % 1 * 1000):03d}-{uuid.uuid4().hex[:6]}"
 
 
 class ProjectStore:
@@ -57,7 +59,7 @@ class ProjectStore:
 
     def __init__(self, model_dir: str | os.PathLike, project: int | str):
         project = str(project)
-        if not _PROJECT.match(project):  # the id becomes a path: digits only
+        if not _PROJECT.fullmatch(project):  # the id becomes a path: digits only
             raise ValueError(f"invalid project id {project!r}")
         self.project = project
         self.root = Path(model_dir) / project

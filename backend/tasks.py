@@ -120,7 +120,10 @@ def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: st
     if unknown:
         warnings.append(f"{where}: choice {unknown[0]!r} is not in the labeling config; annotation skipped")
         return None
-    if not chosen or (len(chosen) > 1 and not spec.multi_label):
+    if not chosen:
+        warnings.append(f"{where}: no choice made; annotation skipped")
+        return None
+    if len(chosen) > 1 and not spec.multi_label:
         warnings.append(f"{where}: {len(chosen)} choices for a single-choice config; annotation skipped")
         return None
     return tuple(chosen)

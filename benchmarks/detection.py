@@ -55,6 +55,7 @@ def parse_args(argv=None):
     parser.add_argument("--methods", default="random,cossim,kmeans,crossweigh")
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true",
                         help="200 examples, 2 epochs, N=100, CrossWeigh 5 folds x 1 iteration")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -112,6 +113,8 @@ def markdown(result) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
     task, examples = load(args.dataset, args.examples, args.seed)
     inject = inject_ner_noise if task == "ner" else flip_labels

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -47,6 +48,44 @@ def _label_space(examples: Sequence[Example], task: Task) -> list[str]:
         types = sorted({tag[2:] for tag in labels if tag != "O"})
         return ["O"] + [f"{prefix}-{t}" for t in types for prefix in ("B", "I")]
     return sorted(labels)
+
+
+class MeanPoolClassifier(torch.nn.Module):
+    """Encoder, mean pooling over the text's subwords, and a linear head.
+
+    Sentence encoders such as the default MiniLM were trained with mean pooling; their [CLS]
+    vector and pooler carry little, so a [CLS] head learns slowly from the few examples a new
+    project has. Saved as the encoder's own files plus ``classifier_head.pt``.
+    """
+
+    HEAD_FILE = "classifier_head.pt"
+
+    def __init__(self, encoder, num_labels: int):
+        super().__init__()
+        self.encoder = encoder
+        self.config = encoder.config
+        self.dropout = torch.nn.Dropout(0.1)
+        self.head = torch.nn.Linear(encoder.config.hidden_size, num_labels)
+
+    def forward(self, input_ids, attention_mask):
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        return SimpleNamespace(logits=self.head(self.dropout(pooled)))
+
+    @classmethod
+    def from_pretrained(cls, path: str, num_labels: int) -> MeanPoolClassifier:
+        from transformers import AutoModel
+
+        model = cls(AutoModel.from_pretrained(path), num_labels)
+        head = Path(path) / cls.HEAD_FILE
+        if head.is_file():  # a saved scout; a base encoder starts with a fresh head
+            model.head.load_state_dict(torch.load(head, map_location="cpu", weights_only=True))
+        return model
+
+    def save_pretrained(self, directory) -> None:
+        self.encoder.save_pretrained(directory)
+        torch.save(self.head.state_dict(), Path(directory) / self.HEAD_FILE)
 
 
 class Scout:
@@ -174,29 +213,20 @@ class Scout:
 
     # -- fit ----------------------------------------------------------------------------------
     def _load_model(self, path: str, labels: list[str]):
-        from transformers import (
-            AutoModelForSequenceClassification,
-            AutoModelForTokenClassification,
-            logging as hf_logging,
-        )
+        from transformers import AutoModelForTokenClassification, logging as hf_logging
 
-        kind = AutoModelForTokenClassification if self.task == "ner" else AutoModelForSequenceClassification
-        extra = {}
-        if self.task == "classification":
-            extra["problem_type"] = (
-                "multi_label_classification" if self.multi_label else "single_label_classification"
-            )
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "newly initialized head" is expected, not news
         if not self.progress:
             hf_logging.disable_progress_bar()
         try:
-            return kind.from_pretrained(
+            if self.task == "classification":
+                return MeanPoolClassifier.from_pretrained(path, len(labels))
+            return AutoModelForTokenClassification.from_pretrained(
                 path,
                 num_labels=len(labels),
                 id2label=dict(enumerate(labels)),
                 label2id={label: i for i, label in enumerate(labels)},
-                **extra,
             )
         finally:
             hf_logging.set_verbosity(verbosity)

@@ -39,3 +39,15 @@ def tiny_scout(tiny_ner_data):
     from subregweigh.scout import Scout
 
     return Scout(epochs=1, progress=False).fit(tiny_ner_data)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Train and predict on one thread. On this 2-core machine, two torch threads run up to 10x
+    slower as soon as another process keeps a core busy (the threads wait on each other)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

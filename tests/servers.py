@@ -18,6 +18,7 @@ the temporary data dirs (and their logs) after a test.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -26,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -309,13 +311,15 @@ def ls_env(data_dir: Path, username: str = LS_USERNAME, password: str = LS_PASSW
 
 
 def _http(method: str, url: str, *, token: str | None = None, body: Any = None,
-          timeout: float = 30.0) -> tuple[int, Any]:
+          timeout: float = 30.0, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         req.add_header("Content-Type", "application/json")
     if token:
         req.add_header("Authorization", f"Token {token}")
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, raw = resp.status, resp.read()
@@ -518,3 +522,71 @@ class LabelStudioServer:
 
     def __repr__(self) -> str:
         return f"LabelStudioServer({self.url}, running={self.running})"
+
+
+# ----------------------------------------------------------------------------- our backend
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class BackgroundProcess:
+    """A process of ours (the backend server, an rq worker) in its own session, logging to a file."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path, cwd: Path = REPO):
+        self.command, self.env, self.log_path, self.cwd = command, env, Path(log_path), cwd
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> BackgroundProcess:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return self
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        _terminate(self.proc, first=sig)
+
+    def log(self, lines: int = 80) -> str:
+        return _tail(self.log_path, lines)
+
+    def __enter__(self) -> BackgroundProcess:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class BackendServer(BackgroundProcess):
+    """``python _wsgi.py`` on a free port; ``env`` adds to (and overrides) os.environ."""
+
+    def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path, port: int | None = None):
+        self.port = port or free_port()
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
+        full_env.update(env)
+        full_env["MODEL_DIR"] = str(model_dir)
+        super().__init__([sys.executable, str(REPO / "_wsgi.py"), "--host", "127.0.0.1",
+                          "--port", str(self.port)], full_env, log_path)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> BackendServer:
+        super().start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"backend exited with {self.proc.returncode}:\n{self.log()}")
+            with contextlib.suppress(OSError):  # connection refused until it listens
+                if _http("GET", self.url + "/health", timeout=2.0)[0] == 200:
+                    return self
+            time.sleep(0.3)
+        self.stop()
+        raise ServerError(f"backend not healthy after {timeout:.0f} s:\n{self.log()}")
+
+    def get(self, path: str, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+        return _http("GET", self.url + path, timeout=30.0, auth=auth)
+
+    def post(self, path: str, body: Any, auth: tuple[str, str] | None = None, timeout: float = 120.0):
+        return _http("POST", self.url + path, body=body, timeout=timeout, auth=auth)

@@ -175,6 +175,10 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
     with open(again, newline="") as f:
         csv_rows = list(csv.DictReader(f))
     assert [float(r["reliability"]) for r in csv_rows] == [r["reliability"] for r in rows]
+    # an unknown output extension: a clean error, nothing written
+    _fails_cleanly(capsys, ["-q", "weigh", str(noisy), "-o", str(tmp_path / "w.xyz"), "-n", "30",
+                            "-k", "5", "--scout", str(scout_dir)], "w.xyz", "unknown output extension")
+    assert not list(tmp_path.glob("*w.xyz*"))
     # --scout with a directory that is no scout: a clean error
     _fails_cleanly(capsys, ["-q", "weigh", str(noisy), "-o", str(again), "--scout", str(tmp_path)],
                    "is not a saved scout")

@@ -135,13 +135,17 @@ def test_long_text_truncated_with_warning(conll_train, caplog):
 # ------------------------------------------------------------------------------ (c) classification
 
 
-def test_scout_single_label_classification(sst2_train):
+def test_scout_single_label_classification(sst2_train, tmp_path):
     train = sst2_train[:80]
     scout = Scout(task="classification", epochs=1, progress=False).fit(train)
     assert scout.labels_ == ["0", "1"]
     predicted = scout.predict(train)
     assert len(predicted) == len(train)
     assert all(isinstance(p, tuple) and len(p) == 1 and p[0] in ("0", "1") for p in predicted)
+    # the trained head survives save/load
+    loaded = Scout.load(scout.save(tmp_path / "cls"), progress=False)
+    assert loaded.task == "classification" and loaded.labels_ == ["0", "1"]
+    assert loaded.predict(train) == predicted
 
 
 MULTI = [
@@ -257,7 +261,7 @@ def test_weigh_is_deterministic(ner_detection):
 
 
 def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
-    clean = [ex for ex in sst2_train if len(ex.words) >= 8][:300]
+    clean = sst2_train[:300]
     noisy, corrupted = flip_labels(clean, 0.1, random_state=0)
     srw = SubRegWeigh(
         Scout(task="classification", epochs=2, progress=False), n_samples=100, k=10,

@@ -24,6 +24,15 @@ K = 10
 P = 0.1
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():
+    """Tiny K-means problems: extra OpenMP/BLAS threads only add contention (as in weigh.py)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
 @pytest.fixture(scope="module")
 def sampler():
     from transformers import AutoTokenizer
@@ -181,6 +190,7 @@ def test_select_kmeans_picks_nearest_member_of_each_centroid_vector(sampler, dra
             differs_from_scalar_mean += 1
     assert identical_rows_seen  # the tie handling above is exercised
     # The centroid-vector rule is not the public code's scalar-mean rule on real data.
+    print(f"scalar-mean rule differs on {differs_from_scalar_mean} sentences")
     assert differs_from_scalar_mean >= 1
 
 

@@ -1,0 +1,213 @@
+"""backend.jobs: at most one running and one pending training per project."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from backend.jobs import IDLE, QUEUED, RUNNING, RQRunner, ThreadRunner
+
+
+class BlockingJob:
+    """Counts executions and concurrency; each run waits for ``release`` (set it to let runs through)."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+        self.lock = threading.Lock()
+        self.runs: list[str] = []
+        self.active = 0
+        self.max_active = 0
+
+    def __call__(self, project):
+        with self.lock:
+            self.runs.append(project)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        self.started.release()
+        try:
+            assert self.release.wait(10), "test never released the job"
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def _wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_storm_of_submits_collapses_to_one_running_one_pending():
+    job = BlockingJob()
+    runner = ThreadRunner(job)
+    assert runner.state("1") == IDLE
+    assert runner.submit("1") == "started"
+    assert job.started.acquire(timeout=5)
+    assert runner.state("1") == RUNNING
+
+    outcomes = []
+    outcomes_lock = threading.Lock()
+
+    def storm():
+        for _ in range(5):
+            out = runner.submit("1")
+            with outcomes_lock:
+                outcomes.append(out)
+
+    threads = [threading.Thread(target=storm) for _ in range(4)]  # 20 submits from 4 threads
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert len(outcomes) == 20
+    assert outcomes.count("queued behind the running training") == 1
+    assert outcomes.count("already queued") == 19
+
+    # Exactly one running, at most one pending.
+    assert runner._running == {"1"}
+    assert runner._pending == {"1"}
+    assert runner.state("1") == RUNNING
+    assert job.runs == ["1"]
+
+    job.release.set()
+    assert runner.wait(timeout=5)
+    assert job.runs == ["1", "1"]  # the pending one ran once, after the first
+    assert job.max_active == 1
+    assert runner.state("1") == IDLE
+    assert runner._running == set() and runner._pending == set()
+
+
+def test_states_running_then_idle():
+    job = BlockingJob()
+    runner = ThreadRunner(job)
+    seen = [runner.state("5")]
+    runner.submit("5")
+    assert job.started.acquire(timeout=5)
+    seen.append(runner.state("5"))
+    job.release.set()
+    assert runner.wait(timeout=5)
+    seen.append(runner.state("5"))
+    assert seen == [IDLE, RUNNING, IDLE]
+
+
+def test_projects_run_independently():
+    job = BlockingJob()
+    runner = ThreadRunner(job)
+    assert runner.submit("1") == "started"
+    assert runner.submit("2") == "started"
+    assert job.started.acquire(timeout=5) and job.started.acquire(timeout=5)
+    assert runner.state("1") == RUNNING and runner.state("2") == RUNNING
+    assert runner.state("3") == IDLE
+    job.release.set()
+    assert runner.wait(timeout=5)
+    assert sorted(job.runs) == ["1", "2"]
+
+
+def test_failing_job_keeps_runner_usable(caplog):
+    calls = []
+
+    def job(project):
+        calls.append(project)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+
+    runner = ThreadRunner(job)
+    with caplog.at_level("ERROR", logger="backend.jobs"):
+        assert runner.submit("7") == "started"
+        assert runner.wait(timeout=5)
+    assert runner.state("7") == IDLE
+    assert "project 7: training job failed" in caplog.text and "boom" in caplog.text
+
+    assert runner.submit("7") == "started"
+    assert runner.wait(timeout=5)
+    assert calls == ["7", "7"]
+    assert runner.state("7") == IDLE
+
+
+def test_failing_job_with_pending_still_runs_the_pending_one():
+    release = threading.Event()
+    started = threading.Event()
+    calls = []
+
+    def job(project):
+        calls.append(project)
+        if len(calls) == 1:
+            started.set()
+            release.wait(5)
+            raise ValueError("first fails")
+
+    runner = ThreadRunner(job)
+    runner.submit("8")
+    assert started.wait(5)
+    assert runner.submit("8") == "queued behind the running training"
+    assert runner.state("8") == RUNNING
+    release.set()
+    assert runner.wait(timeout=5)
+    assert calls == ["8", "8"]
+
+
+def test_wait_times_out_while_running():
+    job = BlockingJob()
+    runner = ThreadRunner(job)
+    runner.submit("1")
+    assert job.started.acquire(timeout=5)
+    assert runner.wait(timeout=0.2) is False
+    job.release.set()
+    assert runner.wait(timeout=5) is True
+
+
+# ----------------------------------------------------------------------------- RQRunner
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    from tests.servers import RedisServer, redis_available
+
+    if not redis_available():
+        pytest.skip("redis-server is not installed")
+    with RedisServer() as server:
+        yield server
+
+
+def test_rq_runner_submit_twice(redis_server):
+    runner = RQRunner("tests.test_backend_jobs:_never_called", redis_server.url, queue="srw-test-jobs")
+    assert runner.state("4") == IDLE
+    assert runner.submit("4") == "queued"
+    assert runner.state("4") == QUEUED
+    assert runner.submit("4") == "already queued"
+    assert runner.state("4") == QUEUED
+    assert len(runner.queue) == 1  # one job waiting, no worker here
+    job = runner.queue.jobs[0]
+    assert job.args[0] == "tests.test_backend_jobs:_never_called"
+    assert job.args[1] == "srw-test-jobs" and job.args[3] == "4"
+
+    # Another project is independent.
+    assert runner.submit("5") == "queued"
+    assert len(runner.queue) == 2
+    assert runner.state("6") == IDLE
+
+
+def test_rq_runner_state_running_while_lock_held(redis_server):
+    runner = RQRunner("x:y", redis_server.url, queue="srw-test-lock")
+    runner.redis.set("srw-test-lock:training:9", "token", ex=30)
+    assert runner.state("9") == RUNNING
+    runner.redis.delete("srw-test-lock:training:9")
+    assert runner.state("9") == IDLE
+
+
+def test_rq_runners_on_other_queues_do_not_collide(redis_server):
+    a = RQRunner("x:y", redis_server.url, queue="srw-test-a")
+    b = RQRunner("x:y", redis_server.url, queue="srw-test-b")
+    assert a.submit("1") == "queued"
+    assert b.submit("1") == "queued"
+    assert b.state("1") == QUEUED
+
+
+def _never_called(project):  # pragma: no cover - no worker runs in these tests
+    raise AssertionError("no worker should run this")

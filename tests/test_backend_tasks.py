@@ -1,0 +1,417 @@
+"""backend.tasks: labeling configs and Label Studio task dicts -> engine examples."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from backend.tasks import ConfigError, LabelingSpec, fingerprint, parse_label_config, task_examples
+
+NER_CONFIG = """
+<View>
+  <Labels name="label" toName="text">
+    <Label value="PER" background="red"/>
+    <Label value="ORG" background="darkorange"/>
+    <Label value="LOC" background="orange"/>
+    <Label value="MISC" background="green"/>
+  </Labels>
+  <Text name="text" value="$text"/>
+</View>
+"""
+
+SINGLE_CHOICE = """
+<View>
+  <Text name="review" value="$sentence"/>
+  <Choices name="sentiment" toName="review" choice="single-radio">
+    <Choice value="positive"/>
+    <Choice value="negative"/>
+  </Choices>
+</View>
+"""
+
+MULTI_CHOICE = """
+<View>
+  <Text name="text" value="$text"/>
+  <Choices name="topic" toName="text" choice="multiple">
+    <Choice value="sports"/>
+    <Choice value="politics"/>
+    <Choice value="science"/>
+  </Choices>
+</View>
+"""
+
+IMAGE_CONFIG = """
+<View>
+  <Image name="image" value="$image"/>
+  <RectangleLabels name="label" toName="image">
+    <Label value="Car"/>
+  </RectangleLabels>
+</View>
+"""
+
+TWO_CONTROLS = """
+<View>
+  <Text name="text" value="$text"/>
+  <Labels name="label" toName="text"><Label value="PER"/></Labels>
+  <Choices name="sentiment" toName="text"><Choice value="positive"/></Choices>
+</View>
+"""
+
+LABELS_NOT_ON_TEXT = """
+<View>
+  <Text name="text" value="$text"/>
+  <Labels name="label" toName="elsewhere"><Label value="PER"/></Labels>
+</View>
+"""
+
+
+# ----------------------------------------------------------------------------- parse_label_config
+
+
+def test_parse_ner_config():
+    spec = parse_label_config(NER_CONFIG)
+    assert spec == LabelingSpec(task="ner", from_name="label", to_name="text", data_key="text",
+                                labels=("PER", "ORG", "LOC", "MISC"), multi_label=False)
+
+
+def test_parse_single_choice_config():
+    spec = parse_label_config(SINGLE_CHOICE)
+    assert spec.task == "classification"
+    assert (spec.from_name, spec.to_name, spec.data_key) == ("sentiment", "review", "sentence")
+    assert spec.labels == ("positive", "negative")
+    assert spec.multi_label is False
+
+
+def test_parse_multiple_choice_config():
+    spec = parse_label_config(MULTI_CHOICE)
+    assert spec.task == "classification"
+    assert spec.labels == ("sports", "politics", "science")
+    assert spec.multi_label is True
+
+
+def test_image_config_rejected_with_reason():
+    with pytest.raises(ConfigError) as err:
+        parse_label_config(IMAGE_CONFIG)
+    message = str(err.value)
+    assert "<Text>" in message and "<Labels>" in message and "<Choices>" in message
+    assert "Image" in message and "RectangleLabels" in message
+
+
+def test_two_controls_rejected():
+    with pytest.raises(ConfigError) as err:
+        parse_label_config(TWO_CONTROLS)
+    message = str(err.value)
+    assert "supports one <Text>" in message
+    assert "Labels" in message and "Choices" in message
+
+
+def test_labels_not_pointing_to_the_text_rejected():
+    with pytest.raises(ConfigError, match=r"<Labels name='label'> does not point to <Text name='text'>"):
+        parse_label_config(LABELS_NOT_ON_TEXT)
+
+
+@pytest.mark.parametrize("config", ["", "   \n\t", None])
+def test_empty_config_rejected(config):
+    with pytest.raises(ConfigError, match="no labeling config"):
+        parse_label_config(config)
+
+
+@pytest.mark.parametrize("config", [
+    '<View><Text name="text" value="$text"></View>',
+    "not xml at all <<<",
+    '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" value="$text"/>',
+])
+def test_invalid_xml_rejected(config):
+    with pytest.raises(ConfigError, match="not valid XML"):
+        parse_label_config(config)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_labels_without_label_values_rejected():
+    config = '<View><Text name="text" value="$text"/><Labels name="label" toName="text"></Labels></View>'
+    with pytest.raises(ConfigError, match="has no labels"):
+        parse_label_config(config)
+
+
+def test_text_without_dollar_field_rejected():
+    config = ('<View><Text name="text" value="text"/>'
+              '<Labels name="label" toName="text"><Label value="PER"/></Labels></View>')
+    with pytest.raises(ConfigError, match=r'value="\$field"'):
+        parse_label_config(config)
+
+
+def test_extra_control_rejected():
+    config = ('<View><Text name="text" value="$text"/>'
+              '<Labels name="label" toName="text"><Label value="PER"/></Labels>'
+              '<TextArea name="comment" toName="text"/></View>')
+    with pytest.raises(ConfigError, match="also has: TextArea"):
+        parse_label_config(config)
+
+
+# ----------------------------------------------------------------------------- task_examples
+
+NER = parse_label_config(NER_CONFIG)
+SINGLE = parse_label_config(SINGLE_CHOICE)
+MULTI = parse_label_config(MULTI_CHOICE)
+
+TEXT = "Angela Merkel visited Zürich on Monday."
+#       0      7      14      22     29 32
+
+
+def region(start, end, label, from_name="label", rid="r1"):
+    return {"id": rid, "from_name": from_name, "to_name": "text", "type": "labels", "origin": "manual",
+            "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]}}
+
+
+def ner_task(task_id=1, annotations=(), text=TEXT, **extra):
+    task = {"id": task_id, "data": {"text": text}, "annotations": list(annotations),
+            "predictions": [], "project": 3, "created_at": "2026-01-01T00:00:00Z"}
+    task.update(extra)
+    return task
+
+
+def annotation(ann_id, result, **extra):
+    ann = {"id": ann_id, "completed_by": 1, "result": result, "was_cancelled": False,
+           "ground_truth": False, "created_at": "2026-01-02T10:00:00Z", "lead_time": 12.5}
+    ann.update(extra)
+    return ann
+
+
+GOOD = [region(0, 13, "PER", rid="a"), region(22, 28, "LOC", rid="b")]
+GOOD_TAGS = ("B-PER", "I-PER", "O", "B-LOC", "O", "O", "O")
+
+
+def test_single_ner_annotation():
+    warnings = []
+    item = task_examples(ner_task(1, [annotation(10, GOOD)]), NER, warnings)
+    assert warnings == []
+    assert item.task_id == 1 and item.text == TEXT and item.annotated
+    assert [w for w, _, _ in item.words] == ["Angela", "Merkel", "visited", "Zürich", "on", "Monday", "."]
+    assert len(item.examples) == 1
+    ex = item.examples[0]
+    assert ex.id == "1/10"
+    assert ex.words == ("Angela", "Merkel", "visited", "Zürich", "on", "Monday", ".")
+    assert ex.label == GOOD_TAGS
+
+
+def test_annotation_with_no_regions_is_all_o():
+    warnings = []
+    item = task_examples(ner_task(2, [annotation(11, [])]), NER, warnings)
+    assert item.annotated and item.examples[0].label == ("O",) * 7
+    assert warnings == []
+
+
+def test_cancelled_annotations_skipped():
+    warnings = []
+    task = ner_task(4, [annotation(20, GOOD, was_cancelled=True), annotation(21, GOOD)])
+    item = task_examples(task, NER, warnings)
+    assert [ex.id for ex in item.examples] == ["4/21"]
+    assert warnings == []
+
+
+def test_only_cancelled_annotations_means_unannotated():
+    item = task_examples(ner_task(5, [annotation(22, GOOD, was_cancelled=True)]), NER, [])
+    assert not item.annotated
+    assert [(ex.id, ex.label) for ex in item.examples] == [("5", ())]
+
+
+def test_unknown_label_skips_that_annotation_with_warning():
+    warnings = []
+    bad = [region(0, 13, "PERSON")]
+    task = ner_task(6, [annotation(30, bad), annotation(31, GOOD)])
+    item = task_examples(task, NER, warnings)
+    assert [ex.id for ex in item.examples] == ["6/31"]
+    assert len(warnings) == 1
+    assert "task 6" in warnings[0] and "annotation 30" in warnings[0]
+    assert "'PERSON'" in warnings[0] and "skipped" in warnings[0]
+
+
+def test_unknown_choice_skips_that_annotation_with_warning():
+    warnings = []
+    task = {"id": 7, "data": {"sentence": "great film"}, "annotations": [
+        annotation(40, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
+                         "value": {"choices": ["neutral"]}}]),
+        annotation(41, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
+                         "value": {"choices": ["positive"]}}]),
+    ]}
+    item = task_examples(task, SINGLE, warnings)
+    assert [(ex.id, ex.label) for ex in item.examples] == [("7/41", ("positive",))]
+    assert len(warnings) == 1 and "task 7" in warnings[0] and "annotation 40" in warnings[0]
+    assert "'neutral'" in warnings[0]
+
+
+def test_region_without_offsets_skips_annotation():
+    warnings = []
+    bad = [{"from_name": "label", "to_name": "text", "type": "labels", "value": {"labels": ["PER"]}}]
+    item = task_examples(ner_task(8, [annotation(50, bad)]), NER, warnings)
+    assert not item.annotated
+    assert len(warnings) == 1 and "task 8 annotation 50" in warnings[0]
+
+
+def test_regions_of_other_controls_ignored():
+    other = dict(region(0, 13, "Whatever"), from_name="relations_or_other")
+    item = task_examples(ner_task(9, [annotation(51, GOOD + [other])]), NER, [])
+    assert item.examples[0].label == GOOD_TAGS
+
+
+def test_span_warnings_name_task_and_annotation():
+    warnings = []
+    cut = [region(24, 27, "LOC")]  # "ric" inside Zürich
+    item = task_examples(ner_task(12, [annotation(60, cut)]), NER, warnings)
+    assert item.examples[0].label == ("O", "O", "O", "B-LOC", "O", "O", "O")
+    assert len(warnings) == 1 and "task 12 annotation 60" in warnings[0] and "widened" in warnings[0]
+
+
+def test_missing_text_field_skips_task_with_warning():
+    warnings = []
+    task = {"id": 13, "data": {"body": TEXT}, "annotations": [annotation(70, GOOD)]}
+    assert task_examples(task, NER, warnings) is None
+    assert len(warnings) == 1
+    assert "task 13" in warnings[0] and "'text'" in warnings[0] and "skipped" in warnings[0]
+    assert "body" in warnings[0]  # says which fields the task has
+
+
+@pytest.mark.parametrize("data", [None, "a string", 5, {"text": None}, {"text": 12}])
+def test_unusable_data_skips_task_with_warning(data):
+    warnings = []
+    task = {"id": 14, "data": data}
+    assert task_examples(task, NER, warnings) is None
+    assert len(warnings) == 1 and "task 14" in warnings[0] and "skipped" in warnings[0]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t "])
+def test_empty_text_skipped(text):
+    warnings = []
+    assert task_examples(ner_task(15, [annotation(80, [])], text=text), NER, warnings) is None
+    assert len(warnings) == 1 and "task 15" in warnings[0] and "empty text" in warnings[0]
+
+
+def test_multiple_annotators_one_example_each():
+    other = [region(0, 6, "PER", rid="c"), region(22, 28, "ORG", rid="d")]
+    task = ner_task(16, [annotation(90, GOOD, completed_by=1), annotation(91, other, completed_by=2),
+                         annotation(92, [], completed_by=3)])
+    item = task_examples(task, NER, [])
+    assert item.annotated
+    assert [ex.id for ex in item.examples] == ["16/90", "16/91", "16/92"]
+    assert item.examples[0].label == GOOD_TAGS
+    assert item.examples[1].label == ("B-PER", "O", "O", "B-ORG", "O", "O", "O")
+    assert item.examples[2].label == ("O",) * 7
+    assert len({ex.words for ex in item.examples}) == 1
+
+
+@pytest.mark.parametrize("annotations", [[], None])
+def test_unannotated_task_one_unlabeled_example(annotations):
+    task = ner_task(17)
+    task["annotations"] = annotations
+    item = task_examples(task, NER, [])
+    assert not item.annotated
+    assert len(item.examples) == 1
+    assert item.examples[0].id == "17" and item.examples[0].label == ()
+    assert len(item.examples[0].words) == 7
+
+
+def test_task_without_annotations_key():
+    item = task_examples({"id": 18, "data": {"text": "hello world"}}, NER, [])
+    assert not item.annotated and item.examples[0].label == ()
+
+
+def test_classification_single_and_multi():
+    single = {"id": 19, "data": {"sentence": "A fine, moving film."}, "annotations": [
+        annotation(100, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
+                          "value": {"choices": ["positive"]}}])]}
+    item = task_examples(single, SINGLE, [])
+    assert item.examples[0].label == ("positive",)
+    assert item.examples[0].words == ("A", "fine", ",", "moving", "film", ".")
+
+    multi = {"id": 20, "data": {"text": "Election results and a football match"}, "annotations": [
+        annotation(101, [{"from_name": "topic", "to_name": "text", "type": "choices",
+                          "value": {"choices": ["sports", "politics"]}}])]}
+    assert task_examples(multi, MULTI, []).examples[0].label == ("politics", "sports")
+
+
+def test_two_choices_in_a_single_choice_config_skipped():
+    warnings = []
+    task = {"id": 21, "data": {"sentence": "meh"}, "annotations": [
+        annotation(102, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
+                          "value": {"choices": ["positive", "negative"]}}])]}
+    item = task_examples(task, SINGLE, warnings)
+    assert not item.annotated
+    assert len(warnings) == 1 and "task 21 annotation 102" in warnings[0]
+
+
+def test_long_text_100k_characters():
+    sentence = "Angela Merkel visited Zürich on Monday, 2024-05-01. "
+    text = (sentence * (100_000 // len(sentence) + 1))[:100_000]
+    assert len(text) == 100_000
+    spans = [region(0, 13, "PER"), region(99_000, 99_010, "MISC", rid="z")]
+    item = task_examples(ner_task(22, [annotation(110, spans)], text=text), NER, warnings := [])
+    assert len(item.words) > 15_000
+    assert len(item.examples[0].label) == len(item.words)
+    assert item.examples[0].label[:2] == ("B-PER", "I-PER")
+    assert sum(tag.startswith("B-") for tag in item.examples[0].label) == 2
+    assert all("widened" in w for w in warnings)
+
+
+# ----------------------------------------------------------------------------- fingerprint
+
+
+def _fp(task, spec=NER):
+    return fingerprint(task_examples(task, spec, []))
+
+
+def test_fingerprint_changes_with_label():
+    task = ner_task(30, [annotation(200, GOOD)])
+    changed = copy.deepcopy(task)
+    changed["annotations"][0]["result"][1]["value"]["labels"] = ["ORG"]
+    assert _fp(task) != _fp(changed)
+
+
+def test_fingerprint_changes_with_span_text_and_annotations():
+    task = ner_task(31, [annotation(201, GOOD)])
+    base = _fp(task)
+    moved = copy.deepcopy(task)
+    moved["annotations"][0]["result"][0]["value"]["end"] = 6  # "Angela" only
+    assert _fp(moved) != base
+    retyped = copy.deepcopy(task)
+    retyped["data"]["text"] = TEXT.replace("Monday", "Friday")
+    assert _fp(retyped) != base
+    added = copy.deepcopy(task)
+    added["annotations"].append(annotation(202, GOOD))
+    assert _fp(added) != base
+    cancelled = copy.deepcopy(task)
+    cancelled["annotations"][0]["was_cancelled"] = True
+    assert _fp(cancelled) != base
+
+
+def test_fingerprint_ignores_unrelated_keys():
+    task = ner_task(32, [annotation(203, GOOD)])
+    base = _fp(task)
+    other = copy.deepcopy(task)
+    other["created_at"] = "2030-12-31T23:59:59Z"
+    other["updated_at"] = "2030-12-31T23:59:59Z"
+    other["predictions"] = [{"id": 1, "result": [], "score": 0.1}]
+    ann = other["annotations"][0]
+    ann["created_at"] = ann["updated_at"] = "2031-01-01T00:00:00Z"
+    ann["lead_time"] = 99.0
+    ann["completed_by"] = 7
+    for i, r in enumerate(ann["result"]):
+        r["id"] = f"renamed-{i}"
+        r["origin"] = "prediction-changed"
+    ann["result"].reverse()  # region order does not matter
+    assert _fp(other) == base
+
+
+def test_fingerprint_classification_label_change():
+    def task(choice):
+        return {"id": 33, "data": {"sentence": "ok"}, "annotations": [
+            annotation(204, [{"id": "x", "from_name": "sentiment", "to_name": "review",
+                              "type": "choices", "value": {"choices": [choice]}}])]}
+    assert _fp(task("positive"), SINGLE) != _fp(task("negative"), SINGLE)
+    t2 = task("positive")
+    t2["annotations"][0]["result"][0]["id"] = "y"
+    t2["annotations"][0]["created_at"] = "later"
+    assert _fp(task("positive"), SINGLE) == _fp(t2, SINGLE)
