@@ -1,8 +1,8 @@
 """Real training of the offline MiniLM scout: Scout, SubRegWeigh and CrossWeigh end to end.
 
 Everything runs for real on 2 CPU cores, so the data sets are small: about 60 sentences for the
-Scout checks and 300 for the detection checks, where SubRegWeigh must find injected label noise
-clearly better than chance.
+Scout checks, 300 CoNLL sentences and 500 SST-2 rows for the detection checks, where SubRegWeigh
+must find injected label noise clearly better than chance.
 """
 
 from __future__ import annotations
@@ -261,11 +261,14 @@ def test_weigh_is_deterministic(ner_detection):
 
 
 def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
-    clean = sst2_train[:300]
+    # 500 rows, not 300: with 30 flipped labels the AP of the mean-pooling scout swings with the
+    # noise seed (0.17-0.30); with 50 it is stable (0.34-0.37 for seeds 0-2). More epochs or a
+    # higher learning rate let the scout memorize the flipped labels.
+    clean = sst2_train[:500]
     noisy, corrupted = flip_labels(clean, 0.1, random_state=0)
     srw = SubRegWeigh(
-        Scout(task="classification", epochs=2, progress=False), n_samples=100, k=10,
-        method="kmeans", progress=False,
+        Scout(task="classification", epochs=2, learning_rate=1e-4, progress=False), n_samples=100,
+        k=10, method="kmeans", progress=False,
     ).fit(noisy)
     result = srw.weigh(noisy)
     report = detection_report(result.reliability, corrupted)
@@ -274,7 +277,7 @@ def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
           f"{report['mean_reliability_clean']:.3f} vs corrupted {report['mean_reliability_corrupted']:.3f}")
     assert corrupted.mean() == pytest.approx(0.1)
     assert report["average_precision"] >= 2 * corrupted.mean()
-    assert report["mean_reliability_clean"] > report["mean_reliability_corrupted"]
+    assert report["mean_reliability_clean"] >= report["mean_reliability_corrupted"] + 0.2
     assert all(len(p) == 1 for preds in result.predictions for p in preds)
     assert result.entities == []
 
