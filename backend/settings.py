@@ -40,9 +40,9 @@ class Settings:
     p: float = 0.1
     method: str = "kmeans"
     w_min: float = 1 / 3
-    epochs: int = 3
+    epochs: int = 0  # 0: the scout's per-task default
     batch_size: int = 16
-    learning_rate: float = 3e-4
+    learning_rate: float = 0.0  # 0: the scout's per-task default
     max_length: int = 0
     seed: int = 0
     # when to train

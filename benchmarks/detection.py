@@ -46,7 +46,7 @@ def parse_args(argv=None):
     parser.add_argument("--dataset", choices=DATASETS, default="conll")
     parser.add_argument("--examples", type=int, default=1000, help="subset size (default: 1000)")
     parser.add_argument("--noise", type=float, default=0.1, help="label noise rate (default: 0.1)")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, help="(default: the scout's: 3 for NER, 2 for classification)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
     parser.add_argument("-p", type=float, default=0.1)
@@ -89,7 +89,7 @@ def markdown(result) -> str:
     cfg = result["config"]
     lines = [
         f"### {cfg['dataset']}: {cfg['examples']} examples, {cfg['noise']:.0%} noise "
-        f"({result['corrupted_examples']} corrupted examples), {cfg['epochs']} epochs, "
+        f"({result['corrupted_examples']} corrupted examples), {cfg['epochs'] or 'default'} epochs, "
         f"K={cfg['k']}, N={cfg['n_samples']}, p={cfg['p']}, CrossWeigh {cfg['folds']}x{cfg['iterations']}",
         "",
         "| method | wall time (s) | speed-up vs CrossWeigh | AP | AUROC | mean rel. clean | mean rel. corrupted |",

@@ -53,9 +53,10 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
         "--model",
         help="Hugging Face model name or local path (default: the bundled offline MiniLM)",
     )
-    group.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
+    group.add_argument("--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)")
     group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
-    group.add_argument("--learning-rate", type=float, default=3e-4, help="(default: 3e-4)")
+    group.add_argument("--learning-rate", type=float,
+                       help="(default: 3e-4 for NER, 1e-4 for classification)")
     group.add_argument(
         "--max-length", type=int, help="subwords per text; longer texts are truncated with a warning"
     )
@@ -183,10 +184,14 @@ def _scout(args, task, examples):
     )
 
 
+WEIGHTS_SUFFIXES = (".jsonl", ".csv", ".conll", ".txt")
+
+
 def cmd_weigh(args) -> int:
     from subregweigh.scout import Scout
     from subregweigh.weigh import SubRegWeigh
 
+    formats.check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
     examples, task = _load(args)
     srw = SubRegWeigh(
         _scout(args, task, examples), p=args.dropout, n_samples=args.samples, k=args.k,
@@ -223,6 +228,7 @@ def _print_most_doubtful(examples, reliability, n: int = 10) -> None:
 def cmd_crossweigh(args) -> int:
     from subregweigh.crossweigh import CrossWeigh
 
+    formats.check_writable(args.output, WEIGHTS_SUFFIXES)
     examples, task = _load(args)
     start = time.perf_counter()
     result = CrossWeigh(
@@ -239,6 +245,8 @@ def cmd_crossweigh(args) -> int:
 def cmd_noise(args) -> int:
     from subregweigh.noise import flip_labels, inject_ner_noise
 
+    formats.check_writable(args.output)
+    formats.check_writable(args.flags)
     examples, task = _load(args)
     inject = inject_ner_noise if task == "ner" else flip_labels
     noisy, corrupted = inject(examples, args.rate, random_state=args.seed)
@@ -253,6 +261,8 @@ def cmd_noise(args) -> int:
 
 
 def cmd_train(args) -> int:
+    if not Path(args.output).resolve().parent.is_dir():
+        raise DataError(f"{args.output}: the directory {Path(args.output).resolve().parent} does not exist")
     examples, task = _load(args)
     weights = formats.read_weights(args.weights, examples) if args.weights else None
     scout = _scout(args, task, examples).fit(examples, sample_weight=weights)

@@ -400,6 +400,18 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def check_writable(path: PathLike, suffixes: Sequence[str] | None = None) -> None:
+    """Fail early, naming ``path``, if it cannot be written: no such directory, a directory
+    itself, or (with ``suffixes``) an extension we do not write. Call before long work."""
+    path = Path(path)
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        raise DataError(f"{path}: unknown output extension {path.suffix!r}; use {', '.join(suffixes)}")
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file")
+    if not path.parent.is_dir():
+        raise DataError(f"{path}: the directory {path.parent} does not exist")
+
+
 @contextmanager
 def atomic_open(path: PathLike, mode: str = "w", *, encoding: str = "utf-8") -> Iterator[IO[Any]]:
     """Open ``path`` for writing so that it is replaced only if the block succeeds.
@@ -418,8 +430,8 @@ def atomic_open(path: PathLike, mode: str = "w", *, encoding: str = "utf-8") -> 
     if mode not in ("w", "wt", "wb"):
         raise ValueError(f"mode must be 'w', 'wt' or 'wb', got {mode!r}")
     path = Path(path)
-    directory = path.parent
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if mode == "wb":
             f = os.fdopen(fd, "wb")
@@ -444,7 +456,7 @@ def atomic_open(path: PathLike, mode: str = "w", *, encoding: str = "utf-8") -> 
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
+    _fsync_dir(path.parent)
 
 
 def atomic_write_text(path: PathLike, text: str, *, encoding: str = "utf-8") -> None:

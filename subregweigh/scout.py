@@ -26,6 +26,10 @@ from subregweigh.subword import Segmentation, SubwordSampler, make_sampler
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "scout.json"
+TASK_DEFAULTS = {
+    "ner": {"epochs": 3, "learning_rate": 3e-4},
+    "classification": {"epochs": 2, "learning_rate": 1e-4},
+}
 
 
 def default_model() -> str:
@@ -98,10 +102,13 @@ class Scout:
     task : {"ner", "classification"}, default="ner"
     multi_label : bool, default=False
         Classification only: each example may carry several classes.
-    epochs : int, default=3
+    epochs : int or None, default=None
+        ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
-    learning_rate : float, default=3e-4
-        Higher than usual for BERT-base: the 6-layer MiniLM scout needs it to fit in few epochs.
+    learning_rate : float or None, default=None
+        ``None``: 3e-4 for NER (the 6-layer MiniLM needs it to fit tags in few epochs), 1e-4
+        for classification (the mean-pooled sentence vector learns fast and memorizes flipped
+        labels at 3e-4, which hides them from SubRegWeigh).
     max_length : int or None, default=None
         Subword limit per text, special tokens included. ``None``: the model's own limit.
     random_state : int, default=0
@@ -123,9 +130,9 @@ class Scout:
         model: str | None = None,
         task: Task = "ner",
         multi_label: bool = False,
-        epochs: int = 3,
+        epochs: int | None = None,
         batch_size: int = 16,
-        learning_rate: float = 3e-4,
+        learning_rate: float | None = None,
         max_length: int | None = None,
         random_state: int = 0,
         device: str | None = None,
@@ -252,13 +259,15 @@ class Scout:
 
         encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
         targets = [self._target(ex) for ex in examples]
-        optimizer = torch.optim.AdamW(self.model_.parameters(), lr=self.learning_rate)
-        steps = self.epochs * -(-len(examples) // self.batch_size)
+        epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
+        lr = self.learning_rate if self.learning_rate is not None else TASK_DEFAULTS[self.task]["learning_rate"]
+        optimizer = torch.optim.AdamW(self.model_.parameters(), lr=lr)
+        steps = epochs * -(-len(examples) // self.batch_size)
         schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
-        for epoch in range(self.epochs):
+        for epoch in range(epochs):
             running = 0.0
             for rows, input_ids, mask in self._batches(encoded, rng.permutation(len(examples)), self.batch_size):
                 logits = self.model_(
@@ -273,7 +282,7 @@ class Scout:
                 running += loss.item()
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-            logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, self.epochs, running / max(1, -(-len(examples) // self.batch_size)))
+            logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, epochs, running / max(1, -(-len(examples) // self.batch_size)))
         bar.close()
         self.model_.eval()
         return self

@@ -121,6 +121,8 @@ def choose(
     index : ndarray of shape (j,), distinct candidate indices, j <= k
     multiplicity : ndarray of shape (j,), how many of the K slots each fills
     """
+    if method not in METHODS:
+        raise ValueError(f"unknown selection method {method!r}; choose one of {', '.join(METHODS)}")
     if method == "random":
         # Random draws exactly K; duplicates fill several slots.
         return np.arange(len(candidates), dtype=np.int64), candidates.counts.copy()
@@ -129,6 +131,4 @@ def choose(
     X, x_ref = tfidf_vectors(candidates, reference, n_terms)
     if method == "cossim":
         return select_cossim(X, x_ref, k)
-    if method == "kmeans":
-        return select_kmeans(X, candidates.counts, k, random_state)
-    raise ValueError(f"unknown selection method {method!r}; choose one of {', '.join(METHODS)}")
+    return select_kmeans(X, candidates.counts, k, random_state)
