@@ -35,9 +35,19 @@ def _json_body() -> dict:
     return body
 
 
+def _project(value) -> str:
+    """The project id in ``value``, or a 400 saying what was wrong."""
+    from model import project_id
+
+    try:
+        return project_id(value)
+    except ValueError as err:
+        raise BadRequest(str(err)) from None
+
+
 def create_app(settings: Settings | None = None, runner=None) -> Flask:
     """Build the app. ``runner`` defaults to rq when REDIS_URL is set, else in-process threads."""
-    from model import SubRegWeighModel, project_id, train_project
+    from model import SubRegWeighModel, train_project
 
     settings = settings or Settings.from_env()
     if runner is None:
@@ -91,10 +101,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     @app.post("/setup")
     def setup():
         body = _json_body()
-        try:
-            model = model_for(project_id(body.get("project")), body.get("schema"))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
+        model = model_for(_project(body.get("project")), body.get("schema"))
         model.spec()  # an unsupported config fails here, at connect time, with the reason
         return jsonify(model_version=model.model_version)
 
@@ -104,10 +111,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         tasks = body.get("tasks")
         if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
             raise BadRequest("'tasks' must be a list of task objects")
-        try:
-            model = model_for(project_id(body.get("project")), body.get("label_config"))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
+        model = model_for(_project(body.get("project")), body.get("label_config"))
         if not model.label_config:
             raise BadRequest("'label_config' is missing")
         start = time.perf_counter()
@@ -128,10 +132,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
             if event in IGNORED_EVENTS:
                 return jsonify(status="ignored", action=event), 200
             raise BadRequest(f"unknown webhook action {event!r}")
-        try:
-            model = model_for(project_id(body.get("project")))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
+        model = model_for(_project(body.get("project")))
         if not model.wants_training(event):
             return jsonify(status="counted", action=event), 200
         outcome = runner.submit(model.project)
@@ -147,21 +148,13 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     @app.get("/is_training")
     def is_training():
-        try:
-            project = project_id(request.args.get("project"))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
-        status = _status(project)
+        status = _status(_project(request.args.get("project")))
         return jsonify(is_training=status["is_training"], job=status["job"],
                        model_version=status["current_version"])
 
     @app.get("/status")
     def status():
-        try:
-            project = project_id(request.args.get("project"))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
-        return jsonify(_status(project))
+        return jsonify(_status(_project(request.args.get("project"))))
 
     @app.route("/versions", methods=["GET", "POST"])
     def versions():
@@ -169,10 +162,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         raw = (body or {}).get("project") if isinstance(body, dict) else request.args.get("project")
         if raw is None:
             return jsonify(versions=[])
-        try:
-            model = model_for(project_id(raw))
-        except ValueError as err:
-            raise BadRequest(str(err)) from None
+        model = model_for(_project(raw))
         return jsonify(versions=model.store.all_versions(), current=model.model_version)
 
     return app

@@ -145,7 +145,29 @@ def _redis_ping(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-class RedisServer:
+class _OwnedServer:
+    """start()/stop() plus: a context manager that deletes the data dir it created."""
+
+    _own_dir: bool
+    data_dir: Path
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir and not os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"):
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RedisServer(_OwnedServer):
     """A throwaway ``redis-server`` on 127.0.0.1.
 
     Default: no persistence (``--save "" --appendonly no``), working dir in a temp dir.
@@ -234,21 +256,6 @@ class RedisServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
         self.proc = None
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir and not os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"):
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"RedisServer({self.url}, running={self.running})"
@@ -380,7 +387,7 @@ def ensure_ls_template(username: str = LS_USERNAME, password: str = LS_PASSWORD,
         return target
 
 
-class LabelStudioServer:
+class LabelStudioServer(_OwnedServer):
     """A real Label Studio on 127.0.0.1 from .ls-venv, with a legacy API token.
 
     With ``use_template=True`` (default) the data dir starts as a copy of the cached, migrated
@@ -504,21 +511,6 @@ class LabelStudioServer:
         if proc is not None:
             _terminate(proc, first=signal.SIGINT)  # Django's runserver stops cleanly on ^C
             _killpg_rest(proc)
-
-    def close(self) -> None:
-        self.stop()
-        if self._own_dir and not os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"):
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> LabelStudioServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"LabelStudioServer({self.url}, running={self.running})"
