@@ -1,0 +1,128 @@
+"""/predict latency of the Label Studio backend: served from stored scores vs computed cold.
+
+Trains a MiniLM scout on CoNLL-2003 sentences (as a finished training job would), publishes it
+as a project version with stored scores for all tasks, then times POST /predict (through the
+real Flask app, in process) for 1, 10, 100 and 1,000 tasks:
+
+* cached: every task's score is in the version's stored scores (what Label Studio normally hits);
+* cold: the same tasks with no stored scores, so SubRegWeigh runs (N samples, K predictions).
+
+    python benchmarks/predict_latency.py                 # K=10, N=500, sizes 1,10,100,1000
+    python benchmarks/predict_latency.py --sizes 1,10 --train 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.settings import Settings  # noqa: E402
+from backend.server import create_app  # noqa: E402
+from backend.store import ProjectStore, atomic_write_json, new_version_name  # noqa: E402
+from backend.tasks import parse_label_config, score_tasks  # noqa: E402
+from subregweigh.formats import atomic_write_text, read_conll  # noqa: E402
+from subregweigh.tags import entity_spans  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+RESULTS = Path(__file__).resolve().parent / "results"
+CONFIG = ('<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/>'
+          '<Label value="ORG"/><Label value="MISC"/></Labels><Text name="text" value="$text"/></View>')
+
+
+def as_task(task_id: int, ex) -> dict:
+    starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
+    result = [{"from_name": "label", "to_name": "text", "type": "labels",
+               "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [t]}}
+              for t, s, e in entity_spans(ex.label)]
+    return {"id": task_id, "data": {"text": " ".join(ex.words)},
+            "annotations": [{"id": task_id, "result": result}]}
+
+
+class _NoJobs:  # /predict never trains; nothing is submitted in this benchmark
+    def submit(self, project):
+        raise AssertionError("unexpected training")
+
+    def state(self, project):
+        return "idle"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,10,100,1000")
+    parser.add_argument("--train", type=int, default=300, help="sentences to train the scout on")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("-n", type=int, default=500)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each cached call")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    from model import _engine
+
+    sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
+    tasks = [as_task(i + 1, ex) for i, ex in enumerate(sentences[: max(sizes)])]
+    root = Path(tempfile.mkdtemp(prefix="srw-latency-"))
+    try:
+        settings = Settings(model_dir=str(root), k=args.k, n_samples=args.n, epochs=args.epochs)
+        spec = parse_label_config(CONFIG)
+        srw = _engine(settings, "ner").fit(sentences[-args.train:])
+        store = ProjectStore(root, 1)
+        staging = store.staging_dir()
+        srw.scout_.save(staging / "scout")
+        start = time.perf_counter()
+        stored = score_tasks(srw, spec, tasks, [])
+        scoring_seconds = time.perf_counter() - start
+        atomic_write_json(staging / "scores.json", stored)
+        version = new_version_name()
+        store.publish(staging, version)
+        client = create_app(settings, runner=_NoJobs()).test_client()
+
+        def predict(batch) -> float:
+            start = time.perf_counter()
+            response = client.post("/predict", json={"tasks": batch, "project": "1.0", "label_config": CONFIG})
+            elapsed = time.perf_counter() - start
+            assert response.status_code == 200 and len(response.json["results"]) == len(batch)
+            return elapsed
+
+        predict(tasks[:1])  # load the scout once, as a warm server has
+        rows = []
+        for size in sizes:
+            cached = min(predict(tasks[:size]) for _ in range(args.repeats))
+            # Cold: a fresh copy of the version without stored scores.
+            atomic_write_json(store.versions / version / "scores.json", {})
+            cold = predict(tasks[:size])
+            atomic_write_json(store.versions / version / "scores.json", stored)
+            rows.append({"tasks": size, "cached_seconds": round(cached, 4), "cold_seconds": round(cold, 2)})
+            print(rows[-1], flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    machine = f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    lines = [f"### /predict latency, MiniLM scout, K={args.k}, N={args.n}", "",
+             "| tasks | served from stored scores (s) | computed cold (s) |", "|---:|---:|---:|"]
+    lines += [f"| {r['tasks']} | {r['cached_seconds']:.3f} | {r['cold_seconds']:.1f} |" for r in rows]
+    lines += ["", f"Scoring all {max(sizes)} tasks in the training job: {scoring_seconds:.1f} s. Machine: {machine}."]
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "predict-latency.json", json.dumps(
+        {"rows": rows, "scoring_seconds": scoring_seconds, "machine": machine,
+         "command": "python benchmarks/predict_latency.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+        indent=2) + "\n")
+    atomic_write_text(args.out / "predict-latency.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
