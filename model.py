@@ -43,7 +43,6 @@ WEIGHER_CACHE = 4
 def _weigher(settings: Settings, store: ProjectStore, version: str):
     """The fitted SubRegWeigh of ``version``, loaded at most once per process."""
     from subregweigh.scout import Scout
-    from subregweigh.weigh import SubRegWeigh
 
     key = (store.project, version)
     with _weighers_lock:
@@ -155,7 +154,7 @@ class SubRegWeighModel(LabelStudioMLBase):
 
     def _remember(self, version: str, fresh: dict) -> None:
         """Add freshly computed scores to the version's store (other workers see them too)."""
-        with self.store._locked():
+        with self.store.locked():
             scores = self.store.scores(version)
             scores.update(fresh)
             atomic_write_json(self.store.versions / version / "scores.json", scores)

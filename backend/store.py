@@ -119,7 +119,7 @@ class ProjectStore:
 
     # -- status -------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _locked(self):
+    def locked(self):
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -146,7 +146,7 @@ class ProjectStore:
 
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
         """
-        with self._locked():
+        with self.locked():
             status = self.status()
             for key, value in changes.items():
                 status[key] = value(status.get(key)) if callable(value) else value

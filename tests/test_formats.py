@@ -20,7 +20,6 @@ from subregweigh.formats import (
     read_weighted_conll,
     read_weights,
     write_weighted_conll,
-    write_weighted_csv,
     write_weighted_jsonl,
     write_weights,
 )
