@@ -59,6 +59,7 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="200 examples, 2 epochs, N=100, CrossWeigh 5 folds x 1 iteration")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--name", help="output file stem (default: detection-DATASET[-quick])")
     args = parser.parse_args(argv)
     if args.quick:
         args.examples, args.epochs, args.n_samples, args.folds, args.iterations = 200, 2, 100, 5, 1
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
         out["kmeans_overhead_vs_random"] = timings["kmeans"] / timings["random"] - 1
     if "crossweigh" in timings:
         out["speedup_vs_crossweigh"] = {m: timings["crossweigh"] / t for m, t in timings.items() if m != "crossweigh"}
-    name = f"detection-{args.dataset}{'-quick' if args.quick else ''}"
+    name = args.name or f"detection-{args.dataset}{'-quick' if args.quick else ''}"
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / f"{name}.json", json.dumps(out, indent=2) + "\n")
     atomic_write_text(args.out / f"{name}.md", markdown(out))
