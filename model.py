@@ -63,6 +63,7 @@ def _engine(settings: Settings, task: str = "ner", multi_label: bool = False):
 
     scout = Scout(
         model=settings.scout_model or None, task=task, multi_label=multi_label,
+        freeze_encoder=settings.freeze_encoder and task == "classification",
         epochs=settings.epochs or None, batch_size=settings.batch_size,
         learning_rate=settings.learning_rate or None,
         max_length=settings.max_length or None, random_state=settings.seed, progress=False,

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field, fields
 SECRET_NAMES = ("LABEL_STUDIO_API_KEY", "BASIC_AUTH_PASS", "REDIS_PASSWORD")
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 def _env(name: str, default, kind=str):
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -40,6 +44,7 @@ class Settings:
     p: float = 0.1
     method: str = "kmeans"
     w_min: float = 1 / 3
+    freeze_encoder: bool = False  # classification scouts of small projects
     epochs: int = 0  # 0: the scout's per-task default
     batch_size: int = 16
     learning_rate: float = 0.0  # 0: the scout's per-task default
@@ -69,6 +74,7 @@ class Settings:
             p=_env("SRW_P", cls.p, float),
             method=_env("SRW_METHOD", cls.method),
             w_min=_env("SRW_W_MIN", cls.w_min, float),
+            freeze_encoder=_flag("SRW_FREEZE_ENCODER"),
             epochs=_env("SRW_EPOCHS", cls.epochs, int),
             batch_size=_env("SRW_BATCH_SIZE", cls.batch_size, int),
             learning_rate=_env("SRW_LEARNING_RATE", cls.learning_rate, float),

@@ -53,6 +53,9 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
         "--model",
         help="Hugging Face model name or local path (default: the bundled offline MiniLM)",
     )
+    group.add_argument("--freeze-encoder", action="store_true",
+                       help="classification: train only the head (small data sets; use with "
+                       "e.g. --epochs 20 --learning-rate 3e-3)")
     group.add_argument("--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)")
     group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
     group.add_argument("--learning-rate", type=float,
@@ -174,6 +177,7 @@ def _scout(args, task, examples):
         model=args.model,
         task=task,
         multi_label=task == "classification" and any(len(ex.label) != 1 for ex in examples),
+        freeze_encoder=args.freeze_encoder,
         epochs=args.epochs,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,

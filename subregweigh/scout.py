@@ -102,6 +102,11 @@ class Scout:
     task : {"ner", "classification"}, default="ner"
     multi_label : bool, default=False
         Classification only: each example may carry several classes.
+    freeze_encoder : bool, default=False
+        Classification only: train just the head on the frozen encoder's mean-pooled vectors.
+        For small projects (a few hundred examples or fewer), where fine-tuning the encoder
+        memorizes the very labels SubRegWeigh should doubt; pair it with more epochs and a
+        higher learning rate (e.g. 20 epochs at 3e-3).
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
@@ -130,6 +135,7 @@ class Scout:
         model: str | None = None,
         task: Task = "ner",
         multi_label: bool = False,
+        freeze_encoder: bool = False,
         epochs: int | None = None,
         batch_size: int = 16,
         learning_rate: float | None = None,
@@ -141,6 +147,7 @@ class Scout:
         self.model = model
         self.task = task
         self.multi_label = multi_label
+        self.freeze_encoder = freeze_encoder
         self.epochs = epochs
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -154,7 +161,7 @@ class Scout:
         return {
             name: getattr(self, name)
             for name in (
-                "model", "task", "multi_label", "epochs", "batch_size", "learning_rate",
+                "model", "task", "multi_label", "freeze_encoder", "epochs", "batch_size", "learning_rate",
                 "max_length", "random_state", "device", "progress",
             )
         }
@@ -261,7 +268,12 @@ class Scout:
         targets = [self._target(ex) for ex in examples]
         epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
         lr = self.learning_rate if self.learning_rate is not None else TASK_DEFAULTS[self.task]["learning_rate"]
-        optimizer = torch.optim.AdamW(self.model_.parameters(), lr=lr)
+        if self.freeze_encoder:
+            if self.task != "classification":
+                raise ValueError("freeze_encoder applies to classification only")
+            self.model_.encoder.requires_grad_(False)
+        trainable = [p for p in self.model_.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=lr)
         steps = epochs * -(-len(examples) // self.batch_size)
         schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
         rng = np.random.default_rng(self.random_state)
@@ -275,7 +287,7 @@ class Scout:
                 ).logits
                 loss = self._loss(logits, rows, encoded, targets, torch.tensor(weights[rows], dtype=torch.float32))
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model_.parameters(), 1.0)
+                torch.nn.utils.clip_grad_norm_(trainable, 1.0)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad()

@@ -332,3 +332,24 @@ def test_fold_splits_plain_kfold(conll_train):
     for train, test in splits:
         assert sorted(train.tolist() + test.tolist()) == list(range(50))
         assert len(test) == 10
+
+
+def test_freeze_encoder_trains_only_the_head(sst2_train, tmp_path):
+    from subregweigh.scout import default_model
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(default_model()).state_dict()
+    scout = Scout(task="classification", freeze_encoder=True, epochs=2, learning_rate=3e-3,
+                  progress=False).fit(sst2_train[:32])
+    encoder = scout.model_.encoder.state_dict()
+    assert all(torch.equal(encoder[name], base[name]) for name in base if name in encoder)
+    untrained = Scout(task="classification", freeze_encoder=True, epochs=0,
+                      progress=False).fit(sst2_train[:32])
+    assert not torch.allclose(scout.model_.head.weight, untrained.model_.head.weight)
+    scout.save(tmp_path / "frozen")
+    assert Scout.load(tmp_path / "frozen", progress=False).freeze_encoder is True
+
+
+def test_freeze_encoder_is_for_classification(conll_train):
+    with pytest.raises(ValueError, match="classification only"):
+        Scout(task="ner", freeze_encoder=True, epochs=1, progress=False).fit(conll_train[:8])
