@@ -132,12 +132,12 @@ class SubRegWeighModel(LabelStudioMLBase):
         warnings: list[str] = []
         items = [task_examples(task, spec, warnings) for task in tasks]
         stale = [
-            task for task, item in zip(tasks, items)
+            item for item in items
             if item is not None and stored.get(str(item.task_id), {}).get("fingerprint") != fingerprint(item)
         ]
         if stale:
             start = time.perf_counter()
-            fresh = score_tasks(_weigher(self.settings, self.store, version), spec, stale, [])
+            fresh = score_tasks(_weigher(self.settings, self.store, version), spec, stale)
             stored.update(fresh)
             self._remember(version, fresh)
             logger.info("project %s: computed %d of %d tasks in %.1f s (the rest served from storage)",
@@ -205,7 +205,7 @@ class SubRegWeighModel(LabelStudioMLBase):
         store.update_status(message=f"training on {len(annotated)} annotations")
         srw = _engine(settings, spec.task, spec.multi_label).fit(annotated)
         store.update_status(message=f"scoring {len(items)} tasks")
-        scores = score_tasks(srw, spec, tasks, [])
+        scores = score_tasks(srw, spec, items)
         version = new_version_name()
         staging = store.staging_dir()
         srw.scout_.save(staging / "scout")

@@ -192,9 +192,11 @@ def stored_prediction(item: TaskExamples, spec: LabelingSpec, result, first: int
     }
 
 
-def score_tasks(srw, spec: LabelingSpec, tasks: Sequence[dict], warnings: list) -> dict[str, dict]:
-    """Weigh ``tasks`` with a fitted :class:`SubRegWeigh`; task id (str) -> stored prediction."""
-    items = [item for task in tasks if (item := task_examples(task, spec, warnings)) is not None]
+def score_tasks(srw, spec: LabelingSpec, items: Sequence[TaskExamples]) -> dict[str, dict]:
+    """Weigh converted tasks (:func:`task_examples`) with a fitted :class:`SubRegWeigh`.
+
+    Returns task id (str) -> stored prediction.
+    """
     examples = [ex for item in items for ex in item.examples]
     if not examples:
         return {}

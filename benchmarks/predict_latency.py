@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.settings import Settings  # noqa: E402
 from backend.server import create_app  # noqa: E402
 from backend.store import ProjectStore, atomic_write_json, new_version_name  # noqa: E402
-from backend.tasks import parse_label_config, score_tasks  # noqa: E402
+from backend.tasks import parse_label_config, score_tasks, task_examples  # noqa: E402
 from subregweigh.formats import atomic_write_text, read_conll  # noqa: E402
 from subregweigh.tags import entity_spans  # noqa: E402
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         staging = store.staging_dir()
         srw.scout_.save(staging / "scout")
         start = time.perf_counter()
-        stored = score_tasks(srw, spec, tasks, [])
+        stored = score_tasks(srw, spec, [task_examples(task, spec, []) for task in tasks])
         scoring_seconds = time.perf_counter() - start
         atomic_write_json(staging / "scores.json", stored)
         version = new_version_name()
