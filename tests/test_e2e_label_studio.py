@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from subregweigh.formats import read_conll, read_tsv
-from subregweigh.tags import entity_spans
+from tests.projects import (
+    CLS_CONFIG,
+    ENGINE_ENV,
+    N_TASKS,
+    N_WRONG,
+    NER_CONFIG,
+    classification_tasks,
+    field,
+    ner_tasks,
+    wait_trained,
+)
 from tests.servers import (
     BackendServer,
     BackgroundProcess,
@@ -28,105 +36,12 @@ from tests.servers import (
     require_redis,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-N_TASKS, N_WRONG = 50, 5
-TYPES = ["PER", "LOC", "ORG", "MISC"]
-NER_CONFIG = (
-    '<View><Labels name="label" toName="text">'
-    + "".join(f'<Label value="{t}"/>' for t in TYPES)
-    + '</Labels><Text name="text" value="$text"/></View>'
-)
-CLS_CONFIG = (
-    '<View><Text name="text" value="$text"/><Choices name="sentiment" toName="text" choice="single">'
-    '<Choice value="negative"/><Choice value="positive"/></Choices></View>'
-)
-ENGINE_ENV = {  # a small configuration for CI's 2 cores
-    "SRW_N": "100", "SRW_K": "10", "SRW_EPOCHS": "8", "SRW_MIN_ANNOTATIONS": "10",
-    "SRW_RETRAIN_AFTER": "1000", "LOG_LEVEL": "INFO",
-}
-
-
-def _recurring(examples, key, min_count: int) -> set:
-    counts: dict = {}
-    for ex in examples:
-        for k in set(key(ex)):
-            counts[k] = counts.get(k, 0) + 1
-    return {k for k, c in counts.items() if c >= min_count}
-
-
-def ner_tasks(rng) -> tuple[list[dict], set[int]]:
-    """Tasks with span annotations; the annotations of the returned indices are wrong.
-
-    Like real annotation errors, the wrong ones contradict the rest of the project: each of the
-    50 sentences mentions an entity that recurs in the project, and a wrong annotation gives
-    that mention another type, or misses it.
-    """
-    sentences = [ex for ex in read_conll(DATA / "conllpp" / "conllpp_train.txt")[:4000]
-                 if 6 <= len(ex.words) <= 30 and any(w.islower() for w in ex.words)]
-
-    def mentions(ex):
-        return [(" ".join(ex.words[s:e]), t) for t, s, e in entity_spans(ex.label)]
-
-    frequent = _recurring(sentences, mentions, min_count=15)
-    pool = [ex for ex in sentences if set(mentions(ex)) & frequent]
-    chosen = [pool[i] for i in sorted(rng.choice(len(pool), N_TASKS, replace=False))]
-    wrong = sorted(rng.choice(N_TASKS, N_WRONG, replace=False).tolist())
-    tasks = []
-    for i, ex in enumerate(chosen):
-        starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
-        spans = list(entity_spans(ex.label))
-        if i in wrong:
-            j = next(j for j, (t, s, e) in enumerate(spans) if (" ".join(ex.words[s:e]), t) in frequent)
-            t, s, e = spans[j]
-            if wrong.index(i) % 2:
-                del spans[j]  # missed
-            else:
-                spans[j] = (TYPES[(TYPES.index(t) + 1) % len(TYPES)], s, e)  # another type
-        result = [{"id": f"r{j}", "from_name": "label", "to_name": "text", "type": "labels",
-                   "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [etype]}}
-                  for j, (etype, s, e) in enumerate(spans)]
-        tasks.append({"data": {"text": " ".join(ex.words)}, "annotations": [{"result": result}]})
-    return tasks, set(wrong)
-
-
-def classification_tasks(rng) -> tuple[list[dict], set[int]]:
-    """SST-2 rows sharing clear sentiment words with others in the project; 10% flipped."""
-    rows = [r for r in read_tsv(DATA / "sst2" / "train.tsv")[:20000] if 6 <= len(r.words) <= 30]
-    cues = {"best", "great", "wonderful", "beautiful", "funny", "worst", "boring", "dull", "bad", "mess"}
-    pool = [r for r in rows if cues & set(r.words)]
-    chosen = [pool[i] for i in sorted(rng.choice(len(pool), N_TASKS, replace=False))]
-    wrong = set(rng.choice(N_TASKS, N_WRONG, replace=False).tolist())
-    names = {"0": "negative", "1": "positive"}
-    tasks = []
-    for i, ex in enumerate(chosen):
-        label = names[ex.label[0]]
-        if i in wrong:
-            label = "positive" if label == "negative" else "negative"
-        tasks.append({"data": {"text": ex.text}, "annotations": [{"result": [{
-            "id": "c0", "from_name": "sentiment", "to_name": "text", "type": "choices",
-            "value": {"choices": [label]}}]}]})
-    return tasks, wrong
-
 
 @pytest.fixture(scope="module")
 def label_studio():
     require_label_studio()
     with LabelStudioServer() as server:
         yield server
-
-
-def _wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -> dict:
-    deadline = time.monotonic() + timeout
-    status = {}
-    while time.monotonic() < deadline:
-        code, status = backend.get(f"/status?project={project}")
-        assert code == 200, status
-        if status["state"] == "failed":
-            pytest.fail(f"training failed: {status['last_error']}\n{backend.log()}")
-        if status["current_version"] and status["job"] == "idle" and status["state"] == "idle":
-            return status
-        time.sleep(2)
-    pytest.fail(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
 
 
 PROJECTS = [  # name, labeling config, tasks, scout settings for ~50 tasks on 2 CPU cores, checks detection
@@ -168,7 +83,7 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
 
         ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
         ls.ml.train(id=ml.id)
-        status = _wait_trained(backend, project.id)
+        status = wait_trained(backend, project.id)
         version = status["current_version"]
 
         # The project now sorts by our scores: its model_version is the new version ...
@@ -177,9 +92,9 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         assert len(listed) == N_TASKS
         scores = {}
         for task in listed:  # ... and every task has exactly one scored prediction of it.
-            mine = [p for p in task.predictions or [] if _field(p, "model_version") == version]
+            mine = [p for p in task.predictions or [] if field(p, "model_version") == version]
             assert len(mine) == 1, f"task {task.id}: {task.predictions}"
-            scores[task.id] = _field(mine[0], "score")
+            scores[task.id] = field(mine[0], "score")
             assert scores[task.id] is not None and 0.0 <= scores[task.id] <= 1.0
 
         ordered = [t.id for t in ls.tasks.list(
@@ -210,7 +125,3 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             worker.stop()
         if redis is not None:
             redis.stop()
-
-
-def _field(obj, name):
-    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
