@@ -2,7 +2,7 @@
 
     python _wsgi.py                      # http://0.0.0.0:9090, embedded job runner, ./models
     python _wsgi.py --port 9091 --model-dir /data/models --log-level DEBUG
-    gunicorn _wsgi:app                   # production (settings from the environment)
+    gunicorn -c gunicorn.conf.py _wsgi:app   # production (settings from the environment)
 
 Every flag has an environment variable (see the README's configuration table); flags win.
 """
@@ -10,8 +10,9 @@ Every flag has an environment variable (see the README's configuration table); f
 from __future__ import annotations
 
 import argparse
-import logging
 import os
+
+from backend.settings import configure_logging
 
 ENGINE_FLAGS = {  # flag -> environment variable
     "model_dir": "MODEL_DIR",
@@ -30,17 +31,10 @@ ENGINE_FLAGS = {  # flag -> environment variable
 }
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--host", default=os.environ.get("HOST_BIND", "0.0.0.0"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT_BIND", "9090")))
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "9090")))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
     parser.add_argument("--model-dir", help="per-project models and scores (MODEL_DIR, default ./models)")
     parser.add_argument("--label-studio-url", help="LABEL_STUDIO_URL (the API key: LABEL_STUDIO_API_KEY only)")
@@ -60,7 +54,7 @@ def main(argv=None) -> None:
         value = getattr(args, flag)
         if value is not None:
             os.environ[variable] = str(value)
-    _configure_logging(args.log_level)
+    configure_logging(args.log_level)
     from backend.server import create_app
 
     create_app().run(host=args.host, port=args.port, threaded=True)
@@ -69,7 +63,7 @@ def main(argv=None) -> None:
 if __name__ == "__main__":
     main()
 else:  # imported by a WSGI server: gunicorn _wsgi:app
-    _configure_logging(os.environ.get("LOG_LEVEL", "INFO"))
+    configure_logging()
     from backend.server import create_app
 
     app = create_app()

@@ -17,6 +17,7 @@ conversions live in ``backend.tasks``, state on disk in ``backend.store``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,7 @@ from label_studio_ml.model import LabelStudioMLBase
 
 from backend.labelstudio import LabelStudioAPI
 from backend.settings import Settings
-from backend.store import ProjectStore, atomic_write_json, new_version_name
+from backend.store import CorruptVersion, ProjectStore, atomic_write_json, new_version_name
 from backend.tasks import ConfigError, fingerprint, parse_label_config, score_tasks, task_examples
 
 logger = logging.getLogger(__name__)
@@ -37,23 +38,34 @@ IGNORED_EVENTS = {"TASKS_CREATED", "TASKS_DELETED", "PROJECT_UPDATED", "PROJECT_
 
 _weighers: OrderedDict[tuple[str, str], object] = OrderedDict()
 _weighers_lock = threading.Lock()
-WEIGHER_CACHE = 4
 
 
 def _weigher(settings: Settings, store: ProjectStore, version: str):
-    """The fitted SubRegWeigh of ``version``, loaded at most once per process."""
+    """The fitted SubRegWeigh of ``version``, loaded at most once per process.
+
+    Raises :class:`CorruptVersion` (after marking the version BROKEN) when its files do not load.
+    """
     from subregweigh.scout import Scout
 
     key = (store.project, version)
-    with _weighers_lock:
+    with _weighers_lock:  # one load at a time: concurrent requests wait for it, not repeat it
         if key in _weighers:
             _weighers.move_to_end(key)
             return _weighers[key]
+        start = time.perf_counter()
+        store.verify(version)
         srw = _engine(settings)
-        srw.scout_ = Scout.load(store.scout_dir(version), progress=False)
+        try:
+            srw.scout_ = Scout.load(store.scout_dir(version), progress=False)
+        except MemoryError:
+            raise
+        except Exception as err:
+            raise CorruptVersion(version, f"the scout does not load ({type(err).__name__}: {err})") from err
         _weighers[key] = srw
-        while len(_weighers) > WEIGHER_CACHE:
+        while len(_weighers) > max(1, settings.cached_models):
             _weighers.popitem(last=False)
+        logger.info("project %s: loaded the scout of version %s in %.1f s (pid %d; %d cached)",
+                    store.project, version, time.perf_counter() - start, os.getpid(), len(_weighers))
         return srw
 
 
@@ -122,6 +134,17 @@ class SubRegWeighModel(LabelStudioMLBase):
     # -- predict ------------------------------------------------------------------------------
     def predict(self, tasks, **kwargs) -> list[dict]:
         spec = self.spec()
+        broken: set[str] = set()
+        while True:  # a version found corrupt is marked BROKEN; then the next newest serves
+            try:
+                return self._predict(tasks, spec)
+            except CorruptVersion as err:
+                if err.version in broken:  # the marker did not take: do not loop
+                    raise
+                broken.add(err.version)
+                self.store.mark_broken(err.version, str(err))
+
+    def _predict(self, tasks, spec) -> list[dict]:
         version = self.store.current_version() if self.store else None
         if version is None:
             logger.info("project %s: no trained scout yet; returning empty predictions for %d tasks "

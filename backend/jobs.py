@@ -3,7 +3,8 @@
 Two runners with one interface (``submit(project) -> str``, ``state(project) -> str``):
 
 * :class:`ThreadRunner` (no Redis, the embedded default): a thread per busy project inside the
-  server process.
+  server process; a file lock per project under MODEL_DIR keeps two gunicorn workers from
+  training one project at once, and tells every worker that a training runs.
 * :class:`RQRunner` (``REDIS_URL`` set): rq jobs on a queue of our own name; ``rq worker``
   processes, on this machine or others sharing MODEL_DIR and Redis, run them. A per-project
   Redis lock keeps two workers from training the same project at once.
@@ -14,20 +15,39 @@ runs, one more may wait behind it (it will see every annotation made meanwhile).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-QUEUED, RUNNING, IDLE = "queued", "running", "idle"
+QUEUED, RUNNING, IDLE, UNKNOWN = "queued", "running", "idle", "unknown"
+
+
+class JobQueueUnavailable(RuntimeError):
+    """The job queue (Redis) cannot be reached; the message says where and why."""
+
+
+def _training_lock_path(model_dir: str | os.PathLike, project: str) -> Path:
+    return Path(model_dir) / project / ".training.lock"
 
 
 class ThreadRunner:
-    """Runs ``job(project)`` in background threads inside this process."""
+    """Runs ``job(project)`` in background threads inside this process.
 
-    def __init__(self, job: Callable[[str], object]):
+    With ``model_dir``, each run holds an exclusive ``flock`` on ``<model_dir>/<project>/
+    .training.lock``: trainings of one project started by different processes (gunicorn workers)
+    run one after the other, and :meth:`state` sees a training of any of them. The kernel drops
+    the lock when a process dies, so a killed worker's training reads as not running.
+    """
+
+    def __init__(self, job: Callable[[str], object], model_dir: str | os.PathLike | None = None):
         self.job = job
+        self.model_dir = model_dir
         self._lock = threading.Lock()
         self._running: set[str] = set()
         self._pending: set[str] = set()
@@ -47,9 +67,36 @@ class ThreadRunner:
         self._running.add(project)
         threading.Thread(target=self._run, args=(project,), name=f"train-{project}", daemon=True).start()
 
+    @contextlib.contextmanager
+    def _exclusive(self, project: str):
+        if self.model_dir is None:
+            yield
+            return
+        path = _training_lock_path(self.model_dir, project)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # waits for another process's training
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _locked_elsewhere(self, project: str) -> bool:
+        path = _training_lock_path(self.model_dir, project) if self.model_dir is not None else None
+        if path is None or not path.exists():
+            return False
+        with open(path, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return False
+
     def _run(self, project: str) -> None:
         try:
-            self.job(project)
+            with self._exclusive(project):
+                self.job(project)
         except Exception:  # the job records its own error; keep the runner alive
             logger.exception("project %s: training job failed", project)
         finally:
@@ -62,7 +109,9 @@ class ThreadRunner:
         with self._lock:
             if project in self._running:
                 return RUNNING
-            return QUEUED if project in self._pending else IDLE
+            if project in self._pending:
+                return QUEUED
+        return RUNNING if self._locked_elsewhere(project) else IDLE
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until no job runs (tests and shutdown); True if idle."""
@@ -89,21 +138,23 @@ def _lock_key(queue: str, project: str) -> str:
 LOCK_SECONDS = 60  # a killed worker's lock expires this soon; a live one keeps extending it
 
 
-def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait_seconds: int) -> object:
+def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait_seconds: int,
+                   lock_seconds: int = LOCK_SECONDS) -> object:
     """What an rq worker executes: take the project's lock, clear "pending", run the job."""
     import importlib
 
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
-    lock = redis.lock(_lock_key(queue, project), timeout=LOCK_SECONDS, blocking_timeout=wait_seconds)
+    lock = redis.lock(_lock_key(queue, project), timeout=lock_seconds, blocking_timeout=wait_seconds)
     if not lock.acquire():
         raise TimeoutError(f"project {project}: another training held the lock for {wait_seconds} s")
     stop = threading.Event()
 
     def heartbeat():
-        while not stop.wait(LOCK_SECONDS / 3):
-            lock.extend(LOCK_SECONDS, replace_ttl=True)
+        while not stop.wait(lock_seconds / 3):
+            with contextlib.suppress(Exception):  # Redis away for a moment: try again next beat
+                lock.extend(lock_seconds, replace_ttl=True)
 
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
@@ -115,13 +166,27 @@ def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait
     finally:
         stop.set()
         beat.join()
-        lock.release()
+        with contextlib.suppress(Exception):  # expired or Redis away: the TTL frees it anyway
+            lock.release()
+
+
+def _redis_location(redis_url: str) -> str:
+    """``host:port/db`` of a Redis URL, without credentials (for messages)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(redis_url)
+    return f"{parts.hostname}:{parts.port or 6379}{parts.path or ''}"
 
 
 class RQRunner:
-    """Enqueues ``job_path`` (``"module:function"``, called with the project id) on rq."""
+    """Enqueues ``job_path`` (``"module:function"``, called with the project id) on rq.
 
-    def __init__(self, job_path: str, redis_url: str, queue: str = "subregweigh", job_timeout: int = 6 * 3600):
+    Redis errors become :class:`JobQueueUnavailable` (the server answers 503) on submit, and
+    ``"unknown"`` from :meth:`state`; nothing is lost: the next event submits again.
+    """
+
+    def __init__(self, job_path: str, redis_url: str, queue: str = "subregweigh", job_timeout: int = 6 * 3600,
+                 lock_seconds: int = LOCK_SECONDS):
         from redis import Redis
         from rq import Queue
 
@@ -129,20 +194,59 @@ class RQRunner:
         self.redis_url = redis_url
         self.queue_name = queue
         self.job_timeout = job_timeout
-        self.redis = Redis.from_url(redis_url)
+        self.lock_seconds = lock_seconds
+        self.redis = Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=30)
         self.queue = Queue(queue, connection=self.redis)
 
+    @contextlib.contextmanager
+    def _redis(self, doing: str):
+        from redis.exceptions import RedisError
+
+        try:
+            yield
+        except RedisError as err:
+            raise JobQueueUnavailable(
+                f"cannot {doing}: the job queue (Redis at {_redis_location(self.redis_url)}) is "
+                f"unavailable: {type(err).__name__}: {str(err)[:200]}"
+            ) from None
+
+    def _pending_job_dead(self, key: str) -> bool:
+        """A pending marker whose job no longer exists or ended without running (worker gone)."""
+        from rq.job import Job, JobStatus
+
+        job_id = self.redis.get(key)
+        if not job_id or job_id == b"starting":  # being enqueued right now
+            return False
+        try:
+            status = Job.fetch(job_id.decode(), connection=self.redis).get_status()
+        except Exception:  # NoSuchJobError, or a marker from an older release
+            return True
+        return status in {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED, None}
+
     def submit(self, project: str) -> str:
-        if not self.redis.set(_pending_key(self.queue_name, project), "1", nx=True, ex=self.job_timeout):
-            return "already queued"
-        self.queue.enqueue(
-            run_queued_job, self.job_path, self.queue_name, self.redis_url, project, self.job_timeout,
-            job_timeout=self.job_timeout + 60, result_ttl=86400, failure_ttl=7 * 86400,
-            description=f"subregweigh training of project {project}",
-        )
+        key = _pending_key(self.queue_name, project)
+        with self._redis(f"queue a training of project {project}"):
+            if self.redis.exists(key) and self._pending_job_dead(key):
+                logger.warning("project %s: the queued training's job died before it started; "
+                               "queueing a new one", project)
+                self.redis.delete(key)
+            if not self.redis.set(key, "starting", nx=True, ex=60):
+                return "already queued"
+            job = self.queue.enqueue(
+                run_queued_job, self.job_path, self.queue_name, self.redis_url, project, self.job_timeout,
+                self.lock_seconds,
+                job_timeout=self.job_timeout + 60, result_ttl=86400, failure_ttl=7 * 86400,
+                description=f"subregweigh training of project {project}",
+            )
+            self.redis.set(key, job.id, xx=True, ex=self.job_timeout)  # no-op once a worker started it
         return "queued"
 
     def state(self, project: str) -> str:
-        if self.redis.exists(_lock_key(self.queue_name, project)):
-            return RUNNING
-        return QUEUED if self.redis.exists(_pending_key(self.queue_name, project)) else IDLE
+        try:
+            if self.redis.exists(_lock_key(self.queue_name, project)):
+                return RUNNING
+            return QUEUED if self.redis.exists(_pending_key(self.queue_name, project)) else IDLE
+        except Exception as err:  # RedisError; /status and /is_training must still answer
+            logger.warning("project %s: job state unknown: Redis at %s: %s", project,
+                           _redis_location(self.redis_url), type(err).__name__)
+            return UNKNOWN

@@ -15,7 +15,7 @@ import time
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from backend.jobs import RQRunner, ThreadRunner
+from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
 from backend.tasks import ConfigError
 
@@ -28,8 +28,17 @@ class BadRequest(ValueError):
     """A request the backend cannot act on; becomes a 400 with this message."""
 
 
+def _request_json():
+    """The request's JSON, or None when it is not valid JSON (too deeply nested included: the
+    parser raises RecursionError there, which ``silent=True`` does not catch)."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        return None
+
+
 def _json_body() -> dict:
-    body = request.get_json(silent=True)
+    body = _request_json()
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     return body
@@ -40,9 +49,13 @@ def _project(value) -> str:
     from model import project_id
 
     try:
-        return project_id(value)
+        project = project_id(value)
     except ValueError as err:
         raise BadRequest(str(err)) from None
+    # It becomes a directory name: ASCII digits only ("١".isdigit() is True), and short.
+    if not (project.isascii() and len(project) <= 20):
+        raise BadRequest(f"no valid project id in {str(value)[:40]!r}")
+    return project
 
 
 def create_app(settings: Settings | None = None, runner=None) -> Flask:
@@ -51,8 +64,8 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     settings = settings or Settings.from_env()
     if runner is None:
-        runner = (RQRunner(JOB, settings.redis_url, settings.queue_name) if settings.redis_url
-                  else ThreadRunner(train_project))
+        runner = (RQRunner(JOB, settings.redis_url, settings.queue_name, lock_seconds=settings.job_lock_seconds)
+                  if settings.redis_url else ThreadRunner(train_project, settings.model_dir))
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
     app.extensions["subregweigh"] = {"settings": settings, "runner": runner}
@@ -66,7 +79,10 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     def basic_auth():
         if not settings.basic_auth_user or request.path == "/health":
             return None
-        auth = request.authorization
+        try:
+            auth = request.authorization
+        except ValueError:  # werkzeug raises on a non-ASCII Basic token instead of returning None
+            auth = None
         # Bytes: compare_digest refuses non-ASCII str.
         ok = (auth is not None and auth.type == "basic"
               and hmac.compare_digest((auth.username or "").encode(), settings.basic_auth_user.encode())
@@ -83,6 +99,11 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     def bad_request(err):
         logger.warning("%s %s: 400: %s", request.method, request.path, err)
         return jsonify(error=str(err)), 400
+
+    @app.errorhandler(JobQueueUnavailable)
+    def queue_unavailable(err):
+        logger.error("%s %s: 503: %s", request.method, request.path, err)
+        return jsonify(error=str(err)), 503
 
     @app.errorhandler(HTTPException)
     def http_error(err):
@@ -142,8 +163,14 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     def _status(project) -> dict:
         model = model_for(project)
         status = model.store.status()
-        status["job"] = runner.state(model.project)
-        status["is_training"] = status["job"] != "idle"
+        if status["state"] == "running" and runner.state(model.project) == IDLE:
+            # Recorded as running, yet no process holds its training lock: the process died.
+            status = model.store.fail_abandoned(
+                lambda: runner.state(model.project) != IDLE,
+                "the training stopped before finishing (its process was killed or crashed)")
+        job = runner.state(model.project)
+        status["job"] = job
+        status["is_training"] = job not in {IDLE, "unknown"}
         return status
 
     @app.get("/is_training")
@@ -158,7 +185,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     @app.route("/versions", methods=["GET", "POST"])
     def versions():
-        body = request.get_json(silent=True) if request.method == "POST" else None
+        body = _request_json() if request.method == "POST" else None
         raw = (body or {}).get("project") if isinstance(body, dict) else request.args.get("project")
         if raw is None:
             return jsonify(versions=[])

@@ -10,6 +10,16 @@ import os
 from dataclasses import dataclass, field, fields
 
 SECRET_NAMES = ("LABEL_STUDIO_API_KEY", "BASIC_AUTH_PASS", "REDIS_PASSWORD")
+# The process id tells gunicorn workers and rq workers apart in one log.
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Log to stderr at ``level`` (default: LOG_LEVEL, else INFO)."""
+    import logging
+
+    level = (level or os.environ.get("LOG_LEVEL") or "INFO").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), format=LOG_FORMAT)
 
 
 def _flag(name: str) -> bool:
@@ -54,6 +64,9 @@ class Settings:
     retrain_after: int = 10
     min_annotations: int = 10
     max_request_mb: int = 50
+    # serving and jobs
+    cached_models: int = 4  # scouts kept loaded per process (LRU)
+    job_lock_seconds: int = 60  # a dead rq worker's training is declared failed this soon
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -83,6 +96,8 @@ class Settings:
             retrain_after=_env("SRW_RETRAIN_AFTER", cls.retrain_after, int),
             min_annotations=_env("SRW_MIN_ANNOTATIONS", cls.min_annotations, int),
             max_request_mb=_env("MAX_REQUEST_MB", cls.max_request_mb, int),
+            cached_models=_env("SRW_CACHED_MODELS", cls.cached_models, int),
+            job_lock_seconds=_env("SRW_JOB_LOCK_SECONDS", cls.job_lock_seconds, int),
         )
 
     def public(self) -> dict:

@@ -4,13 +4,16 @@
         CURRENT                     name of the version being served
         status.json                 state, last error, event counter (see ProjectStore.status)
         versions/<version>/
-            COMPLETE                written last: a version without it is never served
+            COMPLETE                written last: the size of every file; without it, never served
+            BROKEN                  why a complete version failed to load; never served again
             scout/                  the saved scout
             scores.json             task id -> stored prediction (result, score, fingerprint)
 
 Everything is written to a temporary name and renamed into place, so a crash or a killed worker
 never leaves a half-written version where the server would load it, and every process sharing
-MODEL_DIR (gunicorn workers, rq workers) sees the same state.
+MODEL_DIR (gunicorn workers, rq workers) sees the same state. A version damaged afterwards (a
+truncated file, a disk error) fails :meth:`ProjectStore.verify` or its load, is marked BROKEN,
+and the newest good version serves instead.
 """
 
 from __future__ import annotations
@@ -54,6 +57,20 @@ def new_version_name() -> str:
     return f"srw-{stamp}{int(now % 1 * 1000):03d}-{uuid.uuid4().hex[:6]}"
 
 
+class CorruptVersion(RuntimeError):
+    """A published version's files are missing, truncated or unreadable."""
+
+    def __init__(self, version: str, problem: str):
+        super().__init__(f"version {version}: {problem}")
+        self.version = version
+
+
+def _manifest(directory: Path) -> dict[str, int]:
+    # scores.json grows as /predict stores new tasks (atomically); it is checked when parsed.
+    return {str(f.relative_to(directory)): f.stat().st_size
+            for f in sorted(directory.rglob("*")) if f.is_file() and f.name != "scores.json"}
+
+
 class ProjectStore:
     """The files of one Label Studio project under ``model_dir``."""
 
@@ -67,7 +84,34 @@ class ProjectStore:
 
     # -- versions -----------------------------------------------------------------------------
     def is_complete(self, version: str) -> bool:
-        return bool(version) and (self.versions / version / "COMPLETE").is_file()
+        """Published and not known to be broken: a version that may be served."""
+        directory = self.versions / version
+        return bool(version) and (directory / "COMPLETE").is_file() and not (directory / "BROKEN").exists()
+
+    def verify(self, version: str) -> None:
+        """Raise :class:`CorruptVersion` unless every file of ``version`` has its published size."""
+        directory = self.versions / version
+        try:
+            marker = (directory / "COMPLETE").read_text()
+        except OSError as err:
+            raise CorruptVersion(version, f"unreadable COMPLETE marker ({err})") from None
+        try:
+            manifest = json.loads(marker)["files"]
+        except (ValueError, KeyError, TypeError):
+            return  # a marker from before manifests: nothing to compare
+        for name, size in manifest.items():
+            path = directory / name
+            actual = path.stat().st_size if path.is_file() else None
+            if actual != size:
+                found = "missing" if actual is None else f"{actual} bytes"
+                raise CorruptVersion(version, f"{name} is {found}, published with {size} bytes")
+
+    def mark_broken(self, version: str, reason: str) -> None:
+        """Never serve ``version`` again (every process sees the marker)."""
+        logger.error("project %s: version %s is broken and will not be served: %s", self.project, version, reason)
+        directory = self.versions / version
+        if directory.is_dir():
+            atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})
 
     def current_version(self) -> str | None:
         """The version to serve: CURRENT if complete, else the newest complete one."""
@@ -85,7 +129,8 @@ class ProjectStore:
 
     def publish(self, staging: Path, version: str) -> Path:
         """Mark ``staging`` complete, move it to ``versions/<version>`` and serve it."""
-        (staging / "COMPLETE").write_text(version)
+        manifest = _manifest(staging)
+        (staging / "COMPLETE").write_text(json.dumps({"version": version, "files": manifest}))
         target = self.versions / version
         os.replace(staging, target)
         tmp = self.root / f".CURRENT.{uuid.uuid4().hex}"
@@ -113,9 +158,14 @@ class ProjectStore:
     def scores(self, version: str) -> dict:
         """Stored predictions of ``version``: task id (str) -> entry."""
         try:
-            return json.loads((self.versions / version / "scores.json").read_text())
+            scores = json.loads((self.versions / version / "scores.json").read_text())
         except FileNotFoundError:
             return {}
+        except (OSError, ValueError) as err:
+            raise CorruptVersion(version, f"scores.json is unreadable ({err})") from None
+        if not isinstance(scores, dict):
+            raise CorruptVersion(version, "scores.json holds no task table")
+        return scores
 
     # -- status -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -153,3 +203,20 @@ class ProjectStore:
             status["updated_at"] = time.time()
             atomic_write_json(self.root / "status.json", status)
             return status
+
+    def fail_abandoned(self, training_alive, reason: str) -> dict:
+        """Mark a "running" training failed when ``training_alive()`` says no process runs it.
+
+        Checked again under the status lock, so a training that just finished (it writes "idle"
+        before it lets its lock go) is never marked failed.
+        """
+        with self.locked():
+            status = self.status()
+            if status["state"] == "running" and not training_alive():
+                status.update(state="failed", last_error=reason, finished_at=time.time(),
+                              message="training failed; the previous version keeps serving",
+                              updated_at=time.time())
+                atomic_write_json(self.root / "status.json", status)
+                logger.error("project %s: %s", self.project, reason)
+            return status
+

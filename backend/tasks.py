@@ -41,8 +41,10 @@ def parse_label_config(config: str) -> LabelingSpec:
     """Parse ``config`` with label-studio-sdk; raise :class:`ConfigError` if unsupported."""
     from label_studio_sdk.label_interface import LabelInterface
 
-    if not config or not config.strip():
+    if not config or (isinstance(config, str) and not config.strip()):
         raise ConfigError("the project has no labeling config")
+    if not isinstance(config, str):
+        raise ConfigError(f"the labeling config must be a string, not {type(config).__name__}")
     try:
         interface = LabelInterface(config)
     except Exception as err:
@@ -92,12 +94,31 @@ def task_text(task: dict, spec: LabelingSpec) -> str:
     text = data[spec.data_key]
     if not isinstance(text, str):
         raise ValueError(f"task {task.get('id')}: {spec.data_key!r} is not text")
+    try:  # JSON may carry lone surrogates ("\ud800"), which the tokenizer cannot encode
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"task {task.get('id')}: {spec.data_key!r} is not valid Unicode") from None
     return text
+
+
+def _well_formed(region, key: str) -> bool:
+    """``region`` is an object whose ``value`` (if any) is an object with a list of strings at ``key``."""
+    if not isinstance(region, dict):
+        return False
+    value = region.get("value") or {}
+    items = (value.get(key) or []) if isinstance(value, dict) else None
+    return isinstance(items, list) and all(isinstance(item, str) for item in items)
 
 
 def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: str, warnings: list):
     """The engine label of one annotation, or None if it cannot be used."""
-    results = [r for r in annotation.get("result") or [] if r.get("from_name") == spec.from_name]
+    regions = annotation.get("result") or []
+    key = "labels" if spec.task == "ner" else "choices"
+    if not isinstance(regions, list) or not all(_well_formed(r, key) for r in regions):
+        warnings.append(f"{where}: a malformed result (expected a list of regions whose value "
+                        f"holds a list of {key}); annotation skipped")
+        return None
+    results = [r for r in regions if r.get("from_name") == spec.from_name]
     known = set(spec.labels)
     if spec.task == "ner":
         spans = []
@@ -109,7 +130,7 @@ def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: st
                     return None
                 try:
                     spans.append((int(value["start"]), int(value["end"]), label))
-                except (KeyError, TypeError, ValueError):
+                except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
                     warnings.append(f"{where}: a region without valid start/end; annotation skipped")
                     return None
         _, tags, span_warnings = spans_to_tags(text, spans, where)
@@ -143,7 +164,14 @@ def task_examples(task: dict, spec: LabelingSpec, warnings: list) -> TaskExample
         return None
     word_strings = tuple(w for w, _, _ in words)
     examples = []
-    for annotation in task.get("annotations") or []:
+    annotations = task.get("annotations") or []
+    if not isinstance(annotations, list):
+        warnings.append(f"task {task_id}: 'annotations' is not a list; annotations skipped")
+        annotations = []
+    for annotation in annotations:
+        if not isinstance(annotation, dict):
+            warnings.append(f"task {task_id}: an annotation is not an object; skipped")
+            continue
         if annotation.get("was_cancelled"):
             continue
         where = f"task {task_id} annotation {annotation.get('id')}"

@@ -1,0 +1,45 @@
+"""An rq worker for the backend's training jobs: ``python -m backend.worker``.
+
+Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME and everything else from the same
+environment as the server, so a worker trains exactly as the server would. Start as many as
+you like, on this machine or others (a GPU box, say) that share MODEL_DIR and Redis; each runs
+one training at a time, and a per-project lock keeps two from training the same project.
+If Redis goes away the worker waits and reconnects (rq retries with backoff).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from backend.settings import Settings, configure_logging
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from redis import Redis
+    from rq import Queue, Worker
+
+    parser = argparse.ArgumentParser(prog="python -m backend.worker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    args = parser.parse_args(argv)
+    configure_logging()
+    settings = Settings.from_env()
+    if not settings.redis_url:
+        print("backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
+              file=sys.stderr)
+        return 2
+    connection = Redis.from_url(settings.redis_url)
+    queue = Queue(settings.queue_name, connection=connection)
+    logging.getLogger(__name__).info("worker for queue %r, models in %s, settings %s",
+                                     settings.queue_name, settings.model_dir, settings.public())
+    Worker([queue], connection=connection).work(
+        burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""gunicorn settings for the backend: ``gunicorn -c gunicorn.conf.py _wsgi:app``.
+
+Every value comes from the environment (the Docker image's defaults are the ones below):
+
+    PORT                 9090   listen on 0.0.0.0:PORT
+    WORKERS              2      processes; each loads a project's scout once per model version
+    THREADS              4      threads per process (requests waiting on a computation overlap)
+    GUNICORN_TIMEOUT     300    seconds a request may take (Label Studio gives /predict 100 s)
+    MAX_REQUESTS         0      recycle a worker after this many requests (0: never)
+    OMP_NUM_THREADS      1      torch threads per request; workers x threads requests share the CPUs
+
+Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the scout's size) (README).
+"""
+
+import os
+
+bind = f"0.0.0.0:{int(os.environ.get('PORT', '9090'))}"
+workers = int(os.environ.get("WORKERS", "2"))
+threads = int(os.environ.get("THREADS", "4"))
+worker_class = "gthread"
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "300"))
+graceful_timeout = 30
+max_requests = int(os.environ.get("MAX_REQUESTS", "0"))
+max_requests_jitter = max_requests // 10
+accesslog = "-"  # stdout; the app logs to stderr
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(L)ss pid=%(p)s'
+# Several torch threads per request, times workers x threads requests, thrash 2-core machines.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
