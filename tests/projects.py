@@ -117,3 +117,20 @@ def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -
 
 def field(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def publish_scout(model_dir, project: int | str, scout, version: str, scores: dict | None = None) -> Path:
+    """Publish ``scout`` as ``version`` of ``project`` the way a training does; returns its dir."""
+    from backend.store import ProjectStore, atomic_write_json
+
+    store = ProjectStore(model_dir, project)
+    staging = store.staging_dir()
+    scout.save(staging / "scout")
+    atomic_write_json(staging / "scores.json", scores or {})
+    return store.publish(staging, version)
+
+
+def ner_task(task_id: int, text: str) -> dict:
+    """A task as Label Studio sends it to /predict, without annotations."""
+    return {"id": task_id, "data": {"text": text}, "annotations": [], "predictions": []}
+

@@ -550,15 +550,24 @@ class BackgroundProcess:
 
 
 class BackendServer(BackgroundProcess):
-    """``python _wsgi.py`` on a free port; ``env`` adds to (and overrides) os.environ."""
+    """Our backend on a free port; ``env`` adds to (and overrides) os.environ.
 
-    def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path, port: int | None = None):
+    ``python _wsgi.py`` by default; with ``workers``, the production server: ``gunicorn -c
+    gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads.
+    """
+
+    def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path, port: int | None = None,
+                 workers: int | None = None, threads: int = 4):
         self.port = port or free_port()
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
         full_env.update(env)
         full_env["MODEL_DIR"] = str(model_dir)
-        super().__init__([sys.executable, str(REPO / "_wsgi.py"), "--host", "127.0.0.1",
-                          "--port", str(self.port)], full_env, log_path)
+        if workers is None:
+            command = [sys.executable, str(REPO / "_wsgi.py"), "--host", "127.0.0.1", "--port", str(self.port)]
+        else:
+            full_env.update(PORT=str(self.port), WORKERS=str(workers), THREADS=str(threads))
+            command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "_wsgi:app"]
+        super().__init__(command, full_env, log_path)
 
     @property
     def url(self) -> str:

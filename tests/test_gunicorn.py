@@ -1,0 +1,74 @@
+"""The production server: gunicorn with several worker processes and threads (gunicorn.conf.py).
+
+Stored scores must be visible to every worker, and no worker may load a version's scout twice.
+The published versions are real (a MiniLM scout trained on CoNLL); training is not under test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.projects import NER_CONFIG, ner_task, publish_scout
+from tests.servers import BackendServer
+
+TEXTS = ["Angela Merkel visited Paris on Monday .", "Manchester United beat Arsenal 2-1 .",
+         "The European Commission said on Thursday it disagreed with German advice .",
+         "Peter Blackburn reported from Brussels .", "Shares of Microsoft rose in New York ."]
+
+
+def _predict(backend: BackendServer, tasks: list[dict]) -> tuple[int, dict]:
+    return backend.post("/predict", {"tasks": tasks, "project": "1.1700000000", "label_config": NER_CONFIG})
+
+
+def _loads(log: str) -> Counter:
+    """(version, pid) -> how often that worker loaded that version's scout."""
+    return Counter(re.findall(r"loaded the scout of version (\S+) in [\d.]+ s \(pid (\d+)", log))
+
+
+def _pids(log: str) -> set[str]:
+    return set(re.findall(r'"POST /predict HTTP/1.1" 200 \d+ [\d.]+s pid=<?(\d+)', log))
+
+
+def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_scout):
+    model_dir = tmp_path / "models"
+    publish_scout(model_dir, 1, tiny_scout, "srw-20260101-000000000-aaaaaa")
+    log_path = tmp_path / "gunicorn.log"
+    with BackendServer(model_dir, {"LOG_LEVEL": "INFO"}, log_path, workers=2, threads=4) as backend:
+        # 1. A burst of concurrent requests for the same new tasks: all answer alike.
+        tasks = [ner_task(i, text) for i, text in enumerate(TEXTS)]
+        with ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(lambda _: _predict(backend, tasks), range(24)))
+        assert all(code == 200 for code, _ in replies), replies[0]
+        scores = {tuple(r["score"] for r in body["results"]) for _, body in replies}
+        assert len(scores) == 1 and len(next(iter(scores))) == len(TEXTS)
+
+        # 2. Tasks computed by one worker are served from storage by every worker.
+        log_before = log_path.read_text()
+        fresh = [ner_task(100 + i, text + " again") for i, text in enumerate(TEXTS)]
+        code, first = _predict(backend, fresh)
+        assert code == 200
+        for _ in range(200):  # until both workers have answered (the kernel picks the worker)
+            with ThreadPoolExecutor(4) as pool:
+                later = list(pool.map(lambda _: _predict(backend, fresh), range(4)))
+            assert all(body == first for _, body in later)
+            if len(_pids(log_path.read_text()[len(log_before):])) == 2:
+                break
+        new_log = log_path.read_text()[len(log_before):]
+        assert len(_pids(new_log)) == 2, "only one gunicorn worker answered"
+        assert len(re.findall(r"project 1: computed", new_log)) == 1, new_log[-3000:]
+
+        # 3. A new version: each worker loads it once, and serves it.
+        publish_scout(model_dir, 1, tiny_scout, "srw-20260102-000000000-bbbbbb")
+        with ThreadPoolExecutor(8) as pool:
+            replies = list(pool.map(lambda i: _predict(backend, [ner_task(200 + i % 3, TEXTS[i % 3])]), range(40)))
+        assert all(code == 200 and body["model_version"] == "srw-20260102-000000000-bbbbbb"
+                   for code, body in replies)
+
+    log = log_path.read_text()
+    loads = _loads(log)
+    assert loads, log[-3000:]
+    assert max(loads.values()) == 1, f"a worker loaded a version twice: {loads}"
+    assert {version for version, _ in loads} == {"srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"}
+    assert "Traceback" not in log
