@@ -146,15 +146,19 @@ def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
-    lock = redis.lock(_lock_key(queue, project), timeout=lock_seconds, blocking_timeout=wait_seconds)
+    # thread_local=False: the heartbeat thread must see the token the job's thread acquired.
+    lock = redis.lock(_lock_key(queue, project), timeout=lock_seconds, blocking_timeout=wait_seconds,
+                      thread_local=False)
     if not lock.acquire():
         raise TimeoutError(f"project {project}: another training held the lock for {wait_seconds} s")
     stop = threading.Event()
 
     def heartbeat():
         while not stop.wait(lock_seconds / 3):
-            with contextlib.suppress(Exception):  # Redis away for a moment: try again next beat
+            try:
                 lock.extend(lock_seconds, replace_ttl=True)
+            except Exception as err:  # Redis away for a moment: try again next beat
+                logger.warning("project %s: could not extend the training lock: %s", project, err)
 
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()

@@ -211,3 +211,27 @@ def test_rq_runners_on_other_queues_do_not_collide(redis_server):
 
 def _never_called(project):  # pragma: no cover - no worker runs in these tests
     raise AssertionError("no worker should run this")
+
+
+def slow_job(project):
+    """A job for run_queued_job (imported by its path, as an rq worker does)."""
+    time.sleep(3.0)
+    return project
+
+
+def test_queued_job_keeps_its_lock_beyond_the_lock_ttl(redis_server):
+    """The heartbeat extends the lock from another thread: with a 1 s TTL, a 3 s job must read as
+    running throughout, or the server would declare it dead."""
+    from backend.jobs import run_queued_job
+
+    runner = RQRunner("tests.test_backend_jobs:slow_job", redis_server.url, queue="srw-test-beat", lock_seconds=1)
+    job = threading.Thread(target=run_queued_job, args=(runner.job_path, "srw-test-beat", redis_server.url,
+                                                        "4", 10, 1))
+    job.start()
+    time.sleep(0.3)
+    states = []
+    while job.is_alive():
+        states.append(runner.state("4"))
+        time.sleep(0.1)
+    assert len(states) > 20 and set(states[:-2]) == {RUNNING}, states
+    assert runner.state("4") == IDLE
