@@ -36,7 +36,7 @@ TRAIN_NOW = {"START_TRAINING"}
 ANNOTATION_EVENTS = {"ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "ANNOTATION_DELETED"}
 IGNORED_EVENTS = {"TASKS_CREATED", "TASKS_DELETED", "PROJECT_UPDATED", "PROJECT_CREATED", "PROJECT_DELETED"}
 
-_weighers: OrderedDict[tuple[str, str], object] = OrderedDict()
+_weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)
 _weighers_lock = threading.Lock()
 
 
@@ -47,7 +47,7 @@ def _weigher(settings: Settings, store: ProjectStore, version: str):
     """
     from subregweigh.scout import Scout
 
-    key = (store.project, version)
+    key = (str(store.root.resolve()), version)
     with _weighers_lock:  # one load at a time: concurrent requests wait for it, not repeat it
         if key in _weighers:
             _weighers.move_to_end(key)

@@ -15,6 +15,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PREDICTION_BATCH = 500
+# The SDK would retry on its own inside each of our attempts; one layer of backoff, ours.
+ONCE = {"max_retries": 0}
 
 
 class LabelStudioUnavailable(RuntimeError):
@@ -75,14 +77,17 @@ class LabelStudioAPI:
         )
 
     def label_config(self, project: int) -> str:
-        return self._call(f"read project {project}", lambda: self.client.projects.get(id=project)).label_config
+        project_ = self._call(f"read project {project}",
+                              lambda: self.client.projects.get(id=project, request_options=ONCE))
+        return project_.label_config
 
     def tasks(self, project: int) -> list[dict]:
         """All tasks of ``project`` with their annotations, as plain dicts."""
 
         def fetch():
             out = []
-            for task in self.client.tasks.list(project=project, fields="all", page_size=500):
+            for task in self.client.tasks.list(project=project, fields="all", page_size=500,
+                                              request_options=ONCE):
                 out.append({
                     "id": task.id,
                     "data": task.data or {},
@@ -98,7 +103,8 @@ class LabelStudioAPI:
             batch = list(predictions[start : start + PREDICTION_BATCH])
             self._call(
                 f"write {len(batch)} predictions to project {project}",
-                lambda batch=batch: self.client.projects.import_predictions(id=project, request=batch),
+                lambda batch=batch: self.client.projects.import_predictions(id=project, request=batch,
+                                                                             request_options=ONCE),
             )
 
     def set_model_version(self, project: int, version: str) -> None:
@@ -106,5 +112,5 @@ class LabelStudioAPI:
         (which counts only that version's predictions) sorts by our scores."""
         self._call(
             f"set the model version of project {project}",
-            lambda: self.client.projects.update(id=project, model_version=version),
+            lambda: self.client.projects.update(id=project, model_version=version, request_options=ONCE),
         )

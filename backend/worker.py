@@ -12,8 +12,27 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 
 from backend.settings import Settings, configure_logging
+
+
+def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None:
+    """Block until Redis answers (a worker may start before Redis, or during an outage)."""
+    from redis.exceptions import RedisError
+
+    from backend.jobs import _redis_location
+
+    delay = 1.0
+    while True:
+        try:
+            connection.ping()
+            return
+        except RedisError as err:
+            logging.getLogger(__name__).warning("waiting for Redis at %s (%s); retrying in %.0f s",
+                                                _redis_location(redis_url), type(err).__name__, delay)
+            time.sleep(delay)
+            delay = min(2 * delay, max_delay)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     connection = Redis.from_url(settings.redis_url)
+    _wait_for_redis(connection, settings.redis_url)
     queue = Queue(settings.queue_name, connection=connection)
     logging.getLogger(__name__).info("worker for queue %r, models in %s, settings %s",
                                      settings.queue_name, settings.model_dir, settings.public())

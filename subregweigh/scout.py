@@ -20,6 +20,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+# At import, not lazily in methods: transformers resolves names on first use, and two threads
+# doing that at once (two projects training in one server) fail with an ImportError.
+from transformers import (
+    AutoModel,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    get_linear_schedule_with_warmup,
+)
+from transformers import logging as hf_logging
+
 from subregweigh.example import Example, Task
 from subregweigh.subword import Segmentation, SubwordSampler, make_sampler
 
@@ -79,7 +89,6 @@ class MeanPoolClassifier(torch.nn.Module):
 
     @classmethod
     def from_pretrained(cls, path: str, num_labels: int) -> MeanPoolClassifier:
-        from transformers import AutoModel
 
         model = cls(AutoModel.from_pretrained(path), num_labels)
         head = Path(path) / cls.HEAD_FILE
@@ -227,7 +236,6 @@ class Scout:
 
     # -- fit ----------------------------------------------------------------------------------
     def _load_model(self, path: str, labels: list[str]):
-        from transformers import AutoModelForTokenClassification, logging as hf_logging
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # "newly initialized head" is expected, not news
@@ -247,7 +255,6 @@ class Scout:
 
     def fit(self, examples: Sequence[Example], sample_weight=None) -> Scout:
         """Fine-tune on ``examples``, optionally with per-example loss weights (shape (n,))."""
-        from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
         if not examples:
             raise ValueError("cannot train a scout on zero examples")
@@ -411,7 +418,6 @@ class Scout:
     @classmethod
     def load(cls, directory: str | os.PathLike, device: str | None = None, progress: bool = True) -> Scout:
         """Load a scout written by :meth:`save`."""
-        from transformers import AutoTokenizer
 
         directory = Path(directory)
         state_file = directory / STATE_FILE

@@ -105,6 +105,18 @@ def _terminate(proc: subprocess.Popen | None, timeout: float = 20.0,
             continue
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (from /proc), parents first."""
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        with contextlib.suppress(OSError, ValueError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 def _killpg_rest(proc: subprocess.Popen) -> None:
     """Kill whatever else is left in the process group after the leader exited."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -123,20 +135,22 @@ def require_redis() -> None:
         _skip_or_fail(f"redis-server is not installed; {INSTALL_HINT}")
 
 
-def _redis_ping(port: int, timeout: float = 1.0) -> bool:
+def _redis_ping(port: int, timeout: float = 1.0, password: str | None = None) -> bool:
     try:
         import redis  # type: ignore[import-not-found]
     except ImportError:
         redis = None
     if redis is not None:
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
-                             socket_connect_timeout=timeout)
+                             socket_connect_timeout=timeout, password=password)
         try:
             return bool(client.ping())
         except redis.exceptions.RedisError:
             return False
         finally:
             client.close()
+    if password:
+        raise ServerError("the redis package is needed to reach a password-protected redis-server")
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
             s.sendall(b"*1\r\n$4\r\nPING\r\n")
@@ -173,7 +187,7 @@ class RedisServer(_OwnedServer):
     Default: no persistence (``--save "" --appendonly no``), working dir in a temp dir.
     For persistence tests pass ``data_dir`` (kept across stop()/start(), never deleted by us)
     and ``appendonly=True`` (``appendfsync`` defaults to ``always`` so a SIGKILL loses nothing
-    acknowledged). ``stop()`` is a graceful SIGTERM, ``kill()`` a SIGKILL crash; ``start()``
+    acknowledged). ``password`` turns on ``requirepass`` (and goes into :attr:`url`). ``stop()`` is a graceful SIGTERM, ``kill()`` a SIGKILL crash; ``start()``
     again reuses the same port and data dir.
     """
 
@@ -186,8 +200,10 @@ class RedisServer(_OwnedServer):
         appendfsync: str = "always",
         extra_args: tuple[str, ...] | list[str] = (),
         startup_timeout: float = 20.0,
+        password: str | None = None,
     ) -> None:
         self.binary = shutil.which("redis-server")
+        self.password = password
         self.port = port or free_port()
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(
@@ -202,7 +218,8 @@ class RedisServer(_OwnedServer):
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def running(self) -> bool:
@@ -215,6 +232,8 @@ class RedisServer(_OwnedServer):
             cmd += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
         else:
             cmd += ["--appendonly", "no"]
+        if self.password:
+            cmd += ["--requirepass", self.password]
         return cmd + self.extra_args
 
     def start(self) -> RedisServer:
@@ -235,7 +254,7 @@ class RedisServer(_OwnedServer):
                     f"redis-server exited with {self.proc.returncode} on port {self.port}:\n"
                     + _tail(self.log_path)
                 )
-            if _redis_ping(self.port):
+            if _redis_ping(self.port, password=self.password):
                 return self
             time.sleep(0.05)
         self.stop()

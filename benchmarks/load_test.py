@@ -1,0 +1,205 @@
+"""Load test: concurrent /predict for a scored project while a training job runs.
+
+Everything is real and on loopback: Label Studio 1.23 (tests/servers.py), redis-server, our
+backend under gunicorn (gunicorn.conf.py) with an rq worker (python -m backend.worker). A
+CoNLL NER project of --tasks tasks is trained once; then a second training starts on the worker
+and, while it runs, --concurrency clients send Label Studio's /predict call (all tasks, served
+from stored scores) until --duration seconds or --max-requests requests have passed.
+
+    python benchmarks/load_test.py                     # 100 tasks, 8 clients, 60 s
+    python benchmarks/load_test.py --workers 4 --threads 8 --concurrency 16
+
+Prints (and writes to benchmarks/results/load-test.{json,md}) requests/s, latency percentiles,
+errors, and the peak resident memory of the server's processes and of the training worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.projects import NER_CONFIG, ner_tasks  # noqa: E402
+from tests.servers import (  # noqa: E402
+    BackendServer,
+    BackgroundProcess,
+    LabelStudioServer,
+    RedisServer,
+    _http,
+    process_tree,
+)
+
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants, in MiB (from /proc)."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+            total += int(next(l.split()[1] for l in status.splitlines() if l.startswith("VmRSS:")))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total / 1024
+
+
+class PeakMemory(threading.Thread):
+    """Samples the process trees of ``pids`` every ``interval`` s; keeps each tree's peak."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 0.25):
+        super().__init__(daemon=True)
+        self.pids, self.interval = pids, interval
+        self.peak = {name: 0.0 for name in pids}
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(self.interval):
+            for name, pid in self.pids.items():
+                self.peak[name] = max(self.peak[name], _tree_rss_mb(pid))
+
+
+def _wait_status(backend, project, done, what, timeout=900.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, status = backend.get(f"/status?project={project}")
+        if code == 200 and done(status):
+            return status
+        if code == 200 and status.get("state") == "failed":
+            raise SystemExit(f"{what}: training failed: {status['last_error']}")
+        time.sleep(0.5)
+    raise SystemExit(f"{what}: not within {timeout:.0f} s")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=100, help="tasks in the project, all sent per /predict")
+    parser.add_argument("--concurrency", type=int, default=8, help="client threads")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (upper bound)")
+    parser.add_argument("--max-requests", type=int, default=5000, help="requests (upper bound)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn WORKERS")
+    parser.add_argument("--threads", type=int, default=4, help="gunicorn THREADS")
+    parser.add_argument("--name", default="load-test", help="results file name")
+    args = parser.parse_args(argv)
+
+    import tempfile
+
+    from label_studio_sdk.client import LabelStudio
+
+    work = Path(tempfile.mkdtemp(prefix="srw-load-"))
+    print(f"load test: logs in {work}")
+    engine = {"SRW_N": "100", "SRW_K": "10", "SRW_MIN_ANNOTATIONS": "10", "SRW_RETRAIN_AFTER": "100000",
+              "LOG_LEVEL": "WARNING"}
+    with LabelStudioServer() as ls, RedisServer() as redis:
+        env = {**engine, "LABEL_STUDIO_URL": ls.url, "LABEL_STUDIO_API_KEY": ls.token,
+               "REDIS_URL": redis.url, "RQ_QUEUE_NAME": "srw-load"}
+        backend = BackendServer(work / "models", env, work / "gunicorn.log", workers=args.workers,
+                                threads=args.threads)
+
+        def worker(epochs: int, log: str) -> BackgroundProcess:
+            return BackgroundProcess([sys.executable, "-m", "backend.worker"],
+                                     {**backend.env, "SRW_EPOCHS": str(epochs), "OMP_NUM_THREADS": "1"},
+                                     work / log)
+
+        with backend:
+            sdk = LabelStudio(base_url=ls.url, api_key=ls.token)
+            tasks, _ = ner_tasks(np.random.default_rng(11), args.tasks, args.tasks // 10)
+            project = sdk.projects.create(title="load test", label_config=NER_CONFIG).id
+            sdk.projects.import_tasks(id=project, request=tasks)
+            trigger = {"action": "START_TRAINING", "project": {"id": project}}
+
+            started = time.perf_counter()
+            with worker(3, "worker-first.log").start():
+                backend.post("/webhook", trigger)
+                version = _wait_status(backend, project, lambda s: s["current_version"] and s["job"] == "idle",
+                                       "first training")["current_version"]
+            print(f"first training: version {version} in {time.perf_counter() - started:.0f} s")
+
+            body = {"tasks": [{"id": t.id, "data": t.data, "annotations": t.annotations}
+                              for t in sdk.tasks.list(project=project, fields="all")],
+                    "project": f"{project}.1", "label_config": NER_CONFIG}
+            code, warm = backend.post("/predict", body)  # the scores are stored: this only reads them
+            assert code == 200 and len(warm["results"]) == args.tasks, warm
+
+            # A long second training (many epochs) keeps the worker busy for the whole load.
+            training = worker(200, "worker-long.log").start()
+            try:
+                backend.post("/webhook", trigger)
+                _wait_status(backend, project, lambda s: s["job"] == "running" and
+                             str(s.get("message", "")).startswith("training on"), "second training")
+                memory = PeakMemory({"server": backend.proc.pid, "worker": training.proc.pid})
+                memory.start()
+                latencies: list[float] = []
+                errors: list[str] = []
+                lock = threading.Lock()
+                deadline = time.monotonic() + args.duration
+                budget = iter(range(args.max_requests))
+
+                def client():
+                    while time.monotonic() < deadline:
+                        with lock:
+                            if next(budget, None) is None:
+                                return
+                        start = time.perf_counter()
+                        try:
+                            code, reply = _http("POST", backend.url + "/predict", body=body, timeout=60)
+                            ok = code == 200 and len(reply["results"]) == args.tasks
+                            problem = None if ok else f"HTTP {code}: {str(reply)[:200]}"
+                        except Exception as err:  # a refused or reset connection is an error too
+                            problem = f"{type(err).__name__}: {err}"
+                        with lock:
+                            latencies.append(time.perf_counter() - start)
+                            if problem:
+                                errors.append(problem)
+
+                load_start = time.perf_counter()
+                with ThreadPoolExecutor(args.concurrency) as pool:
+                    for future in [pool.submit(client) for _ in range(args.concurrency)]:
+                        future.result()
+                elapsed = time.perf_counter() - load_start
+                memory.stopped.set()
+                memory.join()
+                still_training = backend.get(f"/status?project={project}")[1]["job"] == "running"
+            finally:
+                training.stop()
+
+    ms = np.array(latencies) * 1000
+    result = {
+        "tasks_per_request": args.tasks, "concurrency": args.concurrency, "gunicorn_workers": args.workers,
+        "gunicorn_threads": args.threads, "requests": len(latencies), "seconds": round(elapsed, 1),
+        "requests_per_second": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1), "max_ms": round(float(ms.max()), 1),
+        "errors": len(errors), "first_errors": errors[:5],
+        "peak_rss_server_mb": round(memory.peak["server"]), "peak_rss_training_worker_mb": round(memory.peak["worker"]),
+        "training_ran_throughout": still_training, "cpu_count": os.cpu_count(),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    table = (
+        "| requests | s | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | peak RSS server | peak RSS training worker |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {result['requests']} | {result['seconds']} | {result['requests_per_second']} | {result['p50_ms']} | "
+        f"{result['p95_ms']} | {result['p99_ms']} | {result['max_ms']} | {result['errors']} | "
+        f"{result['peak_rss_server_mb']} MiB | {result['peak_rss_training_worker_mb']} MiB |\n"
+    )
+    header = (f"/predict of {args.tasks} stored tasks, {args.concurrency} clients, gunicorn {args.workers}x"
+              f"{args.threads}, a training running throughout: {still_training}, {os.cpu_count()} CPUs\n\n")
+    (RESULTS / f"{args.name}.md").write_text(header + table)
+    print(header + table)
+    if errors:
+        print("errors, first 5:", *errors[:5], sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""Screenshot of Label Studio's Data Manager sorted by subregweigh's prediction score.
+
+Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the NER
+test project of tests/projects.py (50 CoNLL sentences, 5 deliberately wrong annotations),
+trains the backend through Label Studio, sets the project's default Data Manager tab to a few
+columns ordered by prediction score ascending (doubtful annotations first), and photographs
+that tab in headless Chromium. Prints the lowest scores and whether they are the wrong ones.
+
+Run from the repository root (1 to 2 minutes on 2 CPU cores)::
+
+    python scripts/screenshot_data_manager.py [--out docs/data-manager.png] [--keep]
+
+``--keep`` keeps the temp dir (server data dirs and logs) and prints its path.
+
+Prerequisites:
+  - the test servers: ``bash scripts/install-test-servers.sh`` (Label Studio in .ls-venv);
+  - Chromium: ``apt-get install -y chromium`` (used as /usr/bin/chromium);
+  - Playwright for Python: ``pip install playwright`` (drives that Chromium; no
+    ``playwright install`` needed). Without it the script falls back to Chromium's DevTools
+    protocol over a pipe, with the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import numpy as np
+
+from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from tests.servers import (
+    INSTALL_HINT,
+    LS_PASSWORD,
+    LS_USERNAME,
+    BackendServer,
+    LabelStudioServer,
+    ls_available,
+)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1400, "height": 800}
+SCORE = "tasks:predictions_score"
+# Data Manager column keys ("tasks:" + column id, "data." for task data) shown; all else hidden.
+SHOWN = ["tasks:id", SCORE, "tasks:data.text", "tasks:annotations_results"]
+COLUMN_WIDTHS = {"tasks:id": 80, "tasks:data.text": 620, "tasks:annotations_results": 480}
+# Column order and row density are browser-side preferences (localStorage), not view data;
+# "select" and "show-source" are the checkbox and {} columns the table adds at either end.
+COLUMN_ORDER = {c: i for i, c in enumerate(["select", *SHOWN, "show-source"])}
+UI_PREFS = {"dm:table:density": "compact", "dm:columnorder": json.dumps(COLUMN_ORDER)}
+INIT_SCRIPT = "".join(f"localStorage.setItem({json.dumps(k)}, {json.dumps(v)});"
+                      for k, v in UI_PREFS.items())
+ROW_SELECTOR = ".lsf-table__row-wrapper"  # a rendered task row of the Data Manager table
+
+
+def fail(message: str) -> None:
+    sys.exit(f"screenshot_data_manager: {message}")
+
+
+def column_key(column: dict) -> str:
+    return "tasks:" + ("data." if column.get("parent") == "data" else "") + column["id"]
+
+
+def configure_view(ls_server: LabelStudioServer, project: int) -> int:
+    """Make the project's first tab show SHOWN only, ordered by score ascending; its id."""
+    columns = ls_server.api("GET", f"/api/dm/columns?project={project}")["columns"]
+    # Hide every leaf column not in SHOWN ("data" is only the parent of the task data columns).
+    hidden = sorted({column_key(c) for c in columns if c.get("target", "tasks") == "tasks"
+                     and c["id"] != "data"} - set(SHOWN))
+    data = {"title": "Default", "type": "list", "target": "tasks", "ordering": [SCORE],
+            "hiddenColumns": {"explore": hidden, "labeling": hidden},
+            "columnsWidth": COLUMN_WIDTHS, "filters": {"conjunction": "and", "items": []}}
+    views = ls_server.api("GET", f"/api/dm/views?project={project}")
+    # The UI creates a "Default" tab on first visit; a project made through the API has none yet,
+    # so we create it and the UI opens that one instead.
+    if views:
+        view = ls_server.api("PATCH", f"/api/dm/views/{views[0]['id']}",
+                             {"project": project, "data": data})
+    else:
+        view = ls_server.api("POST", "/api/dm/views", {"project": project, "data": data})
+    return view["id"]
+
+
+def screenshot_playwright(base_url: str, project: int, out: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.add_init_script(INIT_SCRIPT)
+            page.goto(f"{base_url}/user/login")
+            page.fill("input[name=email]", LS_USERNAME)
+            page.fill("input[name=password]", LS_PASSWORD)
+            with page.expect_navigation():
+                page.click("button[type=submit]")
+            page.goto(f"{base_url}/projects/{project}/data")
+            page.wait_for_selector(ROW_SELECTOR, timeout=60_000)
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(out))
+        finally:
+            browser.close()
+
+
+class PipeCDP:
+    """Chromium's DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
+
+    def __init__(self) -> None:
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        self.profile = tempfile.mkdtemp(prefix="srw-chromium-")
+        # Chromium reads commands on fd 3 and writes replies on fd 4: sh puts our pipes there.
+        self.proc = subprocess.Popen(
+            ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', CHROMIUM,
+             *CHROMIUM_ARGS, "--hide-scrollbars", "--remote-debugging-pipe",
+             f"--user-data-dir={self.profile}", "about:blank"],
+            pass_fds=(to_chrome_r, from_chrome_w),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf, self._next_id, self.session = b"", 0, None
+
+    def call(self, method: str, **params):
+        self._next_id += 1
+        msg = {"id": self._next_id, "method": method, "params": params}
+        if self.session:
+            msg["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        while True:  # skip events until our reply
+            while b"\0" not in self._buf:
+                chunk = os.read(self._from_chrome, 1 << 16)
+                if not chunk:
+                    raise RuntimeError("chromium closed the DevTools pipe")
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True,
+                           returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def close(self) -> None:
+        self.session = None
+        try:  # a clean exit, so no child process still writes to the profile we delete
+            self.call("Browser.close")
+            self.proc.wait(timeout=10)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def screenshot_cdp(base_url: str, project: int, out: Path) -> None:
+    import base64
+
+    cdp = PipeCDP()
+    try:
+        target = cdp.call("Target.createTarget", url="about:blank")["targetId"]
+        cdp.session = cdp.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        cdp.call("Emulation.setDeviceMetricsOverride", width=VIEWPORT["width"],
+                 height=VIEWPORT["height"], deviceScaleFactor=1, mobile=False)
+        cdp.call("Page.enable")  # without it the init script does not run
+        cdp.call("Page.addScriptToEvaluateOnNewDocument", source=INIT_SCRIPT)
+
+        def wait_for(expression: str, timeout: float = 60.0) -> None:
+            deadline = time.monotonic() + timeout
+            while not cdp.evaluate(expression):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"timed out waiting for {expression}")
+                time.sleep(0.5)
+
+        cdp.call("Page.navigate", url=f"{base_url}/user/login")
+        wait_for("!!document.querySelector('input[name=password]')")
+        cdp.evaluate(f"document.querySelector('#email').value = {json.dumps(LS_USERNAME)};"
+                     f"document.querySelector('#password').value = {json.dumps(LS_PASSWORD)};"
+                     "document.getElementById('login-form').submit()")
+        wait_for("!location.pathname.startsWith('/user/login')")
+        cdp.call("Page.navigate", url=f"{base_url}/projects/{project}/data")
+        wait_for(f"!!document.querySelector({json.dumps(ROW_SELECTOR)})")
+        time.sleep(2)  # let the remaining cells and fonts settle
+        png = cdp.call("Page.captureScreenshot", format="png")["data"]
+        out.write_bytes(base64.b64decode(png))
+    finally:
+        cdp.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "data-manager.png")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir with server logs")
+    args = parser.parse_args()
+
+    # Check prerequisites before spending minutes on servers and training.
+    if not os.access(CHROMIUM, os.X_OK):
+        fail(f"{CHROMIUM} not found; install it with `apt-get install -y chromium`")
+    if not ls_available():
+        fail(f"Label Studio is not installed; {INSTALL_HINT}")
+    try:
+        import playwright.sync_api  # noqa: F401
+        shoot = screenshot_playwright
+    except ImportError:
+        print("playwright not importable (pip install playwright): using the DevTools protocol")
+        shoot = screenshot_cdp
+    from label_studio_sdk.client import LabelStudio
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="srw-screenshot-"))
+    ls_server = LabelStudioServer(data_dir=tmp / "label-studio")
+    backend = None
+    try:
+        ls_server.start()
+        env = {**ENGINE_ENV, "SRW_EPOCHS": "15",
+               "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.token}
+        backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
+
+        ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
+        tasks, wrong = ner_tasks(np.random.default_rng(7))
+        project = ls.projects.create(title="CoNLL-2003 NER: review queue", label_config=NER_CONFIG)
+        task_ids = list(ls.projects.import_tasks(id=project.id, request=tasks,
+                                                 return_task_ids=True).task_ids)
+        wrong_ids = {task_ids[i] for i in wrong}
+        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+        ls.ml.train(id=ml.id)
+        status = wait_trained(backend, project.id)
+        print(f"project {project.id}: {len(task_ids)} tasks, wrong annotations on tasks "
+              f"{sorted(wrong_ids)}; model version {status['current_version']}")
+
+        view = configure_view(ls_server, project.id)
+        # The view's own ordering, read back through the API: what the screenshot must show.
+        top = ls_server.api("GET", f"/api/tasks?view={view}&page_size={2 * len(wrong)}")["tasks"]
+        print(f"view {view}: ordered by {SCORE} ascending; the 5 lowest scores:")
+        for task in top[:5]:
+            mark = "deliberately wrong" if task["id"] in wrong_ids else "correct"
+            print(f"  task {task['id']}: score {task['predictions_score']:.2f}  {mark}")
+        found = sum(t["id"] in wrong_ids for t in top)
+        print(f"{found} of {len(wrong)} wrong annotations among the {len(top)} lowest scores")
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.out.with_name(f".{args.out.stem}.tmp{args.out.suffix}")
+        try:
+            shoot(ls_server.url, project.id, partial)
+            os.replace(partial, args.out)
+        finally:
+            partial.unlink(missing_ok=True)
+        print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
+    finally:
+        if backend is not None:
+            backend.stop()
+        ls_server.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
