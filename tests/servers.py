@@ -548,6 +548,8 @@ class BackgroundProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> BackgroundProcess:
+        if self.proc is not None and self.proc.poll() is None:
+            return self  # already running: ``with process.start():`` must not start a second one
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.command, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
@@ -556,7 +558,12 @@ class BackgroundProcess:
         return self
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        # Descendants in sessions of their own (an rq work horse) outlive a process-group kill.
+        tree = process_tree(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
         _terminate(self.proc, first=sig)
+        for pid in tree[1:]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def log(self, lines: int = 80) -> str:
         return _tail(self.log_path, lines)
