@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real servers the integration tests start on 127.0.0.1 (tests/servers.py):
 #   - redis-server from Debian (installed only, not started as a service);
+#   - docker-compose from Debian, to validate docker-compose.yml (tests/test_deploy.py);
 #   - Label Studio 1.23.2 in its own virtualenv .ls-venv at the repo root (it pins Django and
 #     ~1 GB of packages that must not mix with ours).
 # Idempotent: a second run only checks and prints what it found.
@@ -31,7 +32,19 @@ else
     echo "install-test-servers: installed $(redis-server --version | head -n 1)"
 fi
 
-# (b) Label Studio in .ls-venv
+# (b) docker-compose (the Python 1.29 client from Debian): validates docker-compose.yml against
+#     the compose schema in tests/test_deploy.py; no Docker engine needed or used.
+if command -v docker-compose >/dev/null 2>&1; then
+    echo "install-test-servers: docker-compose present: $(docker-compose version --short 2>/dev/null)"
+else
+    echo "install-test-servers: installing docker-compose (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+    echo "install-test-servers: installed docker-compose $(docker-compose version --short 2>/dev/null)"
+fi
+
+# (c) Label Studio in .ls-venv
 ls_installed_version() {
     [ -x "$LS_VENV/bin/label-studio" ] || return 1
     "$LS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("label-studio"))' 2>/dev/null

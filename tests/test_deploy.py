@@ -105,6 +105,37 @@ def test_compose_services_and_profiles():
     assert SERVICES["worker"]["command"] == ["python", "-m", "backend.worker"]
 
 
+def test_compose_file_is_valid_for_docker_compose(tmp_path):
+    """docker-compose (installed by scripts/install-test-servers.sh) validates the file against
+    the compose schema and resolves it, with every profile; it needs no Docker engine for this."""
+    import shutil
+
+    from tests.servers import _skip_or_fail
+
+    if shutil.which("docker-compose") is None:
+        _skip_or_fail("docker-compose is not installed; run scripts/install-test-servers.sh")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "LABEL_STUDIO", "SRW_"))}
+    resolved = subprocess.run(
+        ["docker-compose", "-f", str(REPO / "docker-compose.yml"), "--project-directory", str(REPO),
+         "--profile", "gpu", "--profile", "label-studio", "config"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert resolved.returncode == 0, resolved.stderr
+    config = yaml.safe_load(resolved.stdout)
+    assert set(config["services"]) == set(SERVICES)
+    backend = config["services"]["backend"]
+    assert backend["ports"] == ["127.0.0.1:9090:9090/tcp"]
+    # Our reading of ${VAR:-default} (used by the tests above) is docker-compose's.
+    for service in ("backend", "worker", "worker-gpu", "label-studio"):
+        assert config["services"][service]["environment"] == _container_env(service), service
+    # A broken file is refused: the check can fail.
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text((REPO / "docker-compose.yml").read_text().replace("condition: service_healthy",
+                                                                        "condition: when_ready", 1))
+    refused = subprocess.run(["docker-compose", "-f", str(broken), "config", "-q"], capture_output=True,
+                             text=True, env=env, timeout=60)
+    assert refused.returncode != 0
+
+
 def test_compose_variables_are_the_ones_the_code_reads(monkeypatch):
     read = _names_read(monkeypatch, {})
     for service in ("backend", "worker", "worker-gpu"):
