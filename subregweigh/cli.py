@@ -1,7 +1,7 @@
 """Command line: ``subregweigh {weigh,crossweigh,noise,train,evaluate}``.
 
-Every command reads CoNLL (2 or 4 columns, IOB1 or IOB2), TSV (``sentence<TAB>label``) or JSONL,
-chosen by extension or ``--format``, and writes its outputs atomically. Bad input ends with one
+Every command reads CoNLL (2 or 4 columns, IOB1 or IOB2), TSV (``sentence<TAB>label``), JSONL or
+a Label Studio JSON export, chosen by extension or ``--format``, and writes its outputs atomically. Bad input ends with one
 line naming the file and line at fault, and exit status 2.
 """
 
@@ -36,14 +36,32 @@ EXAMPLES = """examples:
   subregweigh noise eng.train -o noisy.conll --flags corrupted.jsonl
   subregweigh weigh noisy.conll -o weights.jsonl
   subregweigh evaluate --scores weights.jsonl --flags corrupted.jsonl
+
+  # a Label Studio JSON export (Project > Export > JSON): weights keyed by task id
+  subregweigh weigh export.json -o weights.jsonl
+  subregweigh train export.json --weights weights.jsonl -o final-model/
 """
 
 
+FORMATS = ["conll", "tsv", "jsonl", "label-studio"]
+FORMAT_HELP = ("input format (default: by extension; a .json file holding a JSON array is a "
+               "Label Studio export)")
+TEXT_FIELD_HELP = ("Label Studio export: the key of the text in each task's data (default: its "
+                   "only string field)")
+
+
+def _add_format_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
+    parser.add_argument("--text-field", metavar="KEY", help=TEXT_FIELD_HELP)
+
+
 def _add_data_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", help="training data: .conll/.txt (CoNLL), .tsv or .jsonl")
     parser.add_argument(
-        "--format", choices=["conll", "tsv", "jsonl"], help="input format (default: by extension)"
+        "data",
+        help="training data: .conll/.txt (CoNLL), .tsv, .jsonl, or a Label Studio JSON export "
+        "(.json; example ids are the task ids)",
     )
+    _add_format_args(parser)
     parser.add_argument("--limit", type=int, help="use only the first LIMIT examples")
 
 
@@ -154,7 +172,7 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="score column to read (default: reliability, else weight)")
     evaluate.add_argument("--model", metavar="DIR", help="a model directory written by `train`")
     evaluate.add_argument("--data", help="labelled data to score the model on")
-    evaluate.add_argument("--format", choices=["conll", "tsv", "jsonl"])
+    _add_format_args(evaluate)
     evaluate.add_argument("-o", "--output", help="also write the report here as JSON")
     return parser
 
@@ -163,7 +181,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args) -> tuple[list, str]:
-    examples, task = formats.read_dataset(args.data, format=args.format)
+    examples, task = formats.read_dataset(args.data, format=args.format, text_field=args.text_field)
     if getattr(args, "limit", None):
         examples = examples[: args.limit]
     logger.info("read %d %s examples from %s", len(examples), task, args.data)
@@ -273,7 +291,9 @@ def cmd_train(args) -> int:
     scout.save(args.output)
     logger.info("saved model to %s", args.output)
     if args.eval:
-        report = _task_report(scout, *formats.read_dataset(args.eval, format=args.format))
+        report = _task_report(
+            scout, *formats.read_dataset(args.eval, format=args.format, text_field=args.text_field)
+        )
         print(json.dumps(report, indent=2))
     return 0
 
@@ -327,7 +347,8 @@ def cmd_evaluate(args) -> int:
         report = {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
                   for k, v in report.items()}
     elif args.model and args.data:
-        report = _task_report(Scout.load(args.model), *formats.read_dataset(args.data, format=args.format))
+        examples, task = formats.read_dataset(args.data, format=args.format, text_field=args.text_field)
+        report = _task_report(Scout.load(args.model), examples, task)
     else:
         raise DataError("evaluate needs --scores and --flags, or --model and --data")
     text = json.dumps(report, indent=2, default=float)

@@ -8,11 +8,16 @@ Input formats
 * TSV (classification): a header row, then one example per row (GLUE SST-2 layout).
 * JSONL (either task): one object per line, ``{"id"?, "words": [...], "tags": [...]}`` for NER
   or ``{"id"?, "text": "...", "label": "x"}`` / ``{"id"?, "text": ..., "labels": [...]}``.
+* Label Studio JSON export (either task): a JSON array of tasks with their annotations; NER
+  from ``labels`` regions (character spans), classification from ``choices``. See
+  :func:`read_label_studio`.
 
 Every error in the data raises :class:`~subregweigh.example.DataError` whose message starts
-with ``"{path}:{line}: "`` (1-based line numbers).
+with ``"{path}:{line}: "`` (1-based line numbers), or ``"{path}:task {id}: "`` for a Label
+Studio export.
 
-Ids are ``"0"``, ``"1"``, ... in file order unless a JSONL object gives an ``"id"``.
+Ids are ``"0"``, ``"1"``, ... in file order unless a JSONL object gives an ``"id"``; a Label
+Studio export's ids are its task ids.
 
 Output formats (all written atomically)
 ---------------------------------------
@@ -27,17 +32,22 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import os
 import tempfile
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
 from .example import DataError, Example, Task
+from .spans import spans_to_tags, utf16_to_char_offset
 from .tags import _first_iob2_error, detect_scheme, iob1_to_iob2
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
 
@@ -53,14 +63,19 @@ _RESERVED = {"id", "words", "tags", "text", "label", "labels", "weight"}
 # --------------------------------------------------------------------------- reading helpers
 
 
-def _read_lines(path: PathLike) -> list[str]:
-    """Lines of a UTF-8 file without line endings (LF or CRLF; a BOM is dropped)."""
+def _read_text(path: PathLike) -> str:
+    """The text of a UTF-8 file (a BOM is dropped)."""
     data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
+
+
+def _read_lines(path: PathLike) -> list[str]:
+    """Lines of a UTF-8 file without line endings (LF or CRLF; a BOM is dropped)."""
+    text = _read_text(path)
     # str.splitlines would also split on \x1c, \x85, \u2028 ..., shifting line numbers.
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -333,6 +348,262 @@ def read_jsonl(path: PathLike) -> tuple[list[Example], Task]:
     return examples, task
 
 
+# --------------------------------------------------------------------------- Label Studio export
+
+# Label Studio result types -> the task they annotate.
+_LS_KINDS: dict[str, Task] = {"labels": "ner", "choices": "classification"}
+_LS_KIND_NAMES = {"ner": "labels (NER)", "classification": "choices (classification)"}
+
+
+def _ls_time(annotation: dict) -> float:
+    """When an annotation was last saved (``updated_at``, else ``created_at``); -inf if unknown."""
+    for key in ("updated_at", "created_at"):
+        value = annotation.get(key)
+        if isinstance(value, str):
+            try:  # Python 3.10's fromisoformat does not read a trailing "Z"
+                stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            return stamp.timestamp()
+    return -math.inf
+
+
+def _latest_annotation(annotations: list[dict]) -> dict | None:
+    """The most recently saved non-cancelled annotation (ties: higher id, then later in the list)."""
+    best, best_key = None, None
+    for pos, ann in enumerate(annotations):
+        if ann.get("was_cancelled"):
+            continue
+        ann_id = ann.get("id")
+        key = (_ls_time(ann), ann_id if type(ann_id) is int else -1, pos)
+        if best_key is None or key > best_key:
+            best, best_key = ann, key
+    return best
+
+
+def _ls_text(task: dict, text_field: str | None, where: str) -> str:
+    data = task.get("data")
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: 'data' must be an object holding the task's text")
+    if text_field is not None:
+        if text_field not in data:
+            raise DataError(f"{where}: no {text_field!r} in data (fields: {', '.join(map(repr, data)) or 'none'})")
+        text = data[text_field]
+        if not isinstance(text, str):
+            raise DataError(f"{where}: data[{text_field!r}] is {type(text).__name__}, not text")
+    else:
+        fields = [key for key, value in data.items() if isinstance(value, str)]
+        if len(fields) > 1:
+            raise DataError(
+                f"{where}: data has several text fields ({', '.join(map(repr, fields))}); pass --text-field"
+            )
+        if not fields:
+            raise DataError(f"{where}: data has no text field (fields: {', '.join(map(repr, data)) or 'none'})")
+        text = data[fields[0]]
+    try:  # JSON may carry lone surrogates ("\ud800"), which no tokenizer can encode
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{where}: the text is not valid Unicode (a lone surrogate)") from None
+    return text
+
+
+def _ls_offset(value: dict, key: str, where: str) -> int:
+    raw = value.get(key)
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if type(raw) is not int:
+        raise DataError(f"{where}: '{key}' must be an integer character offset, got {raw!r}")
+    return raw
+
+
+def _ls_span(text: str, value: dict, where: str, notes: list[str]) -> tuple[int, int]:
+    """Character ``(start, end)`` of a ``labels`` region, checked against the text."""
+    start, end = _ls_offset(value, "start", where), _ls_offset(value, "end", where)
+    quoted = value.get("text")
+    if isinstance(quoted, str) and text[start:end] != quoted and start >= 0 and end >= 0:
+        # Older Label Studio versions counted UTF-16 code units (an emoji counts twice).
+        s16, e16 = utf16_to_char_offset(text, start), utf16_to_char_offset(text, end)
+        if s16 is not None and e16 is not None and text[s16:e16] == quoted:
+            start, end = s16, e16
+        elif 0 <= start < end <= len(text):
+            notes.append(f"{where}: the region's text {quoted!r} differs from "
+                         f"{text[start:end]!r} at {start}-{end} in the task; offsets used")
+    if not 0 <= start < end <= len(text):
+        raise DataError(f"{where}: span {start}-{end} lies outside the text of {len(text)} characters")
+    return start, end
+
+
+def _ls_strings(value: dict, key: str, where: str) -> list[str]:
+    items = value.get(key)
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise DataError(f"{where}: '{key}' must be a non-empty list of non-empty strings, got {items!r}")
+    return items
+
+
+def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[list[Example], Task]:
+    """Read a Label Studio JSON export (Project > Export > JSON).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A JSON array of tasks, ``{"id", "data": {...}, "annotations": [{"id", "result": [...],
+        "was_cancelled", "updated_at", ...}], ...}``. Per task, the latest (by ``updated_at``,
+        else ``created_at``, then id) non-cancelled annotation is used; predictions are ignored.
+
+        * NER: ``labels`` regions, ``{"value": {"start", "end", "labels": [...]}}`` with
+          end-exclusive character offsets. The text is split into words by
+          :func:`subregweigh.spans.words_with_offsets` (as the Label Studio backend does) and
+          the spans become IOB2 tags; an annotation without regions is all ``O``.
+        * classification: ``choices`` regions; ``words = text.split()``, ``label`` = the
+          sorted tuple of the chosen classes (several for multi-label projects, as in
+          :func:`read_jsonl`).
+
+    text_field : str, optional
+        Key of the text in each task's ``data``. Default: the only string field of ``data``.
+
+    Returns
+    -------
+    examples : list of Example
+        One per task with a usable annotation, in export order; ``id`` is the Label Studio task
+        id (as a string), ``source`` is ``"{path}:task {id}"``.
+    task : {"ner", "classification"}
+
+    Tasks without a non-cancelled annotation, and classification annotations without a choice,
+    are skipped with one logged warning each. So are span problems that IOB2 cannot hold (a
+    span that cuts a word is widened to the whole word; a span overlapping another is dropped).
+
+    Raises
+    ------
+    DataError
+        ``"{path}:{line}: ..."`` for invalid JSON; ``"{path}:task {id}: ..."`` for a task
+        without text or with several text fields, a region outside the text or with malformed
+        offsets or labels, both labels and choices in one export, a duplicate task id, ...
+    """
+    name = str(path)
+    try:
+        tasks = json.loads(_read_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{name}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise DataError(f"{name}: invalid JSON (nested too deeply)") from None
+    if not isinstance(tasks, list):
+        raise DataError(f"{name}:1: expected a JSON array of Label Studio tasks, got {type(tasks).__name__}")
+    if not tasks:
+        raise DataError(f"{name}:1: the export holds no tasks")
+
+    task: Task | None = None
+    task_where = ""
+    control: tuple[Any, str] | None = None  # (from_name, where first seen)
+    # Pass 1: per annotated task its text and its annotation's spans or choices.
+    parsed: list[tuple[str, str, str, list[tuple[int, int, str]], list[str]]] = []
+    seen: set[str] = set()
+    notes: list[str] = []
+    ignored_types: set[str] = set()
+    n_unannotated = 0
+    for i, item in enumerate(tasks):
+        if not isinstance(item, dict):
+            raise DataError(f"{name}: item {i} of the array is {type(item).__name__}, not a task object")
+        raw_id = item.get("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (int, str)) or raw_id == "":
+            hint = ""
+            if "data" not in item and ({"words", "text"} & set(item)):
+                hint = ("; this looks like an array of examples, not a Label Studio export: "
+                        "write one JSON object per line (.jsonl)")
+            raise DataError(f"{name}: item {i} of the array has no valid task 'id' (got {raw_id!r}){hint}")
+        task_id = str(raw_id)
+        where = f"{name}:task {task_id}"
+        if task_id in seen:
+            raise DataError(f"{where}: duplicate task id")
+        seen.add(task_id)
+        annotations = item.get("annotations") or []
+        if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
+            raise DataError(f"{where}: 'annotations' must be a list of objects")
+        annotation = _latest_annotation(annotations)
+        if annotation is None:
+            n_unannotated += 1
+            continue
+        text = _ls_text(item, text_field, where)
+        ann_where = f"{where}: annotation {annotation.get('id')}"
+        regions = annotation.get("result") or []
+        if not isinstance(regions, list):
+            raise DataError(f"{ann_where}: 'result' must be a list of regions")
+        spans: list[tuple[int, int, str]] = []
+        choices: list[str] = []
+        for region in regions:
+            if not isinstance(region, dict):
+                raise DataError(f"{ann_where}: a region is {type(region).__name__}, not an object")
+            rtype = region.get("type")
+            kind = _LS_KINDS.get(rtype) if isinstance(rtype, str) else None
+            if kind is None:
+                ignored_types.add(str(rtype))
+                continue
+            if task is None:
+                task, task_where = kind, where
+            elif kind != task:
+                raise DataError(f"{where}: has {_LS_KIND_NAMES[kind]} regions, but {task_where} has "
+                                f"{_LS_KIND_NAMES[task]}; an export must hold one of the two")
+            from_name = region.get("from_name")
+            if control is None:
+                control = (from_name, where)
+            elif from_name != control[0]:
+                raise DataError(f"{where}: {region.get('type')} from the control {from_name!r}, but "
+                                f"{control[1]} has them from {control[0]!r}; subregweigh reads one "
+                                "<Labels> or <Choices> control per export")
+            region_where = f"{ann_where}: region {region.get('id')}"
+            value = region.get("value")
+            if not isinstance(value, dict):
+                raise DataError(f"{region_where}: 'value' must be an object")
+            if kind == "ner":
+                labels = _ls_strings(value, "labels", region_where)
+                start, end = _ls_span(text, value, region_where, notes)
+                spans.extend((start, end, label) for label in labels)
+            else:
+                choices.extend(_ls_strings(value, "choices", region_where))
+        parsed.append((task_id, where, text, spans, choices))
+
+    if ignored_types:
+        logger.warning("%s: ignored result regions of type %s (subregweigh reads labels and choices)",
+                       name, ", ".join(sorted(ignored_types)))
+    if n_unannotated:
+        logger.warning("%s: %d of %d tasks have no annotation (or only cancelled ones); skipped",
+                       name, n_unannotated, len(tasks))
+    if task is None:
+        raise DataError(f"{name}: no annotation has labels (NER) or choices (classification) "
+                        f"regions ({len(parsed)} annotated tasks of {len(tasks)})")
+
+    # Pass 2: examples.
+    examples: list[Example] = []
+    no_choice = []
+    for task_id, where, text, spans, choices in parsed:
+        if task == "ner":
+            words, tags, span_notes = spans_to_tags(text, spans, where)
+            notes.extend(span_notes)
+            label = tuple(tags)
+            ex_words = tuple(w for w, _, _ in words)
+        else:
+            if not choices:
+                no_choice.append(task_id)
+                continue
+            label = tuple(sorted(set(choices)))
+            ex_words = tuple(text.split())
+        if not ex_words:
+            raise DataError(f"{where}: empty text")
+        examples.append(Example(task_id, ex_words, label, where))
+    if no_choice:
+        logger.warning("%s: %d annotated tasks have no choice in their latest annotation "
+                       "(task %s ...); skipped", name, len(no_choice), ", ".join(no_choice[:5]))
+    if notes:
+        logger.warning("%s: %d span problem(s) IOB2 tags cannot hold, first: %s",
+                       name, len(notes), notes[0].removeprefix(f"{name}:"))
+        for note in notes:
+            logger.debug("%s", note)
+    if not examples:
+        raise DataError(f"{name}: none of the {len(tasks)} tasks has a usable annotation")
+    return examples, task
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -346,14 +617,42 @@ def _check_unique_ids(examples: Sequence[Example]) -> None:
         seen[ex.id] = ex
 
 
+def _looks_like_json_array(path: PathLike) -> bool:
+    """Whether the first non-space character of ``path`` (after a BOM) is ``[``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+            while head:
+                stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+                if stripped:
+                    return stripped.startswith(b"[")
+                head = f.read(4096)
+    except (IsADirectoryError, PermissionError, FileNotFoundError):
+        return False  # the reader reports it, naming the file
+    return False
+
+
 def read_dataset(
-    path: PathLike, *, format: Literal["conll", "tsv", "jsonl"] | None = None
+    path: PathLike,
+    *,
+    format: Literal["conll", "tsv", "jsonl", "label-studio"] | None = None,
+    text_field: str | None = None,
 ) -> tuple[list[Example], Task]:
     """Read a data set, choosing the reader by ``format`` or by the file extension.
 
     ``.conll``/``.txt``/``.bio``/``.iob`` and names without a known extension (``eng.train``)
     are CoNLL (NER); ``.tsv`` is TSV (classification); ``.jsonl``/``.json``/``.ndjson`` is
-    JSONL (either task).
+    JSONL (either task), except a ``.json`` file whose first non-space character is ``[``:
+    that is a Label Studio JSON export (:func:`read_label_studio`, either task).
+
+    Parameters
+    ----------
+    path : str or path-like
+    format : {"conll", "tsv", "jsonl", "label-studio"}, optional
+        Default: by extension, as above.
+    text_field : str, optional
+        Label Studio exports: the key of the text in each task's ``data`` (default: its only
+        string field). The other formats ignore it.
 
     Returns
     -------
@@ -365,6 +664,8 @@ def read_dataset(
         suffix = Path(path).suffix.lower()
         if suffix in _TSV_EXTS:
             format = "tsv"
+        elif suffix == ".json" and _looks_like_json_array(path):
+            format = "label-studio"
         elif suffix in _JSONL_EXTS:
             format = "jsonl"
         elif suffix == ".csv":
@@ -377,8 +678,10 @@ def read_dataset(
         examples, task = read_tsv(path), "classification"
     elif format == "jsonl":
         examples, task = read_jsonl(path)
+    elif format == "label-studio":
+        examples, task = read_label_studio(path, text_field=text_field)
     else:
-        raise ValueError(f"format must be 'conll', 'tsv' or 'jsonl', got {format!r}")
+        raise ValueError(f"format must be 'conll', 'tsv', 'jsonl' or 'label-studio', got {format!r}")
     _check_unique_ids(examples)
     return examples, task  # type: ignore[return-value]
 

@@ -119,15 +119,18 @@ def field(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
-def publish_scout(model_dir, project: int | str, scout, version: str, scores: dict | None = None) -> Path:
-    """Publish ``scout`` as ``version`` of ``project`` the way a training does; returns its dir."""
-    from backend.store import ProjectStore, atomic_write_json
+def publish_scout(model_dir, project: int | str, scout, version: str | None = None,
+                  scores: dict | None = None) -> str:
+    """Publish ``scout`` as a version of ``project`` the way a training does; returns its name."""
+    from backend.store import ProjectStore, atomic_write_json, new_version_name
 
     store = ProjectStore(model_dir, project)
     staging = store.staging_dir()
     scout.save(staging / "scout")
     atomic_write_json(staging / "scores.json", scores or {})
-    return store.publish(staging, version)
+    version = version or new_version_name()
+    store.publish(staging, version)
+    return version
 
 
 def ner_task(task_id: int, text: str) -> dict:

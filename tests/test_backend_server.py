@@ -9,6 +9,7 @@ import pytest
 
 from backend.server import create_app
 from backend.settings import Settings
+from tests.doubles import FakeRunner
 
 USER, PASSWORD = "ls-backend", "basic-pass-5f2a9c"
 API_KEY = "apikey-0123456789abcdef0123456789abcdef"
@@ -21,22 +22,6 @@ IMAGE_CONFIG = """<View>
   <Image name="image" value="$image"/>
   <RectangleLabels name="box" toName="image"><Label value="Car"/></RectangleLabels>
 </View>"""
-
-
-class FakeRunner:
-    """A stand-in for the job runner only (ThreadRunner / RQRunner): it records submissions and
-    reports a state, so no training ever starts. Everything else in the app is real."""
-
-    def __init__(self):
-        self.submitted: list[str] = []
-        self.states: dict[str, str] = {}
-
-    def submit(self, project: str) -> str:
-        self.submitted.append(project)
-        return "started"
-
-    def state(self, project: str) -> str:
-        return self.states.get(project, "idle")
 
 
 def _auth(user=USER, password=PASSWORD):

@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.projects import CLS_CONFIG, NER_CONFIG, classification_tasks, field, ner_task, ner_tasks, publish_scout
+from tests.projects import (
+    CLS_CONFIG,
+    NER_CONFIG,
+    classification_tasks,
+    field,
+    ner_task,
+    ner_tasks,
+    publish_scout,
+)
 from tests.servers import (
     BackendServer,
     BackgroundProcess,

@@ -22,7 +22,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +29,8 @@ from hypothesis import strategies as st
 
 from backend.server import create_app
 from backend.settings import Settings
-from backend.store import ProjectStore, atomic_write_json, new_version_name
+from tests.doubles import FakeRunner
+from tests.projects import publish_scout
 from tests.servers import BackendServer, free_port
 
 USER, PASSWORD = "fuzz-user", "fuzz-pass-3c1d8e"
@@ -213,32 +213,6 @@ def _endpoint(path: str) -> str:
 # ----------------------------------------------------------------------------- in process
 
 
-class FakeRunner:
-    """Stands in for the training queue (ThreadRunner / RQRunner), which this fuzz is not about:
-    it records submissions and reports "idle", so no training starts. The rest is real."""
-
-    def __init__(self):
-        self.submitted: list[str] = []
-
-    def submit(self, project: str) -> str:
-        self.submitted.append(project)
-        return "started"
-
-    def state(self, project: str) -> str:
-        return "idle"
-
-
-def publish_scout(model_dir: Path, scout, project: int = PROJECT) -> str:
-    """Publish ``scout`` as project's current version, the way a training job does."""
-    store = ProjectStore(model_dir, project)
-    staging = store.staging_dir()
-    scout.save(staging / "scout")
-    atomic_write_json(staging / "scores.json", {})
-    version = new_version_name()
-    store.publish(staging, version)
-    return version
-
-
 class Fuzz:
     """The app under test, and the one way every fuzz case calls it."""
 
@@ -275,7 +249,7 @@ class Fuzz:
 @pytest.fixture(scope="module")
 def fuzz(tmp_path_factory, tiny_scout):
     model_dir = tmp_path_factory.mktemp("fuzz") / "models"
-    version = publish_scout(model_dir, tiny_scout)
+    version = publish_scout(model_dir, PROJECT, tiny_scout)
     app = create_app(Settings(model_dir=str(model_dir), basic_auth_user=USER, basic_auth_pass=PASSWORD,
                               label_studio_url=f"http://127.0.0.1:{free_port()}",
                               label_studio_api_key=API_KEY, **ENGINE),
@@ -431,7 +405,7 @@ def _http(url: str, method: str, data: bytes | None, headers: dict) -> tuple[int
 def test_fuzz_real_server(tmp_path, tiny_scout):
     """A few hundred cases over real HTTP against ``python _wsgi.py`` (werkzeug's threaded server)."""
     model_dir = tmp_path / "models"
-    version = publish_scout(model_dir, tiny_scout)
+    version = publish_scout(model_dir, PROJECT, tiny_scout)
     env = {"BASIC_AUTH_USER": USER, "BASIC_AUTH_PASS": PASSWORD, "LABEL_STUDIO_API_KEY": API_KEY,
            "LABEL_STUDIO_URL": f"http://127.0.0.1:{free_port()}", "SRW_K": "3", "SRW_N": "10",
            "SRW_RETRAIN_AFTER": "3", "SRW_MIN_ANNOTATIONS": "1000", "MAX_REQUEST_MB": "1",

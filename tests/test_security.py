@@ -28,8 +28,10 @@ import pytest
 import model as model_module
 from backend.server import create_app
 from backend.settings import Settings
-from backend.store import ProjectStore, atomic_write_json, new_version_name
+from backend.store import ProjectStore
 from backend.tasks import ConfigError
+from tests.doubles import FakeRunner
+from tests.projects import publish_scout
 from tests.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
 
 USER, PASSWORD = "sec-user", "sec-pass-8d1e4b"
@@ -47,30 +49,6 @@ def _basic(user: str, password: str) -> dict:
 
 
 GOOD = _basic(USER, PASSWORD)
-
-
-class FakeRunner:
-    """Stands in for the training queue: records submissions, never trains."""
-
-    def __init__(self):
-        self.submitted: list[str] = []
-
-    def submit(self, project: str) -> str:
-        self.submitted.append(project)
-        return "started"
-
-    def state(self, project: str) -> str:
-        return "idle"
-
-
-def _publish(model_dir: Path, scout, project: int = 1) -> str:
-    store = ProjectStore(model_dir, project)
-    staging = store.staging_dir()
-    scout.save(staging / "scout")
-    atomic_write_json(staging / "scores.json", {})
-    version = new_version_name()
-    store.publish(staging, version)
-    return version
 
 
 def _app(model_dir: Path, **overrides):
@@ -166,7 +144,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     redis = RedisServer(password=redis_password).start()
     redis_url = redis.url
     model_dir = tmp_path / "models"
-    _publish(model_dir, tiny_scout, project=1)
+    publish_scout(model_dir, 1, tiny_scout)
     env = {"REDIS_URL": redis_url, "RQ_QUEUE_NAME": f"srw-sec-{secrets.token_hex(4)}",
            "LABEL_STUDIO_URL": ls_url, "LABEL_STUDIO_API_KEY": api_key,
            "BASIC_AUTH_USER": USER, "BASIC_AUTH_PASS": basic_password, "LOG_LEVEL": "DEBUG",
@@ -300,7 +278,7 @@ class FakeLabelStudio:
 def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monkeypatch):
     model_dir, canary = tmp_path / "models", tmp_path / "canary"
     canary.mkdir()
-    version = _publish(model_dir, tiny_scout, project=1)
+    version = publish_scout(model_dir, 1, tiny_scout)
     app, runner = _app(model_dir)
     client = app.test_client()
     nasty = _nasty(canary)
