@@ -72,3 +72,22 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
     assert max(loads.values()) == 1, f"a worker loaded a version twice: {loads}"
     assert {version for version, _ in loads} == {"srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"}
     assert "Traceback" not in log
+
+
+def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
+    """Memory per worker is bounded: loading a third version evicts the least recently used."""
+    import model
+    from backend.settings import Settings
+    from backend.store import ProjectStore
+
+    settings = Settings(model_dir=str(tmp_path), cached_models=2)
+    store = ProjectStore(tmp_path, 1)
+    versions = [publish_scout(tmp_path, 1, tiny_scout, f"srw-2026010{i}-000000000-aaaaaa") for i in (1, 2, 3)]
+    model._weighers.clear()
+    first = model._weigher(settings, store, versions[0])
+    model._weigher(settings, store, versions[1])
+    assert model._weigher(settings, store, versions[0]) is first  # cached: no second load
+    model._weigher(settings, store, versions[2])  # evicts versions[1], the least recently used
+    cached = [version for (_, version) in model._weighers]
+    assert cached == [versions[0], versions[2]]
+    model._weighers.clear()
