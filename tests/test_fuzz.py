@@ -7,7 +7,7 @@ a 5xx, every error is a JSON object with an "error" string, and afterwards the a
 /health and a valid /predict. A trained version is published for project 1, so valid-looking
 /predict payloads go through the real scoring path (the tiny MiniLM scout, K=3).
 
-In process through Flask's test client (about 1,300 cases), then a few hundred over real HTTP
+In process through Flask's test client (1,500 cases), then 410 over real HTTP
 against ``python _wsgi.py`` in its own process. Deterministic: derandomized, no example database.
 ``pytest tests/test_fuzz.py -s`` prints the case counts.
 """
