@@ -25,7 +25,7 @@ if [ "$MODE" = "--runtime" ]; then EXTRAS="backend"; else EXTRAS="backend,test";
 $PIP install --quiet -e ".[$EXTRAS]"
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
-echo "subregweigh installed: $(subregweigh --help | head -n 1)"
+echo "subregweigh installed: $(${PYTHON:-python3} -m subregweigh --help | head -n 1)"
 [ "$MODE" = "--runtime" ] && exit 0
 
 # --- tests: the real servers the integration tests start on 127.0.0.1 -------------------------
