@@ -91,8 +91,9 @@ def project_id(value) -> str:
     if isinstance(value, dict):
         value = value.get("id")
     text = str(value if value is not None else "").split(".", 1)[0]
-    if not text.isdigit():
-        raise ValueError(f"no valid project id in {value!r}")
+    # It names a directory: ASCII digits only ("١".isdigit() is True), and short.
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        raise ValueError(f"no valid project id in {str(value)[:40]!r}")
     return text
 
 
