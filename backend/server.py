@@ -22,6 +22,7 @@ from backend.tasks import ConfigError
 logger = logging.getLogger(__name__)
 
 JOB = "model:train_project"
+ABANDONED = "the training stopped before finishing (its process was killed or crashed)"
 
 
 class BadRequest(ValueError):
@@ -158,13 +159,20 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     def _status(project) -> dict:
         model = model_for(project)
-        status = model.store.status()
-        if status["state"] == "running" and runner.state(model.project) == IDLE:
-            # Recorded as running, yet no process holds its training lock: the process died.
-            status = model.store.fail_abandoned(
-                lambda: runner.state(model.project) != IDLE,
-                "the training stopped before finishing (its process was killed or crashed)")
         job = runner.state(model.project)
+        status = model.store.status()
+        if status["state"] == "running" and job == IDLE:
+            # Recorded as running, yet no process holds its training lock: the process died.
+            # Asked again under the status lock: a training that just started or finished (it
+            # writes "idle" before it lets its lock go) is left alone.
+            status = model.store.update_status(
+                when=lambda current: current["state"] == "running" and runner.state(model.project) == IDLE,
+                state="failed", finished_at=time.time(), last_error=ABANDONED,
+                message="training failed; the previous version keeps serving")
+            if status["state"] == "failed":
+                logger.error("project %s: %s", model.project, ABANDONED)
+            else:  # it was alive after all
+                job = runner.state(model.project)
         status["job"] = job
         status["is_training"] = job not in {IDLE, "unknown"}
         return status

@@ -191,32 +191,19 @@ class ProjectStore:
         status["current_version"] = self.current_version()
         return status
 
-    def update_status(self, **changes) -> dict:
+    def update_status(self, when=None, **changes) -> dict:
         """Merge ``changes`` into status.json under an exclusive lock; returns the result.
 
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
+        With ``when``, a predicate on the current status, nothing changes unless it holds: the
+        check and the write happen under one lock.
         """
         with self.locked():
             status = self.status()
+            if when is not None and not when(status):
+                return status
             for key, value in changes.items():
                 status[key] = value(status.get(key)) if callable(value) else value
             status["updated_at"] = time.time()
             atomic_write_json(self.root / "status.json", status)
             return status
-
-    def fail_abandoned(self, training_alive, reason: str) -> dict:
-        """Mark a "running" training failed when ``training_alive()`` says no process runs it.
-
-        Checked again under the status lock, so a training that just finished (it writes "idle"
-        before it lets its lock go) is never marked failed.
-        """
-        with self.locked():
-            status = self.status()
-            if status["state"] == "running" and not training_alive():
-                status.update(state="failed", last_error=reason, finished_at=time.time(),
-                              message="training failed; the previous version keeps serving",
-                              updated_at=time.time())
-                atomic_write_json(self.root / "status.json", status)
-                logger.error("project %s: %s", self.project, reason)
-            return status
-

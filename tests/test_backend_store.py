@@ -216,3 +216,12 @@ def test_update_status_concurrent_shared_store(tmp_path):
     for w in workers:
         w.join(timeout=60)
     assert store.status()["events_since_training"] == 100
+
+
+def test_update_status_when_the_predicate_holds_only(tmp_path):
+    store = ProjectStore(tmp_path, 1)
+    store.update_status(state="running")
+    kept = store.update_status(when=lambda s: s["state"] == "idle", state="failed")
+    assert kept["state"] == "running" and store.status()["state"] == "running"
+    changed = store.update_status(when=lambda s: s["state"] == "running", state="failed")
+    assert changed["state"] == "failed" and store.status()["state"] == "failed"
