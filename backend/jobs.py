@@ -174,7 +174,7 @@ def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait
             lock.release()
 
 
-def _redis_location(redis_url: str) -> str:
+def redis_location(redis_url: str) -> str:
     """``host:port/db`` of a Redis URL, without credentials (for messages)."""
     from urllib.parse import urlsplit
 
@@ -210,7 +210,7 @@ class RQRunner:
             yield
         except RedisError as err:
             raise JobQueueUnavailable(
-                f"cannot {doing}: the job queue (Redis at {_redis_location(self.redis_url)}) is "
+                f"cannot {doing}: the job queue (Redis at {redis_location(self.redis_url)}) is "
                 f"unavailable: {type(err).__name__}: {str(err)[:200]}"
             ) from None
 
@@ -252,5 +252,5 @@ class RQRunner:
             return QUEUED if self.redis.exists(_pending_key(self.queue_name, project)) else IDLE
         except Exception as err:  # RedisError; /status and /is_training must still answer
             logger.warning("project %s: job state unknown: Redis at %s: %s", project,
-                           _redis_location(self.redis_url), type(err).__name__)
+                           redis_location(self.redis_url), type(err).__name__)
             return UNKNOWN

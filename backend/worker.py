@@ -21,7 +21,7 @@ def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None
     """Block until Redis answers (a worker may start before Redis, or during an outage)."""
     from redis.exceptions import RedisError
 
-    from backend.jobs import _redis_location
+    from backend.jobs import redis_location
 
     delay = 1.0
     while True:
@@ -30,7 +30,7 @@ def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None
             return
         except RedisError as err:
             logging.getLogger(__name__).warning("waiting for Redis at %s (%s); retrying in %.0f s",
-                                                _redis_location(redis_url), type(err).__name__, delay)
+                                                redis_location(redis_url), type(err).__name__, delay)
             time.sleep(delay)
             delay = min(2 * delay, max_delay)
 
