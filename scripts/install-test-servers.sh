@@ -14,11 +14,19 @@ PY="${PYTHON:-python3}"
 SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
-# (a) redis-server
-if command -v redis-server >/dev/null 2>&1; then
-    echo "install-test-servers: redis-server present: $(redis-server --version | head -n 1)"
-else
-    echo "install-test-servers: installing redis-server (apt-get)"
+# (a) redis-server and (b) docker-compose (the Python 1.29 client, which validates
+#     docker-compose.yml against the compose schema in tests/test_deploy.py; no Docker engine
+#     is needed or used), from Debian, in one apt-get run for whichever is missing.
+missing=""
+for tool in redis-server docker-compose; do
+    if command -v "$tool" >/dev/null 2>&1; then
+        echo "install-test-servers: $tool present"
+    else
+        missing="$missing $tool"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "install-test-servers: installing$missing (apt-get)"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
     # policy-rc.d keeps the package from starting a redis service on install (no-op where there is
@@ -27,22 +35,11 @@ else
     if [ ! -e /usr/sbin/policy-rc.d ] && [ -z "$SUDO" ] && [ -w /usr/sbin ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && created_policy=1
     fi
-    $SUDO apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+    # shellcheck disable=SC2086  # $missing is a list of package names
+    $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
     if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
-    echo "install-test-servers: installed $(redis-server --version | head -n 1)"
 fi
-
-# (b) docker-compose (the Python 1.29 client from Debian): validates docker-compose.yml against
-#     the compose schema in tests/test_deploy.py; no Docker engine needed or used.
-if command -v docker-compose >/dev/null 2>&1; then
-    echo "install-test-servers: docker-compose present: $(docker-compose version --short 2>/dev/null)"
-else
-    echo "install-test-servers: installing docker-compose (apt-get)"
-    export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
-    echo "install-test-servers: installed docker-compose $(docker-compose version --short 2>/dev/null)"
-fi
+echo "install-test-servers: $(redis-server --version | head -n 1); docker-compose $(docker-compose version --short 2>/dev/null)"
 
 # (c) Label Studio in .ls-venv
 ls_installed_version() {
