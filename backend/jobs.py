@@ -65,7 +65,9 @@ class ThreadRunner:
     def _start(self, project: str) -> None:
         self._pending.discard(project)
         self._running.add(project)
-        threading.Thread(target=self._run, args=(project,), name=f"train-{project}", daemon=True).start()
+        threading.Thread(
+            target=self._run, args=(project,), name=f"train-{project}", daemon=True
+        ).start()
 
     @contextlib.contextmanager
     def _exclusive(self, project: str):
@@ -138,8 +140,14 @@ def _lock_key(queue: str, project: str) -> str:
 LOCK_SECONDS = 60  # a killed worker's lock expires this soon; a live one keeps extending it
 
 
-def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait_seconds: int,
-                   lock_seconds: int = LOCK_SECONDS) -> object:
+def run_queued_job(
+    job_path: str,
+    queue: str,
+    redis_url: str,
+    project: str,
+    wait_seconds: int,
+    lock_seconds: int = LOCK_SECONDS,
+) -> object:
     """What an rq worker executes: take the project's lock, clear "pending", run the job."""
     import importlib
 
@@ -147,10 +155,16 @@ def run_queued_job(job_path: str, queue: str, redis_url: str, project: str, wait
 
     redis = Redis.from_url(redis_url)
     # thread_local=False: the heartbeat thread must see the token the job's thread acquired.
-    lock = redis.lock(_lock_key(queue, project), timeout=lock_seconds, blocking_timeout=wait_seconds,
-                      thread_local=False)
+    lock = redis.lock(
+        _lock_key(queue, project),
+        timeout=lock_seconds,
+        blocking_timeout=wait_seconds,
+        thread_local=False,
+    )
     if not lock.acquire():
-        raise TimeoutError(f"project {project}: another training held the lock for {wait_seconds} s")
+        raise TimeoutError(
+            f"project {project}: another training held the lock for {wait_seconds} s"
+        )
     stop = threading.Event()
 
     def heartbeat():
@@ -189,8 +203,14 @@ class RQRunner:
     ``"unknown"`` from :meth:`state`; nothing is lost: the next event submits again.
     """
 
-    def __init__(self, job_path: str, redis_url: str, queue: str = "subregweigh", job_timeout: int = 6 * 3600,
-                 lock_seconds: int = LOCK_SECONDS):
+    def __init__(
+        self,
+        job_path: str,
+        redis_url: str,
+        queue: str = "subregweigh",
+        job_timeout: int = 6 * 3600,
+        lock_seconds: int = LOCK_SECONDS,
+    ):
         from redis import Redis
         from rq import Queue
 
@@ -231,18 +251,30 @@ class RQRunner:
         key = _pending_key(self.queue_name, project)
         with self._redis(f"queue a training of project {project}"):
             if self.redis.exists(key) and self._pending_job_dead(key):
-                logger.warning("project %s: the queued training's job died before it started; "
-                               "queueing a new one", project)
+                logger.warning(
+                    "project %s: the queued training's job died before it started; "
+                    "queueing a new one",
+                    project,
+                )
                 self.redis.delete(key)
             if not self.redis.set(key, "starting", nx=True, ex=60):
                 return "already queued"
             job = self.queue.enqueue(
-                run_queued_job, self.job_path, self.queue_name, self.redis_url, project, self.job_timeout,
+                run_queued_job,
+                self.job_path,
+                self.queue_name,
+                self.redis_url,
+                project,
+                self.job_timeout,
                 self.lock_seconds,
-                job_timeout=self.job_timeout + 60, result_ttl=86400, failure_ttl=7 * 86400,
+                job_timeout=self.job_timeout + 60,
+                result_ttl=86400,
+                failure_ttl=7 * 86400,
                 description=f"subregweigh training of project {project}",
             )
-            self.redis.set(key, job.id, xx=True, ex=self.job_timeout)  # no-op once a worker started it
+            self.redis.set(
+                key, job.id, xx=True, ex=self.job_timeout
+            )  # no-op once a worker started it
         return "queued"
 
     def state(self, project: str) -> str:
@@ -251,6 +283,10 @@ class RQRunner:
                 return RUNNING
             return QUEUED if self.redis.exists(_pending_key(self.queue_name, project)) else IDLE
         except Exception as err:  # RedisError; /status and /is_training must still answer
-            logger.warning("project %s: job state unknown: Redis at %s: %s", project,
-                           redis_location(self.redis_url), type(err).__name__)
+            logger.warning(
+                "project %s: job state unknown: Redis at %s: %s",
+                project,
+                redis_location(self.redis_url),
+                type(err).__name__,
+            )
             return UNKNOWN

@@ -42,7 +42,9 @@ class LabelStudioAPI:
         Attempts after the first, with exponential backoff starting at ``backoff`` seconds.
     """
 
-    def __init__(self, url: str, api_key: str, retries: int = 4, backoff: float = 1.0, timeout: float = 60.0):
+    def __init__(
+        self, url: str, api_key: str, retries: int = 4, backoff: float = 1.0, timeout: float = 60.0
+    ):
         if not url or not api_key:
             raise LabelStudioUnavailable(
                 "LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY must be set for the backend to read "
@@ -63,22 +65,32 @@ class LabelStudioAPI:
                 return fn()
             except ApiError as err:
                 # 4xx other than 429 will not improve by retrying.
-                if err.status_code is not None and 400 <= err.status_code < 500 and err.status_code != 429:
-                    raise LabelStudioUnavailable(f"Label Studio refused to {what}: {_describe(err)}") from None
+                if (
+                    err.status_code is not None
+                    and 400 <= err.status_code < 500
+                    and err.status_code != 429
+                ):
+                    raise LabelStudioUnavailable(
+                        f"Label Studio refused to {what}: {_describe(err)}"
+                    ) from None
                 last = err
             except Exception as err:  # connection refused, timeouts, DNS...
                 last = err
             if attempt < self.retries:
                 delay = self.backoff * 2**attempt
-                logger.warning("could not %s (%s); retrying in %.0f s", what, _describe(last), delay)
+                logger.warning(
+                    "could not %s (%s); retrying in %.0f s", what, _describe(last), delay
+                )
                 time.sleep(delay)
         raise LabelStudioUnavailable(
             f"could not {what} at {self.url} after {self.retries + 1} attempts: {_describe(last)}"
         )
 
     def label_config(self, project: int) -> str:
-        project_ = self._call(f"read project {project}",
-                              lambda: self.client.projects.get(id=project, request_options=ONCE))
+        project_ = self._call(
+            f"read project {project}",
+            lambda: self.client.projects.get(id=project, request_options=ONCE),
+        )
         return project_.label_config
 
     def tasks(self, project: int) -> list[dict]:
@@ -86,13 +98,18 @@ class LabelStudioAPI:
 
         def fetch():
             out = []
-            for task in self.client.tasks.list(project=project, fields="all", page_size=500,
-                                              request_options=ONCE):
-                out.append({
-                    "id": task.id,
-                    "data": task.data or {},
-                    "annotations": [a if isinstance(a, dict) else a.dict() for a in (task.annotations or [])],
-                })
+            for task in self.client.tasks.list(
+                project=project, fields="all", page_size=500, request_options=ONCE
+            ):
+                out.append(
+                    {
+                        "id": task.id,
+                        "data": task.data or {},
+                        "annotations": [
+                            a if isinstance(a, dict) else a.dict() for a in (task.annotations or [])
+                        ],
+                    }
+                )
             return out
 
         return self._call(f"list the tasks of project {project}", fetch)
@@ -103,8 +120,9 @@ class LabelStudioAPI:
             batch = list(predictions[start : start + PREDICTION_BATCH])
             self._call(
                 f"write {len(batch)} predictions to project {project}",
-                lambda batch=batch: self.client.projects.import_predictions(id=project, request=batch,
-                                                                             request_options=ONCE),
+                lambda batch=batch: self.client.projects.import_predictions(
+                    id=project, request=batch, request_options=ONCE
+                ),
             )
 
     def set_model_version(self, project: int, version: str) -> None:
@@ -112,5 +130,7 @@ class LabelStudioAPI:
         (which counts only that version's predictions) sorts by our scores."""
         self._call(
             f"set the model version of project {project}",
-            lambda: self.client.projects.update(id=project, model_version=version, request_options=ONCE),
+            lambda: self.client.projects.update(
+                id=project, model_version=version, request_options=ONCE
+            ),
         )

@@ -61,13 +61,21 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     settings = settings or Settings.from_env()
     if runner is None:
-        runner = (RQRunner(JOB, settings.redis_url, settings.queue_name, lock_seconds=settings.job_lock_seconds)
-                  if settings.redis_url else ThreadRunner(train_project, settings.model_dir))
+        runner = (
+            RQRunner(
+                JOB, settings.redis_url, settings.queue_name, lock_seconds=settings.job_lock_seconds
+            )
+            if settings.redis_url
+            else ThreadRunner(train_project, settings.model_dir)
+        )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
     app.extensions["subregweigh"] = {"settings": settings, "runner": runner}
-    logger.info("subregweigh backend: %s jobs, settings %s",
-                "rq" if isinstance(runner, RQRunner) else "in-process", settings.public())
+    logger.info(
+        "subregweigh backend: %s jobs, settings %s",
+        "rq" if isinstance(runner, RQRunner) else "in-process",
+        settings.public(),
+    )
 
     def model_for(project, label_config=None) -> SubRegWeighModel:
         return SubRegWeighModel(project=project, label_config=label_config, settings=settings)
@@ -81,9 +89,16 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         except ValueError:  # werkzeug raises on a non-ASCII Basic token instead of returning None
             auth = None
         # Bytes: compare_digest refuses non-ASCII str.
-        ok = (auth is not None and auth.type == "basic"
-              and hmac.compare_digest((auth.username or "").encode(), settings.basic_auth_user.encode())
-              and hmac.compare_digest((auth.password or "").encode(), settings.basic_auth_pass.encode()))
+        ok = (
+            auth is not None
+            and auth.type == "basic"
+            and hmac.compare_digest(
+                (auth.username or "").encode(), settings.basic_auth_user.encode()
+            )
+            and hmac.compare_digest(
+                (auth.password or "").encode(), settings.basic_auth_pass.encode()
+            )
+        )
         if ok:
             return None
         response = jsonify(error="authentication required")
@@ -134,8 +149,12 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
             raise BadRequest("'label_config' is missing")
         start = time.perf_counter()
         results = model.predict(tasks)
-        logger.info("project %s: /predict of %d tasks in %.2f s", model.project, len(tasks),
-                    time.perf_counter() - start)
+        logger.info(
+            "project %s: /predict of %d tasks in %.2f s",
+            model.project,
+            len(tasks),
+            time.perf_counter() - start,
+        )
         return jsonify(results=results, model_version=model.model_version)
 
     @app.post("/webhook")
@@ -166,9 +185,14 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
             # Asked again under the status lock: a training that just started or finished (it
             # writes "idle" before it lets its lock go) is left alone.
             status = model.store.update_status(
-                when=lambda current: current["state"] == "running" and runner.state(model.project) == IDLE,
-                state="failed", finished_at=time.time(), last_error=ABANDONED,
-                message="training failed; the previous version keeps serving")
+                when=lambda current: (
+                    current["state"] == "running" and runner.state(model.project) == IDLE
+                ),
+                state="failed",
+                finished_at=time.time(),
+                last_error=ABANDONED,
+                message="training failed; the previous version keeps serving",
+            )
             if status["state"] == "failed":
                 logger.error("project %s: %s", model.project, ABANDONED)
             else:  # it was alive after all
@@ -180,8 +204,11 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     @app.get("/is_training")
     def is_training():
         status = _status(_project(request.args.get("project")))
-        return jsonify(is_training=status["is_training"], job=status["job"],
-                       model_version=status["current_version"])
+        return jsonify(
+            is_training=status["is_training"],
+            job=status["job"],
+            model_version=status["current_version"],
+        )
 
     @app.get("/status")
     def status():

@@ -33,7 +33,9 @@ def _env(name: str, default, kind=str):
     try:
         return kind(raw)
     except ValueError:
-        raise SystemExit(f"environment variable {name}={raw!r} is not a valid {kind.__name__}") from None
+        raise SystemExit(
+            f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ class Settings:
     def from_env(cls) -> Settings:
         redis_url = _env("REDIS_URL", "")
         if not redis_url and os.environ.get("REDIS_HOST"):
-            redis_url = f"redis://{os.environ['REDIS_HOST']}:{_env('REDIS_PORT', 6379, int)}/{_env('REDIS_DB', 0, int)}"
+            host, port = os.environ["REDIS_HOST"], _env("REDIS_PORT", 6379, int)
+            redis_url = f"redis://{host}:{port}/{_env('REDIS_DB', 0, int)}"
         return cls(
             label_studio_url=_env("LABEL_STUDIO_URL", "").rstrip("/"),
             label_studio_api_key=_env("LABEL_STUDIO_API_KEY", ""),

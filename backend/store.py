@@ -67,8 +67,11 @@ class CorruptVersion(RuntimeError):
 
 def _manifest(directory: Path) -> dict[str, int]:
     # scores.json grows as /predict stores new tasks (atomically); it is checked when parsed.
-    return {str(f.relative_to(directory)): f.stat().st_size
-            for f in sorted(directory.rglob("*")) if f.is_file() and f.name != "scores.json"}
+    return {
+        str(f.relative_to(directory)): f.stat().st_size
+        for f in sorted(directory.rglob("*"))
+        if f.is_file() and f.name != "scores.json"
+    }
 
 
 class ProjectStore:
@@ -86,7 +89,11 @@ class ProjectStore:
     def is_complete(self, version: str) -> bool:
         """Published and not known to be broken: a version that may be served."""
         directory = self.versions / version
-        return bool(version) and (directory / "COMPLETE").is_file() and not (directory / "BROKEN").exists()
+        return (
+            bool(version)
+            and (directory / "COMPLETE").is_file()
+            and not (directory / "BROKEN").exists()
+        )
 
     def verify(self, version: str) -> None:
         """Raise :class:`CorruptVersion` unless every file of ``version`` has its published size."""
@@ -108,7 +115,12 @@ class ProjectStore:
 
     def mark_broken(self, version: str, reason: str) -> None:
         """Never serve ``version`` again (every process sees the marker)."""
-        logger.error("project %s: version %s is broken and will not be served: %s", self.project, version, reason)
+        logger.error(
+            "project %s: version %s is broken and will not be served: %s",
+            self.project,
+            version,
+            reason,
+        )
         directory = self.versions / version
         if directory.is_dir():
             atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})

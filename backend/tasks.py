@@ -53,17 +53,27 @@ def parse_label_config(config: str) -> LabelingSpec:
     others = sorted({c.tag for c in interface.controls} - {"Labels", "Choices"})
     texts = [o for o in interface.objects if o.tag == "Text"]
     if len(controls) != 1 or len(texts) != 1:
-        found = ", ".join(sorted({c.tag for c in interface.controls} | {o.tag for o in interface.objects}))
-        raise ConfigError(f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}")
+        found = ", ".join(
+            sorted({c.tag for c in interface.controls} | {o.tag for o in interface.objects})
+        )
+        raise ConfigError(
+            f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}"
+        )
     control, text = controls[0], texts[0]
     if text.name not in control.to_name:
-        raise ConfigError(f"<{control.tag} name={control.name!r}> does not point to <Text name={text.name!r}>")
+        raise ConfigError(
+            f"<{control.tag} name={control.name!r}> does not point to <Text name={text.name!r}>"
+        )
     if not text.value or not text.value.startswith("$"):
-        raise ConfigError(f"<Text name={text.name!r}> needs value=\"$field\" naming the task's text field")
+        raise ConfigError(
+            f'<Text name={text.name!r}> needs value="$field" naming the task\'s text field'
+        )
     if not control.labels:
         raise ConfigError(f"<{control.tag} name={control.name!r}> has no labels")
     if others:
-        raise ConfigError(f"subregweigh supports {SUPPORTED}; this config also has: {', '.join(others)}")
+        raise ConfigError(
+            f"subregweigh supports {SUPPORTED}; this config also has: {', '.join(others)}"
+        )
     is_ner = control.tag == "Labels"
     return LabelingSpec(
         task="ner" if is_ner else "classification",
@@ -90,7 +100,9 @@ def task_text(task: dict, spec: LabelingSpec) -> str:
     data = task.get("data")
     if not isinstance(data, dict) or spec.data_key not in data:
         have = ", ".join(sorted(data)) if isinstance(data, dict) else "no data"
-        raise ValueError(f"task {task.get('id')}: no {spec.data_key!r} field in its data (has: {have})")
+        raise ValueError(
+            f"task {task.get('id')}: no {spec.data_key!r} field in its data (has: {have})"
+        )
     text = data[spec.data_key]
     if not isinstance(text, str):
         raise ValueError(f"task {task.get('id')}: {spec.data_key!r} is not text")
@@ -102,7 +114,7 @@ def task_text(task: dict, spec: LabelingSpec) -> str:
 
 
 def _well_formed(region, key: str) -> bool:
-    """``region`` is an object whose ``value`` (if any) is an object with a list of strings at ``key``."""
+    """``region`` is an object whose ``value`` (if any) holds a list of strings at ``key``."""
     if not isinstance(region, dict):
         return False
     value = region.get("value") or {}
@@ -115,8 +127,10 @@ def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: st
     regions = annotation.get("result") or []
     key = "labels" if spec.task == "ner" else "choices"
     if not isinstance(regions, list) or not all(_well_formed(r, key) for r in regions):
-        warnings.append(f"{where}: a malformed result (expected a list of regions whose value "
-                        f"holds a list of {key}); annotation skipped")
+        warnings.append(
+            f"{where}: a malformed result (expected a list of regions whose value "
+            f"holds a list of {key}); annotation skipped"
+        )
         return None
     results = [r for r in regions if r.get("from_name") == spec.from_name]
     known = set(spec.labels)
@@ -126,12 +140,17 @@ def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: st
             value = r.get("value") or {}
             for label in value.get("labels") or []:
                 if label not in known:
-                    warnings.append(f"{where}: label {label!r} is not in the labeling config; annotation skipped")
+                    warnings.append(
+                        f"{where}: label {label!r} is not in the labeling config; annotation "
+                        f"skipped"
+                    )
                     return None
                 try:
                     spans.append((int(value["start"]), int(value["end"]), label))
                 except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
-                    warnings.append(f"{where}: a region without valid start/end; annotation skipped")
+                    warnings.append(
+                        f"{where}: a region without valid start/end; annotation skipped"
+                    )
                     return None
         _, tags, span_warnings = spans_to_tags(text, spans, where)
         warnings.extend(span_warnings)
@@ -139,13 +158,17 @@ def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: st
     chosen = sorted({c for r in results for c in (r.get("value") or {}).get("choices") or []})
     unknown = [c for c in chosen if c not in known]
     if unknown:
-        warnings.append(f"{where}: choice {unknown[0]!r} is not in the labeling config; annotation skipped")
+        warnings.append(
+            f"{where}: choice {unknown[0]!r} is not in the labeling config; annotation skipped"
+        )
         return None
     if not chosen:
         warnings.append(f"{where}: no choice made; annotation skipped")
         return None
     if len(chosen) > 1 and not spec.multi_label:
-        warnings.append(f"{where}: {len(chosen)} choices for a single-choice config; annotation skipped")
+        warnings.append(
+            f"{where}: {len(chosen)} choices for a single-choice config; annotation skipped"
+        )
         return None
     return tuple(chosen)
 
@@ -177,7 +200,9 @@ def task_examples(task: dict, spec: LabelingSpec, warnings: list) -> TaskExample
         where = f"task {task_id} annotation {annotation.get('id')}"
         label = _annotation_label(annotation, spec, text, where, warnings)
         if label is not None:
-            examples.append(Example(id=f"{task_id}/{annotation.get('id')}", words=word_strings, label=label))
+            examples.append(
+                Example(id=f"{task_id}/{annotation.get('id')}", words=word_strings, label=label)
+            )
     annotated = bool(examples)
     if not annotated:  # unlabeled: weighed for its majority prediction and self-consistency
         examples.append(Example(id=f"{task_id}", words=word_strings, label=()))
@@ -190,7 +215,9 @@ def fingerprint(item: TaskExamples) -> str:
     return hashlib.sha1(json.dumps(payload).encode()).hexdigest()
 
 
-def stored_prediction(item: TaskExamples, spec: LabelingSpec, result, first: int, count: int) -> dict:
+def stored_prediction(
+    item: TaskExamples, spec: LabelingSpec, result, first: int, count: int
+) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
     Annotated: score = the lowest reliability c/K among its annotations, result = the scout's
@@ -209,14 +236,18 @@ def stored_prediction(item: TaskExamples, spec: LabelingSpec, result, first: int
         ones = np.ones(len(result.predictions[row]), dtype=np.int64)
         agreement = entity_agreement(result.predictions[row], ones, majority)
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in agreement]
-        regions = labels_result(item.text, spans, spec.from_name, spec.to_name, [a for *_, a in agreement])
+        regions = labels_result(
+            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in agreement]
+        )
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
     return {
         "result": regions,
         "score": score,
         "fingerprint": fingerprint(item),
-        "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows} if item.annotated else {},
+        "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows}
+        if item.annotated
+        else {},
     }
 
 

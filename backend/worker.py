@@ -29,8 +29,12 @@ def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None
             connection.ping()
             return
         except RedisError as err:
-            logging.getLogger(__name__).warning("waiting for Redis at %s (%s); retrying in %.0f s",
-                                                redis_location(redis_url), type(err).__name__, delay)
+            logging.getLogger(__name__).warning(
+                "waiting for Redis at %s (%s); retrying in %.0f s",
+                redis_location(redis_url),
+                type(err).__name__,
+                delay,
+            )
             time.sleep(delay)
             delay = min(2 * delay, max_delay)
 
@@ -41,23 +45,33 @@ def main(argv: list[str] | None = None) -> int:
     from redis import Redis
     from rq import Queue, Worker
 
-    parser = argparse.ArgumentParser(prog="python -m backend.worker", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m backend.worker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     args = parser.parse_args(argv)
     configure_logging()
     settings = Settings.from_env()
     if not settings.redis_url:
-        print("backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
-              file=sys.stderr)
+        print(
+            "backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
+            file=sys.stderr,
+        )
         return 2
     connection = Redis.from_url(settings.redis_url)
     _wait_for_redis(connection, settings.redis_url)
     queue = Queue(settings.queue_name, connection=connection)
-    logging.getLogger(__name__).info("worker for queue %r, models in %s, settings %s",
-                                     settings.queue_name, settings.model_dir, settings.public())
+    logging.getLogger(__name__).info(
+        "worker for queue %r, models in %s, settings %s",
+        settings.queue_name,
+        settings.model_dir,
+        settings.public(),
+    )
     Worker([queue], connection=connection).work(
-        burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper())
+        burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper()
+    )
     return 0
 
 

@@ -42,11 +42,15 @@ DATASETS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", choices=DATASETS, default="conll")
     parser.add_argument("--examples", type=int, default=1000, help="subset size (default: 1000)")
     parser.add_argument("--noise", type=float, default=0.1, help="label noise rate (default: 0.1)")
-    parser.add_argument("--epochs", type=int, help="(default: the scout's: 3 for NER, 2 for classification)")
+    parser.add_argument(
+        "--epochs", type=int, help="(default: the scout's: 3 for NER, 2 for classification)"
+    )
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
     parser.add_argument("-p", type=float, default=0.1)
@@ -56,8 +60,11 @@ def parse_args(argv=None):
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--quick", action="store_true",
-                        help="200 examples, 2 epochs, N=100, CrossWeigh 5 folds x 1 iteration")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="200 examples, 2 epochs, N=100, CrossWeigh 5 folds x 1 iteration",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: detection-DATASET[-quick])")
     args = parser.parse_args(argv)
@@ -70,7 +77,9 @@ def load(dataset: str, n: int, seed: int):
     task, path = DATASETS[dataset]
     examples = read_conll(path) if task == "ner" else read_tsv(path)
     # A seeded random subset: the first n sentences would be a handful of documents.
-    pick = np.sort(np.random.default_rng(seed).choice(len(examples), size=min(n, len(examples)), replace=False))
+    pick = np.sort(
+        np.random.default_rng(seed).choice(len(examples), size=min(n, len(examples)), replace=False)
+    )
     return task, [examples[i] for i in pick]
 
 
@@ -90,10 +99,13 @@ def markdown(result) -> str:
     cfg = result["config"]
     lines = [
         f"### {cfg['dataset']}: {cfg['examples']} examples, {cfg['noise']:.0%} noise "
-        f"({result['corrupted_examples']} corrupted examples), {cfg['epochs'] or 'default'} epochs, "
-        f"K={cfg['k']}, N={cfg['n_samples']}, p={cfg['p']}, CrossWeigh {cfg['folds']}x{cfg['iterations']}",
+        f"({result['corrupted_examples']} corrupted examples), {cfg['epochs'] or 'default'} "
+        f"epochs, "
+        f"K={cfg['k']}, N={cfg['n_samples']}, p={cfg['p']}, CrossWeigh "
+        f"{cfg['folds']}x{cfg['iterations']}",
         "",
-        "| method | wall time (s) | speed-up vs CrossWeigh | AP | AUROC | mean rel. clean | mean rel. corrupted |",
+        "| method | wall time (s) | speed-up vs CrossWeigh | AP | AUROC | mean rel. clean | mean "
+        "rel. corrupted |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     cross = next((r["seconds"] for r in result["rows"] if r["method"] == "crossweigh"), None)
@@ -101,31 +113,48 @@ def markdown(result) -> str:
         speedup = f"{cross / r['seconds']:.1f}x" if cross else "n/a"
         lines.append(
             f"| {r['method']} | {r['seconds']:.1f} | {speedup} | {r['average_precision']:.3f} | "
-            f"{r['auroc']:.3f} | {r['mean_reliability_clean']:.3f} | {r['mean_reliability_corrupted']:.3f} |"
+            f"{r['auroc']:.3f} | {r['mean_reliability_clean']:.3f} | "
+            f"{r['mean_reliability_corrupted']:.3f} |"
         )
-    lines += ["", f"Scout training (shared by the SubRegWeigh rows): {result['scout_seconds']:.1f} s. "
-              f"Base rate (AP of a random ranking): {result['base_rate']:.3f}.",
-              f"Machine: {result['machine']}."]
+    lines += [
+        "",
+        f"Scout training (shared by the SubRegWeigh rows): {result['scout_seconds']:.1f} s. "
+        f"Base rate (AP of a random ranking): {result['base_rate']:.3f}.",
+        f"Machine: {result['machine']}.",
+    ]
     if "kmeans_overhead_vs_random" in result:
-        lines.append(f"K-means total time over Random's: {result['kmeans_overhead_vs_random']:+.1%}.")
+        lines.append(
+            f"K-means total time over Random's: {result['kmeans_overhead_vs_random']:+.1%}."
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
     if args.threads:
         torch.set_num_threads(args.threads)
     methods = args.methods.split(",")
     task, examples = load(args.dataset, args.examples, args.seed)
     inject = inject_ner_noise if task == "ner" else flip_labels
     noisy, corrupted = inject(examples, args.noise, random_state=args.seed)
-    scout = Scout(model=args.model, task=task, epochs=args.epochs, random_state=args.seed, progress=False)
+    scout = Scout(
+        model=args.model, task=task, epochs=args.epochs, random_state=args.seed, progress=False
+    )
     rows, timings = [], {}
 
     srw_methods = [m for m in methods if m != "crossweigh"]
     if srw_methods:
-        srw = SubRegWeigh(scout, p=args.p, n_samples=args.n_samples, k=args.k, random_state=args.seed, progress=False)
+        srw = SubRegWeigh(
+            scout,
+            p=args.p,
+            n_samples=args.n_samples,
+            k=args.k,
+            random_state=args.seed,
+            progress=False,
+        )
         start = time.perf_counter()
         srw.fit(noisy)
         scout_seconds = time.perf_counter() - start
@@ -140,8 +169,13 @@ def main(argv=None) -> int:
         scout_seconds = float("nan")
     if "crossweigh" in methods:
         start = time.perf_counter()
-        result = CrossWeigh(scout, n_folds=args.folds, n_iterations=args.iterations,
-                            random_state=args.seed, progress=True).weigh(noisy)
+        result = CrossWeigh(
+            scout,
+            n_folds=args.folds,
+            n_iterations=args.iterations,
+            random_state=args.seed,
+            progress=True,
+        ).weigh(noisy)
         timings["crossweigh"] = time.perf_counter() - start
         rows.append(row("crossweigh", timings["crossweigh"], result.reliability, corrupted))
         print(rows[-1], flush=True)
@@ -153,13 +187,16 @@ def main(argv=None) -> int:
         "scout_seconds": round(scout_seconds, 1),
         "rows": rows,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
-                   f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, torch {torch.__version__}",
-        "command": "python benchmarks/detection.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, torch {torch.__version__}",
+        "command": "python benchmarks/detection.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
     }
     if "kmeans" in timings and "random" in timings:
         out["kmeans_overhead_vs_random"] = timings["kmeans"] / timings["random"] - 1
     if "crossweigh" in timings:
-        out["speedup_vs_crossweigh"] = {m: timings["crossweigh"] / t for m, t in timings.items() if m != "crossweigh"}
+        out["speedup_vs_crossweigh"] = {
+            m: timings["crossweigh"] / t for m, t in timings.items() if m != "crossweigh"
+        }
     name = args.name or f"detection-{args.dataset}{'-quick' if args.quick else ''}"
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / f"{name}.json", json.dumps(out, indent=2) + "\n")

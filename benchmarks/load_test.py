@@ -48,7 +48,9 @@ def _tree_rss_mb(pid: int) -> float:
     for member in process_tree(pid):
         try:
             status = Path(f"/proc/{member}/status").read_text()
-            total += int(next(l.split()[1] for l in status.splitlines() if l.startswith("VmRSS:")))
+            total += int(
+                next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:"))
+            )
         except (OSError, StopIteration, ValueError):
             continue
     return total / 1024
@@ -82,10 +84,16 @@ def _wait_status(backend, project, done, what, timeout=900.0):
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=100, help="tasks in the project, all sent per /predict")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tasks", type=int, default=100, help="tasks in the project, all sent per /predict"
+    )
     parser.add_argument("--concurrency", type=int, default=8, help="client threads")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (upper bound)")
+    parser.add_argument(
+        "--duration", type=float, default=60.0, help="seconds of load (upper bound)"
+    )
     parser.add_argument("--max-requests", type=int, default=5000, help="requests (upper bound)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn WORKERS")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn THREADS")
@@ -98,18 +106,31 @@ def main(argv=None) -> None:
 
     work = Path(tempfile.mkdtemp(prefix="srw-load-"))
     print(f"load test: logs in {work}")
-    engine = {"SRW_N": "100", "SRW_K": "10", "SRW_MIN_ANNOTATIONS": "10", "SRW_RETRAIN_AFTER": "100000",
-              "LOG_LEVEL": "WARNING"}
+    engine = {
+        "SRW_N": "100",
+        "SRW_K": "10",
+        "SRW_MIN_ANNOTATIONS": "10",
+        "SRW_RETRAIN_AFTER": "100000",
+        "LOG_LEVEL": "WARNING",
+    }
     with LabelStudioServer() as ls, RedisServer() as redis:
-        env = {**engine, "LABEL_STUDIO_URL": ls.url, "LABEL_STUDIO_API_KEY": ls.token,
-               "REDIS_URL": redis.url, "RQ_QUEUE_NAME": "srw-load"}
-        backend = BackendServer(work / "models", env, work / "gunicorn.log", workers=args.workers,
-                                threads=args.threads)
+        env = {
+            **engine,
+            "LABEL_STUDIO_URL": ls.url,
+            "LABEL_STUDIO_API_KEY": ls.token,
+            "REDIS_URL": redis.url,
+            "RQ_QUEUE_NAME": "srw-load",
+        }
+        backend = BackendServer(
+            work / "models", env, work / "gunicorn.log", workers=args.workers, threads=args.threads
+        )
 
         def worker(epochs: int, log: str) -> BackgroundProcess:
-            return BackgroundProcess([sys.executable, "-m", "backend.worker"],
-                                     {**backend.env, "SRW_EPOCHS": str(epochs), "OMP_NUM_THREADS": "1"},
-                                     work / log)
+            return BackgroundProcess(
+                [sys.executable, "-m", "backend.worker"],
+                {**backend.env, "SRW_EPOCHS": str(epochs), "OMP_NUM_THREADS": "1"},
+                work / log,
+            )
 
         with backend:
             sdk = LabelStudio(base_url=ls.url, api_key=ls.token)
@@ -121,22 +142,40 @@ def main(argv=None) -> None:
             started = time.perf_counter()
             with worker(3, "worker-first.log").start():
                 backend.post("/webhook", trigger)
-                version = _wait_status(backend, project, lambda s: s["current_version"] and s["job"] == "idle",
-                                       "first training")["current_version"]
+                version = _wait_status(
+                    backend,
+                    project,
+                    lambda s: s["current_version"] and s["job"] == "idle",
+                    "first training",
+                )["current_version"]
             print(f"first training: version {version} in {time.perf_counter() - started:.0f} s")
 
-            body = {"tasks": [{"id": t.id, "data": t.data, "annotations": t.annotations}
-                              for t in sdk.tasks.list(project=project, fields="all")],
-                    "project": f"{project}.1", "label_config": NER_CONFIG}
-            code, warm = backend.post("/predict", body)  # the scores are stored: this only reads them
+            body = {
+                "tasks": [
+                    {"id": t.id, "data": t.data, "annotations": t.annotations}
+                    for t in sdk.tasks.list(project=project, fields="all")
+                ],
+                "project": f"{project}.1",
+                "label_config": NER_CONFIG,
+            }
+            code, warm = backend.post(
+                "/predict", body
+            )  # the scores are stored: this only reads them
             assert code == 200 and len(warm["results"]) == args.tasks, warm
 
             # A long second training (many epochs) keeps the worker busy for the whole load.
             training = worker(200, "worker-long.log").start()
             try:
                 backend.post("/webhook", trigger)
-                _wait_status(backend, project, lambda s: s["job"] == "running" and
-                             str(s.get("message", "")).startswith("training on"), "second training")
+                _wait_status(
+                    backend,
+                    project,
+                    lambda s: (
+                        s["job"] == "running"
+                        and str(s.get("message", "")).startswith("training on")
+                    ),
+                    "second training",
+                )
                 memory = PeakMemory({"server": backend.proc.pid, "worker": training.proc.pid})
                 memory.start()
                 latencies: list[float] = []
@@ -152,7 +191,9 @@ def main(argv=None) -> None:
                                 return
                         start = time.perf_counter()
                         try:
-                            code, reply = _http("POST", backend.url + "/predict", body=body, timeout=60)
+                            code, reply = _http(
+                                "POST", backend.url + "/predict", body=body, timeout=60
+                            )
                             ok = code == 200 and len(reply["results"]) == args.tasks
                             problem = None if ok else f"HTTP {code}: {str(reply)[:200]}"
                         except Exception as err:  # a refused or reset connection is an error too
@@ -175,26 +216,41 @@ def main(argv=None) -> None:
 
     ms = np.array(latencies) * 1000
     result = {
-        "tasks_per_request": args.tasks, "concurrency": args.concurrency, "gunicorn_workers": args.workers,
-        "gunicorn_threads": args.threads, "requests": len(latencies), "seconds": round(elapsed, 1),
+        "tasks_per_request": args.tasks,
+        "concurrency": args.concurrency,
+        "gunicorn_workers": args.workers,
+        "gunicorn_threads": args.threads,
+        "requests": len(latencies),
+        "seconds": round(elapsed, 1),
         "requests_per_second": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-        "p99_ms": round(float(np.percentile(ms, 99)), 1), "max_ms": round(float(ms.max()), 1),
-        "errors": len(errors), "first_errors": errors[:5],
-        "peak_rss_server_mb": round(memory.peak["server"]), "peak_rss_training_worker_mb": round(memory.peak["worker"]),
-        "training_ran_throughout": still_training, "cpu_count": os.cpu_count(),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "p99_ms": round(float(np.percentile(ms, 99)), 1),
+        "max_ms": round(float(ms.max()), 1),
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "peak_rss_server_mb": round(memory.peak["server"]),
+        "peak_rss_training_worker_mb": round(memory.peak["worker"]),
+        "training_ran_throughout": still_training,
+        "cpu_count": os.cpu_count(),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = (
-        "| requests | s | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | peak RSS server | peak RSS training worker |\n"
+        "| requests | s | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | peak RSS server | "
+        "peak RSS training worker |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"| {result['requests']} | {result['seconds']} | {result['requests_per_second']} | {result['p50_ms']} | "
+        f"| {result['requests']} | {result['seconds']} | {result['requests_per_second']} | "
+        f"{result['p50_ms']} | "
         f"{result['p95_ms']} | {result['p99_ms']} | {result['max_ms']} | {result['errors']} | "
         f"{result['peak_rss_server_mb']} MiB | {result['peak_rss_training_worker_mb']} MiB |\n"
     )
-    header = (f"/predict of {args.tasks} stored tasks, {args.concurrency} clients, gunicorn {args.workers}x"
-              f"{args.threads}, a training running throughout: {still_training}, {os.cpu_count()} CPUs\n\n")
+    header = (
+        f"/predict of {args.tasks} stored tasks, {args.concurrency} clients, gunicorn "
+        f"{args.workers}x"
+        f"{args.threads}, a training running throughout: {still_training}, {os.cpu_count()} "
+        f"CPUs\n\n"
+    )
     (RESULTS / f"{args.name}.md").write_text(header + table)
     print(header + table)
     if errors:

@@ -27,8 +27,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.settings import Settings  # noqa: E402
 from backend.server import create_app  # noqa: E402
+from backend.settings import Settings  # noqa: E402
 from backend.store import ProjectStore, atomic_write_json, new_version_name  # noqa: E402
 from backend.tasks import parse_label_config, score_tasks, task_examples  # noqa: E402
 from subregweigh.formats import atomic_write_text, read_conll  # noqa: E402
@@ -36,17 +36,28 @@ from subregweigh.tags import entity_spans  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
-CONFIG = ('<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/>'
-          '<Label value="ORG"/><Label value="MISC"/></Labels><Text name="text" value="$text"/></View>')
+CONFIG = (
+    '<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/>'
+    '<Label value="ORG"/><Label value="MISC"/></Labels><Text name="text" value="$text"/></View>'
+)
 
 
 def as_task(task_id: int, ex) -> dict:
     starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
-    result = [{"from_name": "label", "to_name": "text", "type": "labels",
-               "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [t]}}
-              for t, s, e in entity_spans(ex.label)]
-    return {"id": task_id, "data": {"text": " ".join(ex.words)},
-            "annotations": [{"id": task_id, "result": result}]}
+    result = [
+        {
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [t]},
+        }
+        for t, s, e in entity_spans(ex.label)
+    ]
+    return {
+        "id": task_id,
+        "data": {"text": " ".join(ex.words)},
+        "annotations": [{"id": task_id, "result": result}],
+    }
 
 
 class _NoJobs:  # /predict never trains; nothing is submitted in this benchmark
@@ -58,7 +69,9 @@ class _NoJobs:  # /predict never trains; nothing is submitted in this benchmark
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--train", type=int, default=300, help="sentences to train the scout on")
     parser.add_argument("-k", type=int, default=10)
@@ -77,7 +90,7 @@ def main(argv=None) -> int:
     try:
         settings = Settings(model_dir=str(root), k=args.k, n_samples=args.n, epochs=args.epochs)
         spec = parse_label_config(CONFIG)
-        srw = _engine(settings, "ner").fit(sentences[-args.train:])
+        srw = _engine(settings, "ner").fit(sentences[-args.train :])
         store = ProjectStore(root, 1)
         staging = store.staging_dir()
         srw.scout_.save(staging / "scout")
@@ -91,7 +104,9 @@ def main(argv=None) -> int:
 
         def predict(batch) -> float:
             start = time.perf_counter()
-            response = client.post("/predict", json={"tasks": batch, "project": "1.0", "label_config": CONFIG})
+            response = client.post(
+                "/predict", json={"tasks": batch, "project": "1.0", "label_config": CONFIG}
+            )
             elapsed = time.perf_counter() - start
             assert response.status_code == 200 and len(response.json["results"]) == len(batch)
             return elapsed
@@ -104,21 +119,45 @@ def main(argv=None) -> int:
             atomic_write_json(store.versions / version / "scores.json", {})
             cold = predict(tasks[:size])
             atomic_write_json(store.versions / version / "scores.json", stored)
-            rows.append({"tasks": size, "cached_seconds": round(cached, 4), "cold_seconds": round(cold, 2)})
+            rows.append(
+                {"tasks": size, "cached_seconds": round(cached, 4), "cold_seconds": round(cold, 2)}
+            )
             print(rows[-1], flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    machine = f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    lines = [f"### /predict latency, MiniLM scout, K={args.k}, N={args.n}", "",
-             "| tasks | served from stored scores (s) | computed cold (s) |", "|---:|---:|---:|"]
-    lines += [f"| {r['tasks']} | {r['cached_seconds']:.3f} | {r['cold_seconds']:.1f} |" for r in rows]
-    lines += ["", f"Scoring all {max(sizes)} tasks in the training job: {scoring_seconds:.1f} s. Machine: {machine}."]
+    machine = (
+        f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    )
+    lines = [
+        f"### /predict latency, MiniLM scout, K={args.k}, N={args.n}",
+        "",
+        "| tasks | served from stored scores (s) | computed cold (s) |",
+        "|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['tasks']} | {r['cached_seconds']:.3f} | {r['cold_seconds']:.1f} |" for r in rows
+    ]
+    lines += [
+        "",
+        f"Scoring all {max(sizes)} tasks in the training job: {scoring_seconds:.1f} s. Machine: "
+        f"{machine}.",
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out / "predict-latency.json", json.dumps(
-        {"rows": rows, "scoring_seconds": scoring_seconds, "machine": machine,
-         "command": "python benchmarks/predict_latency.py " + " ".join(sys.argv[1:] if argv is None else argv)},
-        indent=2) + "\n")
+    atomic_write_text(
+        args.out / "predict-latency.json",
+        json.dumps(
+            {
+                "rows": rows,
+                "scoring_seconds": scoring_seconds,
+                "machine": machine,
+                "command": "python benchmarks/predict_latency.py "
+                + " ".join(sys.argv[1:] if argv is None else argv),
+            },
+            indent=2,
+        )
+        + "\n",
+    )
     atomic_write_text(args.out / "predict-latency.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

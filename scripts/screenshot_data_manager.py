@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import numpy as np
+import numpy as np  # noqa: E402  (after the sys.path entry above)
 
-from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
-from tests.servers import (
+from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained  # noqa: E402
+from tests.servers import (  # noqa: E402
     INSTALL_HINT,
     LS_PASSWORD,
     LS_USERNAME,
@@ -49,8 +49,16 @@ from tests.servers import (
 )
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1400, "height": 800}
 SCORE = "tasks:predictions_score"
 # Data Manager column keys ("tasks:" + column id, "data." for task data) shown; all else hidden.
@@ -60,8 +68,9 @@ COLUMN_WIDTHS = {"tasks:id": 80, "tasks:data.text": 620, "tasks:annotations_resu
 # "select" and "show-source" are the checkbox and {} columns the table adds at either end.
 COLUMN_ORDER = {c: i for i, c in enumerate(["select", *SHOWN, "show-source"])}
 UI_PREFS = {"dm:table:density": "compact", "dm:columnorder": json.dumps(COLUMN_ORDER)}
-INIT_SCRIPT = "".join(f"localStorage.setItem({json.dumps(k)}, {json.dumps(v)});"
-                      for k, v in UI_PREFS.items())
+INIT_SCRIPT = "".join(
+    f"localStorage.setItem({json.dumps(k)}, {json.dumps(v)});" for k, v in UI_PREFS.items()
+)
 ROW_SELECTOR = ".lsf-table__row-wrapper"  # a rendered task row of the Data Manager table
 
 
@@ -77,17 +86,30 @@ def configure_view(ls_server: LabelStudioServer, project: int) -> int:
     """Make the project's first tab show SHOWN only, ordered by score ascending; its id."""
     columns = ls_server.api("GET", f"/api/dm/columns?project={project}")["columns"]
     # Hide every leaf column not in SHOWN ("data" is only the parent of the task data columns).
-    hidden = sorted({column_key(c) for c in columns if c.get("target", "tasks") == "tasks"
-                     and c["id"] != "data"} - set(SHOWN))
-    data = {"title": "Default", "type": "list", "target": "tasks", "ordering": [SCORE],
-            "hiddenColumns": {"explore": hidden, "labeling": hidden},
-            "columnsWidth": COLUMN_WIDTHS, "filters": {"conjunction": "and", "items": []}}
+    hidden = sorted(
+        {
+            column_key(c)
+            for c in columns
+            if c.get("target", "tasks") == "tasks" and c["id"] != "data"
+        }
+        - set(SHOWN)
+    )
+    data = {
+        "title": "Default",
+        "type": "list",
+        "target": "tasks",
+        "ordering": [SCORE],
+        "hiddenColumns": {"explore": hidden, "labeling": hidden},
+        "columnsWidth": COLUMN_WIDTHS,
+        "filters": {"conjunction": "and", "items": []},
+    }
     views = ls_server.api("GET", f"/api/dm/views?project={project}")
     # The UI creates a "Default" tab on first visit; a project made through the API has none yet,
     # so we create it and the UI opens that one instead.
     if views:
-        view = ls_server.api("PATCH", f"/api/dm/views/{views[0]['id']}",
-                             {"project": project, "data": data})
+        view = ls_server.api(
+            "PATCH", f"/api/dm/views/{views[0]['id']}", {"project": project, "data": data}
+        )
     else:
         view = ls_server.api("POST", "/api/dm/views", {"project": project, "data": data})
     return view["id"]
@@ -123,11 +145,21 @@ class PipeCDP:
         self.profile = tempfile.mkdtemp(prefix="srw-chromium-")
         # Chromium reads commands on fd 3 and writes replies on fd 4: sh puts our pipes there.
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', CHROMIUM,
-             *CHROMIUM_ARGS, "--hide-scrollbars", "--remote-debugging-pipe",
-             f"--user-data-dir={self.profile}", "about:blank"],
+            [
+                "/bin/sh",
+                "-c",
+                f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
+                CHROMIUM,
+                *CHROMIUM_ARGS,
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
             pass_fds=(to_chrome_r, from_chrome_w),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buf, self._next_id, self.session = b"", 0, None
@@ -152,8 +184,9 @@ class PipeCDP:
                 return reply.get("result", {})
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True,
-                           returnByValue=True)
+        result = self.call(
+            "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
+        )
         return result.get("result", {}).get("value")
 
     def close(self) -> None:
@@ -176,8 +209,13 @@ def screenshot_cdp(base_url: str, project: int, out: Path) -> None:
     try:
         target = cdp.call("Target.createTarget", url="about:blank")["targetId"]
         cdp.session = cdp.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        cdp.call("Emulation.setDeviceMetricsOverride", width=VIEWPORT["width"],
-                 height=VIEWPORT["height"], deviceScaleFactor=1, mobile=False)
+        cdp.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=VIEWPORT["width"],
+            height=VIEWPORT["height"],
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         cdp.call("Page.enable")  # without it the init script does not run
         cdp.call("Page.addScriptToEvaluateOnNewDocument", source=INIT_SCRIPT)
 
@@ -190,9 +228,11 @@ def screenshot_cdp(base_url: str, project: int, out: Path) -> None:
 
         cdp.call("Page.navigate", url=f"{base_url}/user/login")
         wait_for("!!document.querySelector('input[name=password]')")
-        cdp.evaluate(f"document.querySelector('#email').value = {json.dumps(LS_USERNAME)};"
-                     f"document.querySelector('#password').value = {json.dumps(LS_PASSWORD)};"
-                     "document.getElementById('login-form').submit()")
+        cdp.evaluate(
+            f"document.querySelector('#email').value = {json.dumps(LS_USERNAME)};"
+            f"document.querySelector('#password').value = {json.dumps(LS_PASSWORD)};"
+            "document.getElementById('login-form').submit()"
+        )
         wait_for("!location.pathname.startsWith('/user/login')")
         cdp.call("Page.navigate", url=f"{base_url}/projects/{project}/data")
         wait_for(f"!!document.querySelector({json.dumps(ROW_SELECTOR)})")
@@ -216,6 +256,7 @@ def main() -> None:
         fail(f"Label Studio is not installed; {INSTALL_HINT}")
     try:
         import playwright.sync_api  # noqa: F401
+
         shoot = screenshot_playwright
     except ImportError:
         print("playwright not importable (pip install playwright): using the DevTools protocol")
@@ -228,21 +269,28 @@ def main() -> None:
     backend = None
     try:
         ls_server.start()
-        env = {**ENGINE_ENV, "SRW_EPOCHS": "15",
-               "LABEL_STUDIO_URL": ls_server.url, "LABEL_STUDIO_API_KEY": ls_server.token}
+        env = {
+            **ENGINE_ENV,
+            "SRW_EPOCHS": "15",
+            "LABEL_STUDIO_URL": ls_server.url,
+            "LABEL_STUDIO_API_KEY": ls_server.token,
+        }
         backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
 
         ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
         tasks, wrong = ner_tasks(np.random.default_rng(7))
         project = ls.projects.create(title="CoNLL-2003 NER: review queue", label_config=NER_CONFIG)
-        task_ids = list(ls.projects.import_tasks(id=project.id, request=tasks,
-                                                 return_task_ids=True).task_ids)
+        task_ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
         wrong_ids = {task_ids[i] for i in wrong}
         ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
         ls.ml.train(id=ml.id)
         status = wait_trained(backend, project.id)
-        print(f"project {project.id}: {len(task_ids)} tasks, wrong annotations on tasks "
-              f"{sorted(wrong_ids)}; model version {status['current_version']}")
+        print(
+            f"project {project.id}: {len(task_ids)} tasks, wrong annotations on tasks "
+            f"{sorted(wrong_ids)}; model version {status['current_version']}"
+        )
 
         view = configure_view(ls_server, project.id)
         # The view's own ordering, read back through the API: what the screenshot must show.

@@ -1,8 +1,8 @@
 """Command line: ``subregweigh {weigh,crossweigh,noise,train,evaluate}``.
 
 Every command reads CoNLL (2 or 4 columns, IOB1 or IOB2), TSV (``sentence<TAB>label``), JSONL or
-a Label Studio JSON export, chosen by extension or ``--format``, and writes its outputs atomically. Bad input ends with one
-line naming the file and line at fault, and exit status 2.
+a Label Studio JSON export, chosen by extension or ``--format``, and writes its outputs
+atomically. Bad input ends with one line naming the file and line at fault, and exit status 2.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ EXAMPLES = """examples:
 
 
 FORMATS = ["conll", "tsv", "jsonl", "label-studio"]
-FORMAT_HELP = ("input format (default: by extension; a .json file holding a JSON array is a "
-               "Label Studio export)")
-TEXT_FIELD_HELP = ("Label Studio export: the key of the text in each task's data (default: its "
-                   "only string field)")
+FORMAT_HELP = (
+    "input format (default: by extension; a .json file holding a JSON array is a "
+    "Label Studio export)"
+)
+TEXT_FIELD_HELP = (
+    "Label Studio export: the key of the text in each task's data (default: its only string field)"
+)
 
 
 def _add_format_args(parser: argparse.ArgumentParser) -> None:
@@ -71,15 +74,23 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
         "--model",
         help="Hugging Face model name or local path (default: the bundled offline MiniLM)",
     )
-    group.add_argument("--freeze-encoder", action="store_true",
-                       help="classification: train only the head (small data sets; use with "
-                       "e.g. --epochs 20 --learning-rate 3e-3)")
-    group.add_argument("--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)")
-    group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
-    group.add_argument("--learning-rate", type=float,
-                       help="(default: 3e-4 for NER, 1e-4 for classification)")
     group.add_argument(
-        "--max-length", type=int, help="subwords per text; longer texts are truncated with a warning"
+        "--freeze-encoder",
+        action="store_true",
+        help="classification: train only the head (small data sets; use with "
+        "e.g. --epochs 20 --learning-rate 3e-3)",
+    )
+    group.add_argument(
+        "--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)"
+    )
+    group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
+    group.add_argument(
+        "--learning-rate", type=float, help="(default: 3e-4 for NER, 1e-4 for classification)"
+    )
+    group.add_argument(
+        "--max-length",
+        type=int,
+        help="subwords per text; longer texts are truncated with a warning",
     )
     group.add_argument("--device", help="cpu, cuda, cuda:1... (default: cuda if available)")
     group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -96,7 +107,9 @@ def _build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars, warnings only"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     weigh = sub.add_parser(
@@ -107,21 +120,42 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_data_args(weigh)
     weigh.add_argument(
-        "-o", "--output", required=True,
+        "-o",
+        "--output",
+        required=True,
         help="weights file: .jsonl or .csv (all columns), .conll/.txt (word, tag, weight)",
     )
-    weigh.add_argument("--method", choices=["kmeans", "cossim", "random"], default="kmeans",
-                       help="how K candidates are chosen from N samples (default: kmeans)")
-    weigh.add_argument("-p", "--dropout", type=float, default=0.1,
-                       help="subword regularization strength p (default: 0.1)")
-    weigh.add_argument("-n", "--samples", type=int, default=500,
-                       help="N, samples per example for kmeans/cossim (default: 500)")
+    weigh.add_argument(
+        "--method",
+        choices=["kmeans", "cossim", "random"],
+        default="kmeans",
+        help="how K candidates are chosen from N samples (default: kmeans)",
+    )
+    weigh.add_argument(
+        "-p",
+        "--dropout",
+        type=float,
+        default=0.1,
+        help="subword regularization strength p (default: 0.1)",
+    )
+    weigh.add_argument(
+        "-n",
+        "--samples",
+        type=int,
+        default=500,
+        help="N, samples per example for kmeans/cossim (default: 500)",
+    )
     weigh.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
-    weigh.add_argument("--w-min", type=float, default=1 / 3,
-                       help="weight floor: weight = max(w_min, c/K) (default: 1/3)")
+    weigh.add_argument(
+        "--w-min",
+        type=float,
+        default=1 / 3,
+        help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
+    )
     weigh.add_argument("--save-scout", metavar="DIR", help="also save the trained scout here")
-    weigh.add_argument("--scout", metavar="DIR",
-                       help="use this saved scout instead of training one")
+    weigh.add_argument(
+        "--scout", metavar="DIR", help="use this saved scout instead of training one"
+    )
     _add_scout_args(weigh)
 
     cross = sub.add_parser(
@@ -145,8 +179,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_data_args(noise)
     noise.add_argument("-o", "--output", required=True, help="noisy data (.conll, .tsv or .jsonl)")
-    noise.add_argument("--flags", required=True,
-                       help="JSONL file of {id, corrupted} per example, for `evaluate`")
+    noise.add_argument(
+        "--flags", required=True, help="JSONL file of {id, corrupted} per example, for `evaluate`"
+    )
     noise.add_argument("--rate", type=float, default=0.1, help="(default: 0.1)")
     noise.add_argument("--seed", type=int, default=0, help="(default: 0)")
 
@@ -168,8 +203,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--scores", help="weights file with a reliability (or weight) column")
     evaluate.add_argument("--flags", help="JSONL of {id, corrupted} written by `noise`")
-    evaluate.add_argument("--column", default="reliability",
-                          help="score column to read (default: reliability, else weight)")
+    evaluate.add_argument(
+        "--column",
+        default="reliability",
+        help="score column to read (default: reliability, else weight)",
+    )
     evaluate.add_argument("--model", metavar="DIR", help="a model directory written by `train`")
     evaluate.add_argument("--data", help="labelled data to score the model on")
     _add_format_args(evaluate)
@@ -216,8 +254,14 @@ def cmd_weigh(args) -> int:
     formats.check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
     examples, task = _load(args)
     srw = SubRegWeigh(
-        _scout(args, task, examples), p=args.dropout, n_samples=args.samples, k=args.k,
-        method=args.method, w_min=args.w_min, random_state=args.seed, progress=not args.quiet,
+        _scout(args, task, examples),
+        p=args.dropout,
+        n_samples=args.samples,
+        k=args.k,
+        method=args.method,
+        w_min=args.w_min,
+        random_state=args.seed,
+        progress=not args.quiet,
     )
     start = time.perf_counter()
     if args.scout:
@@ -232,19 +276,28 @@ def cmd_weigh(args) -> int:
             logger.info("saved scout to %s", args.save_scout)
     result = srw.weigh(examples)
     formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
-    logger.info("wrote weights of %d examples to %s (%.1f s in all)",
-                len(examples), args.output, time.perf_counter() - start)
+    logger.info(
+        "wrote weights of %d examples to %s (%.1f s in all)",
+        len(examples),
+        args.output,
+        time.perf_counter() - start,
+    )
     _print_most_doubtful(examples, result.reliability)
     return 0
 
 
 def _print_most_doubtful(examples, reliability, n: int = 10) -> None:
     order = np.argsort(reliability, kind="stable")[:n]
-    print(f"{int((reliability < 0.5).sum())} of {len(examples)} examples have reliability < 0.5; "
-          f"most doubtful:")
+    print(
+        f"{int((reliability < 0.5).sum())} of {len(examples)} examples have reliability < 0.5; "
+        f"most doubtful:"
+    )
     for i in order:
         text = examples[i].text
-        print(f"  {reliability[i]:.2f}  id={examples[i].id}  {text[:70]}{'...' if len(text) > 70 else ''}")
+        print(
+            f"  {reliability[i]:.2f}  id={examples[i].id}  "
+            f"{text[:70]}{'...' if len(text) > 70 else ''}"
+        )
 
 
 def cmd_crossweigh(args) -> int:
@@ -254,12 +307,20 @@ def cmd_crossweigh(args) -> int:
     examples, task = _load(args)
     start = time.perf_counter()
     result = CrossWeigh(
-        _scout(args, task, examples), n_folds=args.folds, n_iterations=args.iterations,
-        epsilon=args.epsilon, random_state=args.seed, progress=not args.quiet,
+        _scout(args, task, examples),
+        n_folds=args.folds,
+        n_iterations=args.iterations,
+        epsilon=args.epsilon,
+        random_state=args.seed,
+        progress=not args.quiet,
     ).weigh(examples)
     formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
-    logger.info("wrote CrossWeigh weights of %d examples to %s (%.1f s)",
-                len(examples), args.output, time.perf_counter() - start)
+    logger.info(
+        "wrote CrossWeigh weights of %d examples to %s (%.1f s)",
+        len(examples),
+        args.output,
+        time.perf_counter() - start,
+    )
     _print_most_doubtful(examples, result.reliability)
     return 0
 
@@ -275,16 +336,27 @@ def cmd_noise(args) -> int:
     formats.write_dataset(args.output, noisy, task=task)
     formats.atomic_write_text(
         args.flags,
-        "".join(json.dumps({"id": ex.id, "corrupted": bool(c)}) + "\n" for ex, c in zip(noisy, corrupted)),
+        "".join(
+            json.dumps({"id": ex.id, "corrupted": bool(c)}) + "\n"
+            for ex, c in zip(noisy, corrupted)
+        ),
     )
-    logger.info("corrupted %d of %d examples (rate %.2f); wrote %s and %s",
-                int(corrupted.sum()), len(noisy), args.rate, args.output, args.flags)
+    logger.info(
+        "corrupted %d of %d examples (rate %.2f); wrote %s and %s",
+        int(corrupted.sum()),
+        len(noisy),
+        args.rate,
+        args.output,
+        args.flags,
+    )
     return 0
 
 
 def cmd_train(args) -> int:
     if not Path(args.output).resolve().parent.is_dir():
-        raise DataError(f"{args.output}: the directory {Path(args.output).resolve().parent} does not exist")
+        raise DataError(
+            f"{args.output}: the directory {Path(args.output).resolve().parent} does not exist"
+        )
     examples, task = _load(args)
     weights = formats.read_weights(args.weights, examples) if args.weights else None
     scout = _scout(args, task, examples).fit(examples, sample_weight=weights)
@@ -339,15 +411,21 @@ def cmd_evaluate(args) -> int:
         flags = _read_column(args.flags, "corrupted")
         missing = sorted(set(flags) - set(scores))
         if missing:
-            raise DataError(f"{args.scores}: no score for id {missing[0]!r} ({len(missing)} missing)")
+            raise DataError(
+                f"{args.scores}: no score for id {missing[0]!r} ({len(missing)} missing)"
+            )
         ids = list(flags)
         report = detection_report(
             np.array([scores[i] for i in ids]), np.array([flags[i] > 0 for i in ids])
         )
-        report = {k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
-                  for k, v in report.items()}
+        report = {
+            k: ({str(kk): vv for kk, vv in v.items()} if isinstance(v, dict) else v)
+            for k, v in report.items()
+        }
     elif args.model and args.data:
-        examples, task = formats.read_dataset(args.data, format=args.format, text_field=args.text_field)
+        examples, task = formats.read_dataset(
+            args.data, format=args.format, text_field=args.text_field
+        )
         report = _task_report(Scout.load(args.model), examples, task)
     else:
         raise DataError("evaluate needs --scores and --flags, or --model and --data")

@@ -101,7 +101,9 @@ class CrossWeigh:
         rng = np.random.default_rng(self.random_state)
         mistakes = np.zeros(len(examples), dtype=np.int64)
         bar = tqdm(
-            total=self.n_folds * self.n_iterations, desc="crossweigh folds", unit="model",
+            total=self.n_folds * self.n_iterations,
+            desc="crossweigh folds",
+            unit="model",
             disable=not self.progress,
         )
         for iteration in range(self.n_iterations):
@@ -109,7 +111,9 @@ class CrossWeigh:
                 fold_splits(examples, self.n_folds, rng, entity_disjoint)
             ):
                 if train.size == 0:
-                    logger.warning("iteration %d fold %d: no training sentence left", iteration, fold)
+                    logger.warning(
+                        "iteration %d fold %d: no training sentence left", iteration, fold
+                    )
                     bar.update(1)
                     continue
                 scout = copy.deepcopy(template)

@@ -207,7 +207,9 @@ def read_tsv(
     name = str(path)
     lines = _read_lines(path)
     if not lines or not lines[0].strip():
-        raise DataError(f"{name}:1: expected a header row naming {text_column!r} and {label_column!r}")
+        raise DataError(
+            f"{name}:1: expected a header row naming {text_column!r} and {label_column!r}"
+        )
     header = [h.strip() for h in lines[0].split("\t")]
     for col in (text_column, label_column):
         if col not in header:
@@ -315,7 +317,9 @@ def read_jsonl(path: PathLike) -> tuple[list[Example], Task]:
             if not words:
                 raise DataError(f"{where}: empty 'text'")
             if ("label" in obj) == ("labels" in obj):
-                raise DataError(f"{where}: classification object needs exactly one of 'label', 'labels'")
+                raise DataError(
+                    f"{where}: classification object needs exactly one of 'label', 'labels'"
+                )
             if "label" in obj:
                 label = (_label_str(obj["label"], "label", where),)
             else:
@@ -371,7 +375,7 @@ def _ls_time(annotation: dict) -> float:
 
 
 def _latest_annotation(annotations: list[dict]) -> dict | None:
-    """The most recently saved non-cancelled annotation (ties: higher id, then later in the list)."""
+    """The most recently saved non-cancelled annotation (ties: higher id, then later in list)."""
     best, best_key = None, None
     for pos, ann in enumerate(annotations):
         if ann.get("was_cancelled"):
@@ -389,7 +393,10 @@ def _ls_text(task: dict, text_field: str | None, where: str) -> str:
         raise DataError(f"{where}: 'data' must be an object holding the task's text")
     if text_field is not None:
         if text_field not in data:
-            raise DataError(f"{where}: no {text_field!r} in data (fields: {', '.join(map(repr, data)) or 'none'})")
+            raise DataError(
+                f"{where}: no {text_field!r} in data (fields: "
+                f"{', '.join(map(repr, data)) or 'none'})"
+            )
         text = data[text_field]
         if not isinstance(text, str):
             raise DataError(f"{where}: data[{text_field!r}] is {type(text).__name__}, not text")
@@ -397,10 +404,13 @@ def _ls_text(task: dict, text_field: str | None, where: str) -> str:
         fields = [key for key, value in data.items() if isinstance(value, str)]
         if len(fields) > 1:
             raise DataError(
-                f"{where}: data has several text fields ({', '.join(map(repr, fields))}); pass --text-field"
+                f"{where}: data has several text fields ({', '.join(map(repr, fields))}); pass "
+                f"--text-field"
             )
         if not fields:
-            raise DataError(f"{where}: data has no text field (fields: {', '.join(map(repr, data)) or 'none'})")
+            raise DataError(
+                f"{where}: data has no text field (fields: {', '.join(map(repr, data)) or 'none'})"
+            )
         text = data[fields[0]]
     try:  # JSON may carry lone surrogates ("\ud800"), which no tokenizer can encode
         text.encode("utf-8")
@@ -428,17 +438,23 @@ def _ls_span(text: str, value: dict, where: str, notes: list[str]) -> tuple[int,
         if s16 is not None and e16 is not None and text[s16:e16] == quoted:
             start, end = s16, e16
         elif 0 <= start < end <= len(text):
-            notes.append(f"{where}: the region's text {quoted!r} differs from "
-                         f"{text[start:end]!r} at {start}-{end} in the task; offsets used")
+            notes.append(
+                f"{where}: the region's text {quoted!r} differs from "
+                f"{text[start:end]!r} at {start}-{end} in the task; offsets used"
+            )
     if not 0 <= start < end <= len(text):
-        raise DataError(f"{where}: span {start}-{end} lies outside the text of {len(text)} characters")
+        raise DataError(
+            f"{where}: span {start}-{end} lies outside the text of {len(text)} characters"
+        )
     return start, end
 
 
 def _ls_strings(value: dict, key: str, where: str) -> list[str]:
     items = value.get(key)
     if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
-        raise DataError(f"{where}: '{key}' must be a non-empty list of non-empty strings, got {items!r}")
+        raise DataError(
+            f"{where}: '{key}' must be a non-empty list of non-empty strings, got {items!r}"
+        )
     return items
 
 
@@ -489,7 +505,9 @@ def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[li
     except RecursionError:
         raise DataError(f"{name}: invalid JSON (nested too deeply)") from None
     if not isinstance(tasks, list):
-        raise DataError(f"{name}:1: expected a JSON array of Label Studio tasks, got {type(tasks).__name__}")
+        raise DataError(
+            f"{name}:1: expected a JSON array of Label Studio tasks, got {type(tasks).__name__}"
+        )
     if not tasks:
         raise DataError(f"{name}:1: the export holds no tasks")
 
@@ -504,14 +522,20 @@ def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[li
     n_unannotated = 0
     for i, item in enumerate(tasks):
         if not isinstance(item, dict):
-            raise DataError(f"{name}: item {i} of the array is {type(item).__name__}, not a task object")
+            raise DataError(
+                f"{name}: item {i} of the array is {type(item).__name__}, not a task object"
+            )
         raw_id = item.get("id")
         if isinstance(raw_id, bool) or not isinstance(raw_id, (int, str)) or raw_id == "":
             hint = ""
             if "data" not in item and ({"words", "text"} & set(item)):
-                hint = ("; this looks like an array of examples, not a Label Studio export: "
-                        "write one JSON object per line (.jsonl)")
-            raise DataError(f"{name}: item {i} of the array has no valid task 'id' (got {raw_id!r}){hint}")
+                hint = (
+                    "; this looks like an array of examples, not a Label Studio export: "
+                    "write one JSON object per line (.jsonl)"
+                )
+            raise DataError(
+                f"{name}: item {i} of the array has no valid task 'id' (got {raw_id!r}){hint}"
+            )
         task_id = str(raw_id)
         where = f"{name}:task {task_id}"
         if task_id in seen:
@@ -542,15 +566,19 @@ def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[li
             if task is None:
                 task, task_where = kind, where
             elif kind != task:
-                raise DataError(f"{where}: has {_LS_KIND_NAMES[kind]} regions, but {task_where} has "
-                                f"{_LS_KIND_NAMES[task]}; an export must hold one of the two")
+                raise DataError(
+                    f"{where}: has {_LS_KIND_NAMES[kind]} regions, but {task_where} has "
+                    f"{_LS_KIND_NAMES[task]}; an export must hold one of the two"
+                )
             from_name = region.get("from_name")
             if control is None:
                 control = (from_name, where)
             elif from_name != control[0]:
-                raise DataError(f"{where}: {region.get('type')} from the control {from_name!r}, but "
-                                f"{control[1]} has them from {control[0]!r}; subregweigh reads one "
-                                "<Labels> or <Choices> control per export")
+                raise DataError(
+                    f"{where}: {region.get('type')} from the control {from_name!r}, but "
+                    f"{control[1]} has them from {control[0]!r}; subregweigh reads one "
+                    "<Labels> or <Choices> control per export"
+                )
             region_where = f"{ann_where}: region {region.get('id')}"
             value = region.get("value")
             if not isinstance(value, dict):
@@ -564,14 +592,23 @@ def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[li
         parsed.append((task_id, where, text, spans, choices))
 
     if ignored_types:
-        logger.warning("%s: ignored result regions of type %s (subregweigh reads labels and choices)",
-                       name, ", ".join(sorted(ignored_types)))
+        logger.warning(
+            "%s: ignored result regions of type %s (subregweigh reads labels and choices)",
+            name,
+            ", ".join(sorted(ignored_types)),
+        )
     if n_unannotated:
-        logger.warning("%s: %d of %d tasks have no annotation (or only cancelled ones); skipped",
-                       name, n_unannotated, len(tasks))
+        logger.warning(
+            "%s: %d of %d tasks have no annotation (or only cancelled ones); skipped",
+            name,
+            n_unannotated,
+            len(tasks),
+        )
     if task is None:
-        raise DataError(f"{name}: no annotation has labels (NER) or choices (classification) "
-                        f"regions ({len(parsed)} annotated tasks of {len(tasks)})")
+        raise DataError(
+            f"{name}: no annotation has labels (NER) or choices (classification) "
+            f"regions ({len(parsed)} annotated tasks of {len(tasks)})"
+        )
 
     # Pass 2: examples.
     examples: list[Example] = []
@@ -592,11 +629,20 @@ def read_label_studio(path: PathLike, text_field: str | None = None) -> tuple[li
             raise DataError(f"{where}: empty text")
         examples.append(Example(task_id, ex_words, label, where))
     if no_choice:
-        logger.warning("%s: %d annotated tasks have no choice in their latest annotation "
-                       "(task %s ...); skipped", name, len(no_choice), ", ".join(no_choice[:5]))
+        logger.warning(
+            "%s: %d annotated tasks have no choice in their latest annotation "
+            "(task %s ...); skipped",
+            name,
+            len(no_choice),
+            ", ".join(no_choice[:5]),
+        )
     if notes:
-        logger.warning("%s: %d span problem(s) IOB2 tags cannot hold, first: %s",
-                       name, len(notes), notes[0].removeprefix(f"{name}:"))
+        logger.warning(
+            "%s: %d span problem(s) IOB2 tags cannot hold, first: %s",
+            name,
+            len(notes),
+            notes[0].removeprefix(f"{name}:"),
+        )
         for note in notes:
             logger.debug("%s", note)
     if not examples:
@@ -612,7 +658,8 @@ def _check_unique_ids(examples: Sequence[Example]) -> None:
     for ex in examples:
         if ex.id in seen:
             raise DataError(
-                f"{ex.source or ex.id}: duplicate id {ex.id!r} (also at {seen[ex.id].source or '?'})"
+                f"{ex.source or ex.id}: duplicate id {ex.id!r} (also at "
+                f"{seen[ex.id].source or '?'})"
             )
         seen[ex.id] = ex
 
@@ -669,7 +716,9 @@ def read_dataset(
         elif suffix in _JSONL_EXTS:
             format = "jsonl"
         elif suffix == ".csv":
-            raise DataError(f"{path}: cannot read .csv data; use .tsv, .jsonl or CoNLL, or pass format")
+            raise DataError(
+                f"{path}: cannot read .csv data; use .tsv, .jsonl or CoNLL, or pass format"
+            )
         else:
             format = "conll"
     if format == "conll":
@@ -681,7 +730,9 @@ def read_dataset(
     elif format == "label-studio":
         examples, task = read_label_studio(path, text_field=text_field)
     else:
-        raise ValueError(f"format must be 'conll', 'tsv', 'jsonl' or 'label-studio', got {format!r}")
+        raise ValueError(
+            f"format must be 'conll', 'tsv', 'jsonl' or 'label-studio', got {format!r}"
+        )
     _check_unique_ids(examples)
     return examples, task  # type: ignore[return-value]
 
@@ -708,7 +759,9 @@ def check_writable(path: PathLike, suffixes: Sequence[str] | None = None) -> Non
     itself, or (with ``suffixes``) an extension we do not write. Call before long work."""
     path = Path(path)
     if suffixes is not None and path.suffix.lower() not in suffixes:
-        raise DataError(f"{path}: unknown output extension {path.suffix!r}; use {', '.join(suffixes)}")
+        raise DataError(
+            f"{path}: unknown output extension {path.suffix!r}; use {', '.join(suffixes)}"
+        )
     if path.is_dir():
         raise DataError(f"{path}: is a directory, not a file")
     if not path.parent.is_dir():
@@ -787,7 +840,9 @@ def _check_extra(extra: Mapping[str, Any] | None, n: int) -> dict[str, Any]:
     out = {}
     for key, values in extra.items():
         if key in _RESERVED:
-            raise ValueError(f"extra column {key!r} clashes with a reserved field {sorted(_RESERVED)}")
+            raise ValueError(
+                f"extra column {key!r} clashes with a reserved field {sorted(_RESERVED)}"
+            )
         if len(values) != n:
             raise ValueError(f"extra column {key!r} has length {len(values)}, expected {n}")
         out[key] = values
@@ -819,7 +874,9 @@ def _check_task(task: str) -> None:
 
 def _check_ner(ex: Example) -> None:
     if len(ex.words) != len(ex.label):
-        raise DataError(f"{ex.id}: {len(ex.words)} words but {len(ex.label)} tags; not an NER example")
+        raise DataError(
+            f"{ex.id}: {len(ex.words)} words but {len(ex.label)} tags; not an NER example"
+        )
 
 
 def write_weighted_conll(path: PathLike, examples: Sequence[Example], weights: Any) -> None:
@@ -970,7 +1027,9 @@ def write_weights(
     elif suffix == ".csv":
         write_weighted_csv(path, examples, weights, extra, task=task)
     else:
-        raise DataError(f"{path}: unknown output extension {suffix!r}; use .conll, .txt, .jsonl or .csv")
+        raise DataError(
+            f"{path}: unknown output extension {suffix!r}; use .conll, .txt, .jsonl or .csv"
+        )
 
 
 def write_dataset(path: PathLike, examples: Sequence[Example], *, task: Task) -> None:
@@ -1017,7 +1076,9 @@ def _parse_weight(value: Any, where: str) -> float:
     return w
 
 
-def _weights_by_id(name: str, pairs: list[tuple[int, str, Any]], examples: Sequence[Example]) -> np.ndarray:
+def _weights_by_id(
+    name: str, pairs: list[tuple[int, str, Any]], examples: Sequence[Example]
+) -> np.ndarray:
     """Match ``(line, id, weight)`` records to ``examples`` by id."""
     index: dict[str, int] = {}
     for i, ex in enumerate(examples):
@@ -1049,7 +1110,9 @@ def _read_weights_jsonl(name: str, path: PathLike, examples: Sequence[Example]) 
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{name}:{lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            raise DataError(
+                f"{name}:{lineno}: invalid JSON ({e.msg} at column {e.colno})"
+            ) from None
         if not isinstance(obj, dict) or "id" not in obj or "weight" not in obj:
             raise DataError(f"{name}:{lineno}: expected an object with 'id' and 'weight'")
         pairs.append((lineno, str(obj["id"]), obj["weight"]))
@@ -1071,12 +1134,16 @@ def _read_weights_csv(name: str, path: PathLike, examples: Sequence[Example]) ->
         if not row:
             continue
         if len(row) != len(header):
-            raise DataError(f"{name}:{reader.line_num}: expected {len(header)} fields, got {len(row)}")
+            raise DataError(
+                f"{name}:{reader.line_num}: expected {len(header)} fields, got {len(row)}"
+            )
         pairs.append((reader.line_num, row[ii], row[wi]))
     return _weights_by_id(name, pairs, examples)
 
 
-def _parse_weighted_conll(path: PathLike) -> tuple[list[tuple[list[int], list[str], list[str], float]], int]:
+def _parse_weighted_conll(
+    path: PathLike,
+) -> tuple[list[tuple[list[int], list[str], list[str], float]], int]:
     """``(line numbers, words, tags, weight)`` per sentence, and the file's line count."""
     name = str(path)
     lines = _read_lines(path)
@@ -1090,12 +1157,16 @@ def _parse_weighted_conll(path: PathLike) -> tuple[list[tuple[list[int], list[st
                 cur = None
             continue
         if len(cols) != 3:
-            raise DataError(f"{name}:{lineno}: expected 3 columns (word tag weight), got {len(cols)}")
+            raise DataError(
+                f"{name}:{lineno}: expected 3 columns (word tag weight), got {len(cols)}"
+            )
         w = _parse_weight(cols[2], f"{name}:{lineno}")
         if cur is None:
             cur = ([], [], [], w)
         elif w != cur[3]:
-            raise DataError(f"{name}:{lineno}: weight {w} differs from {cur[3]} on line {cur[0][0]}")
+            raise DataError(
+                f"{name}:{lineno}: weight {w} differs from {cur[3]} on line {cur[0][0]}"
+            )
         cur[0].append(lineno)
         cur[1].append(cols[0])
         cur[2].append(cols[1])
@@ -1136,13 +1207,16 @@ def _read_weights_conll(name: str, path: PathLike, examples: Sequence[Example]) 
     sentences, n_lines = _parse_weighted_conll(path)
     for k, (linenos, words, _, _) in enumerate(sentences):
         if k >= len(examples):
-            raise DataError(f"{name}:{linenos[0]}: more sentences than the {len(examples)} examples")
+            raise DataError(
+                f"{name}:{linenos[0]}: more sentences than the {len(examples)} examples"
+            )
         ex = examples[k]
         for j, (lineno, word) in enumerate(zip(linenos, words)):
             if j >= len(ex.words) or word != ex.words[j]:
                 expected = ex.words[j] if j < len(ex.words) else "end of sentence"
                 raise DataError(
-                    f"{name}:{lineno}: word {word!r} does not match example {ex.id!r} ({expected!r})"
+                    f"{name}:{lineno}: word {word!r} does not match example {ex.id!r} "
+                    f"({expected!r})"
                 )
         if len(words) != len(ex.words):
             raise DataError(
@@ -1150,7 +1224,9 @@ def _read_weights_conll(name: str, path: PathLike, examples: Sequence[Example]) 
                 f"expected {len(ex.words)}"
             )
     if len(sentences) != len(examples):
-        raise DataError(f"{name}:{max(n_lines, 1)}: {len(sentences)} sentences, expected {len(examples)}")
+        raise DataError(
+            f"{name}:{max(n_lines, 1)}: {len(sentences)} sentences, expected {len(examples)}"
+        )
     return np.array([s[3] for s in sentences], dtype=float)
 
 

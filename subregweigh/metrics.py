@@ -64,7 +64,9 @@ def detection_report(
     r = np.asarray(reliability, dtype=float)
     y = np.asarray(corrupted)
     if r.ndim != 1 or y.shape != r.shape:
-        raise ValueError(f"reliability {r.shape} and corrupted {y.shape} must be 1-D of equal length")
+        raise ValueError(
+            f"reliability {r.shape} and corrupted {y.shape} must be 1-D of equal length"
+        )
     n = r.shape[0]
     if n == 0:
         raise ValueError("no examples")

@@ -87,9 +87,7 @@ def inject_ner_noise(
         if nxt.startswith("I-") and new[2:] != nxt[2:]:
             seq[j + 1] = "B-" + nxt[2:]
 
-    corrupted = [
-        Example(ex.id, ex.words, tuple(t), ex.source) for ex, t in zip(examples, tags)
-    ]
+    corrupted = [Example(ex.id, ex.words, tuple(t), ex.source) for ex, t in zip(examples, tags)]
     mask = np.array([c.label != ex.label for c, ex in zip(corrupted, examples)], dtype=bool)
     return corrupted, mask
 
@@ -124,7 +122,9 @@ def flip_labels(
         True for the chosen (hence changed) examples.
     """
     rng = np.random.default_rng(random_state)
-    classes = sorted(set(classes) if classes is not None else {c for ex in examples for c in ex.label})
+    classes = sorted(
+        set(classes) if classes is not None else {c for ex in examples for c in ex.label}
+    )
     multi = any(len(ex.label) != 1 for ex in examples)
     if len(classes) < 2 and not multi:
         raise ValueError("need at least two classes to flip labels")

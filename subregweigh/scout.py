@@ -170,8 +170,17 @@ class Scout:
         return {
             name: getattr(self, name)
             for name in (
-                "model", "task", "multi_label", "freeze_encoder", "epochs", "batch_size", "learning_rate",
-                "max_length", "random_state", "device", "progress",
+                "model",
+                "task",
+                "multi_label",
+                "freeze_encoder",
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "max_length",
+                "random_state",
+                "device",
+                "progress",
             )
         }
 
@@ -219,7 +228,10 @@ class Scout:
         if first and first[-1] == -1 and where:
             logger.warning(
                 "%s: longer than %d subwords; truncated after word %d of %d",
-                where, self.max_length_, sum(f >= 0 for f in first), len(first),
+                where,
+                self.max_length_,
+                sum(f >= 0 for f in first),
+                len(first),
             )
         return ids + list(self._suffix), first
 
@@ -258,9 +270,13 @@ class Scout:
 
         if not examples:
             raise ValueError("cannot train a scout on zero examples")
-        weights = np.ones(len(examples)) if sample_weight is None else np.asarray(sample_weight, float)
+        weights = (
+            np.ones(len(examples)) if sample_weight is None else np.asarray(sample_weight, float)
+        )
         if weights.shape != (len(examples),):
-            raise ValueError(f"sample_weight has shape {weights.shape}, expected ({len(examples)},)")
+            raise ValueError(
+                f"sample_weight has shape {weights.shape}, expected ({len(examples)},)"
+            )
         torch.manual_seed(self.random_state)
         path = self.model or default_model()
         self.labels_ = _label_space(examples, self.task)
@@ -274,7 +290,11 @@ class Scout:
         encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
         targets = [self._target(ex) for ex in examples]
         epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
-        lr = self.learning_rate if self.learning_rate is not None else TASK_DEFAULTS[self.task]["learning_rate"]
+        lr = (
+            self.learning_rate
+            if self.learning_rate is not None
+            else TASK_DEFAULTS[self.task]["learning_rate"]
+        )
         if self.freeze_encoder:
             if self.task != "classification":
                 raise ValueError("freeze_encoder applies to classification only")
@@ -288,11 +308,15 @@ class Scout:
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
         for epoch in range(epochs):
             running = 0.0
-            for rows, input_ids, mask in self._batches(encoded, rng.permutation(len(examples)), self.batch_size):
+            for rows, input_ids, mask in self._batches(
+                encoded, rng.permutation(len(examples)), self.batch_size
+            ):
                 logits = self.model_(
                     input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
                 ).logits
-                loss = self._loss(logits, rows, encoded, targets, torch.tensor(weights[rows], dtype=torch.float32))
+                loss = self._loss(
+                    logits, rows, encoded, targets, torch.tensor(weights[rows], dtype=torch.float32)
+                )
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
                 optimizer.step()
@@ -301,7 +325,12 @@ class Scout:
                 running += loss.item()
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
-            logger.info("epoch %d/%d: mean loss %.4f", epoch + 1, epochs, running / max(1, -(-len(examples) // self.batch_size)))
+            logger.info(
+                "epoch %d/%d: mean loss %.4f",
+                epoch + 1,
+                epochs,
+                running / max(1, -(-len(examples) // self.batch_size)),
+            )
         bar.close()
         self.model_.eval()
         return self
@@ -362,7 +391,8 @@ class Scout:
         """
         self._check_fitted()
         encoded = [
-            self._encode(seg, where[i] if where is not None else "") for i, seg in enumerate(segmentations)
+            self._encode(seg, where[i] if where is not None else "")
+            for i, seg in enumerate(segmentations)
         ]
         order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
         out: list[tuple[str, ...] | None] = [None] * len(encoded)
@@ -416,7 +446,9 @@ class Scout:
         return target
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, device: str | None = None, progress: bool = True) -> Scout:
+    def load(
+        cls, directory: str | os.PathLike, device: str | None = None, progress: bool = True
+    ) -> Scout:
         """Load a scout written by :meth:`save`."""
 
         directory = Path(directory)

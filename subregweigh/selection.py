@@ -92,9 +92,7 @@ def select_kmeans(
     with warnings.catch_warnings():
         # Fewer distinct points than clusters after weighting is fine: we dedupe below.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        km = KMeans(n_clusters=k, n_init=1, random_state=random_state).fit(
-            X, sample_weight=counts
-        )
+        km = KMeans(n_clusters=k, n_init=1, random_state=random_state).fit(X, sample_weight=counts)
     distances = ((X[None, :, :] - km.cluster_centers_[:, None, :]) ** 2).sum(axis=2)  # (k, m)
     chosen: list[int] = []
     # Centroids whose nearest member is taken fall back to their next-nearest member.

@@ -52,8 +52,10 @@ def spans_to_tags(
     taken = [False] * len(words)
     for start, end, label in sorted(spans, key=lambda s: (s[0], -(s[1] - s[0]))):
         if not (0 <= start < end <= len(text)):
-            warnings.append(f"{where}: span {start}-{end} ({label}) lies outside the text "
-                            f"of {len(text)} characters; skipped")
+            warnings.append(
+                f"{where}: span {start}-{end} ({label}) lies outside the text "
+                f"of {len(text)} characters; skipped"
+            )
             continue
         covered = [i for i, (_, ws, we) in enumerate(words) if ws < end and we > start]
         if not covered:

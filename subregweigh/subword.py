@@ -122,7 +122,9 @@ class SubwordSampler:
         slots: list[tuple[int, str | tuple[int, ...]]] = []
         for w, word in enumerate(words):
             pieces = self._pieces(word)
-            slots.extend((w, piece) for piece in pieces) if pieces else slots.append((w, self._empty_word()))
+            slots.extend((w, piece) for piece in pieces) if pieces else slots.append(
+                (w, self._empty_word())
+            )
         return slots
 
     def _empty_word(self) -> tuple[int, ...]:
@@ -193,7 +195,9 @@ def _unique_rows(matrix: np.ndarray):
     for column in matrix.T:
         # Densify after every column so the mixed-radix key never overflows.
         _, key = np.unique(key * (int(column.max()) + 1) + column, return_inverse=True)
-    _, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    _, first, inverse, counts = np.unique(
+        key, return_index=True, return_inverse=True, return_counts=True
+    )
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
@@ -238,9 +242,7 @@ class Candidates:
             rows = [r for r, ids in enumerate(distinct) for _ in ids]
             ids = [i for ids in distinct for i in ids]
             blocks.append(
-                sparse.csr_matrix(
-                    (np.ones(len(ids)), (rows, ids)), shape=(len(distinct), n_terms)
-                )
+                sparse.csr_matrix((np.ones(len(ids)), (rows, ids)), shape=(len(distinct), n_terms))
             )
             cols.append(self.choice[:, s] + offset)
             offset += len(distinct)
@@ -248,7 +250,10 @@ class Candidates:
         if not blocks:
             return sparse.csr_matrix((m, n_terms))
         incidence = sparse.csr_matrix(
-            (np.ones(m * len(cols)), (np.repeat(np.arange(m), len(cols)), np.stack(cols, 1).ravel())),
+            (
+                np.ones(m * len(cols)),
+                (np.repeat(np.arange(m), len(cols)), np.stack(cols, 1).ravel()),
+            ),
             shape=(m, offset),
         )
         return (incidence @ sparse.vstack(blocks)).tocsr()
@@ -295,7 +300,10 @@ class MaxMatchDropout(SubwordSampler):
         for ends, ids in found:
             keep = [i for i, end in enumerate(ends) if i == 0 or completes[end]]
             out.append(
-                (np.array([ends[i] for i in keep], dtype=np.int64), np.array([ids[i] for i in keep], dtype=np.int64))
+                (
+                    np.array([ends[i] for i in keep], dtype=np.int64),
+                    np.array([ids[i] for i in keep], dtype=np.int64),
+                )
             )
         return tuple(out)
 

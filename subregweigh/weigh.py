@@ -58,7 +58,12 @@ def entity_agreement(predictions, multiplicity, gold: tuple) -> list[tuple[str, 
     k = int(np.sum(multiplicity))
     predicted = [set(entity_spans(pred)) for pred in predictions]
     return [
-        (etype, start, end, sum(m for spans, m in zip(predicted, multiplicity) if (etype, start, end) in spans) / k)
+        (
+            etype,
+            start,
+            end,
+            sum(m for spans, m in zip(predicted, multiplicity) if (etype, start, end) in spans) / k,
+        )
         for etype, start, end in entity_spans(gold)
     ]
 
@@ -167,7 +172,9 @@ class SubRegWeigh:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.k < 1 or self.n_samples < self.k:
-            raise ValueError(f"need 1 <= k <= n_samples, got k={self.k}, n_samples={self.n_samples}")
+            raise ValueError(
+                f"need 1 <= k <= n_samples, got k={self.k}, n_samples={self.n_samples}"
+            )
 
     def fit(self, examples: Sequence[Example], sample_weight=None) -> SubRegWeigh:
         """Train the scout on ``examples`` with deterministic tokenization."""
@@ -188,7 +195,9 @@ class SubRegWeigh:
         n = self.k if self.method == "random" else self.n_samples
         seeds = np.random.SeedSequence(self.random_state).spawn(len(examples))
         segmentations, owner, multiplicity = [], [], []
-        progress = tqdm(examples, desc=f"sampling ({self.method})", unit="text", disable=not self.progress)
+        progress = tqdm(
+            examples, desc=f"sampling ({self.method})", unit="text", disable=not self.progress
+        )
         # Tiny per-text K-means problems: extra BLAS/OpenMP threads only add contention (6x
         # slower with torch's thread pool alive in the same process).
         with threadpool_limits(1):
@@ -196,13 +205,21 @@ class SubRegWeigh:
                 rng = np.random.default_rng(seeds[i])
                 drawn = sampler.sample(ex.words, n, rng)
                 index, mult = choose(
-                    drawn, sampler.segment(ex.words), self.k, self.method, sampler.n_terms,
+                    drawn,
+                    sampler.segment(ex.words),
+                    self.k,
+                    self.method,
+                    sampler.n_terms,
                     random_state=int(rng.integers(2**31 - 1)),
                 )
                 segmentations.extend(drawn[j] for j in index)
                 owner.extend([i] * len(index))
                 multiplicity.extend(mult.tolist())
-        return segmentations, np.array(owner, dtype=np.int64), np.array(multiplicity, dtype=np.int64)
+        return (
+            segmentations,
+            np.array(owner, dtype=np.int64),
+            np.array(multiplicity, dtype=np.int64),
+        )
 
     def weigh(self, examples: Sequence[Example]) -> WeighResult:
         """Weigh ``examples`` (usually the scout's own training data)."""
@@ -216,7 +233,12 @@ class SubRegWeigh:
         logger.info(
             "weighed %d examples (%s, K=%d, N=%d, p=%g): %d predictions, mean reliability %.3f, "
             "%d below 0.5",
-            len(examples), self.method, self.k, self.n_samples, self.p, len(predicted),
+            len(examples),
+            self.method,
+            self.k,
+            self.n_samples,
+            self.p,
+            len(predicted),
             result.reliability.mean() if len(examples) else float("nan"),
             int((result.reliability < 0.5).sum()),
         )

@@ -24,12 +24,17 @@ NER_CONFIG = (
     + '</Labels><Text name="text" value="$text"/></View>'
 )
 CLS_CONFIG = (
-    '<View><Text name="text" value="$text"/><Choices name="sentiment" toName="text" choice="single">'
+    '<View><Text name="text" value="$text"/><Choices name="sentiment" toName="text" '
+    'choice="single">'
     '<Choice value="negative"/><Choice value="positive"/></Choices></View>'
 )
 ENGINE_ENV = {  # a small configuration for CI's 2 cores
-    "SRW_N": "100", "SRW_K": "10", "SRW_EPOCHS": "8", "SRW_MIN_ANNOTATIONS": "10",
-    "SRW_RETRAIN_AFTER": "1000", "LOG_LEVEL": "INFO",
+    "SRW_N": "100",
+    "SRW_K": "10",
+    "SRW_EPOCHS": "8",
+    "SRW_MIN_ANNOTATIONS": "10",
+    "SRW_RETRAIN_AFTER": "1000",
+    "LOG_LEVEL": "INFO",
 }
 
 
@@ -48,8 +53,11 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
     50 sentences mentions an entity that recurs in the project, and a wrong annotation gives
     that mention another type, or misses it.
     """
-    sentences = [ex for ex in read_conll(DATA / "conllpp" / "conllpp_train.txt")[:4000]
-                 if 6 <= len(ex.words) <= 30 and any(w.islower() for w in ex.words)]
+    sentences = [
+        ex
+        for ex in read_conll(DATA / "conllpp" / "conllpp_train.txt")[:4000]
+        if 6 <= len(ex.words) <= 30 and any(w.islower() for w in ex.words)
+    ]
 
     def mentions(ex):
         return [(" ".join(ex.words[s:e]), t) for t, s, e in entity_spans(ex.label)]
@@ -63,23 +71,45 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
         starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
         spans = list(entity_spans(ex.label))
         if i in wrong:
-            j = next(j for j, (t, s, e) in enumerate(spans) if (" ".join(ex.words[s:e]), t) in frequent)
+            j = next(
+                j for j, (t, s, e) in enumerate(spans) if (" ".join(ex.words[s:e]), t) in frequent
+            )
             t, s, e = spans[j]
             if wrong.index(i) % 2:
                 del spans[j]  # missed
             else:
                 spans[j] = (TYPES[(TYPES.index(t) + 1) % len(TYPES)], s, e)  # another type
-        result = [{"id": f"r{j}", "from_name": "label", "to_name": "text", "type": "labels",
-                   "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [etype]}}
-                  for j, (etype, s, e) in enumerate(spans)]
+        result = [
+            {
+                "id": f"r{j}",
+                "from_name": "label",
+                "to_name": "text",
+                "type": "labels",
+                "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [etype]},
+            }
+            for j, (etype, s, e) in enumerate(spans)
+        ]
         tasks.append({"data": {"text": " ".join(ex.words)}, "annotations": [{"result": result}]})
     return tasks, set(wrong)
 
 
-def classification_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list[dict], set[int]]:
+def classification_tasks(
+    rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG
+) -> tuple[list[dict], set[int]]:
     """SST-2 rows sharing clear sentiment words with others in the project; 10% flipped."""
     rows = [r for r in read_tsv(DATA / "sst2" / "train.tsv")[:20000] if 6 <= len(r.words) <= 30]
-    cues = {"best", "great", "wonderful", "beautiful", "funny", "worst", "boring", "dull", "bad", "mess"}
+    cues = {
+        "best",
+        "great",
+        "wonderful",
+        "beautiful",
+        "funny",
+        "worst",
+        "boring",
+        "dull",
+        "bad",
+        "mess",
+    }
     pool = [r for r in rows if cues & set(r.words)]
     chosen = [pool[i] for i in sorted(rng.choice(len(pool), n_tasks, replace=False))]
     wrong = set(rng.choice(n_tasks, n_wrong, replace=False).tolist())
@@ -89,11 +119,25 @@ def classification_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) ->
         label = names[ex.label[0]]
         if i in wrong:
             label = "positive" if label == "negative" else "negative"
-        tasks.append({"data": {"text": ex.text}, "annotations": [{"result": [{
-            "id": "c0", "from_name": "sentiment", "to_name": "text", "type": "choices",
-            "value": {"choices": [label]}}]}]})
+        tasks.append(
+            {
+                "data": {"text": ex.text},
+                "annotations": [
+                    {
+                        "result": [
+                            {
+                                "id": "c0",
+                                "from_name": "sentiment",
+                                "to_name": "text",
+                                "type": "choices",
+                                "value": {"choices": [label]},
+                            }
+                        ]
+                    }
+                ],
+            }
+        )
     return tasks, wrong
-
 
 
 class TrainingFailed(AssertionError):
@@ -114,13 +158,13 @@ def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
 
 
-
 def field(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
-def publish_scout(model_dir, project: int | str, scout, version: str | None = None,
-                  scores: dict | None = None) -> str:
+def publish_scout(
+    model_dir, project: int | str, scout, version: str | None = None, scores: dict | None = None
+) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name."""
     from backend.store import ProjectStore, atomic_write_json, new_version_name
 
@@ -136,4 +180,3 @@ def publish_scout(model_dir, project: int | str, scout, version: str | None = No
 def ner_task(task_id: int, text: str) -> dict:
     """A task as Label Studio sends it to /predict, without annotations."""
     return {"id": task_id, "data": {"text": text}, "annotations": [], "predictions": []}
-

@@ -88,8 +88,9 @@ def _tail(path: Path, lines: int = 60) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _terminate(proc: subprocess.Popen | None, timeout: float = 20.0,
-               first: signal.Signals = signal.SIGTERM) -> None:
+def _terminate(
+    proc: subprocess.Popen | None, timeout: float = 20.0, first: signal.Signals = signal.SIGTERM
+) -> None:
     """Signal the process group of ``proc`` (started with start_new_session), then SIGKILL."""
     if proc is None or proc.poll() is not None:
         return
@@ -141,8 +142,13 @@ def _redis_ping(port: int, timeout: float = 1.0, password: str | None = None) ->
     except ImportError:
         redis = None
     if redis is not None:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
-                             socket_connect_timeout=timeout, password=password)
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=port,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            password=password,
+        )
         try:
             return bool(client.ping())
         except redis.exceptions.RedisError:
@@ -187,8 +193,9 @@ class RedisServer(_OwnedServer):
     Default: no persistence (``--save "" --appendonly no``), working dir in a temp dir.
     For persistence tests pass ``data_dir`` (kept across stop()/start(), never deleted by us)
     and ``appendonly=True`` (``appendfsync`` defaults to ``always`` so a SIGKILL loses nothing
-    acknowledged). ``password`` turns on ``requirepass`` (and goes into :attr:`url`). ``stop()`` is a graceful SIGTERM, ``kill()`` a SIGKILL crash; ``start()``
-    again reuses the same port and data dir.
+    acknowledged). ``password`` turns on ``requirepass`` (and goes into :attr:`url`). ``stop()``
+    is a graceful SIGTERM, ``kill()`` a SIGKILL crash; ``start()`` again reuses the same port and
+    data dir.
     """
 
     def __init__(
@@ -206,8 +213,8 @@ class RedisServer(_OwnedServer):
         self.password = password
         self.port = port or free_port()
         self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(
-            tempfile.mkdtemp(prefix="redis-test-")
+        self.data_dir = (
+            Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="redis-test-"))
         )
         self.appendonly = appendonly
         self.appendfsync = appendfsync
@@ -226,8 +233,21 @@ class RedisServer(_OwnedServer):
         return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
-        cmd = [self.binary or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-               "--save", "", "--dir", str(self.data_dir), "--daemonize", "no", "--logfile", ""]
+        cmd = [
+            self.binary or "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(self.data_dir),
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",
+        ]
         if self.appendonly:
             cmd += ["--appendonly", "yes", "--appendfsync", self.appendfsync]
         else:
@@ -244,8 +264,12 @@ class RedisServer(_OwnedServer):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.data_dir, start_new_session=True,
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
             )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -288,7 +312,7 @@ def ls_installed_version() -> str | None:
     if not os.access(LS_BIN, os.X_OK):
         return None
     for dist in LS_VENV.glob("lib/python*/site-packages/label_studio-*.dist-info"):
-        return dist.name[len("label_studio-"):-len(".dist-info")]
+        return dist.name[len("label_studio-") : -len(".dist-info")]
     return None
 
 
@@ -305,39 +329,62 @@ def require_label_studio() -> None:
         _skip_or_fail(f"Label Studio in {LS_VENV} is {what}; {INSTALL_HINT}")
 
 
-def ls_env(data_dir: Path, username: str = LS_USERNAME, password: str = LS_PASSWORD,
-           token: str = LS_TOKEN) -> dict[str, str]:
+def ls_env(
+    data_dir: Path, username: str = LS_USERNAME, password: str = LS_PASSWORD, token: str = LS_TOKEN
+) -> dict[str, str]:
     """Environment for ``label-studio start``: ours only, nothing inherited it would misread."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(("LABEL_STUDIO_", "HEARTEX_", "DJANGO_", "PYTHON", "VIRTUAL_ENV"))
     }
     # Label Studio reads every setting X also as bare X (get_env: LABEL_STUDIO_X, HEARTEX_X, X).
-    for bare in ("USERNAME", "PASSWORD", "HOST", "PORT", "USER_TOKEN", "BASE_DATA_DIR",
-                 "DEBUG", "LOG_LEVEL", "SENTRY_DSN", "DATABASE_URL", "POSTGRE_HOST", "REDIS_LOCATION"):
+    for bare in (
+        "USERNAME",
+        "PASSWORD",
+        "HOST",
+        "PORT",
+        "USER_TOKEN",
+        "BASE_DATA_DIR",
+        "DEBUG",
+        "LOG_LEVEL",
+        "SENTRY_DSN",
+        "DATABASE_URL",
+        "POSTGRE_HOST",
+        "REDIS_LOCATION",
+    ):
         env.pop(bare, None)
-    env.update({
-        "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
-        "LABEL_STUDIO_USERNAME": username,
-        "LABEL_STUDIO_PASSWORD": password,
-        "LABEL_STUDIO_USER_TOKEN": token,
-        "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
-        # Without these, connecting an ML backend on 127.0.0.1 fails with 403.
-        "ML_BLOCK_LOCAL_IP": "false",
-        "SSRF_PROTECTION_ENABLED": "false",
-        # No outbound traffic: no PyPI version check, no analytics, no Sentry reports (its
-        # settings default to a public DSN; an empty one turns the client off).
-        "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
-        "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
-        "LABEL_STUDIO_SENTRY_DSN": "",
-        "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
-        "PATH": f"{LS_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
+            "LABEL_STUDIO_USERNAME": username,
+            "LABEL_STUDIO_PASSWORD": password,
+            "LABEL_STUDIO_USER_TOKEN": token,
+            "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+            # Without these, connecting an ML backend on 127.0.0.1 fails with 403.
+            "ML_BLOCK_LOCAL_IP": "false",
+            "SSRF_PROTECTION_ENABLED": "false",
+            # No outbound traffic: no PyPI version check, no analytics, no Sentry reports (its
+            # settings default to a public DSN; an empty one turns the client off).
+            "LABEL_STUDIO_LATEST_VERSION_CHECK": "false",
+            "LABEL_STUDIO_COLLECT_ANALYTICS": "false",
+            "LABEL_STUDIO_SENTRY_DSN": "",
+            "LABEL_STUDIO_FRONTEND_SENTRY_DSN": "",
+            "PATH": f"{LS_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
     return env
 
 
-def _http(method: str, url: str, *, token: str | None = None, body: Any = None,
-          timeout: float = 30.0, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+def _http(
+    method: str,
+    url: str,
+    *,
+    token: str | None = None,
+    body: Any = None,
+    timeout: float = 30.0,
+    auth: tuple[str, str] | None = None,
+) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
@@ -345,7 +392,9 @@ def _http(method: str, url: str, *, token: str | None = None, body: Any = None,
     if token:
         req.add_header("Authorization", f"Token {token}")
     if auth:
-        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+        req.add_header(
+            "Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, raw = resp.status, resp.read()
@@ -366,12 +415,16 @@ def _template_ok(path: Path, username: str, token: str) -> bool:
         meta = json.loads((path / _TEMPLATE_MARKER).read_text())
     except (OSError, ValueError):
         return False
-    return meta.get("version") == LS_VERSION and meta.get("username") == username \
+    return (
+        meta.get("version") == LS_VERSION
+        and meta.get("username") == username
         and meta.get("token") == token
+    )
 
 
-def ensure_ls_template(username: str = LS_USERNAME, password: str = LS_PASSWORD,
-                       token: str = LS_TOKEN) -> Path:
+def ensure_ls_template(
+    username: str = LS_USERNAME, password: str = LS_PASSWORD, token: str = LS_TOKEN
+) -> Path:
     """The migrated template data dir; built once (about 50 s) under a lock file."""
     target = template_dir()
     if _template_ok(target, username, token):
@@ -384,15 +437,26 @@ def ensure_ls_template(username: str = LS_USERNAME, password: str = LS_PASSWORD,
         build = Path(tempfile.mkdtemp(prefix=f"ls-template-{LS_VERSION}.build-", dir=CACHE_DIR))
         try:
             started = time.monotonic()
-            server = LabelStudioServer(data_dir=build / "data", use_template=False,
-                                       username=username, password=password, token=token)
+            server = LabelStudioServer(
+                data_dir=build / "data",
+                use_template=False,
+                username=username,
+                password=password,
+                token=token,
+            )
             with server:
                 pass  # start() waited for /health and checked the token; exit stops it cleanly
             data = build / "data"
-            (data / _TEMPLATE_MARKER).write_text(json.dumps({
-                "version": LS_VERSION, "username": username, "token": token,
-                "build_seconds": round(time.monotonic() - started, 1),
-            }))
+            (data / _TEMPLATE_MARKER).write_text(
+                json.dumps(
+                    {
+                        "version": LS_VERSION,
+                        "username": username,
+                        "token": token,
+                        "build_seconds": round(time.monotonic() - started, 1),
+                    }
+                )
+            )
             os.replace(data / "label-studio.log", CACHE_DIR / f"ls-template-{LS_VERSION}.build.log")
             if target.exists():
                 shutil.rmtree(target)
@@ -400,8 +464,10 @@ def ensure_ls_template(username: str = LS_USERNAME, password: str = LS_PASSWORD,
         finally:
             # Keep the build's log beside the template (and out of it) for diagnosis.
             with contextlib.suppress(FileNotFoundError):
-                os.replace(build / "data" / "label-studio.log",
-                           CACHE_DIR / f"ls-template-{LS_VERSION}.build.log")
+                os.replace(
+                    build / "data" / "label-studio.log",
+                    CACHE_DIR / f"ls-template-{LS_VERSION}.build.log",
+                )
             shutil.rmtree(build, ignore_errors=True)
         return target
 
@@ -428,8 +494,8 @@ class LabelStudioServer(_OwnedServer):
     ) -> None:
         self.port = port or free_port()
         self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(
-            tempfile.mkdtemp(prefix="ls-test-")
+        self.data_dir = (
+            Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="ls-test-"))
         )
         self.use_template = use_template
         self.username, self.password, self.token = username, password, token
@@ -452,8 +518,15 @@ class LabelStudioServer(_OwnedServer):
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def api(self, method: str, path: str, body: Any = None, *, expect: int | tuple[int, ...] = (
-            200, 201, 204), timeout: float = 30.0) -> Any:
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        expect: int | tuple[int, ...] = (200, 201, 204),
+        timeout: float = 30.0,
+    ) -> Any:
         """Call the REST API with the token; raise ServerError on an unexpected status."""
         status, data = _http(method, self.url + path, token=self.token, body=body, timeout=timeout)
         ok = (expect,) if isinstance(expect, int) else expect
@@ -480,18 +553,30 @@ class LabelStudioServer(_OwnedServer):
             return self
         found = ls_installed_version()
         if found != LS_VERSION:
-            raise ServerError(f"Label Studio {LS_VERSION} not found in {LS_VENV} "
-                              f"(found {found}); {INSTALL_HINT}")
+            raise ServerError(
+                f"Label Studio {LS_VERSION} not found in {LS_VENV} (found {found}); {INSTALL_HINT}"
+            )
         self._prepare_data_dir()
         env = ls_env(self.data_dir, self.username, self.password, self.token)
         env.update(self.extra_env)
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(LS_BIN), "start", "--no-browser", "--internal-host", "127.0.0.1",
-                 "-p", str(self.port)],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.data_dir, start_new_session=True,
+                [
+                    str(LS_BIN),
+                    "start",
+                    "--no-browser",
+                    "--internal-host",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                start_new_session=True,
             )
         try:
             self._wait_healthy(started)
@@ -507,8 +592,10 @@ class LabelStudioServer(_OwnedServer):
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise ServerError(f"label-studio exited with {self.proc.returncode} before "
-                                  f"/health answered; log {self.log_path}:\n{_tail(self.log_path)}")
+                raise ServerError(
+                    f"label-studio exited with {self.proc.returncode} before "
+                    f"/health answered; log {self.log_path}:\n{_tail(self.log_path)}"
+                )
             try:
                 status, _ = _http("GET", self.url + "/health", timeout=5.0)
             except (OSError, urllib.error.URLError):
@@ -516,14 +603,18 @@ class LabelStudioServer(_OwnedServer):
             if status == 200:
                 return
             time.sleep(0.25)
-        raise ServerError(f"label-studio on {self.url} not healthy after "
-                          f"{self.startup_timeout:.0f} s; log {self.log_path}:\n{_tail(self.log_path)}")
+        raise ServerError(
+            f"label-studio on {self.url} not healthy after "
+            f"{self.startup_timeout:.0f} s; log {self.log_path}:\n{_tail(self.log_path)}"
+        )
 
     def _check_token(self) -> None:
         status, data = _http("GET", self.url + "/api/current-user/whoami", token=self.token)
         if status != 200 or not isinstance(data, dict) or data.get("email") != self.username:
-            raise ServerError(f"the API token is not accepted by {self.url} "
-                              f"(whoami -> {status}: {str(data)[:500]})")
+            raise ServerError(
+                f"the API token is not accepted by {self.url} "
+                f"(whoami -> {status}: {str(data)[:500]})"
+            )
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -541,7 +632,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class BackgroundProcess:
-    """A process of ours (the backend server, an rq worker) in its own session, logging to a file."""
+    """A process of ours (the backend server, an rq worker) in its own session, logging to file."""
 
     def __init__(self, command: list[str], env: dict[str, str], log_path: Path, cwd: Path = REPO):
         self.command, self.env, self.log_path, self.cwd = command, env, Path(log_path), cwd
@@ -552,14 +643,23 @@ class BackgroundProcess:
             return self  # already running: ``with process.start():`` must not start a second one
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.command, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                self.command,
+                env=self.env,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         return self
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         # Descendants in sessions of their own (an rq work horse) outlive a process-group kill.
-        tree = process_tree(self.proc.pid) if self.proc is not None and self.proc.poll() is None else []
+        tree = (
+            process_tree(self.proc.pid)
+            if self.proc is not None and self.proc.poll() is None
+            else []
+        )
         _terminate(self.proc, first=sig)
         for pid in tree[1:]:
             with contextlib.suppress(ProcessLookupError):
@@ -582,17 +682,36 @@ class BackendServer(BackgroundProcess):
     gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads.
     """
 
-    def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path, port: int | None = None,
-                 workers: int | None = None, threads: int = 4):
+    def __init__(
+        self,
+        model_dir: Path,
+        env: dict[str, str],
+        log_path: Path,
+        port: int | None = None,
+        workers: int | None = None,
+        threads: int = 4,
+    ):
         self.port = port or free_port()
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
         full_env.update(env)
         full_env["MODEL_DIR"] = str(model_dir)
         if workers is None:
-            command = [sys.executable, str(REPO / "_wsgi.py"), "--host", "127.0.0.1", "--port", str(self.port)]
+            command = [
+                sys.executable,
+                str(REPO / "_wsgi.py"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ]
         else:
             full_env.update(PORT=str(self.port), WORKERS=str(workers), THREADS=str(threads))
-            command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "_wsgi:app"]
+            command = [
+                str(Path(sys.executable).parent / "gunicorn"),
+                "-c",
+                "gunicorn.conf.py",
+                "_wsgi:app",
+            ]
         super().__init__(command, full_env, log_path)
 
     @property
@@ -615,5 +734,7 @@ class BackendServer(BackgroundProcess):
     def get(self, path: str, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
         return _http("GET", self.url + path, timeout=30.0, auth=auth)
 
-    def post(self, path: str, body: Any, auth: tuple[str, str] | None = None, timeout: float = 120.0):
+    def post(
+        self, path: str, body: Any, auth: tuple[str, str] | None = None, timeout: float = 120.0
+    ):
         return _http("POST", self.url + path, body=body, timeout=timeout, auth=auth)

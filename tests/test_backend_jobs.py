@@ -11,7 +11,7 @@ from backend.jobs import IDLE, QUEUED, RUNNING, RQRunner, ThreadRunner
 
 
 class BlockingJob:
-    """Counts executions and concurrency; each run waits for ``release`` (set it to let runs through)."""
+    """Counts executions and concurrency; each run waits for ``release`` (set it to let runs go)."""
 
     def __init__(self):
         self.release = threading.Event()
@@ -176,7 +176,9 @@ def redis_server():
 
 
 def test_rq_runner_submit_twice(redis_server):
-    runner = RQRunner("tests.test_backend_jobs:_never_called", redis_server.url, queue="srw-test-jobs")
+    runner = RQRunner(
+        "tests.test_backend_jobs:_never_called", redis_server.url, queue="srw-test-jobs"
+    )
     assert runner.state("4") == IDLE
     assert runner.submit("4") == "queued"
     assert runner.state("4") == QUEUED
@@ -224,9 +226,12 @@ def test_queued_job_keeps_its_lock_beyond_the_lock_ttl(redis_server):
     running throughout, or the server would declare it dead."""
     from backend.jobs import run_queued_job
 
-    runner = RQRunner("tests.test_backend_jobs:slow_job", redis_server.url, queue="srw-test-beat", lock_seconds=1)
-    job = threading.Thread(target=run_queued_job, args=(runner.job_path, "srw-test-beat", redis_server.url,
-                                                        "4", 10, 1))
+    runner = RQRunner(
+        "tests.test_backend_jobs:slow_job", redis_server.url, queue="srw-test-beat", lock_seconds=1
+    )
+    job = threading.Thread(
+        target=run_queued_job, args=(runner.job_path, "srw-test-beat", redis_server.url, "4", 10, 1)
+    )
     job.start()
     time.sleep(0.3)
     states = []

@@ -33,9 +33,15 @@ GOOD = _auth()
 
 
 def make_app(tmp_path, **overrides):
-    settings = dict(model_dir=str(tmp_path / "models"), basic_auth_user=USER, basic_auth_pass=PASSWORD,
-                    label_studio_api_key=API_KEY, label_studio_url="http://127.0.0.1:1",
-                    retrain_after=3, max_request_mb=1)
+    settings = dict(
+        model_dir=str(tmp_path / "models"),
+        basic_auth_user=USER,
+        basic_auth_pass=PASSWORD,
+        label_studio_api_key=API_KEY,
+        label_studio_url="http://127.0.0.1:1",
+        retrain_after=3,
+        max_request_mb=1,
+    )
     settings.update(overrides)
     runner = FakeRunner()
     app = create_app(Settings(**settings), runner=runner)
@@ -55,7 +61,12 @@ def _task(task_id, text="Angela Merkel visited Zürich."):
 ENDPOINTS = [
     ("GET", "/", None, 200),
     ("POST", "/setup", {"project": "1.1700000000", "schema": NER_CONFIG}, 200),
-    ("POST", "/predict", {"project": "1.1700000000", "label_config": NER_CONFIG, "tasks": [_task(1)]}, 200),
+    (
+        "POST",
+        "/predict",
+        {"project": "1.1700000000", "label_config": NER_CONFIG, "tasks": [_task(1)]},
+        200,
+    ),
     ("POST", "/webhook", {"action": "START_TRAINING", "project": {"id": 1}}, 201),
     ("POST", "/webhook", {"action": "PROJECT_UPDATED", "project": {"id": 1}}, 200),
     ("POST", "/webhook", {"action": "NOPE", "project": {"id": 1}}, 400),
@@ -88,8 +99,14 @@ def test_health_needs_no_auth(backend):
 @pytest.mark.parametrize("method,path,body,expected", ENDPOINTS)
 def test_endpoints_require_basic_auth(backend, method, path, body, expected):
     _, client, runner = backend
-    for headers in (None, _auth(USER, "wrong"), _auth("wrong", PASSWORD), _auth("", ""),
-                    {"Authorization": "Bearer " + PASSWORD}, {"Authorization": "Basic !!notbase64"}):
+    for headers in (
+        None,
+        _auth(USER, "wrong"),
+        _auth("wrong", PASSWORD),
+        _auth("", ""),
+        {"Authorization": "Bearer " + PASSWORD},
+        {"Authorization": "Basic !!notbase64"},
+    ):
         response = _call(client, method, path, body, headers)
         assert response.status_code == 401, (path, headers)
         assert response.headers["WWW-Authenticate"].startswith("Basic")
@@ -115,20 +132,25 @@ def test_no_auth_configured_means_open(tmp_path):
 
 def test_setup_image_config_400_with_message(backend):
     _, client, _ = backend
-    response = client.post("/setup", json={"project": "4.1700000000", "schema": IMAGE_CONFIG}, headers=GOOD)
+    response = client.post(
+        "/setup", json={"project": "4.1700000000", "schema": IMAGE_CONFIG}, headers=GOOD
+    )
     assert response.status_code == 400
     error = response.get_json()["error"]
     assert "supports one <Text> with <Labels> (NER) or <Choices>" in error
     assert "Image" in error and "RectangleLabels" in error
 
 
-@pytest.mark.parametrize("body,fragment", [
-    ({"project": "4", "schema": ""}, "no labeling config"),
-    ({"project": "4"}, "no labeling config"),
-    ({"project": "4", "schema": "<View><Text"}, "not valid XML"),
-    ({"project": "../4", "schema": NER_CONFIG}, "no valid project id"),
-    ({"schema": NER_CONFIG}, "no valid project id"),
-])
+@pytest.mark.parametrize(
+    "body,fragment",
+    [
+        ({"project": "4", "schema": ""}, "no labeling config"),
+        ({"project": "4"}, "no labeling config"),
+        ({"project": "4", "schema": "<View><Text"}, "not valid XML"),
+        ({"project": "../4", "schema": NER_CONFIG}, "no valid project id"),
+        ({"schema": NER_CONFIG}, "no valid project id"),
+    ],
+)
 def test_setup_bad_requests(backend, body, fragment):
     _, client, _ = backend
     response = client.post("/setup", json=body, headers=GOOD)
@@ -138,9 +160,17 @@ def test_setup_bad_requests(backend, body, fragment):
 
 def test_setup_ner_config_untrained(backend):
     _, client, _ = backend
-    response = client.post("/setup", json={
-        "project": "1.1700000000", "schema": NER_CONFIG, "hostname": "http://localhost:8080",
-        "access_token": "tok", "extra_params": ""}, headers=GOOD)
+    response = client.post(
+        "/setup",
+        json={
+            "project": "1.1700000000",
+            "schema": NER_CONFIG,
+            "hostname": "http://localhost:8080",
+            "access_token": "tok",
+            "extra_params": "",
+        },
+        headers=GOOD,
+    )
     assert response.status_code == 200
     assert response.get_json() == {"model_version": "subregweigh-untrained"}
 
@@ -167,14 +197,23 @@ def test_predict_malformed_json_400(backend, data):
     assert response.get_json()["error"] == "the request body must be a JSON object"
 
 
-@pytest.mark.parametrize("body,fragment", [
-    ({"project": "1", "label_config": NER_CONFIG}, "'tasks' must be a list"),
-    ({"project": "1", "label_config": NER_CONFIG, "tasks": {"id": 1}}, "'tasks' must be a list"),
-    ({"project": "1", "label_config": NER_CONFIG, "tasks": [1, 2]}, "'tasks' must be a list"),
-    ({"project": "1", "tasks": [_task(1)]}, "'label_config' is missing"),
-    ({"label_config": NER_CONFIG, "tasks": [_task(1)]}, "no valid project id"),
-    ({"project": "1", "label_config": IMAGE_CONFIG, "tasks": [_task(1)]}, "supports one <Text>"),
-])
+@pytest.mark.parametrize(
+    "body,fragment",
+    [
+        ({"project": "1", "label_config": NER_CONFIG}, "'tasks' must be a list"),
+        (
+            {"project": "1", "label_config": NER_CONFIG, "tasks": {"id": 1}},
+            "'tasks' must be a list",
+        ),
+        ({"project": "1", "label_config": NER_CONFIG, "tasks": [1, 2]}, "'tasks' must be a list"),
+        ({"project": "1", "tasks": [_task(1)]}, "'label_config' is missing"),
+        ({"label_config": NER_CONFIG, "tasks": [_task(1)]}, "no valid project id"),
+        (
+            {"project": "1", "label_config": IMAGE_CONFIG, "tasks": [_task(1)]},
+            "supports one <Text>",
+        ),
+    ],
+)
 def test_predict_bad_requests(backend, body, fragment):
     _, client, _ = backend
     response = client.post("/predict", json=body, headers=GOOD)
@@ -185,19 +224,29 @@ def test_predict_bad_requests(backend, body, fragment):
 def test_predict_before_training_empty_results_in_order(backend):
     _, client, _ = backend
     tasks = [_task(30), _task(10, "Paris"), {"id": 20, "data": {"other": "x"}}, _task(40, "")]
-    response = client.post("/predict", json={
-        "project": "1.1700000000", "label_config": NER_CONFIG, "tasks": tasks,
-        "params": {"login": None, "password": None, "context": None}}, headers=GOOD)
+    response = client.post(
+        "/predict",
+        json={
+            "project": "1.1700000000",
+            "label_config": NER_CONFIG,
+            "tasks": tasks,
+            "params": {"login": None, "password": None, "context": None},
+        },
+        headers=GOOD,
+    )
     assert response.status_code == 200
     body = response.get_json()
     assert body["model_version"] == "subregweigh-untrained"
-    assert body["results"] == [{"result": [], "model_version": "subregweigh-untrained"}] * len(tasks)
+    assert body["results"] == [{"result": [], "model_version": "subregweigh-untrained"}] * len(
+        tasks
+    )
 
 
 def test_predict_no_tasks(backend):
     _, client, _ = backend
-    response = client.post("/predict", json={"project": "1", "label_config": NER_CONFIG, "tasks": []},
-                           headers=GOOD)
+    response = client.post(
+        "/predict", json={"project": "1", "label_config": NER_CONFIG, "tasks": []}, headers=GOOD
+    )
     assert response.status_code == 200
     assert response.get_json()["results"] == []
 
@@ -214,8 +263,11 @@ def test_request_too_large_413(backend):
 def test_request_just_under_limit_accepted(backend):
     _, client, _ = backend
     text = "word " * 150_000  # 750 kB, under the 1 MB limit
-    response = client.post("/predict", json={"project": "1", "label_config": NER_CONFIG,
-                                             "tasks": [_task(1, text)]}, headers=GOOD)
+    response = client.post(
+        "/predict",
+        json={"project": "1", "label_config": NER_CONFIG, "tasks": [_task(1, text)]},
+        headers=GOOD,
+    )
     assert response.status_code == 200
 
 
@@ -224,7 +276,9 @@ def test_request_just_under_limit_accepted(backend):
 
 def test_webhook_unknown_action_400(backend):
     _, client, runner = backend
-    response = client.post("/webhook", json={"action": "SOMETHING_ELSE", "project": {"id": 1}}, headers=GOOD)
+    response = client.post(
+        "/webhook", json={"action": "SOMETHING_ELSE", "project": {"id": 1}}, headers=GOOD
+    )
     assert response.status_code == 400
     assert "SOMETHING_ELSE" in response.get_json()["error"]
     response = client.post("/webhook", json={"project": {"id": 1}}, headers=GOOD)
@@ -237,8 +291,9 @@ def test_webhook_unknown_action_400(backend):
 @pytest.mark.parametrize("action", ["PROJECT_UPDATED", "TASKS_CREATED", "TASKS_DELETED"])
 def test_webhook_ignored_actions(backend, action):
     _, client, runner = backend
-    response = client.post("/webhook", json={"action": action, "project": {"id": 1, "title": "p"}},
-                           headers=GOOD)
+    response = client.post(
+        "/webhook", json={"action": action, "project": {"id": 1, "title": "p"}}, headers=GOOD
+    )
     assert response.status_code == 200
     assert response.get_json() == {"status": "ignored", "action": action}
     assert runner.submitted == []
@@ -246,9 +301,14 @@ def test_webhook_ignored_actions(backend, action):
 
 def test_webhook_start_training_submits(backend):
     _, client, runner = backend
-    response = client.post("/webhook", json={"action": "START_TRAINING",
-                                             "project": {"id": 12, "title": "NER", "label_config": NER_CONFIG}},
-                           headers=GOOD)
+    response = client.post(
+        "/webhook",
+        json={
+            "action": "START_TRAINING",
+            "project": {"id": 12, "title": "NER", "label_config": NER_CONFIG},
+        },
+        headers=GOOD,
+    )
     assert response.status_code == 201
     assert response.get_json() == {"status": "started", "action": "START_TRAINING"}
     assert runner.submitted == ["12"]
@@ -257,8 +317,9 @@ def test_webhook_start_training_submits(backend):
 def test_webhook_bad_project_400(backend):
     _, client, runner = backend
     for project in (None, {"id": "../1"}, "abc", {"title": "no id"}):
-        response = client.post("/webhook", json={"action": "START_TRAINING", "project": project},
-                               headers=GOOD)
+        response = client.post(
+            "/webhook", json={"action": "START_TRAINING", "project": project}, headers=GOOD
+        )
         assert response.status_code == 400, project
     assert runner.submitted == []
 
@@ -267,26 +328,37 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
     _, client, runner = backend
     events = ["ANNOTATION_CREATED", "ANNOTATION_UPDATED"]
     for i, action in enumerate(events):  # retrain_after=3: the first two are only counted
-        response = client.post("/webhook", json={
-            "action": action, "project": {"id": 5}, "task": {"id": 100 + i},
-            "annotation": {"id": 200 + i, "result": []}}, headers=GOOD)
+        response = client.post(
+            "/webhook",
+            json={
+                "action": action,
+                "project": {"id": 5},
+                "task": {"id": 100 + i},
+                "annotation": {"id": 200 + i, "result": []},
+            },
+            headers=GOOD,
+        )
         assert response.status_code == 200
         assert response.get_json() == {"status": "counted", "action": action}
         assert runner.submitted == []
         status = client.get("/status?project=5", headers=GOOD).get_json()
         assert status["events_since_training"] == i + 1
 
-    response = client.post("/webhook", json={"action": "ANNOTATIONS_DELETED", "project": {"id": 5},
-                                             "annotations": [{"id": 200}]}, headers=GOOD)
+    response = client.post(
+        "/webhook",
+        json={"action": "ANNOTATIONS_DELETED", "project": {"id": 5}, "annotations": [{"id": 200}]},
+        headers=GOOD,
+    )
     assert response.status_code == 201
     assert runner.submitted == ["5"]
     # Other projects keep their own count.
-    response = client.post("/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 6}},
-                           headers=GOOD)
+    response = client.post(
+        "/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 6}}, headers=GOOD
+    )
     assert response.status_code == 200 and runner.submitted == ["5"]
 
 
-# ----------------------------------------------------------------------------- /status, /is_training
+# --------------------------------------------------------------------------- /status, /is_training
 
 
 def test_status_shape(backend):
@@ -294,8 +366,15 @@ def test_status_shape(backend):
     response = client.get("/status?project=3", headers=GOOD)
     assert response.status_code == 200
     status = response.get_json()
-    assert {"state", "events_since_training", "last_error", "project", "current_version",
-            "job", "is_training"} <= set(status)
+    assert {
+        "state",
+        "events_since_training",
+        "last_error",
+        "project",
+        "current_version",
+        "job",
+        "is_training",
+    } <= set(status)
     assert status["state"] == "idle" and status["project"] == "3"
     assert status["events_since_training"] == 0 and status["last_error"] is None
     assert status["current_version"] is None
@@ -313,7 +392,10 @@ def test_is_training_shape(backend):
     assert response.get_json() == {"is_training": False, "job": "idle", "model_version": None}
     runner.states["3"] = "queued"
     assert client.get("/is_training?project=3", headers=GOOD).get_json() == {
-        "is_training": True, "job": "queued", "model_version": None}
+        "is_training": True,
+        "job": "queued",
+        "model_version": None,
+    }
     assert client.get("/is_training", headers=GOOD).status_code == 400
     assert client.get("/is_training?project=x", headers=GOOD).status_code == 400
 
@@ -322,7 +404,9 @@ def test_versions_shape(backend):
     _, client, _ = backend
     assert client.get("/versions", headers=GOOD).get_json() == {"versions": []}
     assert client.get("/versions?project=1", headers=GOOD).get_json() == {
-        "versions": [], "current": "subregweigh-untrained"}
+        "versions": [],
+        "current": "subregweigh-untrained",
+    }
     assert client.get("/versions?project=x", headers=GOOD).status_code == 400
 
 
@@ -335,10 +419,17 @@ def test_secrets_never_logged(tmp_path, caplog):
         app, client, _ = make_app(tmp_path, redis_url=f"redis://:{redis_password}@127.0.0.1:6399/0")
         client.post("/setup", json={"project": "1", "schema": IMAGE_CONFIG}, headers=GOOD)
         client.post("/setup", json={"project": "1", "schema": NER_CONFIG}, headers=GOOD)
-        client.post("/predict", json={"project": "1", "label_config": NER_CONFIG, "tasks": [_task(1)]},
-                    headers=GOOD)
-        client.post("/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 1}}, headers=GOOD)
-        client.post("/webhook", json={"action": "START_TRAINING", "project": {"id": 1}}, headers=GOOD)
+        client.post(
+            "/predict",
+            json={"project": "1", "label_config": NER_CONFIG, "tasks": [_task(1)]},
+            headers=GOOD,
+        )
+        client.post(
+            "/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 1}}, headers=GOOD
+        )
+        client.post(
+            "/webhook", json={"action": "START_TRAINING", "project": {"id": 1}}, headers=GOOD
+        )
         client.get("/status?project=1", headers=_auth(USER, "wrong-" + PASSWORD))
         client.get("/status?project=1", headers=GOOD)
     text = caplog.text + " ".join(str(r.args) for r in caplog.records)
@@ -355,8 +446,10 @@ def test_redis_password_with_at_sign_never_logged(tmp_path, caplog):
     assert "ret-tail-99" not in caplog.text
 
 
-_NON_ASCII = ("BUG: basic_auth compares str with hmac.compare_digest, which raises TypeError for "
-              "non-ASCII strings, so the request ends in a 500 (compare .encode('utf-8') bytes)")
+_NON_ASCII = (
+    "BUG: basic_auth compares str with hmac.compare_digest, which raises TypeError for "
+    "non-ASCII strings, so the request ends in a 500 (compare .encode('utf-8') bytes)"
+)
 
 
 def test_non_ascii_credentials_from_client_401(backend):

@@ -22,7 +22,9 @@ def _names(i: int) -> str:
     return f"srw-20260101-0000{i:02d}-abc{i:03d}"
 
 
-@pytest.mark.parametrize("project", ["../x", "1/2", "", "x", "1.5", "-1", " 1", "1 ", "../../etc", "１"])
+@pytest.mark.parametrize(
+    "project", ["../x", "1/2", "", "x", "1.5", "-1", " 1", "1 ", "../../etc", "１"]
+)
 def test_rejects_non_digit_project_ids(tmp_path, project):
     with pytest.raises(ValueError, match="invalid project id"):
         ProjectStore(tmp_path, project)
@@ -178,7 +180,10 @@ def test_corrupt_status_file_reads_as_defaults(tmp_path):
     store.root.mkdir(parents=True)
     (store.root / "status.json").write_text("{not json")
     assert store.status()["state"] == "idle"
-    assert store.update_status(events_since_training=lambda n: (n or 0) + 1)["events_since_training"] == 1
+    assert (
+        store.update_status(events_since_training=lambda n: (n or 0) + 1)["events_since_training"]
+        == 1
+    )
 
 
 def test_update_status_concurrent_increments(tmp_path):
@@ -208,9 +213,14 @@ def test_update_status_concurrent_increments(tmp_path):
 
 def test_update_status_concurrent_shared_store(tmp_path):
     store = ProjectStore(tmp_path, 10)
-    workers = [threading.Thread(target=lambda: [
-        store.update_status(events_since_training=lambda n: (n or 0) + 1) for _ in range(25)])
-        for _ in range(4)]
+    workers = [
+        threading.Thread(
+            target=lambda: [
+                store.update_status(events_since_training=lambda n: (n or 0) + 1) for _ in range(25)
+            ]
+        )
+        for _ in range(4)
+    ]
     for w in workers:
         w.start()
     for w in workers:

@@ -71,8 +71,14 @@ LABELS_NOT_ON_TEXT = """
 
 def test_parse_ner_config():
     spec = parse_label_config(NER_CONFIG)
-    assert spec == LabelingSpec(task="ner", from_name="label", to_name="text", data_key="text",
-                                labels=("PER", "ORG", "LOC", "MISC"), multi_label=False)
+    assert spec == LabelingSpec(
+        task="ner",
+        from_name="label",
+        to_name="text",
+        data_key="text",
+        labels=("PER", "ORG", "LOC", "MISC"),
+        multi_label=False,
+    )
 
 
 def test_parse_single_choice_config():
@@ -107,7 +113,9 @@ def test_two_controls_rejected():
 
 
 def test_labels_not_pointing_to_the_text_rejected():
-    with pytest.raises(ConfigError, match=r"<Labels name='label'> does not point to <Text name='text'>"):
+    with pytest.raises(
+        ConfigError, match=r"<Labels name='label'> does not point to <Text name='text'>"
+    ):
         parse_label_config(LABELS_NOT_ON_TEXT)
 
 
@@ -117,11 +125,15 @@ def test_empty_config_rejected(config):
         parse_label_config(config)
 
 
-@pytest.mark.parametrize("config", [
-    '<View><Text name="text" value="$text"></View>',
-    "not xml at all <<<",
-    '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" value="$text"/>',
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        '<View><Text name="text" value="$text"></View>',
+        "not xml at all <<<",
+        '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" '
+        'value="$text"/>',
+    ],
+)
 def test_invalid_xml_rejected(config):
     with pytest.raises(ConfigError, match="not valid XML"):
         parse_label_config(config)
@@ -132,22 +144,28 @@ def test_config_error_is_a_value_error():
 
 
 def test_labels_without_label_values_rejected():
-    config = '<View><Text name="text" value="$text"/><Labels name="label" toName="text"></Labels></View>'
+    config = (
+        '<View><Text name="text" value="$text"/><Labels name="label" toName="text"></Labels></View>'
+    )
     with pytest.raises(ConfigError, match="has no labels"):
         parse_label_config(config)
 
 
 def test_text_without_dollar_field_rejected():
-    config = ('<View><Text name="text" value="text"/>'
-              '<Labels name="label" toName="text"><Label value="PER"/></Labels></View>')
+    config = (
+        '<View><Text name="text" value="text"/>'
+        '<Labels name="label" toName="text"><Label value="PER"/></Labels></View>'
+    )
     with pytest.raises(ConfigError, match=r'value="\$field"'):
         parse_label_config(config)
 
 
 def test_extra_control_rejected():
-    config = ('<View><Text name="text" value="$text"/>'
-              '<Labels name="label" toName="text"><Label value="PER"/></Labels>'
-              '<TextArea name="comment" toName="text"/></View>')
+    config = (
+        '<View><Text name="text" value="$text"/>'
+        '<Labels name="label" toName="text"><Label value="PER"/></Labels>'
+        '<TextArea name="comment" toName="text"/></View>'
+    )
     with pytest.raises(ConfigError, match="also has: TextArea"):
         parse_label_config(config)
 
@@ -163,20 +181,39 @@ TEXT = "Angela Merkel visited Zürich on Monday."
 
 
 def region(start, end, label, from_name="label", rid="r1"):
-    return {"id": rid, "from_name": from_name, "to_name": "text", "type": "labels", "origin": "manual",
-            "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]}}
+    return {
+        "id": rid,
+        "from_name": from_name,
+        "to_name": "text",
+        "type": "labels",
+        "origin": "manual",
+        "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]},
+    }
 
 
 def ner_task(task_id=1, annotations=(), text=TEXT, **extra):
-    task = {"id": task_id, "data": {"text": text}, "annotations": list(annotations),
-            "predictions": [], "project": 3, "created_at": "2026-01-01T00:00:00Z"}
+    task = {
+        "id": task_id,
+        "data": {"text": text},
+        "annotations": list(annotations),
+        "predictions": [],
+        "project": 3,
+        "created_at": "2026-01-01T00:00:00Z",
+    }
     task.update(extra)
     return task
 
 
 def annotation(ann_id, result, **extra):
-    ann = {"id": ann_id, "completed_by": 1, "result": result, "was_cancelled": False,
-           "ground_truth": False, "created_at": "2026-01-02T10:00:00Z", "lead_time": 12.5}
+    ann = {
+        "id": ann_id,
+        "completed_by": 1,
+        "result": result,
+        "was_cancelled": False,
+        "ground_truth": False,
+        "created_at": "2026-01-02T10:00:00Z",
+        "lead_time": 12.5,
+    }
     ann.update(extra)
     return ann
 
@@ -190,7 +227,15 @@ def test_single_ner_annotation():
     item = task_examples(ner_task(1, [annotation(10, GOOD)]), NER, warnings)
     assert warnings == []
     assert item.task_id == 1 and item.text == TEXT and item.annotated
-    assert [w for w, _, _ in item.words] == ["Angela", "Merkel", "visited", "Zürich", "on", "Monday", "."]
+    assert [w for w, _, _ in item.words] == [
+        "Angela",
+        "Merkel",
+        "visited",
+        "Zürich",
+        "on",
+        "Monday",
+        ".",
+    ]
     assert len(item.examples) == 1
     ex = item.examples[0]
     assert ex.id == "1/10"
@@ -232,12 +277,34 @@ def test_unknown_label_skips_that_annotation_with_warning():
 
 def test_unknown_choice_skips_that_annotation_with_warning():
     warnings = []
-    task = {"id": 7, "data": {"sentence": "great film"}, "annotations": [
-        annotation(40, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
-                         "value": {"choices": ["neutral"]}}]),
-        annotation(41, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
-                         "value": {"choices": ["positive"]}}]),
-    ]}
+    task = {
+        "id": 7,
+        "data": {"sentence": "great film"},
+        "annotations": [
+            annotation(
+                40,
+                [
+                    {
+                        "from_name": "sentiment",
+                        "to_name": "review",
+                        "type": "choices",
+                        "value": {"choices": ["neutral"]},
+                    }
+                ],
+            ),
+            annotation(
+                41,
+                [
+                    {
+                        "from_name": "sentiment",
+                        "to_name": "review",
+                        "type": "choices",
+                        "value": {"choices": ["positive"]},
+                    }
+                ],
+            ),
+        ],
+    }
     item = task_examples(task, SINGLE, warnings)
     assert [(ex.id, ex.label) for ex in item.examples] == [("7/41", ("positive",))]
     assert len(warnings) == 1 and "task 7" in warnings[0] and "annotation 40" in warnings[0]
@@ -246,7 +313,9 @@ def test_unknown_choice_skips_that_annotation_with_warning():
 
 def test_region_without_offsets_skips_annotation():
     warnings = []
-    bad = [{"from_name": "label", "to_name": "text", "type": "labels", "value": {"labels": ["PER"]}}]
+    bad = [
+        {"from_name": "label", "to_name": "text", "type": "labels", "value": {"labels": ["PER"]}}
+    ]
     item = task_examples(ner_task(8, [annotation(50, bad)]), NER, warnings)
     assert not item.annotated
     assert len(warnings) == 1 and "task 8 annotation 50" in warnings[0]
@@ -263,7 +332,9 @@ def test_span_warnings_name_task_and_annotation():
     cut = [region(24, 27, "LOC")]  # "ric" inside Zürich
     item = task_examples(ner_task(12, [annotation(60, cut)]), NER, warnings)
     assert item.examples[0].label == ("O", "O", "O", "B-LOC", "O", "O", "O")
-    assert len(warnings) == 1 and "task 12 annotation 60" in warnings[0] and "widened" in warnings[0]
+    assert (
+        len(warnings) == 1 and "task 12 annotation 60" in warnings[0] and "widened" in warnings[0]
+    )
 
 
 def test_missing_text_field_skips_task_with_warning():
@@ -292,8 +363,14 @@ def test_empty_text_skipped(text):
 
 def test_multiple_annotators_one_example_each():
     other = [region(0, 6, "PER", rid="c"), region(22, 28, "ORG", rid="d")]
-    task = ner_task(16, [annotation(90, GOOD, completed_by=1), annotation(91, other, completed_by=2),
-                         annotation(92, [], completed_by=3)])
+    task = ner_task(
+        16,
+        [
+            annotation(90, GOOD, completed_by=1),
+            annotation(91, other, completed_by=2),
+            annotation(92, [], completed_by=3),
+        ],
+    )
     item = task_examples(task, NER, [])
     assert item.annotated
     assert [ex.id for ex in item.examples] == ["16/90", "16/91", "16/92"]
@@ -320,24 +397,66 @@ def test_task_without_annotations_key():
 
 
 def test_classification_single_and_multi():
-    single = {"id": 19, "data": {"sentence": "A fine, moving film."}, "annotations": [
-        annotation(100, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
-                          "value": {"choices": ["positive"]}}])]}
+    single = {
+        "id": 19,
+        "data": {"sentence": "A fine, moving film."},
+        "annotations": [
+            annotation(
+                100,
+                [
+                    {
+                        "from_name": "sentiment",
+                        "to_name": "review",
+                        "type": "choices",
+                        "value": {"choices": ["positive"]},
+                    }
+                ],
+            )
+        ],
+    }
     item = task_examples(single, SINGLE, [])
     assert item.examples[0].label == ("positive",)
     assert item.examples[0].words == ("A", "fine", ",", "moving", "film", ".")
 
-    multi = {"id": 20, "data": {"text": "Election results and a football match"}, "annotations": [
-        annotation(101, [{"from_name": "topic", "to_name": "text", "type": "choices",
-                          "value": {"choices": ["sports", "politics"]}}])]}
+    multi = {
+        "id": 20,
+        "data": {"text": "Election results and a football match"},
+        "annotations": [
+            annotation(
+                101,
+                [
+                    {
+                        "from_name": "topic",
+                        "to_name": "text",
+                        "type": "choices",
+                        "value": {"choices": ["sports", "politics"]},
+                    }
+                ],
+            )
+        ],
+    }
     assert task_examples(multi, MULTI, []).examples[0].label == ("politics", "sports")
 
 
 def test_two_choices_in_a_single_choice_config_skipped():
     warnings = []
-    task = {"id": 21, "data": {"sentence": "meh"}, "annotations": [
-        annotation(102, [{"from_name": "sentiment", "to_name": "review", "type": "choices",
-                          "value": {"choices": ["positive", "negative"]}}])]}
+    task = {
+        "id": 21,
+        "data": {"sentence": "meh"},
+        "annotations": [
+            annotation(
+                102,
+                [
+                    {
+                        "from_name": "sentiment",
+                        "to_name": "review",
+                        "type": "choices",
+                        "value": {"choices": ["positive", "negative"]},
+                    }
+                ],
+            )
+        ],
+    }
     item = task_examples(task, SINGLE, warnings)
     assert not item.annotated
     assert len(warnings) == 1 and "task 21 annotation 102" in warnings[0]
@@ -407,9 +526,25 @@ def test_fingerprint_ignores_unrelated_keys():
 
 def test_fingerprint_classification_label_change():
     def task(choice):
-        return {"id": 33, "data": {"sentence": "ok"}, "annotations": [
-            annotation(204, [{"id": "x", "from_name": "sentiment", "to_name": "review",
-                              "type": "choices", "value": {"choices": [choice]}}])]}
+        return {
+            "id": 33,
+            "data": {"sentence": "ok"},
+            "annotations": [
+                annotation(
+                    204,
+                    [
+                        {
+                            "id": "x",
+                            "from_name": "sentiment",
+                            "to_name": "review",
+                            "type": "choices",
+                            "value": {"choices": [choice]},
+                        }
+                    ],
+                )
+            ],
+        }
+
     assert _fp(task("positive"), SINGLE) != _fp(task("negative"), SINGLE)
     t2 = task("positive")
     t2["annotations"][0]["result"][0]["id"] = "y"

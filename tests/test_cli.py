@@ -55,20 +55,30 @@ def _fails_cleanly(capsys, argv, *needles):
 def test_malformed_conll(tmp_path, capsys):
     bad = tmp_path / "bad.conll"
     bad.write_text("EU B-ORG\nrejects O\n\nPeter NNP B-PER\n")
-    for command in (["noise", str(bad), "-o", str(tmp_path / "n.conll"), "--flags", str(tmp_path / "f.jsonl")],
-                    ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")]):
+    for command in (
+        ["noise", str(bad), "-o", str(tmp_path / "n.conll"), "--flags", str(tmp_path / "f.jsonl")],
+        ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")],
+    ):
         _fails_cleanly(capsys, command, f"{bad}:4:", "expected 2 or 4 columns, got 3")
     bad.write_text("EU B-ORG\nrejects O\n\nPeter PER\n")
-    _fails_cleanly(capsys, ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl"), "--format", "conll"],
-                   f"{bad}:4:", "unknown tag 'PER'")
+    _fails_cleanly(
+        capsys,
+        ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl"), "--format", "conll"],
+        f"{bad}:4:",
+        "unknown tag 'PER'",
+    )
     assert not (tmp_path / "w.jsonl").exists() and not (tmp_path / "n.conll").exists()
 
 
 def test_malformed_tsv(tmp_path, capsys):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\ngood film\t1\nbad film\n")
-    _fails_cleanly(capsys, ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")],
-                   f"{bad}:3:", "expected 2 tab-separated fields, got 1")
+    _fails_cleanly(
+        capsys,
+        ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")],
+        f"{bad}:3:",
+        "expected 2 tab-separated fields, got 1",
+    )
 
 
 def test_missing_file(tmp_path, capsys):
@@ -90,8 +100,12 @@ def test_unknown_output_extension_leaves_nothing(tmp_path, capsys):
     data = tmp_path / "train.conll"
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:10], task="ner")
     out = tmp_path / "noisy.xyz"
-    _fails_cleanly(capsys, ["noise", str(data), "-o", str(out), "--flags", str(tmp_path / "f.jsonl")],
-                   str(out), "as .xyz")
+    _fails_cleanly(
+        capsys,
+        ["noise", str(data), "-o", str(out), "--flags", str(tmp_path / "f.jsonl")],
+        str(out),
+        "as .xyz",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.conll"]  # no temp file, no flags
 
 
@@ -103,8 +117,12 @@ def test_existing_output_untouched_on_failure(tmp_path, capsys):
     flags = tmp_path / "flags.jsonl"
     flags.write_text('{"id": "0", "corrupted": true}\n')
     # classification data cannot be written as CoNLL: fails inside the atomic write
-    _fails_cleanly(capsys, ["noise", str(tsv), "-o", str(out), "--flags", str(flags), "--rate", "0.5"],
-                   str(out), "cannot write classification data as .conll")
+    _fails_cleanly(
+        capsys,
+        ["noise", str(tsv), "-o", str(out), "--flags", str(flags), "--rate", "0.5"],
+        str(out),
+        "cannot write classification data as .conll",
+    )
     assert out.read_text() == "precious\tO\n\n"
     assert flags.read_text() == '{"id": "0", "corrupted": true}\n'
     # bad input: outputs untouched as well
@@ -112,7 +130,12 @@ def test_existing_output_untouched_on_failure(tmp_path, capsys):
     bad.write_text("a b c\n")
     _fails_cleanly(capsys, ["noise", str(bad), "-o", str(out), "--flags", str(flags)], f"{bad}:1:")
     assert out.read_text() == "precious\tO\n\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.conll", "data.tsv", "flags.jsonl", "noisy.conll"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.conll",
+        "data.tsv",
+        "flags.jsonl",
+        "noisy.conll",
+    ]
 
 
 def test_evaluate_bad_scores_file(tmp_path, capsys):
@@ -120,11 +143,16 @@ def test_evaluate_bad_scores_file(tmp_path, capsys):
     scores.write_text('{"id": "0", "reliability": 0.5}\n{"id": 1,\n')
     flags = tmp_path / "flags.jsonl"
     flags.write_text('{"id": "0", "corrupted": false}\n')
-    _fails_cleanly(capsys, ["evaluate", "--scores", str(scores), "--flags", str(flags)],
-                   f"{scores}:2:", "invalid JSON")
+    _fails_cleanly(
+        capsys,
+        ["evaluate", "--scores", str(scores), "--flags", str(flags)],
+        f"{scores}:2:",
+        "invalid JSON",
+    )
     scores.write_text('{"id": "1", "reliability": 0.5}\n')
-    _fails_cleanly(capsys, ["evaluate", "--scores", str(scores), "--flags", str(flags)],
-                   "no score for id '0'")
+    _fails_cleanly(
+        capsys, ["evaluate", "--scores", str(scores), "--flags", str(flags)], "no score for id '0'"
+    )
     _fails_cleanly(capsys, ["evaluate", "--scores", str(scores)], "--scores and --flags")
 
 
@@ -133,21 +161,45 @@ def test_evaluate_bad_scores_file(tmp_path, capsys):
 
 def test_noise_weigh_evaluate_train(tmp_path, capsys):
     noisy, flags = tmp_path / "noisy.conll", tmp_path / "flags.jsonl"
-    assert cli.main(["-q", "noise", str(CONLLPP_TRAIN), "--limit", "40", "-o", str(noisy),
-                     "--flags", str(flags), "--rate", "0.1", "--seed", "3"]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "noise",
+                str(CONLLPP_TRAIN),
+                "--limit",
+                "40",
+                "-o",
+                str(noisy),
+                "--flags",
+                str(flags),
+                "--rate",
+                "0.1",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     examples, task = read_dataset(noisy)
     assert task == "ner" and len(examples) == 40
     flag_rows = [json.loads(line) for line in flags.read_text().splitlines()]
     assert [r["id"] for r in flag_rows] == [ex.id for ex in examples]
     clean = read_conll(CONLLPP_TRAIN)[:40]
-    assert [r["corrupted"] for r in flag_rows] == [a.label != b.label for a, b in zip(clean, examples)]
+    assert [r["corrupted"] for r in flag_rows] == [
+        a.label != b.label for a, b in zip(clean, examples)
+    ]
     assert any(r["corrupted"] for r in flag_rows) and not all(r["corrupted"] for r in flag_rows)
     capsys.readouterr()
 
     weights, scout_dir = tmp_path / "weights.jsonl", tmp_path / "scout"
     small = ["-n", "30", "-k", "5", "--epochs", "1"]
-    assert cli.main(["-q", "weigh", str(noisy), "-o", str(weights), *small,
-                     "--save-scout", str(scout_dir)]) == 0
+    assert (
+        cli.main(
+            ["-q", "weigh", str(noisy), "-o", str(weights), *small, "--save-scout", str(scout_dir)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "of 40 examples have reliability < 0.5" in out
     rows = [json.loads(line) for line in weights.read_text().splitlines()]
@@ -158,8 +210,20 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         assert "entities" in r and "majority" in r
     assert (scout_dir / "scout.json").is_file()
 
-    assert cli.main(["evaluate", "--scores", str(weights), "--flags", str(flags),
-                     "-o", str(tmp_path / "report.json")]) == 0
+    assert (
+        cli.main(
+            [
+                "evaluate",
+                "--scores",
+                str(weights),
+                "--flags",
+                str(flags),
+                "-o",
+                str(tmp_path / "report.json"),
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert 0.0 <= report["average_precision"] <= 1.0
     assert report["n"] == 40 and report["n_corrupted"] == sum(r["corrupted"] for r in flag_rows)
@@ -167,8 +231,24 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
 
     # --scout reuses the saved scout: no training, the same weights
     again = tmp_path / "again.csv"
-    assert cli.main(["-q", "weigh", str(noisy), "-o", str(again), "-n", "30", "-k", "5",
-                     "--scout", str(scout_dir)]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "weigh",
+                str(noisy),
+                "-o",
+                str(again),
+                "-n",
+                "30",
+                "-k",
+                "5",
+                "--scout",
+                str(scout_dir),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     import csv
 
@@ -176,19 +256,54 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         csv_rows = list(csv.DictReader(f))
     assert [float(r["reliability"]) for r in csv_rows] == [r["reliability"] for r in rows]
     # an unknown output extension: a clean error, nothing written
-    _fails_cleanly(capsys, ["-q", "weigh", str(noisy), "-o", str(tmp_path / "w.xyz"), "-n", "30",
-                            "-k", "5", "--scout", str(scout_dir)], "w.xyz", "unknown output extension")
+    _fails_cleanly(
+        capsys,
+        [
+            "-q",
+            "weigh",
+            str(noisy),
+            "-o",
+            str(tmp_path / "w.xyz"),
+            "-n",
+            "30",
+            "-k",
+            "5",
+            "--scout",
+            str(scout_dir),
+        ],
+        "w.xyz",
+        "unknown output extension",
+    )
     assert not list(tmp_path.glob("*w.xyz*"))
     # --scout with a directory that is no scout: a clean error
-    _fails_cleanly(capsys, ["-q", "weigh", str(noisy), "-o", str(again), "--scout", str(tmp_path)],
-                   "is not a saved scout")
+    _fails_cleanly(
+        capsys,
+        ["-q", "weigh", str(noisy), "-o", str(again), "--scout", str(tmp_path)],
+        "is not a saved scout",
+    )
 
     # train with the weights, score on real dev sentences
     dev = tmp_path / "dev.conll"
     write_dataset(dev, read_conll(CONLLPP_DEV)[:20], task="ner")
     model = tmp_path / "model"
-    assert cli.main(["-q", "train", str(noisy), "--weights", str(weights), "--eval", str(dev),
-                     "--epochs", "1", "-o", str(model)]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "train",
+                str(noisy),
+                "--weights",
+                str(weights),
+                "--eval",
+                str(dev),
+                "--epochs",
+                "1",
+                "-o",
+                str(model),
+            ]
+        )
+        == 0
+    )
     scored = json.loads(capsys.readouterr().out)
     assert scored["examples"] == 20 and 0.0 <= scored["f1"] <= 1.0
     assert set(scored) == {"examples", "precision", "recall", "f1"}

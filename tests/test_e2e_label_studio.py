@@ -44,12 +44,18 @@ def label_studio():
         yield server
 
 
-PROJECTS = [  # name, labeling config, tasks, scout settings for ~50 tasks on 2 CPU cores, checks detection
+# name, labeling config, tasks, scout settings for ~50 tasks on 2 CPU cores, checks detection
+PROJECTS = [
     ("ner", NER_CONFIG, ner_tasks, {"SRW_EPOCHS": "15"}, True),
     # 50 tasks: fine-tuning memorizes the flipped labels (mean score 0.96 wrong vs 1.00
     # correct); a head on the frozen encoder does not.
-    ("sentiment", CLS_CONFIG, classification_tasks,
-     {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "20", "SRW_LEARNING_RATE": "3e-3"}, True),
+    (
+        "sentiment",
+        CLS_CONFIG,
+        classification_tasks,
+        {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "20", "SRW_LEARNING_RATE": "3e-3"},
+        True,
+    ),
 ]
 
 
@@ -58,9 +64,15 @@ PROJECTS = [  # name, labeling config, tasks, scout settings for ~50 tasks on 2 
 def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
     from label_studio_sdk.client import LabelStudio
 
-    name, config, make, scout_env, checks_detection = next(p for p in PROJECTS if p[0] == project_kind)
-    env = {**ENGINE_ENV, **scout_env,
-           "LABEL_STUDIO_URL": label_studio.url, "LABEL_STUDIO_API_KEY": label_studio.token}
+    name, config, make, scout_env, checks_detection = next(
+        p for p in PROJECTS if p[0] == project_kind
+    )
+    env = {
+        **ENGINE_ENV,
+        **scout_env,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
     redis = worker = None
     if jobs == "redis":
         require_redis()
@@ -72,13 +84,22 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         backend.start()
         if redis is not None:
             worker = BackgroundProcess(
-                [str(Path(sys.executable).parent / "rq"), "worker", "--url", redis.url, env["RQ_QUEUE_NAME"]],
-                backend.env, tmp_path / "worker.log",
+                [
+                    str(Path(sys.executable).parent / "rq"),
+                    "worker",
+                    "--url",
+                    redis.url,
+                    env["RQ_QUEUE_NAME"],
+                ],
+                backend.env,
+                tmp_path / "worker.log",
             ).start()
         ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
         tasks, wrong = make(np.random.default_rng(7))
         project = ls.projects.create(title=f"{name} {jobs}", label_config=config)
-        task_ids = list(ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids)
+        task_ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
         wrong_ids = {task_ids[i] for i in wrong}
 
         ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
@@ -97,24 +118,39 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             scores[task.id] = field(mine[0], "score")
             assert scores[task.id] is not None and 0.0 <= scores[task.id] <= 1.0
 
-        ordered = [t.id for t in ls.tasks.list(
-            project=project.id, query=json.dumps({"ordering": ["tasks:predictions_score"]}))]
+        ordered = [
+            t.id
+            for t in ls.tasks.list(
+                project=project.id, query=json.dumps({"ordering": ["tasks:predictions_score"]})
+            )
+        ]
         assert [scores[t] for t in ordered] == sorted(scores.values())
         top = ordered[: 2 * N_WRONG]
         found = len(wrong_ids & set(top))
         wrong_mean = np.mean([scores[t] for t in wrong_ids])
         clean_mean = np.mean([s for t, s in scores.items() if t not in wrong_ids])
-        print(f"{name}/{jobs}: {found} of {N_WRONG} wrong annotations among the {len(top)} "
-              f"lowest-scored tasks (chance: 1); mean score wrong {wrong_mean:.2f}, "
-              f"correct {clean_mean:.2f}; {status['message']}")
+        print(
+            f"{name}/{jobs}: {found} of {N_WRONG} wrong annotations among the {len(top)} "
+            f"lowest-scored tasks (chance: 1); mean score wrong {wrong_mean:.2f}, "
+            f"correct {clean_mean:.2f}; {status['message']}"
+        )
         if checks_detection:
-            assert found >= 3, f"only {found} of {N_WRONG} wrong annotations among the first {len(top)}"
+            assert found >= 3, (
+                f"only {found} of {N_WRONG} wrong annotations among the first {len(top)}"
+            )
             assert wrong_mean < clean_mean
 
         # Label Studio's own /predict call shape: served from storage, one item per task, in order.
-        code, body = backend.post("/predict", {
-            "tasks": [{"id": t.id, "data": t.data, "annotations": t.annotations} for t in listed],
-            "project": f"{project.id}.0", "label_config": config})
+        code, body = backend.post(
+            "/predict",
+            {
+                "tasks": [
+                    {"id": t.id, "data": t.data, "annotations": t.annotations} for t in listed
+                ],
+                "project": f"{project.id}.0",
+                "label_config": config,
+            },
+        )
         assert code == 200, body
         assert [r["score"] for r in body["results"]] == [scores[t.id] for t in listed]
         assert all(r["model_version"] == version for r in body["results"])

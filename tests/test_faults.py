@@ -36,8 +36,14 @@ from tests.servers import (
     require_redis,
 )
 
-FAST = {"SRW_N": "20", "SRW_K": "5", "SRW_EPOCHS": "1", "SRW_MIN_ANNOTATIONS": "5",
-        "SRW_RETRAIN_AFTER": "1000", "LOG_LEVEL": "INFO"}
+FAST = {
+    "SRW_N": "20",
+    "SRW_K": "5",
+    "SRW_EPOCHS": "1",
+    "SRW_MIN_ANNOTATIONS": "5",
+    "SRW_RETRAIN_AFTER": "1000",
+    "LOG_LEVEL": "INFO",
+}
 N_TASKS = 20
 
 
@@ -59,7 +65,9 @@ def _project(ls: LabelStudioServer, kind: str = "ner", seed: int = 3) -> tuple[i
     tasks, _ = make(np.random.default_rng(seed), N_TASKS, 2)
     sdk = _sdk(ls)
     project = sdk.projects.create(title=f"faults {kind}", label_config=config)
-    ids = list(sdk.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids)
+    ids = list(
+        sdk.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+    )
     return project.id, ids
 
 
@@ -91,17 +99,31 @@ def _wait(backend: BackendServer, project: int, done, what: str, timeout: float 
 
 
 def _trained(backend: BackendServer, project: int, other_than: str | None = None) -> str:
-    status = _wait(backend, project, lambda s: s["state"] in {"idle", "failed"} and s["job"] == "idle"
-                   and s["current_version"] not in {None, other_than}, "a new version")
+    status = _wait(
+        backend,
+        project,
+        lambda s: (
+            s["state"] in {"idle", "failed"}
+            and s["job"] == "idle"
+            and s["current_version"] not in {None, other_than}
+        ),
+        "a new version",
+    )
     assert status["state"] == "idle", status
     return status["current_version"]
 
 
-def _ls_predict(backend: BackendServer, ls: LabelStudioServer, project: int, config: str = NER_CONFIG):
+def _ls_predict(
+    backend: BackendServer, ls: LabelStudioServer, project: int, config: str = NER_CONFIG
+):
     """/predict exactly as Label Studio calls it, for all the project's tasks."""
-    tasks = [{"id": t.id, "data": t.data, "annotations": t.annotations}
-             for t in _sdk(ls).tasks.list(project=project, fields="all")]
-    return backend.post("/predict", {"tasks": tasks, "project": f"{project}.1", "label_config": config})
+    tasks = [
+        {"id": t.id, "data": t.data, "annotations": t.annotations}
+        for t in _sdk(ls).tasks.list(project=project, fields="all")
+    ]
+    return backend.post(
+        "/predict", {"tasks": tasks, "project": f"{project}.1", "label_config": config}
+    )
 
 
 # ----------------------------------------------------------------------------- worker killed
@@ -111,18 +133,28 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
     """The previous version keeps serving, the job shows as failed, the next training succeeds."""
     require_redis()
     with RedisServer() as redis:
-        env = _env(label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults", SRW_JOB_LOCK_SECONDS="3")
+        env = _env(
+            label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults", SRW_JOB_LOCK_SECONDS="3"
+        )
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             project, _ = _project(label_studio)
             with _worker(env, tmp_path / "models", tmp_path / "worker1.log"):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
 
-            slow = _worker({**env, "SRW_EPOCHS": "300"}, tmp_path / "models", tmp_path / "worker2.log").start()
+            slow = _worker(
+                {**env, "SRW_EPOCHS": "300"}, tmp_path / "models", tmp_path / "worker2.log"
+            ).start()
             try:
                 assert _train(backend, project)[0] == 201
-                _wait(backend, project, lambda s: s["job"] == "running" and s.get("message", "").startswith("training on"),
-                      "the slow training to start")
+                _wait(
+                    backend,
+                    project,
+                    lambda s: (
+                        s["job"] == "running" and s.get("message", "").startswith("training on")
+                    ),
+                    "the slow training to start",
+                )
                 time.sleep(1.0)
                 # The machine or container dies: the worker and its work horse (rq puts the horse
                 # in a process group of its own) are killed mid-epoch.
@@ -131,8 +163,13 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
                 slow.proc.wait(timeout=10)
             finally:
                 slow.stop()
-            failed = _wait(backend, project, lambda s: s["state"] == "failed", "the dead training to show as failed",
-                           timeout=30)
+            failed = _wait(
+                backend,
+                project,
+                lambda s: s["state"] == "failed",
+                "the dead training to show as failed",
+                timeout=30,
+            )
             assert "killed or crashed" in failed["last_error"]
             assert failed["current_version"] == v1 and failed["is_training"] is False
 
@@ -165,9 +202,14 @@ def test_server_restart_serves_the_latest_version_without_retraining(label_studi
         assert code == 200 and after == before
         assert after["model_version"] == version
         status = backend.get(f"/status?project={project}")[1]
-        assert (status["state"], status["job"], status["current_version"]) == ("idle", "idle", version)
+        assert (status["state"], status["job"], status["current_version"]) == (
+            "idle",
+            "idle",
+            version,
+        )
         assert backend.post("/setup", {"project": f"{project}.1", "schema": NER_CONFIG})[1] == {
-            "model_version": version}
+            "model_version": version
+        }
         log = backend.log(400)
     assert "computed" not in log and "training" not in log.lower()
 
@@ -181,8 +223,10 @@ def test_redis_stopped_and_started_again(label_studio, tmp_path):
     try:
         env = _env(label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults-redis")
         project, _ = _project(label_studio, seed=5)
-        with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend, \
-                _worker(env, tmp_path / "models", tmp_path / "worker.log") as worker:
+        with (
+            BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend,
+            _worker(env, tmp_path / "models", tmp_path / "worker.log") as worker,
+        ):
             deadline = time.monotonic() + 60
             while "Listening on" not in worker.log(20) and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -208,7 +252,7 @@ def test_redis_stopped_and_started_again(label_studio, tmp_path):
         redis.stop()
 
 
-# ----------------------------------------------------------------------------- Label Studio unreachable
+# ------------------------------------------------------------------------ Label Studio unreachable
 
 
 def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
@@ -221,9 +265,16 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
         project, _ = _project(ls, seed=6)
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             assert _train(backend, project)[0] == 201
-            _wait(backend, project, lambda s: s.get("message", "").startswith("training on"), "training to start")
+            _wait(
+                backend,
+                project,
+                lambda s: s.get("message", "").startswith("training on"),
+                "training to start",
+            )
             ls.stop()
-            failed = _wait(backend, project, lambda s: s["state"] == "failed", "the write to fail", timeout=300)
+            failed = _wait(
+                backend, project, lambda s: s["state"] == "failed", "the write to fail", timeout=300
+            )
             assert "could not write" in failed["last_error"] and "attempts" in failed["last_error"]
             assert ls.url in failed["last_error"]
             log = backend.log(400)
@@ -233,7 +284,8 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
             version = failed["current_version"]
             assert version is not None
             assert backend.post("/setup", {"project": f"{project}.1", "schema": NER_CONFIG})[1] == {
-                "model_version": version}
+                "model_version": version
+            }
 
             ls.start()  # same data, same port
             assert _train(backend, project)[0] == 201
@@ -249,7 +301,9 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
 def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
     ner_project, ner_ids = _project(label_studio, "ner", seed=7)
     cls_project, cls_ids = _project(label_studio, "sentiment", seed=7)
-    with BackendServer(tmp_path / "models", _env(label_studio, SRW_EPOCHS="3"), tmp_path / "backend.log") as backend:
+    with BackendServer(
+        tmp_path / "models", _env(label_studio, SRW_EPOCHS="3"), tmp_path / "backend.log"
+    ) as backend:
         assert _train(backend, ner_project)[1]["status"] == "started"
         assert _train(backend, cls_project)[1]["status"] == "started"
         both = [backend.get(f"/status?project={p}")[1]["job"] for p in (ner_project, cls_project)]
@@ -258,14 +312,21 @@ def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
     assert versions[ner_project] != versions[cls_project]
 
     sdk = _sdk(label_studio)
-    for project, ids, control in ((ner_project, ner_ids, "label"), (cls_project, cls_ids, "sentiment")):
+    for project, ids, control in (
+        (ner_project, ner_ids, "label"),
+        (cls_project, cls_ids, "sentiment"),
+    ):
         assert sdk.projects.get(id=project).model_version == versions[project]
         tasks = list(sdk.tasks.list(project=project, fields="all"))
         assert sorted(t.id for t in tasks) == sorted(ids)
         for task in tasks:
-            (prediction,) = [p for p in task.predictions if field(p, "model_version") == versions[project]]
+            (prediction,) = [
+                p for p in task.predictions if field(p, "model_version") == versions[project]
+            ]
             assert all(r["from_name"] == control for r in field(prediction, "result"))
-        stored = (tmp_path / "models" / str(project) / "versions" / versions[project] / "scores.json").read_text()
+        stored = (
+            tmp_path / "models" / str(project) / "versions" / versions[project] / "scores.json"
+        ).read_text()
         other = cls_ids if project == ner_project else ner_ids
         assert not any(f'"{i}"' in stored for i in other)
 
@@ -288,8 +349,14 @@ def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout,
     client = create_app(Settings(model_dir=str(model_dir)), runner=runner).test_client()
 
     def predict(task_id: int) -> dict:
-        response = client.post("/predict", json={"project": "1", "label_config": NER_CONFIG,
-                                                 "tasks": [ner_task(task_id, "Angela Merkel visited Paris .")]})
+        response = client.post(
+            "/predict",
+            json={
+                "project": "1",
+                "label_config": NER_CONFIG,
+                "tasks": [ner_task(task_id, "Angela Merkel visited Paris .")],
+            },
+        )
         assert response.status_code == 200, response.get_json()
         return response.get_json()
 
@@ -316,6 +383,7 @@ def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout,
     # Unreadable stored scores: the last version goes too; nothing trained is left to serve.
     (store.versions / v1 / "scores.json").write_text('{"1": {"result": [')
     body = predict(3)
-    assert body["model_version"] == "subregweigh-untrained" and body["results"] == [{
-        "result": [], "model_version": "subregweigh-untrained"}]
+    assert body["model_version"] == "subregweigh-untrained" and body["results"] == [
+        {"result": [], "model_version": "subregweigh-untrained"}
+    ]
     assert client.get("/versions?project=1").get_json()["versions"] == []

@@ -75,7 +75,9 @@ def test_forced_scheme_on_real_file_fails_at_right_line():
 
 
 def test_conll_two_columns_crlf_whitespace_separators(tmp_path):
-    text = "-DOCSTART- O\nJohn I-PER\nSmith I-PER\n   \t\nin O\nParis I-LOC\n-DOCSTART- O\nHi O\n\n\n"
+    text = (
+        "-DOCSTART- O\nJohn I-PER\nSmith I-PER\n   \t\nin O\nParis I-LOC\n-DOCSTART- O\nHi O\n\n\n"
+    )
     for nl in ("\n", "\r\n"):
         p = write(tmp_path, "a.conll", text, nl)
         exs = read_conll(p)
@@ -147,8 +149,14 @@ def test_tsv_multilabel_and_columns(tmp_path):
     [
         ("sentence\tlabel\nok\t1\n  \t0\n", r"bad\.tsv:3: empty text"),
         ("sentence\tlabel\nok\t1\nfine\t\n", r"bad\.tsv:3: empty label"),
-        ("sentence\tlabel\nok\t1\nno tab 1\n", r"bad\.tsv:3: expected 2 tab-separated fields, got 1"),
-        ("text\tlabel\nok\t1\n", r"bad\.tsv:1: no column 'sentence'; the columns are \['text', 'label'\]"),
+        (
+            "sentence\tlabel\nok\t1\nno tab 1\n",
+            r"bad\.tsv:3: expected 2 tab-separated fields, got 1",
+        ),
+        (
+            "text\tlabel\nok\t1\n",
+            r"bad\.tsv:1: no column 'sentence'; the columns are \['text', 'label'\]",
+        ),
         ("", r"bad\.tsv:1: expected a header"),
         ("sentence\tlabel\n", r"bad\.tsv:1: no examples"),
     ],
@@ -162,19 +170,30 @@ def test_tsv_errors(tmp_path, text, match):
 
 
 def test_jsonl_ner_and_classification(tmp_path):
-    p = write(tmp_path, "n.jsonl", '{"id": "a", "words": ["J", "S"], "tags": ["B-PER", "I-PER"]}\n\n'
-              '{"words": ["x"], "tags": ["O"]}\n')
+    p = write(
+        tmp_path,
+        "n.jsonl",
+        '{"id": "a", "words": ["J", "S"], "tags": ["B-PER", "I-PER"]}\n\n'
+        '{"words": ["x"], "tags": ["O"]}\n',
+    )
     exs, task = read_jsonl(p)
     assert task == "ner"
     assert [(ex.id, ex.words, ex.label) for ex in exs] == [
-        ("a", ("J", "S"), ("B-PER", "I-PER")), ("1", ("x",), ("O",))]
+        ("a", ("J", "S"), ("B-PER", "I-PER")),
+        ("1", ("x",), ("O",)),
+    ]
     assert exs[1].source == f"{p}:3"
-    q = write(tmp_path, "c.jsonl", '{"id": 5, "text": " a  b ", "label": 1}\n'
-              '{"text": "c", "labels": ["z", "y", "z"]}\n')
+    q = write(
+        tmp_path,
+        "c.jsonl",
+        '{"id": 5, "text": " a  b ", "label": 1}\n{"text": "c", "labels": ["z", "y", "z"]}\n',
+    )
     exs, task = read_jsonl(q)
     assert task == "classification"
     assert [(ex.id, ex.words, ex.label) for ex in exs] == [
-        ("5", ("a", "b"), ("1",)), ("1", ("c",), ("y", "z"))]
+        ("5", ("a", "b"), ("1",)),
+        ("1", ("c",), ("y", "z")),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -188,7 +207,7 @@ def test_jsonl_ner_and_classification(tmp_path):
         ('{"words": ["a"], "tags": ["I-PER"]}', r"bad\.jsonl:2: word 0: 'I-PER'"),
         ('{"id": "0", "words": ["a"], "tags": ["O"]}', r"bad\.jsonl:2: duplicate id '0'"),
         ('{"foo": 1}', r"bad\.jsonl:2: expected 'words'"),
-        ('[1, 2]', r"bad\.jsonl:2: expected a JSON object"),
+        ("[1, 2]", r"bad\.jsonl:2: expected a JSON object"),
     ],
 )
 def test_jsonl_errors(tmp_path, second_line, match):
@@ -222,13 +241,20 @@ def test_read_dataset_dispatch(tmp_path):
     js = write(tmp_path, "d.json", '{"text": "hi", "label": "1"}\n')
     assert read_dataset(js)[1] == "classification"
     # a forced format wins over the extension
-    assert read_dataset(write(tmp_path, "x.dat", "sentence\tlabel\nhi\t1\n"), format="tsv")[1] == "classification"
+    assert (
+        read_dataset(write(tmp_path, "x.dat", "sentence\tlabel\nhi\t1\n"), format="tsv")[1]
+        == "classification"
+    )
     with pytest.raises(DataError):
         read_dataset(write(tmp_path, "x.csv", "a,b\n"))
 
 
 def test_read_dataset_rejects_duplicate_ids(tmp_path):
-    p = write(tmp_path, "d.jsonl", '{"id": "k", "text": "a", "label": "x"}\n{"id": "k", "text": "b", "label": "y"}\n')
+    p = write(
+        tmp_path,
+        "d.jsonl",
+        '{"id": "k", "text": "a", "label": "x"}\n{"id": "k", "text": "b", "label": "y"}\n',
+    )
     with raises_at(r"d\.jsonl:2: duplicate id 'k'"):
         read_dataset(p)
 
@@ -304,13 +330,25 @@ def test_weighted_jsonl_and_csv_roundtrip(tmp_path):
     ner = [Example("a", ("J", "S"), ("B-PER", "I-PER")), Example("b", ("x",), ("O",))]
     cls = [Example("a", ("good", "film"), ("pos",)), Example("b", ("x",), ("art", "neg"))]
     w = np.array([0.25, 1.0])
-    extra = {"reliability": np.array([0.5, np.float32(1)]), "c": np.array([3, 4]),
-             "pred": [("B-PER", "O"), None], "probs": np.array([[0.1, 0.9], [np.nan, 1.0]])}
+    extra = {
+        "reliability": np.array([0.5, np.float32(1)]),
+        "c": np.array([3, 4]),
+        "pred": [("B-PER", "O"), None],
+        "probs": np.array([[0.1, 0.9], [np.nan, 1.0]]),
+    }
     p = tmp_path / "n.jsonl"
     write_weights(p, ner, w, task="ner", extra=extra)
     recs = [json.loads(x) for x in p.read_text().splitlines()]
-    assert recs[0] == {"id": "a", "words": ["J", "S"], "tags": ["B-PER", "I-PER"], "weight": 0.25,
-                       "reliability": 0.5, "c": 3, "pred": ["B-PER", "O"], "probs": [0.1, 0.9]}
+    assert recs[0] == {
+        "id": "a",
+        "words": ["J", "S"],
+        "tags": ["B-PER", "I-PER"],
+        "weight": 0.25,
+        "reliability": 0.5,
+        "c": 3,
+        "pred": ["B-PER", "O"],
+        "probs": [0.1, 0.9],
+    }
     assert recs[1]["probs"] == [None, 1.0]
     exs, task = read_jsonl(p)  # the output is itself a valid input file
     assert task == "ner" and exs == ner

@@ -13,13 +13,19 @@ from concurrent.futures import ThreadPoolExecutor
 from tests.projects import NER_CONFIG, ner_task, publish_scout
 from tests.servers import BackendServer
 
-TEXTS = ["Angela Merkel visited Paris on Monday .", "Manchester United beat Arsenal 2-1 .",
-         "The European Commission said on Thursday it disagreed with German advice .",
-         "Peter Blackburn reported from Brussels .", "Shares of Microsoft rose in New York ."]
+TEXTS = [
+    "Angela Merkel visited Paris on Monday .",
+    "Manchester United beat Arsenal 2-1 .",
+    "The European Commission said on Thursday it disagreed with German advice .",
+    "Peter Blackburn reported from Brussels .",
+    "Shares of Microsoft rose in New York .",
+]
 
 
 def _predict(backend: BackendServer, tasks: list[dict]) -> tuple[int, dict]:
-    return backend.post("/predict", {"tasks": tasks, "project": "1.1700000000", "label_config": NER_CONFIG})
+    return backend.post(
+        "/predict", {"tasks": tasks, "project": "1.1700000000", "label_config": NER_CONFIG}
+    )
 
 
 def _loads(log: str) -> Counter:
@@ -53,24 +59,33 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
             with ThreadPoolExecutor(4) as pool:
                 later = list(pool.map(lambda _: _predict(backend, fresh), range(4)))
             assert all(body == first for _, body in later)
-            if len(_pids(log_path.read_text()[len(log_before):])) == 2:
+            if len(_pids(log_path.read_text()[len(log_before) :])) == 2:
                 break
-        new_log = log_path.read_text()[len(log_before):]
+        new_log = log_path.read_text()[len(log_before) :]
         assert len(_pids(new_log)) == 2, "only one gunicorn worker answered"
         assert len(re.findall(r"project 1: computed", new_log)) == 1, new_log[-3000:]
 
         # 3. A new version: each worker loads it once, and serves it.
         publish_scout(model_dir, 1, tiny_scout, "srw-20260102-000000000-bbbbbb")
         with ThreadPoolExecutor(8) as pool:
-            replies = list(pool.map(lambda i: _predict(backend, [ner_task(200 + i % 3, TEXTS[i % 3])]), range(40)))
-        assert all(code == 200 and body["model_version"] == "srw-20260102-000000000-bbbbbb"
-                   for code, body in replies)
+            replies = list(
+                pool.map(
+                    lambda i: _predict(backend, [ner_task(200 + i % 3, TEXTS[i % 3])]), range(40)
+                )
+            )
+        assert all(
+            code == 200 and body["model_version"] == "srw-20260102-000000000-bbbbbb"
+            for code, body in replies
+        )
 
     log = log_path.read_text()
     loads = _loads(log)
     assert loads, log[-3000:]
     assert max(loads.values()) == 1, f"a worker loaded a version twice: {loads}"
-    assert {version for version, _ in loads} == {"srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"}
+    assert {version for version, _ in loads} == {
+        "srw-20260101-000000000-aaaaaa",
+        "srw-20260102-000000000-bbbbbb",
+    }
     assert "Traceback" not in log
 
 
@@ -82,7 +97,10 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
 
     settings = Settings(model_dir=str(tmp_path), cached_models=2)
     store = ProjectStore(tmp_path, 1)
-    versions = [publish_scout(tmp_path, 1, tiny_scout, f"srw-2026010{i}-000000000-aaaaaa") for i in (1, 2, 3)]
+    versions = [
+        publish_scout(tmp_path, 1, tiny_scout, f"srw-2026010{i}-000000000-aaaaaa")
+        for i in (1, 2, 3)
+    ]
     model._weighers.clear()
     first = model._weigher(settings, store, versions[0])
     model._weigher(settings, store, versions[1])

@@ -45,28 +45,62 @@ def char_spans(ex):
 
 
 def labels_region(i, text, start, end, label, from_name="label"):
-    return {"id": f"r{i}", "from_name": from_name, "to_name": "text", "type": "labels",
-            "origin": "manual",
-            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
+    return {
+        "id": f"r{i}",
+        "from_name": from_name,
+        "to_name": "text",
+        "type": "labels",
+        "origin": "manual",
+        "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]},
+    }
 
 
 def choices_region(choices, from_name="sentiment"):
-    return {"id": "c0", "from_name": from_name, "to_name": "text", "type": "choices",
-            "origin": "manual", "value": {"choices": list(choices)}}
+    return {
+        "id": "c0",
+        "from_name": from_name,
+        "to_name": "text",
+        "type": "choices",
+        "origin": "manual",
+        "value": {"choices": list(choices)},
+    }
 
 
 def annotation(ann_id, result, when="2025-03-01T10:00:00.000000Z", cancelled=False):
     """An annotation with the fields Label Studio 1.23 exports."""
-    return {"id": ann_id, "completed_by": 1, "result": result, "was_cancelled": cancelled,
-            "ground_truth": False, "created_at": when, "updated_at": when, "draft_created_at": None,
-            "lead_time": 12.5, "prediction": {}, "result_count": len(result), "task": None,
-            "project": 3, "updated_by": 1, "parent_prediction": None, "parent_annotation": None}
+    return {
+        "id": ann_id,
+        "completed_by": 1,
+        "result": result,
+        "was_cancelled": cancelled,
+        "ground_truth": False,
+        "created_at": when,
+        "updated_at": when,
+        "draft_created_at": None,
+        "lead_time": 12.5,
+        "prediction": {},
+        "result_count": len(result),
+        "task": None,
+        "project": 3,
+        "updated_by": 1,
+        "parent_prediction": None,
+        "parent_annotation": None,
+    }
 
 
 def task(task_id, text, annotations, **data):
-    return {"id": task_id, "annotations": annotations, "drafts": [], "predictions": [],
-            "data": {"text": text, **data}, "meta": {}, "inner_id": task_id, "project": 3,
-            "total_annotations": len(annotations), "cancelled_annotations": 0}
+    return {
+        "id": task_id,
+        "annotations": annotations,
+        "drafts": [],
+        "predictions": [],
+        "data": {"text": text, **data},
+        "meta": {},
+        "inner_id": task_id,
+        "project": 3,
+        "total_annotations": len(annotations),
+        "cancelled_annotations": 0,
+    }
 
 
 def ner_export(examples, first_id=100):
@@ -79,8 +113,10 @@ def ner_export(examples, first_id=100):
 
 
 def classification_export(examples, first_id=200):
-    return [task(first_id + k, ex.text, [annotation(2000 + k, [choices_region(ex.label)])])
-            for k, ex in enumerate(examples)]
+    return [
+        task(first_id + k, ex.text, [annotation(2000 + k, [choices_region(ex.label)])])
+        for k, ex in enumerate(examples)
+    ]
 
 
 def write_export(path, tasks):
@@ -121,19 +157,28 @@ def test_classification_round_trip(tmp_path, reviews):
     examples, kind = read_dataset(path)
     assert kind == "classification"
     assert [(ex.id, ex.words, ex.label) for ex in examples] == [
-        (str(200 + k), ex.words, ex.label) for k, ex in enumerate(reviews)]
+        (str(200 + k), ex.words, ex.label) for k, ex in enumerate(reviews)
+    ]
 
 
 def test_multi_label_like_jsonl(tmp_path, reviews):
     """Several choices make a multi-label example, represented exactly as read_jsonl does."""
-    labels = [["negative", "sarcastic"] if k % 3 == 0 else [SENTIMENT[ex.label[0]]]
-              for k, ex in enumerate(reviews[:12])]
-    tasks = [task(k + 1, ex.text, [annotation(k + 1, [choices_region(reversed(lab))])])
-             for k, (ex, lab) in enumerate(zip(reviews, labels))]
+    labels = [
+        ["negative", "sarcastic"] if k % 3 == 0 else [SENTIMENT[ex.label[0]]]
+        for k, ex in enumerate(reviews[:12])
+    ]
+    tasks = [
+        task(k + 1, ex.text, [annotation(k + 1, [choices_region(reversed(lab))])])
+        for k, (ex, lab) in enumerate(zip(reviews, labels))
+    ]
     examples, kind = read_label_studio(write_export(tmp_path / "export.json", tasks))
     jsonl = tmp_path / "same.jsonl"
-    jsonl.write_text("".join(json.dumps({"id": k + 1, "text": ex.text, "labels": lab}) + "\n"
-                             for k, (ex, lab) in enumerate(zip(reviews, labels))))
+    jsonl.write_text(
+        "".join(
+            json.dumps({"id": k + 1, "text": ex.text, "labels": lab}) + "\n"
+            for k, (ex, lab) in enumerate(zip(reviews, labels))
+        )
+    )
     assert (examples, kind) == read_jsonl(jsonl)
     assert examples[0].label == ("negative", "sarcastic") and len(examples[1].label) == 1
 
@@ -143,16 +188,26 @@ def test_latest_non_cancelled_annotation_is_used(tmp_path, caplog, sentences):
     text = " ".join(ex.words)
     org, misc = labels_region(0, text, 0, 2, "ORG"), labels_region(1, text, 11, 17, "MISC")
     tasks = [
-        task(1, text, [  # listed out of order: the newest update wins, a newer cancelled one does not
-            annotation(12, [org, misc], when="2025-03-02T09:00:00.5Z"),
-            annotation(11, [org], when="2025-03-01T09:00:00Z"),
-            annotation(13, [], when="2025-03-03T09:00:00Z", cancelled=True),
-        ]),
-        task(2, text, [annotation(21, [misc], when="2025-03-01T09:00:00Z"),   # same time: higher id
-                       annotation(22, [org], when="2025-03-01T09:00:00Z")]),
-        task(3, text, [annotation(31, [org], cancelled=True)]),              # only cancelled: skipped
-        task(4, text, []),                                                   # unannotated: skipped
-        task(5, text, [annotation(51, [])]),                                 # no regions: all O
+        task(
+            1,
+            text,
+            [  # listed out of order: the newest update wins, a newer cancelled one does not
+                annotation(12, [org, misc], when="2025-03-02T09:00:00.5Z"),
+                annotation(11, [org], when="2025-03-01T09:00:00Z"),
+                annotation(13, [], when="2025-03-03T09:00:00Z", cancelled=True),
+            ],
+        ),
+        task(
+            2,
+            text,
+            [
+                annotation(21, [misc], when="2025-03-01T09:00:00Z"),  # same time: higher id
+                annotation(22, [org], when="2025-03-01T09:00:00Z"),
+            ],
+        ),
+        task(3, text, [annotation(31, [org], cancelled=True)]),  # only cancelled: skipped
+        task(4, text, []),  # unannotated: skipped
+        task(5, text, [annotation(51, [])]),  # no regions: all O
     ]
     path = write_export(tmp_path / "export.json", tasks)
     with caplog.at_level(logging.WARNING, logger="subregweigh"):
@@ -166,19 +221,32 @@ def test_latest_non_cancelled_annotation_is_used(tmp_path, caplog, sentences):
 
 
 def test_text_field_and_span_repairs(tmp_path, caplog):
-    text = "I \U0001F600 Paris, France"  # an emoji: old Label Studio counted it as 2 (UTF-16)
-    paris_utf16 = {"id": "p", "from_name": "label", "to_name": "text", "type": "labels",
-                   "value": {"start": 5, "end": 10, "text": "Paris", "labels": ["LOC"]}}
-    cut = {"id": "f", "from_name": "label", "to_name": "text", "type": "labels",
-           "value": {"start": 12, "end": 16, "labels": ["LOC"]}}  # "Fran": widened to the word
+    text = "I \U0001f600 Paris, France"  # an emoji: old Label Studio counted it as 2 (UTF-16)
+    paris_utf16 = {
+        "id": "p",
+        "from_name": "label",
+        "to_name": "text",
+        "type": "labels",
+        "value": {"start": 5, "end": 10, "text": "Paris", "labels": ["LOC"]},
+    }
+    cut = {
+        "id": "f",
+        "from_name": "label",
+        "to_name": "text",
+        "type": "labels",
+        "value": {"start": 12, "end": 16, "labels": ["LOC"]},
+    }  # "Fran": widened to the word
     tasks = [task(7, "unused", [annotation(1, [paris_utf16, cut])], body=text)]
     path = write_export(tmp_path / "export.json", tasks)
-    with pytest.raises(DataError, match=r"task 7: data has several text fields \('text', 'body'\); "
-                                        r"pass --text-field"):
+    with pytest.raises(
+        DataError,
+        match=r"task 7: data has several text fields \('text', 'body'\); "
+        r"pass --text-field",
+    ):
         read_label_studio(path)
     with caplog.at_level(logging.WARNING, logger="subregweigh"):
         (ex,), _ = read_dataset(path, text_field="body")
-    assert ex.words == ("I", "\U0001F600", "Paris", ",", "France")
+    assert ex.words == ("I", "\U0001f600", "Paris", ",", "France")
     assert ex.label == ("O", "O", "B-LOC", "O", "B-LOC")
     assert any("cuts a word" in r.getMessage() for r in caplog.records)
 
@@ -188,30 +256,69 @@ def test_text_field_and_span_repairs(tmp_path, caplog):
 
 def _one_ner_task(**region_value):
     value = {"start": 0, "end": 2, "labels": ["ORG"], **region_value}
-    return [task(7, "EU rejects it", [annotation(3, [{"id": "r1", "from_name": "label",
-                                                       "to_name": "text", "type": "labels",
-                                                       "value": value}])])]
+    return [
+        task(
+            7,
+            "EU rejects it",
+            [
+                annotation(
+                    3,
+                    [
+                        {
+                            "id": "r1",
+                            "from_name": "label",
+                            "to_name": "text",
+                            "type": "labels",
+                            "value": value,
+                        }
+                    ],
+                )
+            ],
+        )
+    ]
 
 
 ERRORS = {
     "invalid JSON": ('[\n  {"id": 1,\n   "data": }\n]', ":3: invalid JSON"),
-    "not an array": ('{"id": 1, "data": {"text": "x"}}', ":1: expected a JSON array of Label Studio tasks"),
+    "not an array": (
+        '{"id": 1, "data": {"text": "x"}}',
+        ":1: expected a JSON array of Label Studio tasks",
+    ),
     "empty array": ("[]", ":1: the export holds no tasks"),
-    "region out of range": (_one_ner_task(start=5, end=40),
-                            ":task 7: annotation 3: region r1: span 5-40 lies outside the text of 13"),
-    "offset not an integer": (_one_ner_task(start="0"), ":task 7: annotation 3: region r1: 'start' must be"),
+    "region out of range": (
+        _one_ner_task(start=5, end=40),
+        ":task 7: annotation 3: region r1: span 5-40 lies outside the text of 13",
+    ),
+    "offset not an integer": (
+        _one_ner_task(start="0"),
+        ":task 7: annotation 3: region r1: 'start' must be",
+    ),
     "no labels": (_one_ner_task(labels=[]), ":task 7: annotation 3: region r1: 'labels' must be"),
     "duplicate task": (_one_ner_task() * 2, ":task 7: duplicate task id"),
-    "no text field": ([{"id": 7, "data": {"n": 3}, "annotations": [annotation(1, [])]}],
-                      ":task 7: data has no text field (fields: 'n')"),
-    "examples, not tasks": ([{"words": ["a"], "tags": ["O"]}],
-                            ": item 0 of the array has no valid task 'id' (got None); this looks like "
-                            "an array of examples"),
-    "labels and choices": ([*_one_ner_task(), task(8, "Good film", [annotation(4, [choices_region("a")])])],
-                           ":task 8: has choices (classification) regions, but {path}:task 7 has labels (NER)"),
-    "two controls": ([*_one_ner_task(), task(8, "EU", [annotation(4, [labels_region(0, "EU", 0, 2, "ORG", "ner2")])])],
-                     ":task 8: labels from the control 'ner2', but {path}:task 7 has them from 'label'"),
-    "nothing labelled": ([task(1, "a b", [annotation(1, [])])], ": no annotation has labels (NER) or choices"),
+    "no text field": (
+        [{"id": 7, "data": {"n": 3}, "annotations": [annotation(1, [])]}],
+        ":task 7: data has no text field (fields: 'n')",
+    ),
+    "examples, not tasks": (
+        [{"words": ["a"], "tags": ["O"]}],
+        ": item 0 of the array has no valid task 'id' (got None); this looks like "
+        "an array of examples",
+    ),
+    "labels and choices": (
+        [*_one_ner_task(), task(8, "Good film", [annotation(4, [choices_region("a")])])],
+        ":task 8: has choices (classification) regions, but {path}:task 7 has labels (NER)",
+    ),
+    "two controls": (
+        [
+            *_one_ner_task(),
+            task(8, "EU", [annotation(4, [labels_region(0, "EU", 0, 2, "ORG", "ner2")])]),
+        ],
+        ":task 8: labels from the control 'ner2', but {path}:task 7 has them from 'label'",
+    ),
+    "nothing labelled": (
+        [task(1, "a b", [annotation(1, [])])],
+        ": no annotation has labels (NER) or choices",
+    ),
 }
 
 
@@ -226,25 +333,55 @@ def test_errors_name_file_and_task(tmp_path, case):
     assert message.format(path=path) in str(info.value)
 
 
-_SCALARS = (st.none() | st.booleans() | st.integers(-2, 30) | st.floats()
-            | st.sampled_from(["", "labels", "choices", "ORG", "a b", "x\U0001F600y", "2025-03-01T10:00:00Z"]))
-_REGION = st.fixed_dictionaries({
-    "type": st.sampled_from(["labels", "choices", "relation"]) | _SCALARS,
-    "from_name": st.sampled_from(["label", "other"]),
-    "value": st.fixed_dictionaries({"start": _SCALARS, "end": _SCALARS, "text": _SCALARS,
-                                    "labels": st.lists(_SCALARS, max_size=2) | _SCALARS,
-                                    "choices": st.lists(_SCALARS, max_size=2)}) | _SCALARS,
-})
-_TASK = st.fixed_dictionaries({
-    "id": _SCALARS,
-    "data": st.dictionaries(st.sampled_from(["text", "title"]), _SCALARS, max_size=2) | _SCALARS,
-    "annotations": st.lists(st.fixed_dictionaries({
-        "id": _SCALARS, "result": st.lists(_REGION, max_size=3) | _SCALARS,
-        "was_cancelled": _SCALARS, "updated_at": _SCALARS}), max_size=3) | _SCALARS,
-})
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 30)
+    | st.floats()
+    | st.sampled_from(
+        ["", "labels", "choices", "ORG", "a b", "x\U0001f600y", "2025-03-01T10:00:00Z"]
+    )
+)
+_REGION = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(["labels", "choices", "relation"]) | _SCALARS,
+        "from_name": st.sampled_from(["label", "other"]),
+        "value": st.fixed_dictionaries(
+            {
+                "start": _SCALARS,
+                "end": _SCALARS,
+                "text": _SCALARS,
+                "labels": st.lists(_SCALARS, max_size=2) | _SCALARS,
+                "choices": st.lists(_SCALARS, max_size=2),
+            }
+        )
+        | _SCALARS,
+    }
+)
+_TASK = st.fixed_dictionaries(
+    {
+        "id": _SCALARS,
+        "data": st.dictionaries(st.sampled_from(["text", "title"]), _SCALARS, max_size=2)
+        | _SCALARS,
+        "annotations": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "id": _SCALARS,
+                    "result": st.lists(_REGION, max_size=3) | _SCALARS,
+                    "was_cancelled": _SCALARS,
+                    "updated_at": _SCALARS,
+                }
+            ),
+            max_size=3,
+        )
+        | _SCALARS,
+    }
+)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(tasks=st.lists(_TASK, max_size=4) | _SCALARS)
 def test_malformed_exports_raise_data_error_only(tmp_path, tasks):
     path = tmp_path / "export.json"
@@ -276,28 +413,63 @@ def test_cli_weigh_and_train_an_export(tmp_path, capsys, sentences):
     tasks[3]["annotations"][0]["was_cancelled"] = True  # not annotated: no weight row
     export = write_export(tmp_path / "export.json", tasks)
     weights = tmp_path / "w.jsonl"
-    assert cli.main(["-q", "weigh", str(export), "-o", str(weights),
-                     "--epochs", "1", "-n", "10", "-k", "3", "--method", "random"]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "weigh",
+                str(export),
+                "-o",
+                str(weights),
+                "--epochs",
+                "1",
+                "-n",
+                "10",
+                "-k",
+                "3",
+                "--method",
+                "random",
+            ]
+        )
+        == 0
+    )
     assert "of 19 examples have reliability" in capsys.readouterr().out
     rows = [json.loads(line) for line in weights.read_text().splitlines()]
     assert [r["id"] for r in rows] == [str(t["id"]) for k, t in enumerate(tasks) if k != 3]
     assert all(r["k"] <= 3 and 1 / 3 <= r["weight"] <= 1 for r in rows)
 
     model = tmp_path / "final"
-    assert cli.main(["-q", "train", str(export), "--weights", str(weights), "--epochs", "1",
-                     "-o", str(model)]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "train",
+                str(export),
+                "--weights",
+                str(weights),
+                "--epochs",
+                "1",
+                "-o",
+                str(model),
+            ]
+        )
+        == 0
+    )
     assert (model / "scout.json").is_file()
 
 
 def test_cli_errors_and_text_field(tmp_path, capsys):
-    export = write_export(tmp_path / "export.json",
-                          [task(12, "EU rejects it", [annotation(1, [])], title="News")])
+    export = write_export(
+        tmp_path / "export.json", [task(12, "EU rejects it", [annotation(1, [])], title="News")]
+    )
     out = tmp_path / "n.jsonl"
     argv = ["noise", str(export), "-o", str(out), "--flags", str(tmp_path / "f.jsonl")]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"subregweigh noise: error: {export}:task 12: data has several text fields "
-                   "('text', 'title'); pass --text-field")
+    assert err == (
+        f"subregweigh noise: error: {export}:task 12: data has several text fields "
+        "('text', 'title'); pass --text-field"
+    )
     assert not out.exists()
     export.write_text(json.dumps(_one_ner_task()))
     assert cli.main([*argv, "--text-field", "text", "--format", "label-studio"]) == 0
@@ -318,24 +490,62 @@ def test_real_label_studio_export(tmp_path, sentences, reviews):
 
     ner = sentences[:15]
     cls = reviews[:10]
-    ner_tasks = [{"data": {"text": " ".join(ex.words)}, "annotations": [{"result": [
-        {"id": f"r{j}", "from_name": "label", "to_name": "text", "type": "labels",
-         "value": {"start": s, "end": e, "text": " ".join(ex.words)[s:e], "labels": [t]}}
-        for j, (s, e, t) in enumerate(char_spans(ex))]}]} for ex in ner]
+    ner_tasks = [
+        {
+            "data": {"text": " ".join(ex.words)},
+            "annotations": [
+                {
+                    "result": [
+                        {
+                            "id": f"r{j}",
+                            "from_name": "label",
+                            "to_name": "text",
+                            "type": "labels",
+                            "value": {
+                                "start": s,
+                                "end": e,
+                                "text": " ".join(ex.words)[s:e],
+                                "labels": [t],
+                            },
+                        }
+                        for j, (s, e, t) in enumerate(char_spans(ex))
+                    ]
+                }
+            ],
+        }
+        for ex in ner
+    ]
     ner_tasks[2]["annotations"].append({"result": [], "was_cancelled": True})
     ner_tasks.append({"data": {"text": "Not annotated at all ."}})
-    cls_tasks = [{"data": {"text": ex.text}, "annotations": [{"result": [choices_region([SENTIMENT[ex.label[0]]])]}]}
-                 for ex in cls]
+    cls_tasks = [
+        {
+            "data": {"text": ex.text},
+            "annotations": [{"result": [choices_region([SENTIMENT[ex.label[0]]])]}],
+        }
+        for ex in cls
+    ]
     with LabelStudioServer() as server:
         ls = LabelStudio(base_url=server.url, api_key=server.token)
         exports = {}
-        for name, config, tasks in (("ner", NER_CONFIG, ner_tasks), ("sentiment", CLS_CONFIG, cls_tasks)):
+        for name, config, tasks in (
+            ("ner", NER_CONFIG, ner_tasks),
+            ("sentiment", CLS_CONFIG, cls_tasks),
+        ):
             project = ls.projects.create(title=f"export {name}", label_config=config)
-            ids = list(ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids)
+            ids = list(
+                ls.projects.import_tasks(
+                    id=project.id, request=tasks, return_task_ids=True
+                ).task_ids
+            )
             if name == "ner":  # a later annotation of task 0 replaces the imported one
                 ls.annotations.create(id=ids[0], result=[], was_cancelled=False)
-            exports[name] = (ids, server.api("GET", f"/api/projects/{project.id}/export"
-                                                    "?exportType=JSON&download_all_tasks=true"))
+            exports[name] = (
+                ids,
+                server.api(
+                    "GET",
+                    f"/api/projects/{project.id}/export?exportType=JSON&download_all_tasks=true",
+                ),
+            )
 
     ids, exported = exports["ner"]
     path = write_export(tmp_path / "ner.json", exported)
@@ -345,11 +555,13 @@ def test_real_label_studio_export(tmp_path, sentences, reviews):
     assert set(examples[0].label) == {"O"}  # the later, empty annotation
     for original, read in zip(ner[1:], examples[1:]):
         offsets = words_with_offsets(" ".join(original.words))
-        assert [(offsets[s][1], offsets[e - 1][2], t) for t, s, e in entity_spans(read.label)] \
-            == char_spans(original)
+        assert [
+            (offsets[s][1], offsets[e - 1][2], t) for t, s, e in entity_spans(read.label)
+        ] == char_spans(original)
 
     ids, exported = exports["sentiment"]
     examples, kind = read_dataset(write_export(tmp_path / "sentiment.json", exported))
     assert kind == "classification"
     assert [(ex.id, ex.words, ex.label) for ex in examples] == [
-        (str(i), ex.words, (SENTIMENT[ex.label[0]],)) for i, ex in zip(ids, cls)]
+        (str(i), ex.words, (SENTIMENT[ex.label[0]],)) for i, ex in zip(ids, cls)
+    ]

@@ -78,7 +78,9 @@ def test_entity_f1():
 
 
 def test_accuracy():
-    assert accuracy([("a",), ("b",), ("a", "b")], [("a",), ("a",), ("a", "b")]) == pytest.approx(2 / 3)
+    assert accuracy([("a",), ("b",), ("a", "b")], [("a",), ("a",), ("a", "b")]) == pytest.approx(
+        2 / 3
+    )
     assert accuracy([("B-PER", "O")], [["B-PER", "O"]]) == 1.0
     assert accuracy(["x", "y"], [("x",), ("x",)]) == 0.5
     with pytest.raises(ValueError):

@@ -36,7 +36,9 @@ def test_ner_noise_valid_and_rate(conll2000, rate):
     for a, b in zip(conll2000, noisy):
         assert (a.id, a.words, a.source) == (b.id, b.words, b.source)
         assert _first_iob2_error(b.label) is None
-        assert set(b.label) <= {"O"} | {p + t for p in ("B-", "I-") for t in ("PER", "LOC", "ORG", "MISC")}
+        assert set(b.label) <= {"O"} | {
+            p + t for p in ("B-", "I-") for t in ("PER", "LOC", "ORG", "MISC")
+        }
     assert np.array_equal(mask, [a.label != b.label for a, b in zip(conll2000, noisy)])
     k = round(rate * total)
     changed = changed_positions(conll2000, noisy)

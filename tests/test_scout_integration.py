@@ -37,7 +37,9 @@ def test_scout_ner_fit_predict(tiny_scout, tiny_ner_data):
         assert set(tags) <= set(tiny_scout.labels_)
     # one epoch already learns something: most word tags (mostly O) are right
     words = sum(len(ex.words) for ex in tiny_ner_data)
-    right = sum(p == g for ex, tags in zip(tiny_ner_data, predicted) for p, g in zip(tags, ex.label))
+    right = sum(
+        p == g for ex, tags in zip(tiny_ner_data, predicted) for p, g in zip(tags, ex.label)
+    )
     assert right / words > 0.7
 
 
@@ -82,7 +84,9 @@ def test_scout_save_replaces_atomically(tiny_scout, tiny_ner_data, tmp_path):
 
 def test_scout_load_without_state(tmp_path):
     (tmp_path / "not-a-scout").mkdir()
-    with pytest.raises(FileNotFoundError, match=r"not-a-scout is not a saved scout \(no scout\.json\)"):
+    with pytest.raises(
+        FileNotFoundError, match=r"not-a-scout is not a saved scout \(no scout\.json\)"
+    ):
         Scout.load(tmp_path / "not-a-scout")
     with pytest.raises(FileNotFoundError, match="scout.json"):
         Scout.load(tmp_path / "missing")
@@ -167,7 +171,11 @@ MULTI = [
 def test_scout_multi_label_classification():
     train = [Example(str(i), tuple(t.split()), lab) for i, (t, lab) in enumerate(MULTI * 2)]
     scout = Scout(
-        task="classification", multi_label=True, epochs=6, batch_size=8, learning_rate=1e-3,
+        task="classification",
+        multi_label=True,
+        epochs=6,
+        batch_size=8,
+        learning_rate=1e-3,
         progress=False,
     ).fit(train)
     assert scout.labels_ == ["neg", "pos", "sports"]
@@ -188,7 +196,10 @@ def test_scout_multi_label_classification():
 
 def _logits(scout, examples):
     enc = scout.tokenizer_(
-        [list(ex.words) for ex in examples], is_split_into_words=True, padding=True, return_tensors="pt"
+        [list(ex.words) for ex in examples],
+        is_split_into_words=True,
+        padding=True,
+        return_tensors="pt",
     )
     with torch.inference_mode():
         return scout.model_(**enc).logits.numpy()
@@ -231,9 +242,12 @@ def test_subregweigh_finds_ner_noise(ner_detection):
     base_rate = corrupted.mean()
     assert 0.5 < base_rate < 0.8  # 10% of word labels corrupts most sentences
     report = detection_report(result.reliability, corrupted)
-    print(f"NER detection: AP {report['average_precision']:.3f} (base rate {base_rate:.3f}), "
-          f"AUROC {report['auroc']:.3f}, mean reliability clean "
-          f"{report['mean_reliability_clean']:.3f} vs corrupted {report['mean_reliability_corrupted']:.3f}")
+    print(
+        f"NER detection: AP {report['average_precision']:.3f} (base rate {base_rate:.3f}), "
+        f"AUROC {report['auroc']:.3f}, mean reliability clean "
+        f"{report['mean_reliability_clean']:.3f} vs corrupted "
+        f"{report['mean_reliability_corrupted']:.3f}"
+    )
     assert report["average_precision"] >= base_rate + 0.1
     assert report["mean_reliability_clean"] >= report["mean_reliability_corrupted"] + 0.2
     # shapes and invariants of the result
@@ -267,14 +281,21 @@ def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
     clean = sst2_train[:500]
     noisy, corrupted = flip_labels(clean, 0.1, random_state=0)
     srw = SubRegWeigh(
-        Scout(task="classification", epochs=2, learning_rate=1e-4, progress=False), n_samples=100,
-        k=10, method="kmeans", progress=False,
+        Scout(task="classification", epochs=2, learning_rate=1e-4, progress=False),
+        n_samples=100,
+        k=10,
+        method="kmeans",
+        progress=False,
     ).fit(noisy)
     result = srw.weigh(noisy)
     report = detection_report(result.reliability, corrupted)
-    print(f"SST-2 detection: AP {report['average_precision']:.3f} (base rate {corrupted.mean():.3f}), "
-          f"AUROC {report['auroc']:.3f}, mean reliability clean "
-          f"{report['mean_reliability_clean']:.3f} vs corrupted {report['mean_reliability_corrupted']:.3f}")
+    print(
+        f"SST-2 detection: AP {report['average_precision']:.3f} (base rate "
+        f"{corrupted.mean():.3f}), "
+        f"AUROC {report['auroc']:.3f}, mean reliability clean "
+        f"{report['mean_reliability_clean']:.3f} vs corrupted "
+        f"{report['mean_reliability_corrupted']:.3f}"
+    )
     assert corrupted.mean() == pytest.approx(0.1)
     assert report["average_precision"] >= 2 * corrupted.mean()
     assert report["mean_reliability_clean"] >= report["mean_reliability_corrupted"] + 0.2
@@ -286,13 +307,19 @@ def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
 
 
 def test_crossweigh_weights_and_reliability(tiny_ner_data):
-    cw = CrossWeigh(Scout(epochs=1, progress=False), n_folds=3, n_iterations=1, epsilon=0.5,
-                    random_state=0, progress=False)
+    cw = CrossWeigh(
+        Scout(epochs=1, progress=False),
+        n_folds=3,
+        n_iterations=1,
+        epsilon=0.5,
+        random_state=0,
+        progress=False,
+    )
     res = cw.weigh(tiny_ner_data)
     n = len(tiny_ner_data)
     assert res.ids == [ex.id for ex in tiny_ner_data]
     assert res.mistakes.shape == (n,) and set(res.mistakes.tolist()) <= {0, 1}
-    np.testing.assert_allclose(res.weight, 0.5 ** res.mistakes)
+    np.testing.assert_allclose(res.weight, 0.5**res.mistakes)
     np.testing.assert_allclose(res.reliability, 1 - res.mistakes / 1)
     # a scout after one epoch on 40 sentences gets some whole sentences right, not all
     assert 0 < res.mistakes.sum() < n
@@ -335,16 +362,19 @@ def test_fold_splits_plain_kfold(conll_train):
 
 
 def test_freeze_encoder_trains_only_the_head(sst2_train, tmp_path):
-    from subregweigh.scout import default_model
     from transformers import AutoModel
 
+    from subregweigh.scout import default_model
+
     base = AutoModel.from_pretrained(default_model()).state_dict()
-    scout = Scout(task="classification", freeze_encoder=True, epochs=2, learning_rate=3e-3,
-                  progress=False).fit(sst2_train[:32])
+    scout = Scout(
+        task="classification", freeze_encoder=True, epochs=2, learning_rate=3e-3, progress=False
+    ).fit(sst2_train[:32])
     encoder = scout.model_.encoder.state_dict()
     assert all(torch.equal(encoder[name], base[name]) for name in base if name in encoder)
-    untrained = Scout(task="classification", freeze_encoder=True, epochs=0,
-                      progress=False).fit(sst2_train[:32])
+    untrained = Scout(task="classification", freeze_encoder=True, epochs=0, progress=False).fit(
+        sst2_train[:32]
+    )
     assert not torch.allclose(scout.model_.head.weight, untrained.model_.head.weight)
     scout.save(tmp_path / "frozen")
     assert Scout.load(tmp_path / "frozen", progress=False).freeze_encoder is True

@@ -52,15 +52,23 @@ GOOD = _basic(USER, PASSWORD)
 
 
 def _app(model_dir: Path, **overrides):
-    config = {"model_dir": str(model_dir), "basic_auth_user": USER, "basic_auth_pass": PASSWORD,
-              "label_studio_url": f"http://127.0.0.1:{free_port()}", "label_studio_api_key": API_KEY,
-              "k": 3, "n_samples": 10, "retrain_after": 1, "max_request_mb": 1}
+    config = {
+        "model_dir": str(model_dir),
+        "basic_auth_user": USER,
+        "basic_auth_pass": PASSWORD,
+        "label_studio_url": f"http://127.0.0.1:{free_port()}",
+        "label_studio_api_key": API_KEY,
+        "k": 3,
+        "n_samples": 10,
+        "retrain_after": 1,
+        "max_request_mb": 1,
+    }
     config.update(overrides)
     runner = FakeRunner()
     return create_app(Settings(**config), runner=runner), runner
 
 
-# ----------------------------------------------------------------------------- basic auth, every route
+# ------------------------------------------------------------------------- basic auth, every route
 
 BAD_CREDENTIALS = {
     "none": {},
@@ -75,14 +83,21 @@ BAD_CREDENTIALS = {
     "Bearer scheme": {"Authorization": f"Bearer {PASSWORD}"},
     "Token scheme": {"Authorization": f"Token {API_KEY}"},
     "Digest scheme": {"Authorization": f'Digest username="{USER}", response="{PASSWORD}"'},
-    "credentials without scheme": {"Authorization": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()},
+    "credentials without scheme": {
+        "Authorization": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    },
     "not base64": {"Authorization": "Basic !!!"},
     "non-ASCII token": {"Authorization": "Basic ÿÿ"},
     "in the query string": {},  # below: ?user=...&password=... does not count
 }
 # A body every POST route acts on when authorised; START_TRAINING shows on the runner if not.
-BODY = {"project": "1", "schema": NER_CONFIG, "label_config": NER_CONFIG, "tasks": [],
-        "action": "START_TRAINING"}
+BODY = {
+    "project": "1",
+    "schema": NER_CONFIG,
+    "label_config": NER_CONFIG,
+    "tasks": [],
+    "action": "START_TRAINING",
+}
 
 
 def _routes(app) -> list[tuple[str, str]]:
@@ -99,16 +114,29 @@ def _routes(app) -> list[tuple[str, str]]:
 def test_basic_auth_guards_every_route_but_health(tmp_path):
     app, runner = _app(tmp_path / "models")
     # Registered after create_app, like a future endpoint: the guard is app-wide, not per view.
-    app.add_url_rule("/added-later/<int:n>", "added_later", lambda n: {"secret": n}, methods=["GET", "DELETE"])
+    app.add_url_rule(
+        "/added-later/<int:n>", "added_later", lambda n: {"secret": n}, methods=["GET", "DELETE"]
+    )
     client = app.test_client()
     routes = _routes(app)
     paths = {path for _, path in routes}
-    assert {"/", "/setup", "/predict", "/webhook", "/status", "/is_training", "/versions",
-            "/added-later/1"} <= paths, paths
+    assert {
+        "/",
+        "/setup",
+        "/predict",
+        "/webhook",
+        "/status",
+        "/is_training",
+        "/versions",
+        "/added-later/1",
+    } <= paths, paths
 
     for method, path in routes:
         for name, headers in BAD_CREDENTIALS.items():
-            query = {"project": 1, **({"user": USER, "password": PASSWORD} if name == "in the query string" else {})}
+            query = {
+                "project": 1,
+                **({"user": USER, "password": PASSWORD} if name == "in the query string" else {}),
+            }
             url = path + "?" + urllib.parse.urlencode(query)
             response = client.open(url, method=method, json=BODY, headers=headers)
             assert response.status_code == 401, (method, path, name, response.status_code)
@@ -127,7 +155,7 @@ def test_basic_auth_guards_every_route_but_health(tmp_path):
         assert client.get(path + "?project=1").status_code == 401, path
 
 
-# ----------------------------------------------------------------------------- secrets, real processes
+# ------------------------------------------------------------------------- secrets, real processes
 
 
 def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout):
@@ -136,8 +164,12 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     api_key = "ls-key-" + secrets.token_hex(16)
     basic_password = "basic-pw-" + secrets.token_hex(8)
     basic_token = base64.b64encode(f"{USER}:{basic_password}".encode()).decode()
-    secret_values = {"LABEL_STUDIO_API_KEY": api_key, "BASIC_AUTH_PASS": basic_password,
-                     "REDIS_PASSWORD": redis_password, "basic auth header": basic_token}
+    secret_values = {
+        "LABEL_STUDIO_API_KEY": api_key,
+        "BASIC_AUTH_PASS": basic_password,
+        "REDIS_PASSWORD": redis_password,
+        "basic auth header": basic_token,
+    }
     ls_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     auth = (USER, basic_password)
 
@@ -145,14 +177,26 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     redis_url = redis.url
     model_dir = tmp_path / "models"
     publish_scout(model_dir, 1, tiny_scout)
-    env = {"REDIS_URL": redis_url, "RQ_QUEUE_NAME": f"srw-sec-{secrets.token_hex(4)}",
-           "LABEL_STUDIO_URL": ls_url, "LABEL_STUDIO_API_KEY": api_key,
-           "BASIC_AUTH_USER": USER, "BASIC_AUTH_PASS": basic_password, "LOG_LEVEL": "DEBUG",
-           "SRW_K": "3", "SRW_N": "10", "SRW_MIN_ANNOTATIONS": "1", "SRW_RETRAIN_AFTER": "2"}
+    env = {
+        "REDIS_URL": redis_url,
+        "RQ_QUEUE_NAME": f"srw-sec-{secrets.token_hex(4)}",
+        "LABEL_STUDIO_URL": ls_url,
+        "LABEL_STUDIO_API_KEY": api_key,
+        "BASIC_AUTH_USER": USER,
+        "BASIC_AUTH_PASS": basic_password,
+        "LOG_LEVEL": "DEBUG",
+        "SRW_K": "3",
+        "SRW_N": "10",
+        "SRW_MIN_ANNOTATIONS": "1",
+        "SRW_RETRAIN_AFTER": "2",
+    }
     backend = BackendServer(model_dir, env, tmp_path / "backend.log")
     # The worker, as docker-compose runs it, reads the Redis URL from the environment.
-    worker = BackgroundProcess([sys.executable, "-m", "backend.worker"],
-                               {**os.environ, **env, "MODEL_DIR": str(model_dir)}, tmp_path / "worker.log")
+    worker = BackgroundProcess(
+        [sys.executable, "-m", "backend.worker"],
+        {**os.environ, **env, "MODEL_DIR": str(model_dir)},
+        tmp_path / "worker.log",
+    )
     bodies: list[str] = []
 
     def call(method, path, body=None, credentials=auth, expect=None):
@@ -168,18 +212,61 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     try:
         backend.start()
         worker.start()
-        task = {"id": 1, "data": {"text": "Angela Merkel visited Paris ."}, "annotations": [{"id": 1, "result": [
-            {"from_name": "label", "to_name": "text", "type": "labels",
-             "value": {"start": 0, "end": 13, "text": "Angela Merkel", "labels": ["PER"]}}]}]}
+        task = {
+            "id": 1,
+            "data": {"text": "Angela Merkel visited Paris ."},
+            "annotations": [
+                {
+                    "id": 1,
+                    "result": [
+                        {
+                            "from_name": "label",
+                            "to_name": "text",
+                            "type": "labels",
+                            "value": {
+                                "start": 0,
+                                "end": 13,
+                                "text": "Angela Merkel",
+                                "labels": ["PER"],
+                            },
+                        }
+                    ],
+                }
+            ],
+        }
         # Wrong credentials of every kind, some carrying the other secrets.
-        for credentials in ((USER, "wrong"), ("admin", basic_password), (USER, api_key), (redis_password, "x")):
+        for credentials in (
+            (USER, "wrong"),
+            ("admin", basic_password),
+            (USER, api_key),
+            (redis_password, "x"),
+        ):
             call("GET", "/status?project=1", credentials=credentials, expect=401)
-            call("POST", "/webhook", {"action": "START_TRAINING", "project": {"id": 1}},
-                 credentials=credentials, expect=401)
-        call("POST", "/setup", {"project": "1.1700000000", "schema": NER_CONFIG, "access_token": api_key,
-                                "hostname": ls_url}, expect=200)
+            call(
+                "POST",
+                "/webhook",
+                {"action": "START_TRAINING", "project": {"id": 1}},
+                credentials=credentials,
+                expect=401,
+            )
+        call(
+            "POST",
+            "/setup",
+            {
+                "project": "1.1700000000",
+                "schema": NER_CONFIG,
+                "access_token": api_key,
+                "hostname": ls_url,
+            },
+            expect=200,
+        )
         call("POST", "/setup", {"project": "1", "schema": IMAGE_CONFIG}, expect=400)
-        call("POST", "/predict", {"project": "1", "label_config": NER_CONFIG, "tasks": [task]}, expect=200)
+        call(
+            "POST",
+            "/predict",
+            {"project": "1", "label_config": NER_CONFIG, "tasks": [task]},
+            expect=200,
+        )
         call("POST", "/predict", {"project": "1", "tasks": [task]}, expect=400)
         call("POST", "/webhook", {"action": "ANNOTATION_CREATED", "project": {"id": 1}}, expect=200)
         call("POST", "/webhook", {"action": "START_TRAINING", "project": {"id": 1}}, expect=201)
@@ -193,7 +280,9 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
                 break
             time.sleep(0.5)
         assert status["state"] == "failed", (status, worker.log(), backend.log())
-        assert "LabelStudioUnavailable" in status["last_error"] and ls_url in status["last_error"], status
+        assert (
+            "LabelStudioUnavailable" in status["last_error"] and ls_url in status["last_error"]
+        ), status
         assert status["current_version"] is not None  # the published version keeps serving
         call("GET", "/is_training?project=1", expect=200)
         call("GET", "/versions?project=1", expect=200)
@@ -218,36 +307,72 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
 # ----------------------------------------------------------------------------- injections and paths
 
 XXE_CONFIGS = [
-    ('<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-     '<View><Labels name="label" toName="text"><Label value="&x;"/></Labels><Text name="text" value="$text"/></View>'),
-    ('<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-     '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="&x;" value="$text"/></View>'),
-    ('<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-     '<View><Labels name="label" toName="&x;"><Label value="PER"/></Labels><Text name="text" value="$text"/></View>'),
-    ('<!DOCTYPE v [<!ENTITY % p SYSTEM "file:///etc/passwd"> %p;]>'
-     '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" value="$text"/></View>'),
-    ('<View xmlns:xi="http://www.w3.org/2001/XInclude"><xi:include href="file:///etc/passwd" parse="text"/>'
-     '<Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" value="$text"/></View>'),
+    (
+        '<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        '<View><Labels name="label" toName="text"><Label value="&x;"/></Labels><Text name="text" '
+        'value="$text"/></View>'
+    ),
+    (
+        '<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="&x;" '
+        'value="$text"/></View>'
+    ),
+    (
+        '<!DOCTYPE v [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        '<View><Labels name="label" toName="&x;"><Label value="PER"/></Labels><Text name="text" '
+        'value="$text"/></View>'
+    ),
+    (
+        '<!DOCTYPE v [<!ENTITY % p SYSTEM "file:///etc/passwd"> %p;]>'
+        '<View><Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" '
+        'value="$text"/></View>'
+    ),
+    (
+        '<View xmlns:xi="http://www.w3.org/2001/XInclude"><xi:include href="file:///etc/passwd" '
+        'parse="text"/>'
+        '<Labels name="label" toName="text"><Label value="PER"/></Labels><Text name="text" '
+        'value="$text"/></View>'
+    ),
     # billion laughs: refused by the parser's amplification limit, quickly
-    '<!DOCTYPE v [<!ENTITY a "lol">' + "".join(
-        f'<!ENTITY {chr(98 + i)} "' + f"&{chr(97 + i)};" * 10 + '">' for i in range(9))
-    + ']><View><Labels name="label" toName="text"><Label value="&j;"/></Labels><Text name="text" value="$text"/></View>',
+    '<!DOCTYPE v [<!ENTITY a "lol">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "' + f"&{chr(97 + i)};" * 10 + '">' for i in range(9))
+    + ']><View><Labels name="label" toName="text"><Label value="&j;"/></Labels><Text name="text" '
+    'value="$text"/></View>',
 ]
 
 
 def _nasty(canary: Path) -> list[str]:
     return [
-        "../../../tmp/pwned", "../../canary/pwned", "../../../canary/pwned", str(canary / "absolute"),
-        "$(touch /tmp/x)", f"$(touch {canary}/cmd)", f"`touch {canary}/backtick`", f"; touch {canary}/semi",
-        f"| touch {canary}/pipe", "{{7*7}}", "${7*7}", "#{7*7}", "<%= 7*7 %>",
-        f"__import__('os').system('touch {canary}/py')", "%s%s%s%n", "\x00", "/etc/passwd",
-        "file:///etc/passwd", "..\\..\\windows\\win.ini", "CON",
+        "../../../tmp/pwned",
+        "../../canary/pwned",
+        "../../../canary/pwned",
+        str(canary / "absolute"),
+        "$(touch /tmp/x)",
+        f"$(touch {canary}/cmd)",
+        f"`touch {canary}/backtick`",
+        f"; touch {canary}/semi",
+        f"| touch {canary}/pipe",
+        "{{7*7}}",
+        "${7*7}",
+        "#{7*7}",
+        "<%= 7*7 %>",
+        f"__import__('os').system('touch {canary}/py')",
+        "%s%s%s%n",
+        "\x00",
+        "/etc/passwd",
+        "file:///etc/passwd",
+        "..\\..\\windows\\win.ini",
+        "CON",
     ]
 
 
 def _outside(root: Path) -> set[str]:
     """Every path under ``root`` but those in its models/ (MODEL_DIR)."""
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.relative_to(root).parts[0] != "models"}
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.relative_to(root).parts[0] != "models"
+    }
 
 
 class FakeLabelStudio:
@@ -297,9 +422,26 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     tasks = []
     for i, value in enumerate(nasty):
         tasks.append({"id": value, "data": {"text": f"Angela Merkel {value} visited Paris ."}})
-        tasks.append({"id": 100 + i, "data": {"text": value, value: value}, "annotations": [{
-            "id": value, "result": [{"from_name": value, "to_name": value, "type": "labels", "id": value,
-                                     "value": {"start": 0, "end": 6, "text": value, "labels": ["PER"]}}]}]})
+        tasks.append(
+            {
+                "id": 100 + i,
+                "data": {"text": value, value: value},
+                "annotations": [
+                    {
+                        "id": value,
+                        "result": [
+                            {
+                                "from_name": value,
+                                "to_name": value,
+                                "type": "labels",
+                                "id": value,
+                                "value": {"start": 0, "end": 6, "text": value, "labels": ["PER"]},
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
     body = post("/predict", {"project": "1", "label_config": NER_CONFIG, "tasks": tasks}).get_json()
     assert len(body["results"]) == len(tasks)
     assert all(r["model_version"] == version for r in body["results"])
@@ -310,19 +452,43 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     for config in XXE_CONFIGS:
         start = time.monotonic()
         post("/setup", {"project": "1", "schema": config}, ok=(200, 400))
-        post("/predict", {"project": "1", "label_config": config, "tasks": tasks[:4]}, ok=(200, 400))
+        post(
+            "/predict", {"project": "1", "label_config": config, "tasks": tasks[:4]}, ok=(200, 400)
+        )
         assert time.monotonic() - start < 10
 
     # Project ids that are not plain ASCII digits never become directories.
-    bad_projects = ["../1", "1/../../canary", "../../canary", "..", "/tmp", "١", "²", "𝟏", "-1", "1e3", " 1", "1 ",
-                    "0x1", "+1", "", "1\x00", "1" * 300, {"id": "../1"}, {"id": str(canary)}, [1],
-                    *[v for v in nasty if not v[:1].isdigit()]]
+    bad_projects = [
+        "../1",
+        "1/../../canary",
+        "../../canary",
+        "..",
+        "/tmp",
+        "١",
+        "²",
+        "𝟏",
+        "-1",
+        "1e3",
+        " 1",
+        "1 ",
+        "0x1",
+        "+1",
+        "",
+        "1\x00",
+        "1" * 300,
+        {"id": "../1"},
+        {"id": str(canary)},
+        [1],
+        *[v for v in nasty if not v[:1].isdigit()],
+    ]
     for project in bad_projects:
-        for path, body in (("/setup", {"project": project, "schema": NER_CONFIG}),
-                           ("/predict", {"project": project, "label_config": NER_CONFIG, "tasks": tasks[:2]}),
-                           ("/webhook", {"action": "START_TRAINING", "project": project}),
-                           ("/webhook", {"action": "ANNOTATION_CREATED", "project": project}),
-                           ("/versions", {"project": project})):
+        for path, body in (
+            ("/setup", {"project": project, "schema": NER_CONFIG}),
+            ("/predict", {"project": project, "label_config": NER_CONFIG, "tasks": tasks[:2]}),
+            ("/webhook", {"action": "START_TRAINING", "project": project}),
+            ("/webhook", {"action": "ANNOTATION_CREATED", "project": project}),
+            ("/versions", {"project": project}),
+        ):
             post(path, body, ok=(400,))
         if isinstance(project, str):
             for path in ("/status", "/is_training", "/versions"):
@@ -333,17 +499,40 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
 
     # Training: the same conversions on a real (tiny) training, tasks fetched from a fake
     # Label Studio whose task data and annotations carry the injections.
-    train_tasks = [{"id": 1000 + i, "data": {"text": f"Angela Merkel met {value} in Paris ."},
-                    "annotations": [{"id": value, "result": [
-                        {"from_name": "label", "to_name": "text", "type": "labels", "id": value,
-                         "value": {"start": 0, "end": 13, "text": value, "labels": ["PER"]}}]}]}
-                   for i, value in enumerate(nasty)]
+    train_tasks = [
+        {
+            "id": 1000 + i,
+            "data": {"text": f"Angela Merkel met {value} in Paris ."},
+            "annotations": [
+                {
+                    "id": value,
+                    "result": [
+                        {
+                            "from_name": "label",
+                            "to_name": "text",
+                            "type": "labels",
+                            "id": value,
+                            "value": {"start": 0, "end": 13, "text": value, "labels": ["PER"]},
+                        }
+                    ],
+                }
+            ],
+        }
+        for i, value in enumerate(nasty)
+    ]
     monkeypatch.setattr(FakeLabelStudio, "task_list", train_tasks)
     monkeypatch.setattr(FakeLabelStudio, "written", [])
     monkeypatch.setattr(FakeLabelStudio, "model_version", None)
     monkeypatch.setattr(model_module, "LabelStudioAPI", FakeLabelStudio)
-    settings = Settings(model_dir=str(model_dir), label_studio_url="http://127.0.0.1:1", label_studio_api_key=API_KEY,
-                        epochs=1, k=2, n_samples=4, min_annotations=2)
+    settings = Settings(
+        model_dir=str(model_dir),
+        label_studio_url="http://127.0.0.1:1",
+        label_studio_api_key=API_KEY,
+        epochs=1,
+        k=2,
+        n_samples=4,
+        min_annotations=2,
+    )
     result = model_module.SubRegWeighModel(project="5", settings=settings).fit()
     assert result["trained"] is True, result
     assert sorted(p["task"] for p in FakeLabelStudio.written) == [t["id"] for t in train_tasks]
@@ -362,9 +551,13 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     for path, was in existed.items():
         assert path.exists() == was, path
     assert _outside(tmp_path) == before
-    assert all(p.name.isascii() and p.name.isdigit() for p in model_dir.iterdir()), list(model_dir.iterdir())
+    assert all(p.name.isascii() and p.name.isdigit() for p in model_dir.iterdir()), list(
+        model_dir.iterdir()
+    )
     for path in model_dir.rglob("*"):
         assert path.resolve().is_relative_to(model_dir.resolve()), path
-        assert not any(marker in path.name for marker in ("pwned", "touch", "{{", "$(", "import")), path
+        assert not any(
+            marker in path.name for marker in ("pwned", "touch", "{{", "$(", "import")
+        ), path
     for raw in responses:
         assert b"root:" not in raw and b"/bin/bash" not in raw and b"/usr/sbin" not in raw

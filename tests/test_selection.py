@@ -105,7 +105,9 @@ def test_tfidf_counts_each_draw_as_a_document(sampler, drawn):
         assert len(expanded) == N
         vec = TfidfVectorizer(analyzer=identity, vocabulary=vocab, lowercase=False).fit(expanded)
         np.testing.assert_allclose(X, vec.transform(distinct).toarray(), rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(x_ref, vec.transform([flat(ref)]).toarray()[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            x_ref, vec.transform([flat(ref)]).toarray()[0], rtol=1e-10, atol=1e-12
+        )
         # The multiplicity matters: fitting IDF on the distinct candidates gives other vectors.
         dedup = TfidfVectorizer(analyzer=identity, vocabulary=vocab, lowercase=False).fit(distinct)
         if not np.allclose(X, dedup.transform(distinct).toarray(), atol=1e-6):
@@ -263,7 +265,9 @@ def test_choose_dispatch(sampler, drawn, method):
     words, cands, ref = drawn[3]
     index, mult = choose(cands, ref, K, method, sampler.n_terms, random_state=5)
     X, x_ref = tfidf_vectors(cands, ref, sampler.n_terms)
-    direct = select_cossim(X, x_ref, K) if method == "cossim" else select_kmeans(X, cands.counts, K, 5)
+    direct = (
+        select_cossim(X, x_ref, K) if method == "cossim" else select_kmeans(X, cands.counts, K, 5)
+    )
     assert np.array_equal(index, direct[0]) and np.array_equal(mult, direct[1])
 
 

@@ -26,7 +26,6 @@ from tests.servers import (
     require_redis,
 )
 
-
 # ----------------------------------------------------------------------------- redis
 
 
@@ -139,8 +138,14 @@ def sdk_scenario(base_url: str, api_key: str, backend_url: str) -> dict:
 </View>"""
 
     def choice(label):
-        return [{"from_name": "label", "to_name": "text", "type": "choices",
-                 "value": {"choices": [label]}}]
+        return [
+            {
+                "from_name": "label",
+                "to_name": "text",
+                "type": "choices",
+                "value": {"choices": [label]},
+            }
+        ]
 
     project = ls.projects.create(title="harness", label_config=config)
     out["project_id"] = project.id
@@ -148,23 +153,30 @@ def sdk_scenario(base_url: str, api_key: str, backend_url: str) -> dict:
     texts = [("good film", "POS"), ("bad film", "NEG"), ("fine film", "POS")]
     imported = ls.projects.import_tasks(
         id=project.id,
-        request=[{"data": {"text": t}, "annotations": [{"result": choice(lab)}]}
-                 for t, lab in texts],
+        request=[
+            {"data": {"text": t}, "annotations": [{"result": choice(lab)}]} for t, lab in texts
+        ],
         return_task_ids=True,
     )
     out["imported_task_ids"] = list(imported.task_ids or [])
 
     tasks = list(ls.tasks.list(project=project.id, fields="all"))
-    out["tasks"] = [{"id": t.id, "text": t.data["text"],
-                     "labels": [a["result"][0]["value"]["choices"][0] for a in t.annotations]}
-                    for t in tasks]
+    out["tasks"] = [
+        {
+            "id": t.id,
+            "text": t.data["text"],
+            "labels": [a["result"][0]["value"]["choices"][0] for a in t.annotations],
+        }
+        for t in tasks
+    ]
     anns = ls.annotations.list(id=tasks[0].id)
     out["annotations_of_first"] = [a.result[0]["value"]["choices"][0] for a in anns]
 
     scores = {tasks[0].id: 0.9, tasks[1].id: 0.1, tasks[2].id: 0.5}
     for t in tasks:
-        ls.predictions.create(task=t.id, result=choice("POS"), score=scores[t.id],
-                              model_version="harness-v1")
+        ls.predictions.create(
+            task=t.id, result=choice("POS"), score=scores[t.id], model_version="harness-v1"
+        )
     out["scores"] = {str(k): v for k, v in scores.items()}
     out["predictions"] = [
         {"task": p.task, "score": p.score, "model_version": p.model_version}
@@ -180,9 +192,21 @@ def sdk_scenario(base_url: str, api_key: str, backend_url: str) -> dict:
     out["project_model_version"] = ls.projects.get(id=project.id).model_version
     out["order_asc"] = ordered("tasks:predictions_score")
     out["order_desc"] = ordered("-tasks:predictions_score")
-    low = json.dumps({"filters": {"conjunction": "and", "items": [
-        {"filter": "filter:tasks:predictions_score", "operator": "less", "type": "Number",
-         "value": 0.5}]}})
+    low = json.dumps(
+        {
+            "filters": {
+                "conjunction": "and",
+                "items": [
+                    {
+                        "filter": "filter:tasks:predictions_score",
+                        "operator": "less",
+                        "type": "Number",
+                        "value": 0.5,
+                    }
+                ],
+            }
+        }
+    )
     out["below_0_5"] = [t.id for t in ls.tasks.list(project=project.id, query=low)]
     out["predictions_score_field"] = {
         str(t.id): t.predictions_score for t in ls.tasks.list(project=project.id, fields="all")
@@ -206,7 +230,9 @@ def _run_sdk_scenario(ls: LabelStudioServer, backend_url: str) -> tuple[str, dic
     code = source + "\nimport json, sys\nprint(json.dumps(sdk_scenario(*sys.argv[1:4])))\n"
     proc = subprocess.run(
         [str(LS_VENV / "bin" / "python"), "-c", code, ls.url, ls.token, backend_url],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"sdk_scenario in .ls-venv failed:\n{proc.stderr[-4000:]}"
     return ".ls-venv", json.loads(proc.stdout.strip().splitlines()[-1])

@@ -203,7 +203,10 @@ def draws(variety_sentences):
             sampler = tk.sampler(p)
             cache[key] = (
                 sampler,
-                [sampler.sample(words, N_DRAWS, seed) for seed, words in enumerate(variety_sentences)],
+                [
+                    sampler.sample(words, N_DRAWS, seed)
+                    for seed, words in enumerate(variety_sentences)
+                ],
             )
         return cache[key]
 

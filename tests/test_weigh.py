@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from subregweigh.example import Example
 from subregweigh.weigh import _collect, agreement, entity_agreement, majority, sample_weights
 
-
 # ------------------------------------------------------------------------------ sample_weights
 
 
@@ -125,8 +124,11 @@ def test_collect_reliability_and_weight():
     ]
     # example a: 3 candidates (6 + 3 + 1 slots), b: 2 candidates (1 + 9), c: 1 candidate (K=1)
     predicted = [
-        ("B-PER", "O"), ("O", "O"), ("B-PER", "O"),
-        ("O", "B-LOC"), ("O", "B-ORG"),
+        ("B-PER", "O"),
+        ("O", "O"),
+        ("B-PER", "O"),
+        ("O", "B-LOC"),
+        ("O", "B-ORG"),
         ("O",),
     ]
     owner = np.array([0, 0, 0, 1, 1, 2])
@@ -152,7 +154,9 @@ def test_collect_reliability_and_weight():
 def test_collect_classification_and_other_floor():
     examples = [Example("0", ("good", "film"), ("pos",)), Example("1", ("bad",), ("neg",))]
     predicted = [("pos",), ("neg",), ("pos",)]
-    res = _collect(examples, predicted, np.array([0, 0, 1]), np.array([2, 8, 10]), 0.5, "classification")
+    res = _collect(
+        examples, predicted, np.array([0, 0, 1]), np.array([2, 8, 10]), 0.5, "classification"
+    )
     np.testing.assert_allclose(res.reliability, [0.2, 0.0])
     np.testing.assert_allclose(res.weight, [0.5, 0.5])
     assert res.entities == [] and "entities" not in res.columns()
