@@ -29,7 +29,8 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin srw \
 
 WORKDIR /app
 COPY . .
-RUN TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --runtime \
+# PYTHON: the image is the isolation, so install into its own Python, not a .venv.
+RUN PYTHON=python TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --runtime \
     && python -c "from subregweigh.scout import default_model; print('default scout:', default_model())"
 
 USER srw

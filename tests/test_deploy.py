@@ -315,6 +315,8 @@ def test_dockerfile_base_user_and_command():
 def test_image_installs_with_the_script_ci_runs():
     runs = " ".join(_docker("RUN"))
     assert "bash install.sh --runtime" in runs
+    # into the image's own Python, whose gunicorn the CMD runs (install.sh would make a .venv)
+    assert re.search(r"\bPYTHON=python\b[^&]*bash install\.sh --runtime", runs)
     assert "default_model()" in runs  # the build fails if the baked-in scout is missing
     ci = (REPO / ".ci" / "run").read_text()
     assert re.search(r"^bash install\.sh$", ci, re.M), ".ci/run must run the full install"

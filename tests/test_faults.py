@@ -86,7 +86,14 @@ def _train(backend: BackendServer, project: int) -> tuple[int, dict]:
     return backend.post("/webhook", {"action": "START_TRAINING", "project": {"id": project}})
 
 
-def _wait(backend: BackendServer, project: int, done, what: str, timeout: float = 300.0) -> dict:
+def _wait(
+    backend: BackendServer,
+    project: int,
+    done,
+    what: str,
+    timeout: float = 300.0,
+    poll: float = 0.5,
+) -> dict:
     deadline = time.monotonic() + timeout
     status: dict = {}
     while time.monotonic() < deadline:
@@ -94,7 +101,7 @@ def _wait(backend: BackendServer, project: int, done, what: str, timeout: float 
         assert code == 200, status
         if done(status):
             return status
-        time.sleep(0.5)
+        time.sleep(poll)
     pytest.fail(f"{what}: not within {timeout:.0f} s; last status {status}\n{backend.log()}")
 
 
@@ -261,7 +268,9 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
     ls = LabelStudioServer(port=free_port(), data_dir=tmp_path / "ls")
     try:
         ls.start()
-        env = _env(ls, SRW_EPOCHS="25")  # long enough to stop Label Studio during training
+        # 3 epochs: a few seconds of training, ample time to stop Label Studio (SIGTERM, at once)
+        # between the fetch of the annotations and the write of the predictions.
+        env = _env(ls, SRW_EPOCHS="3")
         project, _ = _project(ls, seed=6)
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             assert _train(backend, project)[0] == 201
@@ -270,6 +279,7 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
                 project,
                 lambda s: s.get("message", "").startswith("training on"),
                 "training to start",
+                poll=0.05,
             )
             ls.stop()
             failed = _wait(
