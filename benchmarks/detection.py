@@ -37,7 +37,12 @@ interrupted run leaves the finished ones, marked incomplete) and, with several s
     python benchmarks/detection.py --dataset conll --noise sentence --crossweigh
 
 (defaults: 500 examples, 3 seeds, K=10, N=500, p=0.1, K-means, the scout's default epochs,
-5 OOF folds). Smoke test (about a minute):
+5 OOF folds). On a shared 2-core CPU add ``--threads 1`` (two torch threads slow down badly when
+another process holds a core); estimated times at one thread: CoNLL 500 about 11 min per seed
+(scout 2 min, weighing 1 min, 5 OOF scouts 8 min), so 30-35 min per CoNLL command; SST-2 500
+about 6 min per seed; each ``--sizes 100 300 1000 3000`` curve about 9x its 500 command (CoNLL
+about 5 h, SST-2 about 2.5 h); ``--crossweigh`` adds 15-35 min per CoNLL seed. Smoke test (about
+a minute):
 
     python benchmarks/detection.py --sizes 60 --seeds 1 --epochs 1 --n-samples 20 -k 5 \\
         --folds 2 --out /tmp/detection-smoke
