@@ -1,4 +1,5 @@
-"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, _collect."""
+"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, p(gold)
+aggregation, _collect."""
 
 from __future__ import annotations
 
