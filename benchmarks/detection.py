@@ -1,37 +1,87 @@
-"""Detection benchmark: SubRegWeigh (Random, Cos-Sim, K-means) against CrossWeigh.
+"""Detection benchmark: how well each score ranks the examples whose labels were corrupted.
 
-On a subset of real data with injected label noise, every method weighs the noisy training set
-with the same scout settings; the script reports wall time, speed-up over CrossWeigh, average
-precision and AUROC of ``1 - reliability`` against the corrupted flags, and mean reliability of
-clean and corrupted examples (the paper's table). Writes JSON and a markdown table.
+For every project size and seed ``s`` (0, 1, ...), a random subset of ``size`` examples is drawn
+with seed ``s``, label noise is injected with seed ``s`` and a scout (``random_state=s``) is fitted
+on the noisy subset. Every score is a quality score (lower = more doubtful) ranked against the
+corrupted flags; AP and AUROC are reported as mean ± sd over the seeds:
 
-    python benchmarks/detection.py --dataset conll            # 1,000 sentences, paper defaults
-    python benchmarks/detection.py --dataset sst2
-    python benchmarks/detection.py --dataset conll --quick    # a few minutes
+* ``agreement c/K``: SubRegWeigh's reliability (the paper's agreement ratio);
+* ``p(gold), K candidates``: mean over the K candidates of the lowest p(gold) of a part (NER:
+  word; classification: the gold class), ``WeighResult.probability``;
+* ``p(gold), deterministic``: the same on the ordinary segmentation only;
+* ``random``, ``length`` (longest first), ``entity count`` (NER; most entities first);
+* ``cleanlab in-sample``: cleanlab's label quality score on the fitted scout's probabilities
+  (with cleanlab's defaults this equals the deterministic p(gold); the JSON records the largest
+  difference as a check);
+* ``cleanlab 5-fold OOF``: the same on out-of-fold probabilities (one scout per fold);
+* ``CrossWeigh`` (``--crossweigh``; 10 folds x 3 iterations, expensive).
 
-SubRegWeigh's time for a method = one scout training (shared, timed once) + that method's
-sampling, selection and prediction. CrossWeigh's time = all k x T trainings and predictions.
+Noise (``--noise``): ``sentence``, 15% of the sentences get one corruption each (retype, drop, add
+or shift one entity; SST-2: flipped label); ``paper``, 10% of all CoNLL word labels replaced as in
+the paper's appendix (most sentences end up corrupted); ``flip``, 10% of SST-2 labels flipped.
+
+Wall times: SubRegWeigh rows = scout training + weighing (sampling, selection, the K candidates'
+and the ordinary segmentation's forward passes); deterministic p(gold) and cleanlab in-sample =
+scout training + one pass over the ordinary segmentations; OOF = its fold trainings and passes.
+
+Each command writes ``benchmarks/results/NAME.json`` and ``NAME.md`` (after every run, so an
+interrupted run leaves the finished ones, marked incomplete) and, with several sizes, ``NAME.png``
+(AP against project size). NAME: ``detection-DATASET-NOISE``, ``-curve`` with several sizes,
+``-cw`` with ``--crossweigh``. The full results:
+
+    python benchmarks/detection.py --dataset conll --noise sentence
+    python benchmarks/detection.py --dataset conll --noise paper
+    python benchmarks/detection.py --dataset sst2 --noise flip
+    python benchmarks/detection.py --dataset conll --noise sentence --sizes 100 300 1000 3000
+    python benchmarks/detection.py --dataset sst2 --noise flip --sizes 100 300 1000 3000
+    python benchmarks/detection.py --dataset conll --noise sentence --crossweigh
+
+(defaults: 500 examples, 3 seeds, K=10, N=500, p=0.1, K-means, the scout's default epochs,
+5 OOF folds). On a shared 2-core CPU add ``--threads 1`` (two torch threads slow down badly when
+another process holds a core); estimated times at one thread: CoNLL 500 about 11 min per seed
+(scout 2 min, weighing 1 min, 5 OOF scouts 8 min), so 30-35 min per CoNLL command; SST-2 500
+about 6 min per seed; each ``--sizes 100 300 1000 3000`` curve about 9x its 500 command (CoNLL
+about 5 h, SST-2 about 2.5 h); ``--crossweigh`` adds 15-35 min per CoNLL seed. Smoke test (about
+a minute):
+
+    python benchmarks/detection.py --sizes 60 --seeds 1 --epochs 1 --n-samples 20 -k 5 \\
+        --folds 2 --out /tmp/detection-smoke
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
+import os
 import platform
+import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.metrics import average_precision_score, roc_auc_score
+from tqdm.auto import tqdm
 
+from subregweigh.baselines import (
+    cleanlab_scores,
+    entity_count_scores,
+    label_indices,
+    length_scores,
+    out_of_fold_proba,
+    random_scores,
+)
 from subregweigh.crossweigh import CrossWeigh
-from subregweigh.formats import atomic_write_text, read_conll, read_tsv
-from subregweigh.metrics import detection_report
-from subregweigh.noise import flip_labels, inject_ner_noise
+from subregweigh.formats import read_conll, read_tsv
+from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
+
+logger = logging.getLogger("detection")
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -39,6 +89,22 @@ DATASETS = {
     "conll": ("ner", DATA / "conllpp" / "conllpp_train.txt"),
     "sst2": ("classification", DATA / "sst2" / "train.tsv"),
 }
+NOISE = {  # noise -> (datasets it applies to, default rate)
+    "sentence": (("conll", "sst2"), 0.15),
+    "paper": (("conll",), 0.10),
+    "flip": (("sst2",), 0.10),
+}
+METHODS = [
+    "agreement c/K",
+    "p(gold), K candidates",
+    "p(gold), deterministic",
+    "random",
+    "length",
+    "entity count",
+    "cleanlab in-sample",
+    "cleanlab OOF",
+    "CrossWeigh",
+]
 
 
 def parse_args(argv=None):
@@ -46,87 +112,289 @@ def parse_args(argv=None):
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--dataset", choices=DATASETS, default="conll")
-    parser.add_argument("--examples", type=int, default=1000, help="subset size (default: 1000)")
-    parser.add_argument("--noise", type=float, default=0.1, help="label noise rate (default: 0.1)")
-    parser.add_argument(
-        "--epochs", type=int, help="(default: the scout's: 3 for NER, 2 for classification)"
-    )
+    parser.add_argument("--noise", choices=NOISE, default=None, help="(default: sentence)")
+    parser.add_argument("--rate", type=float, help="noise rate (default: 0.15 sentence, else 0.1)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[500], help="(default: 500)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..SEEDS-1 (default: 3)")
+    parser.add_argument("--epochs", type=int, help="(default: the scout's, 3 NER / 2 cls.)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
-    parser.add_argument("-p", type=float, default=0.1)
-    parser.add_argument("--folds", type=int, default=10, help="CrossWeigh k (default: 10)")
-    parser.add_argument("--iterations", type=int, default=3, help="CrossWeigh T (default: 3)")
-    parser.add_argument("--methods", default="random,cossim,kmeans,crossweigh")
+    parser.add_argument("-p", type=float, default=0.1, help="(default: 0.1)")
+    parser.add_argument("--method", default="kmeans", help="K selection (default: kmeans)")
+    parser.add_argument("--folds", type=int, default=5, help="cleanlab OOF folds, 0: none")
+    parser.add_argument("--crossweigh", action="store_true", help="add CrossWeigh (10x3)")
+    parser.add_argument("--cw-folds", type=int, default=10)
+    parser.add_argument("--cw-iterations", type=int, default=3)
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="200 examples, 2 epochs, N=100, CrossWeigh 5 folds x 1 iteration",
-    )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", help="output file stem (default: detection-DATASET[-quick])")
+    parser.add_argument("--name", help="output file stem (default: see above)")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.examples, args.epochs, args.n_samples, args.folds, args.iterations = 200, 2, 100, 5, 1
+    args.noise = args.noise or ("sentence" if args.dataset == "conll" else "flip")
+    datasets, default_rate = NOISE[args.noise]
+    if args.dataset not in datasets:
+        parser.error(f"--noise {args.noise} applies to {', '.join(datasets)} only")
+    args.rate = default_rate if args.rate is None else args.rate
+    if args.name is None:
+        args.name = f"detection-{args.dataset}-{args.noise}"
+        args.name += "-curve" if len(args.sizes) > 1 else ""
+        args.name += "-cw" if args.crossweigh else ""
     return args
 
 
 def load(dataset: str, n: int, seed: int):
+    """A seeded random subset (the first n sentences would be a handful of documents)."""
     task, path = DATASETS[dataset]
     examples = read_conll(path) if task == "ner" else read_tsv(path)
-    # A seeded random subset: the first n sentences would be a handful of documents.
-    pick = np.sort(
-        np.random.default_rng(seed).choice(len(examples), size=min(n, len(examples)), replace=False)
-    )
+    if n > len(examples):
+        raise ValueError(f"{dataset} has {len(examples)} examples, fewer than {n}")
+    pick = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
     return task, [examples[i] for i in pick]
 
 
-def row(name, seconds, reliability, corrupted):
-    report = detection_report(reliability, corrupted)
+def corrupt(examples, task, noise, rate, seed):
+    if noise == "paper":
+        return inject_ner_noise(examples, rate, random_state=seed)
+    return inject_sentence_noise(examples, rate, task=task, random_state=seed)
+
+
+def ranking(quality, corrupted) -> dict:
+    """AP and AUROC of ``-quality`` (lower quality first) against the corrupted flags."""
+    doubt = -np.asarray(quality, dtype=float)
+    if np.isnan(doubt).any():
+        raise ValueError("NaN score")
+    if corrupted.all() or not corrupted.any():
+        return {"ap": float("nan"), "auroc": float("nan")}
     return {
-        "method": name,
-        "seconds": round(seconds, 1),
-        "average_precision": round(float(report["average_precision"]), 4),
-        "auroc": round(float(report["auroc"]), 4),
-        "mean_reliability_clean": round(float(report["mean_reliability_clean"]), 4),
-        "mean_reliability_corrupted": round(float(report["mean_reliability_corrupted"]), 4),
+        "ap": float(average_precision_score(corrupted, doubt)),
+        "auroc": float(roc_auc_score(corrupted, doubt)),
     }
+
+
+def run_one(args, size: int, seed: int) -> dict:
+    """One (size, seed) run: every method's AP, AUROC and wall time."""
+    task, examples = load(args.dataset, size, seed)
+    noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
+    scout = Scout(
+        model=args.model, task=task, epochs=args.epochs, random_state=seed, progress=False
+    )
+    srw = SubRegWeigh(
+        scout,
+        p=args.p,
+        n_samples=args.n_samples,
+        k=args.k,
+        method=args.method,
+        random_state=seed,
+        progress=False,
+    )
+    clock = time.perf_counter
+    start = clock()
+    srw.fit(noisy)
+    train_s = clock() - start
+    start = clock()
+    result = srw.weigh(noisy)
+    weigh_s = clock() - start
+    start = clock()
+    proba = srw.scout_.predict_proba(noisy)
+    proba_s = clock() - start
+    given = label_indices(noisy, srw.scout_.labels_, task)
+    start = clock()
+    in_sample = cleanlab_scores(given, proba, task)
+    cleanlab_s = clock() - start
+
+    scores = {
+        "agreement c/K": (result.reliability, train_s + weigh_s),
+        "p(gold), K candidates": (result.probability, train_s + weigh_s),
+        "p(gold), deterministic": (result.deterministic_probability, train_s + proba_s),
+        "random": (random_scores(len(noisy), seed), 0.0),
+        "length": (length_scores(noisy), 0.0),
+        "cleanlab in-sample": (in_sample, train_s + proba_s + cleanlab_s),
+    }
+    if task == "ner":
+        scores["entity count"] = (entity_count_scores(noisy), 0.0)
+    if args.folds:
+        start = clock()
+        oof = out_of_fold_proba(
+            noisy, scout, srw.scout_.labels_, n_folds=args.folds, random_state=seed, progress=False
+        )
+        scores["cleanlab OOF"] = (cleanlab_scores(given, oof, task), clock() - start)
+    if args.crossweigh:
+        start = clock()
+        cw = CrossWeigh(
+            scout,
+            n_folds=args.cw_folds,
+            n_iterations=args.cw_iterations,
+            random_state=seed,
+            progress=False,
+        ).weigh(noisy)
+        scores["CrossWeigh"] = (cw.reliability, clock() - start)
+
+    methods = {}
+    for name in METHODS:
+        if name in scores:
+            quality, seconds = scores[name]
+            methods[name] = {**ranking(quality, corrupted), "seconds": round(seconds, 2)}
+    return {
+        "size": size,
+        "seed": seed,
+        "n_corrupted": int(corrupted.sum()),
+        "base_rate": float(corrupted.mean()),
+        "scout_seconds": round(train_s, 2),
+        "weigh_seconds": round(weigh_s, 2),
+        # cleanlab's defaults are p(gold) on the ordinary segmentation: the two should agree
+        "cleanlab_vs_deterministic_max_diff": float(
+            np.max(np.abs(in_sample - result.deterministic_probability))
+        ),
+        "methods": methods,
+    }
+
+
+def _mean_sd(values) -> dict:
+    v = np.asarray(values, dtype=float)
+    return {
+        "mean": float(np.mean(v)),
+        "sd": float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"),
+        "n": int(len(v)),
+    }
+
+
+def summarize(runs) -> dict:
+    """Per size: base rate and, per method, AP, AUROC and seconds as mean/sd over the seeds."""
+    out = {}
+    for size in sorted({r["size"] for r in runs}):
+        these = [r for r in runs if r["size"] == size]
+        methods = {}
+        for name in METHODS:
+            rows = [r["methods"][name] for r in these if name in r["methods"]]
+            if rows:
+                methods[name] = {
+                    key: _mean_sd([row[key] for row in rows]) for key in ("ap", "auroc", "seconds")
+                }
+        out[str(size)] = {
+            "base_rate": _mean_sd([r["base_rate"] for r in these]),
+            "n_corrupted": _mean_sd([r["n_corrupted"] for r in these]),
+            "methods": methods,
+        }
+    return out
+
+
+def _pm(stat, digits=3) -> str:
+    if stat["n"] > 1:
+        return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f}"
 
 
 def markdown(result) -> str:
     cfg = result["config"]
+    noise = {
+        "sentence": f"{cfg['rate']:.0%} of the examples with one error each",
+        "paper": f"{cfg['rate']:.0%} of the word labels replaced (paper)",
+        "flip": f"{cfg['rate']:.0%} of the labels flipped",
+    }[cfg["noise"]]
     lines = [
-        f"### {cfg['dataset']}: {cfg['examples']} examples, {cfg['noise']:.0%} noise "
-        f"({result['corrupted_examples']} corrupted examples), {cfg['epochs'] or 'default'} "
-        f"epochs, "
-        f"K={cfg['k']}, N={cfg['n_samples']}, p={cfg['p']}, CrossWeigh "
-        f"{cfg['folds']}x{cfg['iterations']}",
+        f"## Detection: {cfg['dataset']}, {noise}",
         "",
-        "| method | wall time (s) | speed-up vs CrossWeigh | AP | AUROC | mean rel. clean | mean "
-        "rel. corrupted |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['p']}, scout epochs "
+        f"{cfg['epochs'] or 'default'}, cleanlab OOF {cfg['folds']} folds"
+        + (f", CrossWeigh {cfg['cw_folds']}x{cfg['cw_iterations']}" if cfg["crossweigh"] else "")
+        + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
+        "noise and scout). Scores rank lower quality first.",
+        "",
     ]
-    cross = next((r["seconds"] for r in result["rows"] if r["method"] == "crossweigh"), None)
-    for r in result["rows"]:
-        speedup = f"{cross / r['seconds']:.1f}x" if cross else "n/a"
-        lines.append(
-            f"| {r['method']} | {r['seconds']:.1f} | {speedup} | {r['average_precision']:.3f} | "
-            f"{r['auroc']:.3f} | {r['mean_reliability_clean']:.3f} | "
-            f"{r['mean_reliability_corrupted']:.3f} |"
-        )
+    if not result["complete"]:
+        lines += [f"**Incomplete**: {len(result['runs'])} of {result['planned_runs']} runs.", ""]
+    for size, summary in result["summary"].items():
+        lines += [
+            f"### {size} examples: base rate {_pm(summary['base_rate'])} "
+            f"({_pm(summary['n_corrupted'], 1)} corrupted)",
+            "",
+            "| score | AP | AUROC | wall time (s) |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, stat in summary["methods"].items():
+            seconds = _pm(stat["seconds"], 1) if stat["seconds"]["mean"] else "-"
+            lines.append(f"| {name} | {_pm(stat['ap'])} | {_pm(stat['auroc'])} | {seconds} |")
+        lines.append("")
+    if "plot" in result:
+        lines += [f"![AP against project size]({result['plot']})", ""]
     lines += [
-        "",
-        f"Scout training (shared by the SubRegWeigh rows): {result['scout_seconds']:.1f} s. "
-        f"Base rate (AP of a random ranking): {result['base_rate']:.3f}.",
+        f"Command: `{result['command']}`",
         f"Machine: {result['machine']}.",
+        f"Date: {result['date']}.",
     ]
-    if "kmeans_overhead_vs_random" in result:
-        lines.append(
-            f"K-means total time over Random's: {result['kmeans_overhead_vs_random']:+.1%}."
-        )
     return "\n".join(lines) + "\n"
+
+
+def plot(result, path: Path) -> None:
+    """AP (mean ± sd over seeds) against project size, one line per score, log x axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    summary = result["summary"]
+    sizes = [int(s) for s in summary]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in METHODS:
+        stats = [summary[str(s)]["methods"].get(name) for s in sizes]
+        if any(s is None for s in stats):
+            continue
+        mean = [s["ap"]["mean"] for s in stats]
+        sd = [0.0 if np.isnan(s["ap"]["sd"]) else s["ap"]["sd"] for s in stats]
+        # SubRegWeigh's scores solid, trivial baselines dotted, the rest dash-dotted
+        style = "-" if name in METHODS[:3] else ":" if name in METHODS[3:6] else "-."
+        ax.errorbar(sizes, mean, yerr=sd, marker="o", capsize=3, linestyle=style, label=name)
+    base = [summary[str(s)]["base_rate"]["mean"] for s in sizes]
+    ax.plot(sizes, base, "k--", label="base rate")
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel("project size (examples)")
+    ax.set_ylabel("average precision")
+    cfg = result["config"]
+    ax.set_title(f"{cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _atomic_write(path: Path, data: bytes | str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
+        f"torch {torch.__version__}, Python {platform.python_version()}"
+    )
+
+
+def write(args, runs, command, planned) -> dict:
+    result = {
+        "command": command,
+        "machine": machine(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "complete": len(runs) == planned,
+        "planned_runs": planned,
+        "summary": summarize(runs),
+        "runs": runs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    if len(args.sizes) > 1 and len(result["summary"]) > 1:
+        png = args.out / f"{args.name}.png"
+        plot(result, png)
+        result["plot"] = png.name
+    _atomic_write(args.out / f"{args.name}.json", json.dumps(result, indent=2) + "\n")
+    _atomic_write(args.out / f"{args.name}.md", markdown(result))
+    return result
 
 
 def main(argv=None) -> int:
@@ -134,74 +402,23 @@ def main(argv=None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
+    logging.getLogger("subregweigh").setLevel(logging.WARNING)  # one line per run is enough
     if args.threads:
         torch.set_num_threads(args.threads)
-    methods = args.methods.split(",")
-    task, examples = load(args.dataset, args.examples, args.seed)
-    inject = inject_ner_noise if task == "ner" else flip_labels
-    noisy, corrupted = inject(examples, args.noise, random_state=args.seed)
-    scout = Scout(
-        model=args.model, task=task, epochs=args.epochs, random_state=args.seed, progress=False
-    )
-    rows, timings = [], {}
-
-    srw_methods = [m for m in methods if m != "crossweigh"]
-    if srw_methods:
-        srw = SubRegWeigh(
-            scout,
-            p=args.p,
-            n_samples=args.n_samples,
-            k=args.k,
-            random_state=args.seed,
-            progress=False,
+    command = "python benchmarks/detection.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    plan = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
+    runs = []
+    for size, seed in tqdm(plan, desc="detection runs", unit="run"):
+        runs.append(run_one(args, size, seed))
+        logger.info(
+            "size %d seed %d (base rate %.3f): %s",
+            size,
+            seed,
+            runs[-1]["base_rate"],
+            ", ".join(f"{m} AP {v['ap']:.3f}" for m, v in runs[-1]["methods"].items()),
         )
-        start = time.perf_counter()
-        srw.fit(noisy)
-        scout_seconds = time.perf_counter() - start
-        for method in srw_methods:
-            srw.method = method
-            start = time.perf_counter()
-            result = srw.weigh(noisy)
-            timings[method] = scout_seconds + time.perf_counter() - start
-            rows.append(row(method, timings[method], result.reliability, corrupted))
-            print(rows[-1], flush=True)
-    else:
-        scout_seconds = float("nan")
-    if "crossweigh" in methods:
-        start = time.perf_counter()
-        result = CrossWeigh(
-            scout,
-            n_folds=args.folds,
-            n_iterations=args.iterations,
-            random_state=args.seed,
-            progress=True,
-        ).weigh(noisy)
-        timings["crossweigh"] = time.perf_counter() - start
-        rows.append(row("crossweigh", timings["crossweigh"], result.reliability, corrupted))
-        print(rows[-1], flush=True)
-
-    out = {
-        "config": {**{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}},
-        "corrupted_examples": int(corrupted.sum()),
-        "base_rate": float(corrupted.mean()),
-        "scout_seconds": round(scout_seconds, 1),
-        "rows": rows,
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
-        f"{'CUDA' if torch.cuda.is_available() else 'CPU'}, torch {torch.__version__}",
-        "command": "python benchmarks/detection.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-    }
-    if "kmeans" in timings and "random" in timings:
-        out["kmeans_overhead_vs_random"] = timings["kmeans"] / timings["random"] - 1
-    if "crossweigh" in timings:
-        out["speedup_vs_crossweigh"] = {
-            m: timings["crossweigh"] / t for m, t in timings.items() if m != "crossweigh"
-        }
-    name = args.name or f"detection-{args.dataset}{'-quick' if args.quick else ''}"
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out / f"{name}.json", json.dumps(out, indent=2) + "\n")
-    atomic_write_text(args.out / f"{name}.md", markdown(out))
-    print(markdown(out))
+        result = write(args, runs, command, len(plan))
+    print(markdown(result))
     return 0
 
 

@@ -377,7 +377,26 @@ class Scout:
             [self.segment(ex.words) for ex in examples], where=[ex.id for ex in examples]
         )
 
-    @torch.inference_mode()
+    def predict_proba(self, examples: Sequence[Example], batch_size: int = 64) -> list[np.ndarray]:
+        """Label probabilities of ``examples`` under the deterministic segmentation.
+
+        Returns
+        -------
+        list of ndarray of float32, one per example, columns in the order of ``labels_``
+            NER: shape (n_words, n_labels), the softmax at each word's first subword (a word
+            truncated away: probability 1 for ``"O"``, which it is predicted). Single-label
+            classification: shape (n_labels,), the softmax. Multi-label: shape (n_labels,),
+            each class's own sigmoid (rows need not sum to 1).
+        """
+        self._check_fitted()
+        return self._run(
+            [self.segment(ex.words) for ex in examples],
+            batch_size,
+            [ex.id for ex in examples],
+            "predicting probabilities",
+            lambda logits, first, i: self._proba(logits, first).numpy(),
+        )
+
     def predict_segmentations(
         self,
         segmentations: Sequence[Segmentation],
@@ -390,21 +409,78 @@ class Scout:
         Words truncated away get ``"O"``. Inputs are sorted by length so that batches pad little.
         """
         self._check_fitted()
+        return self._run(
+            segmentations,
+            batch_size,
+            where,
+            desc,
+            lambda logits, first, i: self._decode(logits, first),
+        )
+
+    def score_segmentations(
+        self,
+        segmentations: Sequence[Segmentation],
+        gold: Sequence[tuple[str, ...]],
+        batch_size: int = 64,
+        where: Sequence[str] | None = None,
+        desc: str = "predicting",
+    ) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
+        """Labels for given segmentations and the probability of the gold label, in one pass.
+
+        Parameters
+        ----------
+        segmentations : sequence of Segmentation, length m
+        gold : sequence of label tuples, length m
+            The gold label of each segmentation's text.
+
+        Returns
+        -------
+        labels : list of tuple, length m
+            As :meth:`predict_segmentations`.
+        gold_proba : list of ndarray of float32, length m
+            NER: shape (n_words,), p(gold tag) at each word's first subword (a truncated
+            word: 1 if its gold tag is ``"O"``, which it is predicted, else 0). Single-label
+            classification: shape (1,), p(gold class). Multi-label: shape (n_labels,),
+            p(the class's gold membership): the sigmoid for a gold class, one minus it for
+            the others. A gold label the scout does not know has probability 0 (multi-label:
+            one extra entry of 0 per unknown gold class).
+        """
+        self._check_fitted()
+        if len(gold) != len(segmentations):
+            raise ValueError(f"{len(gold)} gold labels for {len(segmentations)} segmentations")
+        index = {label: i for i, label in enumerate(self.labels_)}
+
+        def reduce(logits, first, i):
+            return self._decode(logits, first), self._gold_proba(logits, first, gold[i], index)
+
+        pairs = self._run(segmentations, batch_size, where, desc, reduce)
+        return [label for label, _ in pairs], [p for _, p in pairs]
+
+    @torch.inference_mode()
+    def _run(self, segmentations, batch_size, where, desc, reduce) -> list:
+        """``reduce(logits, first_positions, i)`` for every segmentation, in input order.
+
+        ``logits`` has shape (n_subwords, n_labels) for NER, (n_labels,) for classification.
+        """
         encoded = [
             self._encode(seg, where[i] if where is not None else "")
             for i, seg in enumerate(segmentations)
         ]
         order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
-        out: list[tuple[str, ...] | None] = [None] * len(encoded)
+        out: list = [None] * len(encoded)
         with tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar:
             for rows, input_ids, mask in self._batches(encoded, order, batch_size):
-                logits = self.model_(
-                    input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
-                ).logits.cpu()
+                logits = (
+                    self.model_(
+                        input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
+                    )
+                    .logits.float()
+                    .cpu()
+                )
                 for b, i in enumerate(rows):
-                    out[i] = self._decode(logits[b], encoded[i][1])
+                    out[i] = reduce(logits[b], encoded[i][1], i)
                 bar.update(len(rows))
-        return out  # type: ignore[return-value]
+        return out
 
     def _decode(self, logits, first_positions) -> tuple[str, ...]:
         if self.task == "ner":
@@ -413,6 +489,36 @@ class Scout:
         if self.multi_label:
             return tuple(self.labels_[i] for i in np.flatnonzero(logits.numpy() > 0.0))
         return (self.labels_[int(logits.argmax())],)
+
+    def _proba(self, logits, first_positions) -> torch.Tensor:
+        """See :meth:`predict_proba`."""
+        if self.task == "ner":
+            kept = torch.tensor([max(p, 0) for p in first_positions], dtype=torch.long)
+            proba = torch.softmax(logits[kept], dim=-1)
+            truncated = torch.tensor([p < 0 for p in first_positions], dtype=torch.bool)
+            if truncated.any():
+                proba[truncated] = 0.0
+                proba[truncated, self.labels_.index("O")] = 1.0
+            return proba
+        if self.multi_label:
+            return torch.sigmoid(logits)
+        return torch.softmax(logits, dim=-1)
+
+    def _gold_proba(self, logits, first_positions, gold, index) -> np.ndarray:
+        """See :meth:`score_segmentations`."""
+        proba = self._proba(logits, first_positions).numpy()
+        if self.task == "ner":
+            cols = np.array([index.get(tag, -1) for tag in gold], dtype=np.int64)
+            p = proba[np.arange(len(cols)), np.maximum(cols, 0)]
+            return np.where(cols >= 0, p, 0.0).astype(np.float32)
+        if self.multi_label:
+            member = np.zeros(len(self.labels_), dtype=bool)
+            member[[index[c] for c in gold if c in index]] = True
+            unknown = sum(c not in index for c in gold)
+            p = np.where(member, proba, 1.0 - proba)
+            return np.concatenate([p, np.zeros(unknown)]).astype(np.float32)
+        known = len(gold) == 1 and gold[0] in index
+        return np.array([proba[index[gold[0]]] if known else 0.0], dtype=np.float32)
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):

@@ -6,6 +6,12 @@ predictions equal to the gold label (NER: the whole tag sequence),
 
     reliability = c / K,    weight = max(w_min, c / K).
 
+c / K (the paper's agreement ratio) only sees argmax decisions; the same forward passes also give
+the scout's probability of the gold label, a finer score: for each candidate the lowest
+probability of a gold part (NER: the gold tag of any word; multi-label: the gold membership of
+any class; single-label: the gold class), averaged over the K candidates
+(:func:`gold_probability`; per gold entity :func:`entity_probability`).
+
 Each distinct segmentation is predicted once and counted as often as it was chosen.
 """
 
@@ -68,6 +74,48 @@ def entity_agreement(predictions, multiplicity, gold: tuple) -> list[tuple[str, 
     ]
 
 
+def _lowest(p: np.ndarray) -> float:
+    # min over an empty gold label (a text without words): nothing can be wrong
+    return float(p.min()) if p.size else 1.0
+
+
+def gold_probability(gold_proba: Sequence[np.ndarray], multiplicity) -> float:
+    """Mean over the K candidates of the lowest probability of a gold part.
+
+    Parameters
+    ----------
+    gold_proba : sequence of ndarray, length j (one per distinct candidate)
+        Each of shape (n_parts,): see :meth:`subregweigh.scout.Scout.score_segmentations`
+        (NER: p(gold tag) per word; single-label: p(gold class), shape (1,); multi-label:
+        p(gold membership) per class).
+    multiplicity : array-like of int, shape (j,)
+        How many of the K slots each candidate fills.
+
+    Returns
+    -------
+    float in [0, 1]
+        ``sum_j m_j * min(gold_proba[j]) / sum_j m_j`` (1 for a part-less label).
+    """
+    m = np.asarray(multiplicity, dtype=float)
+    lowest = np.array([_lowest(np.asarray(p)) for p in gold_proba], dtype=float)
+    return float(m @ lowest / m.sum())
+
+
+def entity_probability(
+    gold_proba: Sequence[np.ndarray], multiplicity, gold: tuple
+) -> list[tuple[str, int, int, float]]:
+    """For each gold entity ``(type, start, end)``: mean over K of min over its words of p(gold).
+
+    ``gold_proba`` holds the NER arrays of shape (n_words,) of :func:`gold_probability`.
+    """
+    m = np.asarray(multiplicity, dtype=float)
+    stacked = np.stack([np.asarray(p, dtype=float) for p in gold_proba])  # (j, n_words)
+    return [
+        (etype, start, end, float(m @ stacked[:, start:end].min(axis=1) / m.sum()))
+        for etype, start, end in entity_spans(gold)
+    ]
+
+
 @dataclass
 class WeighResult:
     """Per-example results of :meth:`SubRegWeigh.weigh`; arrays have shape (n,).
@@ -89,6 +137,17 @@ class WeighResult:
         Its share of the K predictions (self-consistency, whatever the gold label).
     entities : list of list of (type, start, end, agreement)
         NER only: every gold entity with the fraction of candidates predicting that exact span.
+    probability : ndarray of float, shape (n,)
+        Mean over the K candidates of the lowest probability of a gold part
+        (:func:`gold_probability`): NER, min over words of p(gold tag); single-label
+        classification, p(gold class); multi-label, min over classes of p(gold membership).
+        Lower is more doubtful. NaN where not computed.
+    deterministic_probability : ndarray of float, shape (n,)
+        The same lowest probability on the scout's ordinary (deterministic) segmentation
+        alone. NaN where not computed (``SubRegWeigh(deterministic=False)``).
+    entity_probability : list of list of (type, start, end, probability)
+        NER only: every gold entity with the mean over K of the min over its words of
+        p(gold tag) (:func:`entity_probability`).
     """
 
     ids: list[str]
@@ -100,6 +159,9 @@ class WeighResult:
     majority: list[tuple]
     majority_share: np.ndarray
     entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
+    probability: np.ndarray = field(default_factory=lambda: np.empty(0))
+    deterministic_probability: np.ndarray = field(default_factory=lambda: np.empty(0))
+    entity_probability: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
 
     def columns(self) -> dict[str, list]:
         """Per-example extra columns for :func:`subregweigh.formats.write_weights`."""
@@ -139,6 +201,9 @@ class SubRegWeigh:
         Weight floor.
     random_state : int, default=0
     progress : bool, default=True
+    deterministic : bool, default=True
+        Also score the ordinary segmentation (``WeighResult.deterministic_probability``): n
+        more forward passes, about 1/K of the candidates' cost.
 
     Attributes
     ----------
@@ -157,6 +222,7 @@ class SubRegWeigh:
         w_min: float = 1 / 3,
         random_state: int = 0,
         progress: bool = True,
+        deterministic: bool = True,
     ):
         self.scout = scout
         self.task = task
@@ -167,6 +233,7 @@ class SubRegWeigh:
         self.w_min = w_min
         self.random_state = random_state
         self.progress = progress
+        self.deterministic = deterministic
 
     def _validate(self):
         if self.method not in METHODS:
@@ -226,10 +293,31 @@ class SubRegWeigh:
         if not hasattr(self, "scout_"):
             raise RuntimeError("call fit() before weigh()")
         segmentations, owner, multiplicity = self.candidates(examples)
-        predicted = self.scout_.predict_segmentations(
-            segmentations, where=[examples[i].id for i in owner], desc="predicting candidates"
+        # One pass gives both the labels (for c/K) and p(gold) (for the probability scores).
+        predicted, gold_proba = self.scout_.score_segmentations(
+            segmentations,
+            [examples[i].label for i in owner],
+            where=[examples[i].id for i in owner],
+            desc="predicting candidates",
         )
-        result = _collect(examples, predicted, owner, multiplicity, self.w_min, self.scout_.task)
+        deterministic = None
+        if self.deterministic:
+            _, deterministic = self.scout_.score_segmentations(
+                [self.scout_.segment(ex.words) for ex in examples],
+                [ex.label for ex in examples],
+                where=[ex.id for ex in examples],
+                desc="predicting ordinary segmentations",
+            )
+        result = _collect(
+            examples,
+            predicted,
+            owner,
+            multiplicity,
+            self.w_min,
+            self.scout_.task,
+            gold_proba=gold_proba,
+            deterministic_proba=deterministic,
+        )
         logger.info(
             "weighed %d examples (%s, K=%d, N=%d, p=%g): %d predictions, mean reliability %.3f, "
             "%d below 0.5",
@@ -248,9 +336,27 @@ class SubRegWeigh:
         return self.fit(examples).weigh(examples)
 
 
-def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResult:
-    bounds = np.searchsorted(owner, np.arange(len(examples) + 1))
+def _collect(
+    examples,
+    predicted,
+    owner,
+    multiplicity,
+    w_min,
+    task,
+    gold_proba=None,
+    deterministic_proba=None,
+) -> WeighResult:
+    """Aggregate per-candidate outputs into a :class:`WeighResult`.
+
+    ``predicted``, ``owner``, ``multiplicity`` and ``gold_proba`` (optional) have one entry per
+    distinct candidate, grouped by example in order; ``deterministic_proba`` (optional) one
+    p(gold) array per example. Missing probabilities give NaN scores.
+    """
+    n = len(examples)
+    bounds = np.searchsorted(owner, np.arange(n + 1))
     preds, agree, ks, majors, shares, entities = [], [], [], [], [], []
+    probability = np.full(n, np.nan)
+    entity_probs = []
     for i, ex in enumerate(examples):
         sl = slice(bounds[i], bounds[i + 1])
         p, m = predicted[sl], multiplicity[sl]
@@ -262,8 +368,16 @@ def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResu
         shares.append(count / ks[-1])
         if task == "ner":
             entities.append(entity_agreement(p, m, ex.label))
+        if gold_proba is not None:
+            probs = gold_proba[sl]
+            probability[i] = gold_probability(probs, m)
+            if task == "ner":
+                entity_probs.append(entity_probability(probs, m, ex.label))
     agree_arr, k_arr = np.array(agree), np.array(ks)
     reliability = agree_arr / k_arr
+    deterministic = np.full(n, np.nan)
+    if deterministic_proba is not None:
+        deterministic = np.array([_lowest(np.asarray(p)) for p in deterministic_proba], float)
     return WeighResult(
         ids=[ex.id for ex in examples],
         predictions=preds,
@@ -274,4 +388,7 @@ def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResu
         majority=majors,
         majority_share=np.array(shares),
         entities=entities,
+        probability=probability,
+        deterministic_probability=deterministic,
+        entity_probability=entity_probs,
     )

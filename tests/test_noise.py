@@ -8,8 +8,14 @@ import pytest
 
 from subregweigh.example import Example
 from subregweigh.formats import read_conll, read_tsv
-from subregweigh.noise import flip_labels, inject_ner_noise
-from subregweigh.tags import _first_iob2_error
+from subregweigh.noise import (
+    corrupt_sentence,
+    flip_labels,
+    inject_ner_noise,
+    inject_sentence_noise,
+    retag,
+)
+from subregweigh.tags import _first_iob2_error, entity_spans
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -28,6 +34,47 @@ def changed_positions(a, b):
     return sum(x != y for ea, eb in zip(a, b) for x, y in zip(ea.label, eb.label))
 
 
+# ------------------------------------------------------------------------------ retag
+
+
+@pytest.mark.parametrize(
+    "tags, j, new, expected",
+    [
+        # a retyped B-X carries the whole entity along
+        ("B-ORG I-ORG I-ORG", 0, "B-LOC", "B-LOC I-LOC I-LOC"),
+        # a retyped I-X starts a new entity that takes the rest of the old one
+        ("B-ORG I-ORG I-ORG O", 1, "B-LOC", "B-ORG B-LOC I-LOC O"),
+        ("B-ORG I-ORG I-ORG", 1, "B-ORG", "B-ORG B-ORG I-ORG"),
+        # O inside an entity: the rest stays an entity of its own
+        ("B-PER I-PER I-PER", 1, "O", "B-PER O B-PER"),
+        ("B-PER I-PER I-PER", 0, "O", "O B-PER I-PER"),
+        ("B-PER I-PER I-PER", 2, "O", "B-PER I-PER O"),
+        # O -> B-X in front of B-X merges into one entity
+        ("O B-LOC I-LOC", 0, "B-LOC", "B-LOC I-LOC I-LOC"),
+        # ... but not in front of another type, nor in front of O
+        ("O B-LOC I-LOC", 0, "B-PER", "B-PER B-LOC I-LOC"),
+        ("O O B-LOC", 0, "B-LOC", "B-LOC O B-LOC"),
+        # the entity after the retyped one is untouched
+        ("B-ORG I-ORG B-ORG", 0, "B-PER", "B-PER I-PER B-ORG"),
+        ("B-ORG", 0, "O", "O"),
+    ],
+)
+def test_retag_hand_made(tags, j, new, expected):
+    out = retag(tags.split(), j, new)
+    assert out == expected.split()
+    assert _first_iob2_error(out) is None
+
+
+def test_retag_repairs_and_rejects():
+    # invalid input (a stray I-X) comes out as valid IOB2
+    assert retag(["O", "O", "I-PER"], 0, "B-LOC") == ["B-LOC", "O", "B-PER"]
+    with pytest.raises(ValueError, match="O or B-X"):
+        retag(["O"], 0, "I-PER")
+
+
+# ------------------------------------------------------------------------------ paper noise
+
+
 @pytest.mark.parametrize("rate", [0.0, 0.05, 0.1, 0.3])
 def test_ner_noise_valid_and_rate(conll2000, rate):
     total = sum(len(ex.words) for ex in conll2000)
@@ -42,30 +89,44 @@ def test_ner_noise_valid_and_rate(conll2000, rate):
     assert np.array_equal(mask, [a.label != b.label for a, b in zip(conll2000, noisy)])
     k = round(rate * total)
     changed = changed_positions(conll2000, noisy)
-    # repairs (I-X -> B-X right after a replacement) may change a few extra positions
-    assert k <= changed <= 2 * k
-    assert (changed - k) <= 0.2 * k + 1
+    # replacing stops once k labels differ; the last one may carry the rest of its entity
+    longest = max(len(ex.words) for ex in conll2000)
+    assert k <= changed <= k + longest
     if rate == 0:
         assert not mask.any() and noisy == list(conll2000)
 
 
-def test_ner_noise_exact_chosen_count_via_replay(conll2000):
-    # Replay the generator to recover the chosen positions and check each one changed.
-    rate, seed = 0.1, 7
-    total = sum(len(ex.words) for ex in conll2000)
-    noisy, _ = inject_ner_noise(conll2000, rate, random_state=seed)
-    chosen = np.random.default_rng(seed).choice(total, size=round(rate * total), replace=False)
-    flat_orig = [t for ex in conll2000 for t in ex.label]
-    flat_new = [t for ex in noisy for t in ex.label]
-    assert all(flat_orig[p] != flat_new[p] for p in chosen)
-    assert len(chosen) == round(rate * total)
-    # positions changed but not chosen are exactly repairs: I-X -> B-X
-    chosen_set = set(chosen.tolist())
-    for p, (o, n) in enumerate(zip(flat_orig, flat_new)):
-        if o != n and p not in chosen_set:
-            assert o.startswith("I-") and n == "B-" + o[2:]
-        if p in chosen_set:
-            assert n == "O" or n.startswith("B-")
+def test_ner_noise_one_replacement_outcomes():
+    # k = 1 word label: every possible single replacement, and nothing else, comes out
+    ex = [Example("0", tuple("abcd"), ("B-PER", "I-PER", "I-PER", "O"))]
+    seen = Counter()
+    for seed in range(400):
+        (noisy,), mask = inject_ner_noise(ex, 0.25, entity_types=["PER", "LOC"], random_state=seed)
+        assert mask[0]
+        seen[" ".join(noisy.label)] += 1
+    expected = {
+        "O B-PER I-PER O",  # word 0 -> O
+        "B-LOC I-LOC I-LOC O",  # word 0 -> B-LOC: the whole entity
+        "B-PER O B-PER O",  # word 1 -> O
+        "B-PER B-PER I-PER O",  # word 1 -> B-PER: split
+        "B-PER B-LOC I-LOC O",  # word 1 -> B-LOC: the rest follows
+        "B-PER I-PER O O",
+        "B-PER I-PER B-PER O",
+        "B-PER I-PER B-LOC O",
+        "B-PER I-PER I-PER B-PER",  # word 3 -> B-X
+        "B-PER I-PER I-PER B-LOC",
+    }
+    assert set(seen) == expected
+    # never the head retyped and the tail left as an entity of the old type
+    assert "B-LOC B-PER I-PER O" not in seen
+
+
+def test_ner_noise_merge_counts_towards_rate():
+    ex = [Example("0", tuple("abc"), ("O", "B-LOC", "I-LOC"))]
+    outcomes = {inject_ner_noise(ex, 1 / 3, random_state=s)[0][0].label for s in range(100)}
+    # word 0 -> B-LOC merges (2 labels changed, past k = 1); every outcome is valid IOB2
+    assert ("B-LOC", "I-LOC", "I-LOC") in outcomes
+    assert all(_first_iob2_error(o) is None for o in outcomes)
 
 
 def test_ner_noise_seeds(conll2000):
@@ -78,25 +139,107 @@ def test_ner_noise_seeds(conll2000):
     assert inject_ner_noise(conll2000, 0.1, random_state=g)[0] == a
 
 
-def test_ner_noise_repairs():
+def test_ner_noise_rejects():
     ex = [Example("0", tuple("abcd"), ("B-PER", "I-PER", "I-PER", "O"))]
-    seen = set()
-    for seed in range(200):
-        (noisy,), mask = inject_ner_noise(ex, 0.25, entity_types=["PER", "LOC"], random_state=seed)
-        assert mask[0]
-        assert _first_iob2_error(noisy.label) is None
-        seen.add(noisy.label)
-    # replacing the middle I-PER with O splits the entity; with B-LOC too
-    assert ("B-PER", "O", "B-PER", "O") in seen
-    assert ("B-PER", "B-LOC", "B-PER", "O") in seen
-    # replacing the first B-PER by B-LOC makes the continuation its own PER entity
-    assert ("B-LOC", "B-PER", "I-PER", "O") in seen
-    # replacing the middle I-PER with B-PER keeps the continuation attached
-    assert ("B-PER", "B-PER", "I-PER", "O") in seen
     with pytest.raises(ValueError):
         inject_ner_noise(ex, 1.5)
     with pytest.raises(ValueError):
         inject_ner_noise([Example("0", ("a",), ("O",))], 0.5)
+
+
+# ------------------------------------------------------------------------------ sentence noise
+
+
+def one_corruption(before, after):
+    """The kind of the single corruption turning ``before`` into ``after``, or None."""
+    a, b = set(entity_spans(before)), set(entity_spans(after))
+    gone, new = a - b, b - a
+    if len(gone) == 1 and not new:
+        return "drop"
+    if len(new) == 1 and not gone:
+        return "add"
+    if len(gone) == len(new) == 1:
+        (t0, s0, e0), (t1, s1, e1) = gone.pop(), new.pop()
+        if (s0, e0) == (s1, e1) and t0 != t1:
+            return "retype"
+        if t0 == t1 and abs(s0 - s1) + abs(e0 - e1) == 1:
+            return "shift"
+    return None
+
+
+@pytest.mark.parametrize(
+    "tags, kind, expected",
+    [
+        ("O B-PER O", "retype", {"O B-LOC O"}),
+        ("O B-PER O", "drop", {"O O O"}),
+        ("O B-PER O", "shift", {"B-PER I-PER O", "O B-PER I-PER"}),
+        ("B-PER I-PER", "shift", {"O B-PER", "B-PER O"}),
+        ("B-PER B-LOC", "shift", None),  # nowhere to move: no O neighbour, one word each
+        (
+            "B-PER O O",
+            "add",
+            {"B-PER B-PER O", "B-PER B-PER I-PER", "B-PER O B-PER"}
+            | {"B-PER B-LOC O", "B-PER B-LOC I-LOC", "B-PER O B-LOC"},
+        ),
+        ("B-PER I-PER", "add", None),  # no O word
+        ("O O", "drop", None),
+    ],
+)
+def test_corrupt_sentence_hand_made(tags, kind, expected):
+    types = ["LOC", "PER"]
+    if expected is None:
+        with pytest.raises(ValueError, match="cannot change"):
+            corrupt_sentence(tags.split(), kind, types, np.random.default_rng(0))
+        return
+    rng = np.random.default_rng(0)
+    seen = {" ".join(corrupt_sentence(tags.split(), kind, types, rng)) for _ in range(200)}
+    assert seen == expected
+    assert all(one_corruption(tags.split(), s.split()) == kind for s in seen)
+
+
+def test_corrupt_sentence_retype_needs_two_types():
+    with pytest.raises(ValueError, match="cannot change"):
+        corrupt_sentence(["B-PER"], "retype", ["PER"], np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.15, 0.5])
+def test_sentence_noise_one_error_per_chosen_sentence(conll2000, rate):
+    noisy, mask = inject_sentence_noise(conll2000, rate, random_state=2)
+    assert mask.dtype == bool and mask.shape == (2000,)
+    assert mask.sum() == round(rate * 2000)
+    kinds = Counter()
+    for a, b, m in zip(conll2000, noisy, mask):
+        assert (a.id, a.words, a.source) == (b.id, b.words, b.source)
+        assert _first_iob2_error(b.label) is None
+        if m:
+            kind = one_corruption(a.label, b.label)
+            assert kind is not None, (a.label, b.label)
+            kinds[kind] += 1
+        else:
+            assert a.label == b.label
+    if rate:
+        assert set(kinds) == {"retype", "drop", "add", "shift"}
+
+
+def test_sentence_noise_seeds_kinds_and_classification(conll2000, sst2):
+    a, ma = inject_sentence_noise(conll2000, 0.2, random_state=9)
+    b, mb = inject_sentence_noise(conll2000, 0.2, random_state=9)
+    c, _ = inject_sentence_noise(conll2000, 0.2, random_state=10)
+    assert a == b and np.array_equal(ma, mb) and a != c
+    only, mask = inject_sentence_noise(conll2000, 0.2, kinds=["drop"], random_state=0)
+    assert all(
+        one_corruption(x.label, y.label) == "drop" for x, y, m in zip(conll2000, only, mask) if m
+    )
+    # "drop" needs an entity: with more sentences asked for than have one, all of those
+    with_entity = sum(any(t != "O" for t in ex.label) for ex in conll2000)
+    _, mask = inject_sentence_noise(conll2000, 1.0, kinds=["drop"], random_state=0)
+    assert mask.sum() == with_entity
+    # classification is one flipped label per chosen example
+    flipped = inject_sentence_noise(sst2, 0.1, random_state=4)
+    expected = flip_labels(sst2, 0.1, random_state=4)
+    assert flipped[0] == expected[0] and np.array_equal(flipped[1], expected[1])
+    with pytest.raises(ValueError, match="kinds"):
+        inject_sentence_noise(conll2000, 0.1, kinds=["swap"])
 
 
 def test_flip_labels_rate_sst2(sst2):

@@ -150,6 +150,17 @@ def test_scout_single_label_classification(sst2_train, tmp_path):
     loaded = Scout.load(scout.save(tmp_path / "cls"), progress=False)
     assert loaded.task == "classification" and loaded.labels_ == ["0", "1"]
     assert loaded.predict(train) == predicted
+    # probabilities: one softmax row per text; p(gold) is the gold column; argmax = predict
+    proba = scout.predict_proba(train)
+    assert all(p.shape == (2,) for p in proba)
+    np.testing.assert_allclose([p.sum() for p in proba], 1.0, rtol=1e-5)
+    assert [(scout.labels_[int(p.argmax())],) for p in proba] == predicted
+    labels, gold = scout.score_segmentations(
+        [scout.segment(ex.words) for ex in train], [ex.label for ex in train]
+    )
+    assert labels == predicted and all(g.shape == (1,) for g in gold)
+    expected = [p[scout.labels_.index(ex.label[0])] for p, ex in zip(proba, train)]
+    np.testing.assert_allclose([g[0] for g in gold], expected, rtol=1e-4)
 
 
 MULTI = [
@@ -189,6 +200,57 @@ def test_scout_multi_label_classification():
     assert np.mean(right) >= 0.75
     assert any(r and len(ex.label) == 2 for r, ex in zip(right, train))
     assert any(r and len(ex.label) == 1 for r, ex in zip(right, train))
+    # membership probabilities: sigmoids; p(gold) = sigmoid for gold classes, 1 - it otherwise
+    proba = scout.predict_proba(train)
+    assert [tuple(np.array(scout.labels_)[p > 0.5]) for p in proba] == predicted
+    _, gold = scout.score_segmentations(
+        [scout.segment(ex.words) for ex in train], [ex.label for ex in train]
+    )
+    for p, g, ex in zip(proba, gold, train):
+        member = np.isin(scout.labels_, ex.label)
+        np.testing.assert_allclose(g, np.where(member, p, 1 - p), rtol=1e-4, atol=1e-6)
+
+
+def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner_data):
+    # Each distinct candidate is scored once and counted with its multiplicity; scoring every
+    # one of the K slots separately must give the same numbers.
+    data = tiny_ner_data[:15]
+    srw = SubRegWeigh(n_samples=20, k=5, progress=False)
+    srw.scout_ = tiny_scout  # already fitted; weigh only predicts
+    result = srw.weigh(data)
+    segs, owner, mult = srw.candidates(data)
+    expanded = [s for s, m in zip(segs, mult) for _ in range(m)]
+    slot_owner = np.repeat(owner, mult)
+    labels = tiny_scout.predict_segmentations(expanded)
+    scored, probs = tiny_scout.score_segmentations(expanded, [data[i].label for i in slot_owner])
+    assert scored == labels
+    index = {t: j for j, t in enumerate(tiny_scout.labels_)}
+    full = tiny_scout.predict_proba(data)
+    for i, ex in enumerate(data):
+        rows = np.flatnonzero(slot_owner == i)
+        assert result.k[i] == len(rows)
+        # c / K is unchanged by the probability scores
+        assert result.reliability[i] == np.mean([labels[r] == ex.label for r in rows])
+        assert result.probability[i] == pytest.approx(
+            np.mean([probs[r].min() for r in rows]), rel=1e-4
+        )
+        for (t, s, e, p), (t2, s2, e2, _) in zip(result.entity_probability[i], result.entities[i]):
+            assert (t, s, e) == (t2, s2, e2)
+            assert p == pytest.approx(np.mean([probs[r][s:e].min() for r in rows]), rel=1e-4)
+        assert len(result.entity_probability[i]) == len(result.entities[i])
+        # deterministic: p(gold tag) read off the full probabilities of the ordinary segmentation
+        assert full[i].shape == (len(ex.words), len(tiny_scout.labels_))
+        np.testing.assert_allclose(full[i].sum(axis=1), 1.0, rtol=1e-5)
+        gold = full[i][np.arange(len(ex.words)), [index[t] for t in ex.label]]
+        assert result.deterministic_probability[i] == pytest.approx(gold.min(), rel=1e-4)
+    argmax = [tuple(tiny_scout.labels_[j] for j in P.argmax(axis=1)) for P in full]
+    assert argmax == tiny_scout.predict(data)
+    assert ((0 <= result.probability) & (result.probability <= 1)).all()
+    no_det = SubRegWeigh(n_samples=20, k=5, progress=False, deterministic=False)
+    no_det.scout_ = tiny_scout
+    again = no_det.weigh(data)
+    assert np.isnan(again.deterministic_probability).all()
+    np.testing.assert_allclose(again.probability, result.probability)
 
 
 # ------------------------------------------------------------------------------ (d) sample weights

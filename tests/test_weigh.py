@@ -1,4 +1,5 @@
-"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, _collect."""
+"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, p(gold)
+aggregation, _collect."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subregweigh.example import Example
-from subregweigh.weigh import _collect, agreement, entity_agreement, majority, sample_weights
+from subregweigh.weigh import (
+    _collect,
+    agreement,
+    entity_agreement,
+    entity_probability,
+    gold_probability,
+    majority,
+    sample_weights,
+)
 
 # ------------------------------------------------------------------------------ sample_weights
 
@@ -161,3 +170,101 @@ def test_collect_classification_and_other_floor():
     np.testing.assert_allclose(res.weight, [0.5, 0.5])
     assert res.entities == [] and "entities" not in res.columns()
     assert res.majority == [("neg",), ("pos",)]
+
+
+# ------------------------------------------------------------------------------ probabilities
+
+
+def test_gold_probability_hand_computed():
+    # two candidates, NER, three words: min over words, then mean with multiplicity 3 and 1
+    probs = [np.array([0.9, 0.2, 0.8]), np.array([0.6, 0.7, 0.95])]
+    assert gold_probability(probs, [3, 1]) == pytest.approx((3 * 0.2 + 1 * 0.6) / 4)
+    # single-label classification: one part per candidate
+    assert gold_probability([np.array([0.3]), np.array([0.9])], [1, 1]) == pytest.approx(0.6)
+    # a label without parts (no words) cannot be wrong
+    assert gold_probability([np.zeros(0)], [5]) == 1.0
+
+
+def test_entity_probability_hand_computed():
+    gold = ("B-PER", "I-PER", "O", "B-LOC")
+    probs = [np.array([0.9, 0.5, 0.99, 0.4]), np.array([0.8, 0.7, 0.2, 0.1])]
+    out = entity_probability(probs, [1, 3], gold)
+    assert [(t, s, e) for t, s, e, _ in out] == [("PER", 0, 2), ("LOC", 3, 4)]
+    assert out[0][3] == pytest.approx((1 * 0.5 + 3 * 0.7) / 4)
+    assert out[1][3] == pytest.approx((1 * 0.4 + 3 * 0.1) / 4)
+    assert entity_probability(probs, [1, 3], ("O",) * 4) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 5).flatmap(
+        lambda w: st.lists(
+            st.tuples(st.lists(st.floats(0, 1), min_size=w, max_size=w), st.integers(1, 6)),
+            min_size=1,
+            max_size=6,
+        )
+    )
+)
+def test_probability_with_multiplicity_equals_expanded(pairs):
+    probs = [np.array(p) for p, _ in pairs]
+    multiplicity = np.array([m for _, m in pairs])
+    expanded = [p for p, m in zip(probs, multiplicity) for _ in range(m)]
+    naive = np.mean([p.min() if p.size else 1.0 for p in expanded])
+    assert gold_probability(probs, multiplicity) == pytest.approx(naive)
+    n_words = probs[0].size
+    if n_words:
+        gold = ("B-PER",) + ("I-PER",) * (n_words - 1)
+        ((_, _, _, ent),) = entity_probability(probs, multiplicity, gold)
+        assert ent == pytest.approx(naive)  # one entity over all words: the same number
+
+
+def test_collect_probabilities_leave_agreement_alone():
+    examples = [
+        Example("a", ("Peter", "runs"), ("B-PER", "O")),
+        Example("b", ("in", "Paris"), ("O", "B-LOC")),
+    ]
+    predicted = [("B-PER", "O"), ("O", "O"), ("O", "B-LOC"), ("O", "B-ORG")]
+    owner = np.array([0, 0, 1, 1])
+    multiplicity = np.array([6, 4, 1, 9])
+    gold_proba = [
+        np.array([0.9, 0.99]),
+        np.array([0.3, 0.95]),
+        np.array([0.8, 0.7]),
+        np.array([0.9, 0.1]),
+    ]
+    deterministic = [np.array([0.85, 0.9]), np.array([0.6, 0.2])]
+    plain = _collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
+    res = _collect(
+        examples,
+        predicted,
+        owner,
+        multiplicity,
+        1 / 3,
+        "ner",
+        gold_proba=gold_proba,
+        deterministic_proba=deterministic,
+    )
+    np.testing.assert_array_equal(res.agreement, plain.agreement)
+    np.testing.assert_allclose(res.reliability, [0.6, 0.1])
+    np.testing.assert_allclose(res.reliability, plain.reliability)
+    assert res.entities == plain.entities and res.predictions == plain.predictions
+    assert res.probability.shape == res.deterministic_probability.shape == (2,)
+    np.testing.assert_allclose(res.probability, [(6 * 0.9 + 4 * 0.3) / 10, (0.7 + 9 * 0.1) / 10])
+    np.testing.assert_allclose(res.deterministic_probability, [0.85, 0.2])
+    assert res.entity_probability[0] == [("PER", 0, 1, pytest.approx(0.66))]
+    assert res.entity_probability[1] == [("LOC", 1, 2, pytest.approx(0.16))]
+    # without probabilities the scores are NaN, the rest as before
+    assert np.isnan(plain.probability).all() and np.isnan(plain.deterministic_probability).all()
+    assert plain.entity_probability == []
+    # classification: no entity scores
+    cls = _collect(
+        [Example("0", ("good",), ("pos",))],
+        [("pos",), ("neg",)],
+        np.array([0, 0]),
+        np.array([1, 1]),
+        1 / 3,
+        "classification",
+        gold_proba=[np.array([0.7]), np.array([0.4])],
+    )
+    np.testing.assert_allclose(cls.probability, [0.55])
+    assert cls.entity_probability == [] and np.isnan(cls.deterministic_probability).all()
