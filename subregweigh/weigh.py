@@ -89,6 +89,9 @@ class WeighResult:
         Its share of the K predictions (self-consistency, whatever the gold label).
     entities : list of list of (type, start, end, agreement)
         NER only: every gold entity with the fraction of candidates predicting that exact span.
+    majority_entities : list of list of (type, start, end, agreement)
+        NER only: the same for every entity of the majority prediction (how sure the scout is
+        of each region it would pre-annotate).
     """
 
     ids: list[str]
@@ -100,6 +103,7 @@ class WeighResult:
     majority: list[tuple]
     majority_share: np.ndarray
     entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
+    majority_entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
 
     def columns(self) -> dict[str, list]:
         """Per-example extra columns for :func:`subregweigh.formats.write_weights`."""
@@ -167,6 +171,15 @@ class SubRegWeigh:
         self.w_min = w_min
         self.random_state = random_state
         self.progress = progress
+
+    @classmethod
+    def from_scout(cls, scout: Scout, **params) -> SubRegWeigh:
+        """A SubRegWeigh around an already fitted ``scout`` (say, :meth:`Scout.load`), ready to
+        :meth:`weigh`; ``params`` are the other constructor parameters."""
+        srw = cls(scout, task=scout.task, **params)
+        srw._validate()
+        srw.scout_ = scout
+        return srw
 
     def _validate(self):
         if self.method not in METHODS:
@@ -244,13 +257,10 @@ class SubRegWeigh:
         )
         return result
 
-    def fit_weigh(self, examples: Sequence[Example]) -> WeighResult:
-        return self.fit(examples).weigh(examples)
-
 
 def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResult:
     bounds = np.searchsorted(owner, np.arange(len(examples) + 1))
-    preds, agree, ks, majors, shares, entities = [], [], [], [], [], []
+    preds, agree, ks, majors, shares, entities, major_entities = [], [], [], [], [], [], []
     for i, ex in enumerate(examples):
         sl = slice(bounds[i], bounds[i + 1])
         p, m = predicted[sl], multiplicity[sl]
@@ -262,6 +272,7 @@ def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResu
         shares.append(count / ks[-1])
         if task == "ner":
             entities.append(entity_agreement(p, m, ex.label))
+            major_entities.append(entity_agreement(p, m, top))
     agree_arr, k_arr = np.array(agree), np.array(ks)
     reliability = agree_arr / k_arr
     return WeighResult(
@@ -274,4 +285,5 @@ def _collect(examples, predicted, owner, multiplicity, w_min, task) -> WeighResu
         majority=majors,
         majority_share=np.array(shares),
         entities=entities,
+        majority_entities=major_entities,
     )
