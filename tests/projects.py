@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from subregweigh.formats import read_conll, read_tsv
+from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
 from tests.servers import BackendServer
 

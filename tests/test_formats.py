@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from subregweigh.example import DataError, Example
-from subregweigh.formats import (
+from subregweigh.io import (
     atomic_open,
     atomic_write_text,
     read_conll,
