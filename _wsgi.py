@@ -5,30 +5,33 @@
     gunicorn -c gunicorn.conf.py _wsgi:app   # production (settings from the environment)
 
 Every flag has an environment variable (see the README's configuration table); flags win.
+Settings that cannot work (``-k 20 --n-samples 10``, say) stop the start with the reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
-from backend.settings import configure_logging
+from backend.settings import METHODS, Settings, SettingsError, configure_logging
 
-ENGINE_FLAGS = {  # flag -> environment variable
-    "model_dir": "MODEL_DIR",
-    "label_studio_url": "LABEL_STUDIO_URL",
-    "redis_url": "REDIS_URL",
-    "queue_name": "RQ_QUEUE_NAME",
-    "scout_model": "SRW_MODEL",
-    "k": "SRW_K",
-    "n_samples": "SRW_N",
-    "p": "SRW_P",
-    "method": "SRW_METHOD",
-    "w_min": "SRW_W_MIN",
-    "epochs": "SRW_EPOCHS",
-    "retrain_after": "SRW_RETRAIN_AFTER",
-    "min_annotations": "SRW_MIN_ANNOTATIONS",
-}
+# Flags that are settings (the rest: --host, --port, --log-level): dest == Settings field.
+SETTINGS_FLAGS = (
+    "model_dir",
+    "label_studio_url",
+    "redis_url",
+    "queue_name",
+    "scout_model",
+    "k",
+    "n_samples",
+    "p",
+    "method",
+    "w_min",
+    "epochs",
+    "retrain_after",
+    "min_annotations",
+)
 
 
 def main(argv=None) -> None:
@@ -54,7 +57,7 @@ def main(argv=None) -> None:
     parser.add_argument("-k", type=int, help="SRW_K (default 10)")
     parser.add_argument("--n-samples", type=int, help="SRW_N (default 500)")
     parser.add_argument("-p", type=float, help="SRW_P (default 0.1)")
-    parser.add_argument("--method", choices=["kmeans", "cossim", "random"], help="SRW_METHOD")
+    parser.add_argument("--method", choices=METHODS, help="SRW_METHOD")
     parser.add_argument("--w-min", type=float, help="SRW_W_MIN (default 1/3)")
     parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default 3)")
     parser.add_argument(
@@ -62,20 +65,24 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--min-annotations", type=int, help="SRW_MIN_ANNOTATIONS (default 10)")
     args = parser.parse_args(argv)
-    for flag, variable in ENGINE_FLAGS.items():
-        value = getattr(args, flag)
-        if value is not None:
-            os.environ[variable] = str(value)
+    try:
+        settings = Settings.from_env(**{name: getattr(args, name) for name in SETTINGS_FLAGS})
+    except SettingsError as err:
+        parser.error(str(err))
     configure_logging(args.log_level)
     from backend.server import create_app
 
-    create_app().run(host=args.host, port=args.port, threaded=True)
+    create_app(settings).run(host=args.host, port=args.port, threaded=True)
 
 
 if __name__ == "__main__":
     main()
 else:  # imported by a WSGI server: gunicorn _wsgi:app
     configure_logging()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as err:
+        sys.exit(f"subregweigh backend: {err}")
     from backend.server import create_app
 
-    app = create_app()
+    app = create_app(settings)

@@ -1,21 +1,13 @@
-"""Label Studio results <-> the engine's word-level examples.
+"""The engine's predictions -> Label Studio results (the regions a prediction holds).
 
 Label Studio stores NER labels as character spans over the raw text and classifications as
-choices. The engine works on words: NER gets one IOB2 tag per word, classification the sorted
-tuple of classes. The conversion itself (:func:`words_with_offsets`, :func:`spans_to_tags`)
-is :mod:`subregweigh.spans`, re-exported here; the result builders below are Label Studio's
-shapes. These functions are pure; problems are reported as warnings (strings naming the
-task) so the caller can log them and carry on with the rest of the project.
+choices. The way in (tasks -> examples) is the engine's :mod:`subregweigh.io.labelstudio`;
+these are the shapes of the way out. Pure functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-# The pure span <-> word-tag conversion lives in the engine; re-exported here for the backend.
-from subregweigh.spans import WORD, spans_to_tags, words_with_offsets
-
-__all__ = ["WORD", "choices_result", "labels_result", "spans_to_tags", "words_with_offsets"]
 
 
 def labels_result(

@@ -1,13 +1,18 @@
 """Background training: at most one running and one pending job per project.
 
-Two runners with one interface (``submit(project) -> str``, ``state(project) -> str``):
+Two runners with one interface (``submit(project) -> str``, ``state(project) -> str``), both
+built around a job, a callable ``job(project)`` that carries everything else it needs (the
+server's :func:`~backend.server.create_app` binds :mod:`backend.service`'s training to its
+settings):
 
 * :class:`ThreadRunner` (no Redis, the embedded default): a thread per busy project inside the
   server process; a file lock per project under MODEL_DIR keeps two gunicorn workers from
   training one project at once, and tells every worker that a training runs.
 * :class:`RQRunner` (``REDIS_URL`` set): rq jobs on a queue of our own name; ``rq worker``
-  processes, on this machine or others sharing MODEL_DIR and Redis, run them. A per-project
-  Redis lock keeps two workers from training the same project at once.
+  processes, on this machine or others sharing MODEL_DIR and Redis, run them. The job goes
+  pickled, so it must be a module-level function or a :func:`functools.partial` of one, with
+  plain arguments. A per-project Redis lock keeps two workers from training the same project
+  at once.
 
 A storm of events collapses: while a job is pending, further submissions are no-ops; while one
 runs, one more may wait behind it (it will see every annotation made meanwhile).
@@ -141,7 +146,7 @@ LOCK_SECONDS = 60  # a killed worker's lock expires this soon; a live one keeps 
 
 
 def run_queued_job(
-    job_path: str,
+    job: Callable[[str], object],
     queue: str,
     redis_url: str,
     project: str,
@@ -149,8 +154,6 @@ def run_queued_job(
     lock_seconds: int = LOCK_SECONDS,
 ) -> object:
     """What an rq worker executes: take the project's lock, clear "pending", run the job."""
-    import importlib
-
     from redis import Redis
 
     redis = Redis.from_url(redis_url)
@@ -179,8 +182,7 @@ def run_queued_job(
     try:
         # From here on a new event may queue one more training, which waits for this lock.
         redis.delete(_pending_key(queue, project))
-        module, _, name = job_path.partition(":")
-        return getattr(importlib.import_module(module), name)(project)
+        return job(project)
     finally:
         stop.set()
         beat.join()
@@ -197,7 +199,7 @@ def redis_location(redis_url: str) -> str:
 
 
 class RQRunner:
-    """Enqueues ``job_path`` (``"module:function"``, called with the project id) on rq.
+    """Enqueues ``job`` (a picklable callable, called with the project id) on rq.
 
     Redis errors become :class:`JobQueueUnavailable` (the server answers 503) on submit, and
     ``"unknown"`` from :meth:`state`; nothing is lost: the next event submits again.
@@ -205,7 +207,7 @@ class RQRunner:
 
     def __init__(
         self,
-        job_path: str,
+        job: Callable[[str], object],
         redis_url: str,
         queue: str = "subregweigh",
         job_timeout: int = 6 * 3600,
@@ -214,7 +216,7 @@ class RQRunner:
         from redis import Redis
         from rq import Queue
 
-        self.job_path = job_path
+        self.job = job
         self.redis_url = redis_url
         self.queue_name = queue
         self.job_timeout = job_timeout
@@ -261,7 +263,7 @@ class RQRunner:
                 return "already queued"
             job = self.queue.enqueue(
                 run_queued_job,
-                self.job_path,
+                self.job,
                 self.queue_name,
                 self.redis_url,
                 project,

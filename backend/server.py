@@ -1,9 +1,11 @@
-"""The HTTP face of the backend: the endpoints Label Studio calls, plus status.
+"""The HTTP face of the backend: the endpoints Label Studio calls, plus status, and the policy
+on Label Studio's webhook events.
 
-We serve ``SubRegWeighModel`` (a ``LabelStudioMLBase``) with our own small Flask app instead of
-label-studio-ml 1.0.9's: its job manager runs training inside the webhook request without
-Redis (Label Studio waits 1 s), rebuilds a model version per job, lacks START_TRAINING, and
-shares finished jobs between backends on one queue. Endpoints and payloads are the same.
+label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by our own small
+Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
+request without Redis (Label Studio waits 1 s), rebuilds a model version per job, lacks
+START_TRAINING, and shares finished jobs between backends on one queue. Endpoints and payloads
+are the same; the work is :mod:`backend.service`'s.
 """
 
 from __future__ import annotations
@@ -11,18 +13,53 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from functools import partial
 
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from backend import service
 from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
-from backend.tasks import ConfigError
+from backend.store import ProjectStore, project_id
+from backend.tasks import ConfigError, parse_label_config
 
 logger = logging.getLogger(__name__)
 
-JOB = "model:train_project"
 ABANDONED = "the training stopped before finishing (its process was killed or crashed)"
+
+# Webhook events. label-studio-ml 1.0.9 lacks START_TRAINING and misspells ANNOTATIONS_DELETED.
+TRAIN_NOW = {"START_TRAINING"}
+ANNOTATION_EVENTS = {
+    "ANNOTATION_CREATED",
+    "ANNOTATION_UPDATED",
+    "ANNOTATIONS_DELETED",
+    "ANNOTATION_DELETED",
+}
+TRAIN_EVENTS = TRAIN_NOW | ANNOTATION_EVENTS
+IGNORED_EVENTS = {
+    "TASKS_CREATED",
+    "TASKS_DELETED",
+    "PROJECT_UPDATED",
+    "PROJECT_CREATED",
+    "PROJECT_DELETED",
+}
+
+
+def wants_training(store: ProjectStore, settings: Settings, event: str) -> bool:
+    """Count ``event`` (one of :data:`TRAIN_EVENTS`); True when it should start a training: at
+    once, or after ``settings.retrain_after`` annotation changes."""
+    if event in TRAIN_NOW:
+        return True
+    status = store.update_status(events_since_training=lambda n: (n or 0) + 1)
+    logger.info(
+        "project %s: %s (%d of %d changes before retraining)",
+        store.project,
+        event,
+        status["events_since_training"],
+        settings.retrain_after,
+    )
+    return status["events_since_training"] >= settings.retrain_after
 
 
 class BadRequest(ValueError):
@@ -47,8 +84,6 @@ def _json_body() -> dict:
 
 def _project(value) -> str:
     """The project id in ``value``, or a 400 saying what was wrong."""
-    from model import project_id
-
     try:
         return project_id(value)
     except ValueError as err:
@@ -56,17 +91,22 @@ def _project(value) -> str:
 
 
 def create_app(settings: Settings | None = None, runner=None) -> Flask:
-    """Build the app. ``runner`` defaults to rq when REDIS_URL is set, else in-process threads."""
-    from model import SubRegWeighModel, train_project
+    """Build the app, serving and training with ``settings`` (default: from the environment).
 
+    ``runner`` defaults to rq when ``settings.redis_url`` is set, else in-process threads; its
+    jobs train with ``settings`` (on rq: their training part, see :mod:`backend.settings`).
+    """
     settings = settings or Settings.from_env()
     if runner is None:
         runner = (
             RQRunner(
-                JOB, settings.redis_url, settings.queue_name, lock_seconds=settings.job_lock_seconds
+                partial(service.run_queued_training, training=settings.training()),
+                settings.redis_url,
+                settings.queue_name,
+                lock_seconds=settings.job_lock_seconds,
             )
             if settings.redis_url
-            else ThreadRunner(train_project, settings.model_dir)
+            else ThreadRunner(partial(service.train_project, settings=settings), settings.model_dir)
         )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
@@ -77,8 +117,8 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         settings.public(),
     )
 
-    def model_for(project, label_config=None) -> SubRegWeighModel:
-        return SubRegWeighModel(project=project, label_config=label_config, settings=settings)
+    def store_for(value) -> ProjectStore:
+        return ProjectStore(settings.model_dir, _project(value))
 
     @app.before_request
     def basic_auth():
@@ -134,9 +174,9 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     @app.post("/setup")
     def setup():
         body = _json_body()
-        model = model_for(_project(body.get("project")), body.get("schema"))
-        model.spec()  # an unsupported config fails here, at connect time, with the reason
-        return jsonify(model_version=model.model_version)
+        project = _project(body.get("project"))
+        parse_label_config(body.get("schema"))  # an unsupported config fails at connect time
+        return jsonify(model_version=service.model_version(settings, project))
 
     @app.post("/predict")
     def predict():
@@ -144,18 +184,19 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         tasks = body.get("tasks")
         if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
             raise BadRequest("'tasks' must be a list of task objects")
-        model = model_for(_project(body.get("project")), body.get("label_config"))
-        if not model.label_config:
+        project = _project(body.get("project"))
+        if not body.get("label_config"):
             raise BadRequest("'label_config' is missing")
+        spec = parse_label_config(body["label_config"])
         start = time.perf_counter()
-        results = model.predict(tasks)
+        results = service.predict(settings, project, spec, tasks)
         logger.info(
             "project %s: /predict of %d tasks in %.2f s",
-            model.project,
+            project,
             len(tasks),
             time.perf_counter() - start,
         )
-        return jsonify(results=results, model_version=model.model_version)
+        return jsonify(results=results, model_version=service.model_version(settings, project))
 
     @app.post("/webhook")
     def webhook():
@@ -163,30 +204,28 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         event = body.get("action")
         if not isinstance(event, str):
             raise BadRequest("'action' is missing")
-        if event not in SubRegWeighModel.TRAIN_EVENTS:
-            from model import IGNORED_EVENTS
-
+        if event not in TRAIN_EVENTS:
             if event in IGNORED_EVENTS:
                 return jsonify(status="ignored", action=event), 200
             raise BadRequest(f"unknown webhook action {event!r}")
-        model = model_for(_project(body.get("project")))
-        if not model.wants_training(event):
+        store = store_for(body.get("project"))
+        if not wants_training(store, settings, event):
             return jsonify(status="counted", action=event), 200
-        outcome = runner.submit(model.project)
-        logger.info("project %s: %s -> training %s", model.project, event, outcome)
+        outcome = runner.submit(store.project)
+        logger.info("project %s: %s -> training %s", store.project, event, outcome)
         return jsonify(status=outcome, action=event), 201
 
-    def _status(project) -> dict:
-        model = model_for(project)
-        job = runner.state(model.project)
-        status = model.store.status()
+    def _status(value) -> dict:
+        store = store_for(value)
+        job = runner.state(store.project)
+        status = store.status()
         if status["state"] == "running" and job == IDLE:
             # Recorded as running, yet no process holds its training lock: the process died.
             # Asked again under the status lock: a training that just started or finished (it
             # writes "idle" before it lets its lock go) is left alone.
-            status = model.store.update_status(
+            status = store.update_status(
                 when=lambda current: (
-                    current["state"] == "running" and runner.state(model.project) == IDLE
+                    current["state"] == "running" and runner.state(store.project) == IDLE
                 ),
                 state="failed",
                 finished_at=time.time(),
@@ -194,16 +233,16 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
                 message="training failed; the previous version keeps serving",
             )
             if status["state"] == "failed":
-                logger.error("project %s: %s", model.project, ABANDONED)
+                logger.error("project %s: %s", store.project, ABANDONED)
             else:  # it was alive after all
-                job = runner.state(model.project)
+                job = runner.state(store.project)
         status["job"] = job
         status["is_training"] = job not in {IDLE, "unknown"}
         return status
 
     @app.get("/is_training")
     def is_training():
-        status = _status(_project(request.args.get("project")))
+        status = _status(request.args.get("project"))
         return jsonify(
             is_training=status["is_training"],
             job=status["job"],
@@ -212,7 +251,7 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
 
     @app.get("/status")
     def status():
-        return jsonify(_status(_project(request.args.get("project"))))
+        return jsonify(_status(request.args.get("project")))
 
     @app.route("/versions", methods=["GET", "POST"])
     def versions():
@@ -220,7 +259,9 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         raw = (body or {}).get("project") if isinstance(body, dict) else request.args.get("project")
         if raw is None:
             return jsonify(versions=[])
-        model = model_for(_project(raw))
-        return jsonify(versions=model.store.all_versions(), current=model.model_version)
+        store = store_for(raw)
+        return jsonify(
+            versions=store.all_versions(), current=service.model_version(settings, store.project)
+        )
 
     return app

@@ -1,4 +1,12 @@
-"""Backend configuration from the environment (and `_wsgi.py` flags, which set it).
+"""Backend configuration: one :class:`Settings` object, built once, validated when built.
+
+:meth:`Settings.from_env` is the one place that reads it: the environment, then the flags of
+``_wsgi.py`` (which win). The server, its job runner and the trainings it starts all use that
+object; nothing re-reads the environment behind it. An rq worker is another process, so a
+training job carries the server's :meth:`Settings.training` (what a training computes: the
+engine, the scout, when there is enough to train) and the worker adds its own environment's
+:meth:`~Settings.from_env` for where things are and the credentials (MODEL_DIR, Label Studio,
+Redis), which may differ from machine to machine and never travel through Redis.
 
 Names shared with the Label Studio ecosystem keep their usual spelling; the engine's own
 settings carry the ``SRW_`` prefix.
@@ -6,12 +14,38 @@ settings carry the ``SRW_`` prefix.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-SECRET_NAMES = ("LABEL_STUDIO_API_KEY", "BASIC_AUTH_PASS", "REDIS_PASSWORD")
 # The process id tells gunicorn workers and rq workers apart in one log.
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+
+# The engine's selection methods (subregweigh.selection.METHODS, held equal by a test): importing
+# that module would load scikit-learn here, in every process, before anything is served.
+METHODS = ("random", "cossim", "kmeans")
+
+# What a training computes: the server's values go with every training job.
+TRAINING = (
+    "scout_model",
+    "k",
+    "n_samples",
+    "p",
+    "method",
+    "w_min",
+    "freeze_encoder",
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "max_length",
+    "seed",
+    "min_annotations",
+)
+
+
+class SettingsError(ValueError):
+    """Settings the backend cannot run with; the message names the variable and why."""
 
 
 def configure_logging(level: str | None = None) -> None:
@@ -33,14 +67,17 @@ def _env(name: str, default, kind=str):
     try:
         return kind(raw)
     except ValueError:
-        raise SystemExit(
+        raise SettingsError(
             f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
         ) from None
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Every knob of the backend. See the README's configuration table."""
+    """Every knob of the backend. See the README's configuration table.
+
+    Raises :class:`SettingsError` when built with values no training could run with.
+    """
 
     label_studio_url: str = ""
     label_studio_api_key: str = field(default="", repr=False)
@@ -70,14 +107,47 @@ class Settings:
     cached_models: int = 4  # scouts kept loaded per process (LRU)
     job_lock_seconds: int = 60  # a dead rq worker's training is declared failed this soon
 
+    def __post_init__(self):
+        # At start-up, not in a training hours later: say which variable is wrong.
+        def require(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise SettingsError(f"{_NAMES[name]} is {getattr(self, name)!r}; {rule}")
+
+        require(self.method in METHODS, "method", f"choose one of {', '.join(METHODS)}")
+        require(self.k >= 1, "k", "K must be at least 1")
+        require(
+            self.n_samples >= self.k,
+            "n_samples",
+            f"N must be at least K ({_NAMES['k']} is {self.k})",
+        )
+        require(0.0 <= self.p < 1.0, "p", "p must be in [0, 1)")
+        require(0.0 <= self.w_min <= 1.0, "w_min", "the weight floor must be in [0, 1]")
+        for name in ("epochs", "learning_rate", "max_length", "seed"):
+            require(getattr(self, name) >= 0, name, "it must not be negative (0: the default)")
+        for name in (
+            "batch_size",
+            "retrain_after",
+            "min_annotations",
+            "max_request_mb",
+            "cached_models",
+            "job_lock_seconds",
+        ):
+            require(getattr(self, name) >= 1, name, "it must be at least 1")
+        require(bool(self.queue_name), "queue_name", "the queue needs a name")
+
     @classmethod
-    def from_env(cls) -> Settings:
+    def from_env(cls, **flags) -> Settings:
+        """Settings from the environment, where ``flags`` (field name -> value; None: not
+        given), such as ``_wsgi.py``'s command line, win."""
+        unknown = set(flags) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown settings {sorted(unknown)}")
         redis_url = _env("REDIS_URL", "")
         if not redis_url and os.environ.get("REDIS_HOST"):
             host, port = os.environ["REDIS_HOST"], _env("REDIS_PORT", 6379, int)
             redis_url = f"redis://{host}:{port}/{_env('REDIS_DB', 0, int)}"
-        return cls(
-            label_studio_url=_env("LABEL_STUDIO_URL", "").rstrip("/"),
+        values = dict(
+            label_studio_url=_env("LABEL_STUDIO_URL", ""),
             label_studio_api_key=_env("LABEL_STUDIO_API_KEY", ""),
             model_dir=_env("MODEL_DIR", cls.model_dir),
             basic_auth_user=_env("BASIC_AUTH_USER", ""),
@@ -102,6 +172,20 @@ class Settings:
             cached_models=_env("SRW_CACHED_MODELS", cls.cached_models, int),
             job_lock_seconds=_env("SRW_JOB_LOCK_SECONDS", cls.job_lock_seconds, int),
         )
+        values.update((name, value) for name, value in flags.items() if value is not None)
+        values["label_studio_url"] = values["label_studio_url"].rstrip("/")
+        return cls(**values)
+
+    def training(self) -> dict:
+        """What a training computes (:data:`TRAINING`), as plain values a job can carry."""
+        return {name: getattr(self, name) for name in TRAINING}
+
+    def with_training(self, training: Mapping) -> Settings:
+        """These settings with ``training`` (from :meth:`training`, say another process's)."""
+        unknown = set(training) - set(TRAINING)
+        if unknown:
+            raise SettingsError(f"not training settings: {sorted(unknown)}")
+        return dataclasses.replace(self, **training)
 
     def public(self) -> dict:
         """The settings without secrets, for logs and the status endpoint."""
@@ -111,3 +195,24 @@ class Settings:
             scheme, rest = self.redis_url.split("://", 1)
             out["redis_url"] = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
         return out
+
+
+# How a setting is given: its environment variable, and _wsgi.py's flag for it.
+_NAMES = {
+    "method": "SRW_METHOD (--method)",
+    "k": "SRW_K (-k)",
+    "n_samples": "SRW_N (--n-samples)",
+    "p": "SRW_P (-p)",
+    "w_min": "SRW_W_MIN (--w-min)",
+    "epochs": "SRW_EPOCHS (--epochs)",
+    "learning_rate": "SRW_LEARNING_RATE",
+    "max_length": "SRW_MAX_LENGTH",
+    "seed": "SRW_SEED",
+    "batch_size": "SRW_BATCH_SIZE",
+    "retrain_after": "SRW_RETRAIN_AFTER (--retrain-after)",
+    "min_annotations": "SRW_MIN_ANNOTATIONS (--min-annotations)",
+    "max_request_mb": "MAX_REQUEST_MB",
+    "cached_models": "SRW_CACHED_MODELS",
+    "job_lock_seconds": "SRW_JOB_LOCK_SECONDS",
+    "queue_name": "RQ_QUEUE_NAME (--queue-name)",
+}

@@ -9,9 +9,11 @@
             scout/                  the saved scout
             scores.json             task id -> stored prediction (result, score, fingerprint)
 
-Everything is written to a temporary name and renamed into place, so a crash or a killed worker
-never leaves a half-written version where the server would load it, and every process sharing
-MODEL_DIR (gunicorn workers, rq workers) sees the same state. A version damaged afterwards (a
+Every file is written with the engine's atomic write (:mod:`subregweigh.io.atomic`: a
+temporary name, fsync, rename, fsync of the directory) and every version is built in a staging
+directory renamed into place, so a crash or a killed worker never leaves a half-written version
+where the server would load it, and every process sharing MODEL_DIR (gunicorn workers, rq
+workers) sees the same state. A version damaged afterwards (a
 truncated file, a disk error) fails :meth:`ProjectStore.verify` or its load, is marked BROKEN,
 and the newest good version serves instead.
 """
@@ -30,24 +32,24 @@ import time
 import uuid
 from pathlib import Path
 
+from subregweigh.io.atomic import atomic_write_json, atomic_write_text
+
 logger = logging.getLogger(__name__)
 
 _PROJECT = re.compile(r"[0-9]+")
 KEEP_VERSIONS = 3
 
 
-def atomic_write_json(path: Path, data) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+def project_id(value) -> str:
+    """The project id in what Label Studio sends: ``"12.1700000000"`` (id.created) or
+    ``{"id": 12}`` -> ``"12"``. ValueError, naming the value, for anything else."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    text = str(value if value is not None else "").split(".", 1)[0]
+    # It names a directory: ASCII digits only ("١".isdigit() is True), and short.
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        raise ValueError(f"no valid project id in {str(value)[:40]!r}")
+    return text
 
 
 def new_version_name() -> str:
@@ -142,12 +144,10 @@ class ProjectStore:
     def publish(self, staging: Path, version: str) -> Path:
         """Mark ``staging`` complete, move it to ``versions/<version>`` and serve it."""
         manifest = _manifest(staging)
-        (staging / "COMPLETE").write_text(json.dumps({"version": version, "files": manifest}))
+        atomic_write_json(staging / "COMPLETE", {"version": version, "files": manifest})
         target = self.versions / version
         os.replace(staging, target)
-        tmp = self.root / f".CURRENT.{uuid.uuid4().hex}"
-        tmp.write_text(version)
-        os.replace(tmp, self.root / "CURRENT")
+        atomic_write_text(self.root / "CURRENT", version)
         self._prune(keep=version)
         return target
 

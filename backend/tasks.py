@@ -1,8 +1,11 @@
 """Label Studio projects and tasks <-> the engine's examples and results.
 
 Supported labeling configs: one ``<Text>`` with either ``<Labels>`` (NER, character spans) or
-``<Choices>`` (classification; ``choice="multiple"`` for multi-label). Problems with a single
-task or annotation never stop the rest: they come back as warnings naming the task.
+``<Choices>`` (classification; ``choice="multiple"`` for multi-label), read with
+label-studio-sdk into the engine's :class:`~subregweigh.io.labelstudio.LabelingSpec`. Tasks
+are read by the engine's Label Studio parser, the one the command line uses on exports, so a
+task gives the same examples in both; problems with a single task or annotation never stop the
+rest: they come back as warnings naming the task.
 """
 
 from __future__ import annotations
@@ -10,31 +13,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
-
-from backend.convert import choices_result, labels_result, spans_to_tags, words_with_offsets
+from backend.convert import choices_result, labels_result
 from subregweigh.example import Example
-from subregweigh.weigh import entity_agreement
+from subregweigh.io.labelstudio import (
+    Annotations,
+    LabelingSpec,
+    LabelStudioTask,
+    ParsedTasks,
+    parse_tasks,
+)
 
 SUPPORTED = "one <Text> with <Labels> (NER) or <Choices> (classification)"
 
 
 class ConfigError(ValueError):
     """A labeling config the backend cannot work with; the message says why."""
-
-
-@dataclass(frozen=True)
-class LabelingSpec:
-    """What the backend needs from a labeling config."""
-
-    task: str  # "ner" or "classification"
-    from_name: str
-    to_name: str
-    data_key: str
-    labels: tuple[str, ...]
-    multi_label: bool = False
 
 
 def parse_label_config(config: str) -> LabelingSpec:
@@ -85,138 +79,32 @@ def parse_label_config(config: str) -> LabelingSpec:
     )
 
 
-@dataclass
-class TaskExamples:
-    """One task's words and its examples: one per usable annotation, or one unlabeled."""
-
-    task_id: int
-    text: str
-    words: list[tuple[str, int, int]]
-    examples: list[Example]
-    annotated: bool
-
-
-def task_text(task: dict, spec: LabelingSpec) -> str:
-    data = task.get("data")
-    if not isinstance(data, dict) or spec.data_key not in data:
-        have = ", ".join(sorted(data)) if isinstance(data, dict) else "no data"
-        raise ValueError(
-            f"task {task.get('id')}: no {spec.data_key!r} field in its data (has: {have})"
-        )
-    text = data[spec.data_key]
-    if not isinstance(text, str):
-        raise ValueError(f"task {task.get('id')}: {spec.data_key!r} is not text")
-    try:  # JSON may carry lone surrogates ("\ud800"), which the tokenizer cannot encode
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"task {task.get('id')}: {spec.data_key!r} is not valid Unicode") from None
-    return text
+def read_tasks(
+    tasks: Sequence, spec: LabelingSpec, *, annotations: Annotations = "all"
+) -> ParsedTasks:
+    """The backend's reading of Label Studio tasks (:func:`subregweigh.io.labelstudio.parse_tasks`,
+    the command line's parser): every non-cancelled annotation by default, so each annotator's
+    work is weighed and a task scores as its least reliable annotation; lenient, since one bad
+    task or annotation must not stop a project's training or a /predict call."""
+    return parse_tasks(tasks, spec, annotations=annotations, strict=False)
 
 
-def _well_formed(region, key: str) -> bool:
-    """``region`` is an object whose ``value`` (if any) holds a list of strings at ``key``."""
-    if not isinstance(region, dict):
-        return False
-    value = region.get("value") or {}
-    items = (value.get(key) or []) if isinstance(value, dict) else None
-    return isinstance(items, list) and all(isinstance(item, str) for item in items)
+def weighed(item: LabelStudioTask) -> tuple[Example, ...]:
+    """The examples the backend weighs for a task: its annotations', or, unannotated, one
+    without a label (``()``), weighed for its majority prediction and self-consistency."""
+    if item.examples:
+        return item.examples
+    return (Example(item.id, tuple(word for word, _, _ in item.words), ()),)
 
 
-def _annotation_label(annotation: dict, spec: LabelingSpec, text: str, where: str, warnings: list):
-    """The engine label of one annotation, or None if it cannot be used."""
-    regions = annotation.get("result") or []
-    key = "labels" if spec.task == "ner" else "choices"
-    if not isinstance(regions, list) or not all(_well_formed(r, key) for r in regions):
-        warnings.append(
-            f"{where}: a malformed result (expected a list of regions whose value "
-            f"holds a list of {key}); annotation skipped"
-        )
-        return None
-    results = [r for r in regions if r.get("from_name") == spec.from_name]
-    known = set(spec.labels)
-    if spec.task == "ner":
-        spans = []
-        for r in results:
-            value = r.get("value") or {}
-            for label in value.get("labels") or []:
-                if label not in known:
-                    warnings.append(
-                        f"{where}: label {label!r} is not in the labeling config; annotation "
-                        f"skipped"
-                    )
-                    return None
-                try:
-                    spans.append((int(value["start"]), int(value["end"]), label))
-                except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
-                    warnings.append(
-                        f"{where}: a region without valid start/end; annotation skipped"
-                    )
-                    return None
-        _, tags, span_warnings = spans_to_tags(text, spans, where)
-        warnings.extend(span_warnings)
-        return tuple(tags)
-    chosen = sorted({c for r in results for c in (r.get("value") or {}).get("choices") or []})
-    unknown = [c for c in chosen if c not in known]
-    if unknown:
-        warnings.append(
-            f"{where}: choice {unknown[0]!r} is not in the labeling config; annotation skipped"
-        )
-        return None
-    if not chosen:
-        warnings.append(f"{where}: no choice made; annotation skipped")
-        return None
-    if len(chosen) > 1 and not spec.multi_label:
-        warnings.append(
-            f"{where}: {len(chosen)} choices for a single-choice config; annotation skipped"
-        )
-        return None
-    return tuple(chosen)
-
-
-def task_examples(task: dict, spec: LabelingSpec, warnings: list) -> TaskExamples | None:
-    """The examples of one task; None (with a warning) if the task itself is unusable."""
-    task_id = task.get("id")
-    try:
-        text = task_text(task, spec)
-    except ValueError as err:
-        warnings.append(f"{err}; task skipped")
-        return None
-    words = words_with_offsets(text)
-    if not words:
-        warnings.append(f"task {task_id}: empty text; task skipped")
-        return None
-    word_strings = tuple(w for w, _, _ in words)
-    examples = []
-    annotations = task.get("annotations") or []
-    if not isinstance(annotations, list):
-        warnings.append(f"task {task_id}: 'annotations' is not a list; annotations skipped")
-        annotations = []
-    for annotation in annotations:
-        if not isinstance(annotation, dict):
-            warnings.append(f"task {task_id}: an annotation is not an object; skipped")
-            continue
-        if annotation.get("was_cancelled"):
-            continue
-        where = f"task {task_id} annotation {annotation.get('id')}"
-        label = _annotation_label(annotation, spec, text, where, warnings)
-        if label is not None:
-            examples.append(
-                Example(id=f"{task_id}/{annotation.get('id')}", words=word_strings, label=label)
-            )
-    annotated = bool(examples)
-    if not annotated:  # unlabeled: weighed for its majority prediction and self-consistency
-        examples.append(Example(id=f"{task_id}", words=word_strings, label=()))
-    return TaskExamples(task_id, text, words, examples, annotated)
-
-
-def fingerprint(item: TaskExamples) -> str:
+def fingerprint(item: LabelStudioTask) -> str:
     """Changes whenever the task's text or any usable annotation's label changes."""
-    payload = [item.text, sorted((ex.id, ex.label) for ex in item.examples)]
+    payload = [item.text, sorted((ex.id, ex.label) for ex in weighed(item))]
     return hashlib.sha1(json.dumps(payload).encode()).hexdigest()
 
 
 def stored_prediction(
-    item: TaskExamples, spec: LabelingSpec, result, first: int, count: int
+    item: LabelStudioTask, spec: LabelingSpec, result, first: int, count: int
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
@@ -225,7 +113,7 @@ def stored_prediction(
     predictions agreeing with the majority prediction (self-consistency).
     """
     rows = range(first, first + count)
-    if item.annotated:
+    if item.examples:
         row = min(rows, key=lambda r: result.reliability[r])
         score = float(result.reliability[row])
     else:
@@ -233,11 +121,10 @@ def stored_prediction(
         score = float(result.majority_share[row])
     majority = result.majority[row]
     if spec.task == "ner":
-        ones = np.ones(len(result.predictions[row]), dtype=np.int64)
-        agreement = entity_agreement(result.predictions[row], ones, majority)
-        spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in agreement]
+        entities = result.majority_entities[row]
+        spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
         regions = labels_result(
-            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in agreement]
+            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities]
         )
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
@@ -246,22 +133,23 @@ def stored_prediction(
         "score": score,
         "fingerprint": fingerprint(item),
         "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows}
-        if item.annotated
+        if item.examples
         else {},
     }
 
 
-def score_tasks(srw, spec: LabelingSpec, items: Sequence[TaskExamples]) -> dict[str, dict]:
-    """Weigh converted tasks (:func:`task_examples`) with a fitted :class:`SubRegWeigh`.
+def score_tasks(srw, spec: LabelingSpec, items: Sequence[LabelStudioTask]) -> dict[str, dict]:
+    """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
 
     Returns task id (str) -> stored prediction.
     """
-    examples = [ex for item in items for ex in item.examples]
+    groups = [weighed(item) for item in items]
+    examples = [ex for group in groups for ex in group]
     if not examples:
         return {}
     result = srw.weigh(examples)
     out, first = {}, 0
-    for item in items:
-        out[str(item.task_id)] = stored_prediction(item, spec, result, first, len(item.examples))
-        first += len(item.examples)
+    for item, group in zip(items, groups):
+        out[item.id] = stored_prediction(item, spec, result, first, len(group))
+        first += len(group)
     return out

@@ -1,7 +1,9 @@
 """An rq worker for the backend's training jobs: ``python -m backend.worker``.
 
-Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME and everything else from the same
-environment as the server, so a worker trains exactly as the server would. Start as many as
+Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME, MODEL_DIR, LABEL_STUDIO_URL and
+LABEL_STUDIO_API_KEY from its environment: where things are, and the credentials. What a
+training computes (K, N, the scout, ...) comes with each job, from the server that queued it,
+so a worker trains exactly as that server would whatever its own SRW_* say. Start as many as
 you like, on this machine or others (a GPU box, say) that share MODEL_DIR and Redis; each runs
 one training at a time, and a per-project lock keeps two from training the same project.
 If Redis goes away the worker waits and reconnects (rq retries with backoff).
@@ -14,7 +16,7 @@ import os
 import sys
 import time
 
-from backend.settings import Settings, configure_logging
+from backend.settings import Settings, SettingsError, configure_logging
 
 
 def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None:
@@ -53,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     args = parser.parse_args(argv)
     configure_logging()
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except SettingsError as err:
+        print(f"backend.worker: {err}", file=sys.stderr)
+        return 2
     if not settings.redis_url:
         print(
             "backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
@@ -64,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     _wait_for_redis(connection, settings.redis_url)
     queue = Queue(settings.queue_name, connection=connection)
     logging.getLogger(__name__).info(
-        "worker for queue %r, models in %s, settings %s",
+        "worker for queue %r, models in %s, Label Studio at %s (each job brings the server's "
+        "training settings)",
         settings.queue_name,
         settings.model_dir,
-        settings.public(),
+        settings.label_studio_url or "(LABEL_STUDIO_URL unset)",
     )
     Worker([queue], connection=connection).work(
         burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper()

@@ -76,7 +76,7 @@ from subregweigh.baselines import (
     random_scores,
 )
 from subregweigh.crossweigh import CrossWeigh
-from subregweigh.formats import read_conll, read_tsv
+from subregweigh.io import read_conll, read_tsv
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh

@@ -28,10 +28,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.server import create_app  # noqa: E402
+from backend.service import engine  # noqa: E402
 from backend.settings import Settings  # noqa: E402
-from backend.store import ProjectStore, atomic_write_json, new_version_name  # noqa: E402
-from backend.tasks import parse_label_config, score_tasks, task_examples  # noqa: E402
-from subregweigh.formats import atomic_write_text, read_conll  # noqa: E402
+from backend.store import ProjectStore, new_version_name  # noqa: E402
+from backend.tasks import parse_label_config, read_tasks, score_tasks  # noqa: E402
+from subregweigh.io import atomic_write_json, atomic_write_text, read_conll  # noqa: E402
 from subregweigh.tags import entity_spans  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -82,20 +83,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from model import _engine
-
     sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
     tasks = [as_task(i + 1, ex) for i, ex in enumerate(sentences[: max(sizes)])]
     root = Path(tempfile.mkdtemp(prefix="srw-latency-"))
     try:
         settings = Settings(model_dir=str(root), k=args.k, n_samples=args.n, epochs=args.epochs)
         spec = parse_label_config(CONFIG)
-        srw = _engine(settings, "ner").fit(sentences[-args.train :])
+        srw = engine(settings, spec).fit(sentences[-args.train :])
         store = ProjectStore(root, 1)
         staging = store.staging_dir()
         srw.scout_.save(staging / "scout")
         start = time.perf_counter()
-        stored = score_tasks(srw, spec, [task_examples(task, spec, []) for task in tasks])
+        stored = score_tasks(srw, spec, read_tasks(tasks, spec).tasks)
         scoring_seconds = time.perf_counter() - start
         atomic_write_json(staging / "scores.json", stored)
         version = new_version_name()

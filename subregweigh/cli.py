@@ -17,8 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from subregweigh import formats
 from subregweigh.example import DataError
+from subregweigh.io import (
+    atomic_write_text,
+    check_writable,
+    read_dataset,
+    read_weights,
+    write_dataset,
+    write_weights,
+)
 
 logger = logging.getLogger("subregweigh")
 
@@ -51,11 +58,18 @@ FORMAT_HELP = (
 TEXT_FIELD_HELP = (
     "Label Studio export: the key of the text in each task's data (default: its only string field)"
 )
+ANNOTATIONS_HELP = (
+    "Label Studio export: each task's latest non-cancelled annotation (example id = task id; "
+    "the default), or all of them (id task/annotation, as the ML backend weighs them)"
+)
 
 
 def _add_format_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
     parser.add_argument("--text-field", metavar="KEY", help=TEXT_FIELD_HELP)
+    parser.add_argument(
+        "--annotations", choices=["latest", "all"], default="latest", help=ANNOTATIONS_HELP
+    )
 
 
 def _add_data_args(parser: argparse.ArgumentParser) -> None:
@@ -218,8 +232,14 @@ def _build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------- commands
 
 
+def _read(args, path) -> tuple[list, str]:
+    return read_dataset(
+        path, format=args.format, text_field=args.text_field, annotations=args.annotations
+    )
+
+
 def _load(args) -> tuple[list, str]:
-    examples, task = formats.read_dataset(args.data, format=args.format, text_field=args.text_field)
+    examples, task = _read(args, args.data)
     if getattr(args, "limit", None):
         examples = examples[: args.limit]
     logger.info("read %d %s examples from %s", len(examples), task, args.data)
@@ -251,10 +271,9 @@ def cmd_weigh(args) -> int:
     from subregweigh.scout import Scout
     from subregweigh.weigh import SubRegWeigh
 
-    formats.check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
+    check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
     examples, task = _load(args)
-    srw = SubRegWeigh(
-        _scout(args, task, examples),
+    params = dict(
         p=args.dropout,
         n_samples=args.samples,
         k=args.k,
@@ -265,17 +284,17 @@ def cmd_weigh(args) -> int:
     )
     start = time.perf_counter()
     if args.scout:
-        srw._validate()
-        srw.scout_ = Scout.load(args.scout, device=args.device, progress=not args.quiet)
+        scout = Scout.load(args.scout, device=args.device, progress=not args.quiet)
+        srw = SubRegWeigh.from_scout(scout, **params)
         logger.info("loaded scout from %s", args.scout)
     else:
-        srw.fit(examples)
+        srw = SubRegWeigh(_scout(args, task, examples), **params).fit(examples)
         logger.info("trained scout in %.1f s", time.perf_counter() - start)
         if args.save_scout:
             srw.scout_.save(args.save_scout)
             logger.info("saved scout to %s", args.save_scout)
     result = srw.weigh(examples)
-    formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
+    write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
     logger.info(
         "wrote weights of %d examples to %s (%.1f s in all)",
         len(examples),
@@ -303,7 +322,7 @@ def _print_most_doubtful(examples, reliability, n: int = 10) -> None:
 def cmd_crossweigh(args) -> int:
     from subregweigh.crossweigh import CrossWeigh
 
-    formats.check_writable(args.output, WEIGHTS_SUFFIXES)
+    check_writable(args.output, WEIGHTS_SUFFIXES)
     examples, task = _load(args)
     start = time.perf_counter()
     result = CrossWeigh(
@@ -314,7 +333,7 @@ def cmd_crossweigh(args) -> int:
         random_state=args.seed,
         progress=not args.quiet,
     ).weigh(examples)
-    formats.write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
+    write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
     logger.info(
         "wrote CrossWeigh weights of %d examples to %s (%.1f s)",
         len(examples),
@@ -328,13 +347,13 @@ def cmd_crossweigh(args) -> int:
 def cmd_noise(args) -> int:
     from subregweigh.noise import flip_labels, inject_ner_noise
 
-    formats.check_writable(args.output)
-    formats.check_writable(args.flags)
+    check_writable(args.output)
+    check_writable(args.flags)
     examples, task = _load(args)
     inject = inject_ner_noise if task == "ner" else flip_labels
     noisy, corrupted = inject(examples, args.rate, random_state=args.seed)
-    formats.write_dataset(args.output, noisy, task=task)
-    formats.atomic_write_text(
+    write_dataset(args.output, noisy, task=task)
+    atomic_write_text(
         args.flags,
         "".join(
             json.dumps({"id": ex.id, "corrupted": bool(c)}) + "\n"
@@ -358,14 +377,12 @@ def cmd_train(args) -> int:
             f"{args.output}: the directory {Path(args.output).resolve().parent} does not exist"
         )
     examples, task = _load(args)
-    weights = formats.read_weights(args.weights, examples) if args.weights else None
+    weights = read_weights(args.weights, examples) if args.weights else None
     scout = _scout(args, task, examples).fit(examples, sample_weight=weights)
     scout.save(args.output)
     logger.info("saved model to %s", args.output)
     if args.eval:
-        report = _task_report(
-            scout, *formats.read_dataset(args.eval, format=args.format, text_field=args.text_field)
-        )
+        report = _task_report(scout, *_read(args, args.eval))
         print(json.dumps(report, indent=2))
     return 0
 
@@ -423,16 +440,14 @@ def cmd_evaluate(args) -> int:
             for k, v in report.items()
         }
     elif args.model and args.data:
-        examples, task = formats.read_dataset(
-            args.data, format=args.format, text_field=args.text_field
-        )
+        examples, task = _read(args, args.data)
         report = _task_report(Scout.load(args.model), examples, task)
     else:
         raise DataError("evaluate needs --scores and --flags, or --model and --data")
     text = json.dumps(report, indent=2, default=float)
     print(text)
     if args.output:
-        formats.atomic_write_text(args.output, text + "\n")
+        atomic_write_text(args.output, text + "\n")
     return 0
 
 

@@ -148,6 +148,9 @@ class WeighResult:
     entity_probability : list of list of (type, start, end, probability)
         NER only: every gold entity with the mean over K of the min over its words of
         p(gold tag) (:func:`entity_probability`).
+    majority_entities : list of list of (type, start, end, agreement)
+        NER only: the same for every entity of the majority prediction (how sure the scout is
+        of each region it would pre-annotate).
     """
 
     ids: list[str]
@@ -162,9 +165,10 @@ class WeighResult:
     probability: np.ndarray = field(default_factory=lambda: np.empty(0))
     deterministic_probability: np.ndarray = field(default_factory=lambda: np.empty(0))
     entity_probability: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
+    majority_entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
 
     def columns(self) -> dict[str, list]:
-        """Per-example extra columns for :func:`subregweigh.formats.write_weights`."""
+        """Per-example extra columns for :func:`subregweigh.io.write_weights`."""
         cols = {
             "reliability": self.reliability,
             "agreement": self.agreement,
@@ -234,6 +238,15 @@ class SubRegWeigh:
         self.random_state = random_state
         self.progress = progress
         self.deterministic = deterministic
+
+    @classmethod
+    def from_scout(cls, scout: Scout, **params) -> SubRegWeigh:
+        """A SubRegWeigh around an already fitted ``scout`` (say, :meth:`Scout.load`), ready to
+        :meth:`weigh`; ``params`` are the other constructor parameters."""
+        srw = cls(scout, task=scout.task, **params)
+        srw._validate()
+        srw.scout_ = scout
+        return srw
 
     def _validate(self):
         if self.method not in METHODS:
@@ -332,9 +345,6 @@ class SubRegWeigh:
         )
         return result
 
-    def fit_weigh(self, examples: Sequence[Example]) -> WeighResult:
-        return self.fit(examples).weigh(examples)
-
 
 def _collect(
     examples,
@@ -354,7 +364,7 @@ def _collect(
     """
     n = len(examples)
     bounds = np.searchsorted(owner, np.arange(n + 1))
-    preds, agree, ks, majors, shares, entities = [], [], [], [], [], []
+    preds, agree, ks, majors, shares, entities, major_entities = [], [], [], [], [], [], []
     probability = np.full(n, np.nan)
     entity_probs = []
     for i, ex in enumerate(examples):
@@ -368,6 +378,7 @@ def _collect(
         shares.append(count / ks[-1])
         if task == "ner":
             entities.append(entity_agreement(p, m, ex.label))
+            major_entities.append(entity_agreement(p, m, top))
         if gold_proba is not None:
             probs = gold_proba[sl]
             probability[i] = gold_probability(probs, m)
@@ -391,4 +402,5 @@ def _collect(
         probability=probability,
         deterministic_probability=deterministic,
         entity_probability=entity_probs,
+        majority_entities=major_entities,
     )

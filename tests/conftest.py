@@ -14,7 +14,7 @@ SST2_TRAIN = DATA / "sst2" / "train.tsv"
 @pytest.fixture(scope="session")
 def conll_train():
     """All CoNLL++ training sentences (IOB2)."""
-    from subregweigh.formats import read_conll
+    from subregweigh.io import read_conll
 
     return read_conll(CONLLPP_TRAIN)
 
@@ -22,7 +22,7 @@ def conll_train():
 @pytest.fixture(scope="session")
 def sst2_train():
     """The first 2,000 SST-2 training rows."""
-    from subregweigh.formats import read_tsv
+    from subregweigh.io import read_tsv
 
     return read_tsv(SST2_TRAIN)[:2000]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from subregweigh.formats import read_conll, read_tsv
+from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
 from tests.servers import BackendServer
 
@@ -166,7 +166,8 @@ def publish_scout(
     model_dir, project: int | str, scout, version: str | None = None, scores: dict | None = None
 ) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name."""
-    from backend.store import ProjectStore, atomic_write_json, new_version_name
+    from backend.store import ProjectStore, new_version_name
+    from subregweigh.io.atomic import atomic_write_json
 
     store = ProjectStore(model_dir, project)
     staging = store.staging_dir()

@@ -195,7 +195,7 @@ def test_rq_runner_submit_twice(redis_server):
 
 
 def test_rq_runner_state_running_while_lock_held(redis_server):
-    runner = RQRunner("x:y", redis_server.url, queue="srw-test-lock")
+    runner = RQRunner(_never_called, redis_server.url, queue="srw-test-lock")
     runner.redis.set("srw-test-lock:training:9", "token", ex=30)
     assert runner.state("9") == RUNNING
     runner.redis.delete("srw-test-lock:training:9")
@@ -203,8 +203,8 @@ def test_rq_runner_state_running_while_lock_held(redis_server):
 
 
 def test_rq_runners_on_other_queues_do_not_collide(redis_server):
-    a = RQRunner("x:y", redis_server.url, queue="srw-test-a")
-    b = RQRunner("x:y", redis_server.url, queue="srw-test-b")
+    a = RQRunner(_never_called, redis_server.url, queue="srw-test-a")
+    b = RQRunner(_never_called, redis_server.url, queue="srw-test-b")
     assert a.submit("1") == "queued"
     assert b.submit("1") == "queued"
     assert b.state("1") == QUEUED
@@ -215,7 +215,7 @@ def _never_called(project):  # pragma: no cover - no worker runs in these tests
 
 
 def slow_job(project):
-    """A job for run_queued_job (imported by its path, as an rq worker does)."""
+    """A job for run_queued_job (pickled by reference, as rq sends it to a worker)."""
     time.sleep(3.0)
     return project
 
@@ -225,11 +225,9 @@ def test_queued_job_keeps_its_lock_beyond_the_lock_ttl(redis_server):
     running throughout, or the server would declare it dead."""
     from backend.jobs import run_queued_job
 
-    runner = RQRunner(
-        "tests.test_backend_jobs:slow_job", redis_server.url, queue="srw-test-beat", lock_seconds=1
-    )
+    runner = RQRunner(slow_job, redis_server.url, queue="srw-test-beat", lock_seconds=1)
     job = threading.Thread(
-        target=run_queued_job, args=(runner.job_path, "srw-test-beat", redis_server.url, "4", 10, 1)
+        target=run_queued_job, args=(runner.job, "srw-test-beat", redis_server.url, "4", 10, 1)
     )
     job.start()
     time.sleep(0.3)

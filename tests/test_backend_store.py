@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from backend.store import KEEP_VERSIONS, ProjectStore, atomic_write_json, new_version_name
+from backend.store import KEEP_VERSIONS, ProjectStore, new_version_name
+from subregweigh.io.atomic import atomic_write_json
 
 
 def _build(store: ProjectStore, version: str, scores: dict | None = None):

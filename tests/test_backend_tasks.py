@@ -1,4 +1,5 @@
-"""backend.tasks: labeling configs and Label Studio task dicts -> engine examples."""
+"""backend.tasks: labeling configs and Label Studio task dicts -> engine examples (through the
+engine's Label Studio parser, read the backend's way: every annotation, problems skipped)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import copy
 
 import pytest
 
-from backend.tasks import ConfigError, LabelingSpec, fingerprint, parse_label_config, task_examples
+from backend.tasks import ConfigError, fingerprint, parse_label_config, read_tasks, weighed
+from subregweigh.io.labelstudio import LabelingSpec
 
 NER_CONFIG = """
 <View>
@@ -170,7 +172,14 @@ def test_extra_control_rejected():
         parse_label_config(config)
 
 
-# ----------------------------------------------------------------------------- task_examples
+# ----------------------------------------------------------------------------- read_tasks
+
+
+def task_examples(task, spec):
+    """One task read the backend's way: (the task read, or None if skipped; the warnings)."""
+    parsed = read_tasks([task], spec)
+    return parsed.tasks[0], parsed.warnings
+
 
 NER = parse_label_config(NER_CONFIG)
 SINGLE = parse_label_config(SINGLE_CHOICE)
@@ -223,10 +232,9 @@ GOOD_TAGS = ("B-PER", "I-PER", "O", "B-LOC", "O", "O", "O")
 
 
 def test_single_ner_annotation():
-    warnings = []
-    item = task_examples(ner_task(1, [annotation(10, GOOD)]), NER, warnings)
+    item, warnings = task_examples(ner_task(1, [annotation(10, GOOD)]), NER)
     assert warnings == []
-    assert item.task_id == 1 and item.text == TEXT and item.annotated
+    assert item.id == "1" and item.text == TEXT and item.examples
     assert [w for w, _, _ in item.words] == [
         "Angela",
         "Merkel",
@@ -244,31 +252,28 @@ def test_single_ner_annotation():
 
 
 def test_annotation_with_no_regions_is_all_o():
-    warnings = []
-    item = task_examples(ner_task(2, [annotation(11, [])]), NER, warnings)
-    assert item.annotated and item.examples[0].label == ("O",) * 7
+    item, warnings = task_examples(ner_task(2, [annotation(11, [])]), NER)
+    assert item.examples and item.examples[0].label == ("O",) * 7
     assert warnings == []
 
 
 def test_cancelled_annotations_skipped():
-    warnings = []
     task = ner_task(4, [annotation(20, GOOD, was_cancelled=True), annotation(21, GOOD)])
-    item = task_examples(task, NER, warnings)
+    item, warnings = task_examples(task, NER)
     assert [ex.id for ex in item.examples] == ["4/21"]
     assert warnings == []
 
 
 def test_only_cancelled_annotations_means_unannotated():
-    item = task_examples(ner_task(5, [annotation(22, GOOD, was_cancelled=True)]), NER, [])
-    assert not item.annotated
-    assert [(ex.id, ex.label) for ex in item.examples] == [("5", ())]
+    item = task_examples(ner_task(5, [annotation(22, GOOD, was_cancelled=True)]), NER)[0]
+    assert not item.examples
+    assert [(ex.id, ex.label) for ex in weighed(item)] == [("5", ())]
 
 
 def test_unknown_label_skips_that_annotation_with_warning():
-    warnings = []
     bad = [region(0, 13, "PERSON")]
     task = ner_task(6, [annotation(30, bad), annotation(31, GOOD)])
-    item = task_examples(task, NER, warnings)
+    item, warnings = task_examples(task, NER)
     assert [ex.id for ex in item.examples] == ["6/31"]
     assert len(warnings) == 1
     assert "task 6" in warnings[0] and "annotation 30" in warnings[0]
@@ -276,7 +281,6 @@ def test_unknown_label_skips_that_annotation_with_warning():
 
 
 def test_unknown_choice_skips_that_annotation_with_warning():
-    warnings = []
     task = {
         "id": 7,
         "data": {"sentence": "great film"},
@@ -305,42 +309,40 @@ def test_unknown_choice_skips_that_annotation_with_warning():
             ),
         ],
     }
-    item = task_examples(task, SINGLE, warnings)
+    item, warnings = task_examples(task, SINGLE)
     assert [(ex.id, ex.label) for ex in item.examples] == [("7/41", ("positive",))]
     assert len(warnings) == 1 and "task 7" in warnings[0] and "annotation 40" in warnings[0]
     assert "'neutral'" in warnings[0]
 
 
 def test_region_without_offsets_skips_annotation():
-    warnings = []
     bad = [
         {"from_name": "label", "to_name": "text", "type": "labels", "value": {"labels": ["PER"]}}
     ]
-    item = task_examples(ner_task(8, [annotation(50, bad)]), NER, warnings)
-    assert not item.annotated
-    assert len(warnings) == 1 and "task 8 annotation 50" in warnings[0]
+    item, warnings = task_examples(ner_task(8, [annotation(50, bad)]), NER)
+    assert not item.examples
+    assert len(warnings) == 1 and "task 8: annotation 50" in warnings[0]
 
 
 def test_regions_of_other_controls_ignored():
     other = dict(region(0, 13, "Whatever"), from_name="relations_or_other")
-    item = task_examples(ner_task(9, [annotation(51, GOOD + [other])]), NER, [])
+    item = task_examples(ner_task(9, [annotation(51, GOOD + [other])]), NER)[0]
     assert item.examples[0].label == GOOD_TAGS
 
 
 def test_span_warnings_name_task_and_annotation():
-    warnings = []
     cut = [region(24, 27, "LOC")]  # "ric" inside Zürich
-    item = task_examples(ner_task(12, [annotation(60, cut)]), NER, warnings)
+    item, warnings = task_examples(ner_task(12, [annotation(60, cut)]), NER)
     assert item.examples[0].label == ("O", "O", "O", "B-LOC", "O", "O", "O")
     assert (
-        len(warnings) == 1 and "task 12 annotation 60" in warnings[0] and "widened" in warnings[0]
+        len(warnings) == 1 and "task 12: annotation 60" in warnings[0] and "widened" in warnings[0]
     )
 
 
 def test_missing_text_field_skips_task_with_warning():
-    warnings = []
     task = {"id": 13, "data": {"body": TEXT}, "annotations": [annotation(70, GOOD)]}
-    assert task_examples(task, NER, warnings) is None
+    item, warnings = task_examples(task, NER)
+    assert item is None
     assert len(warnings) == 1
     assert "task 13" in warnings[0] and "'text'" in warnings[0] and "skipped" in warnings[0]
     assert "body" in warnings[0]  # says which fields the task has
@@ -348,16 +350,16 @@ def test_missing_text_field_skips_task_with_warning():
 
 @pytest.mark.parametrize("data", [None, "a string", 5, {"text": None}, {"text": 12}])
 def test_unusable_data_skips_task_with_warning(data):
-    warnings = []
     task = {"id": 14, "data": data}
-    assert task_examples(task, NER, warnings) is None
+    item, warnings = task_examples(task, NER)
+    assert item is None
     assert len(warnings) == 1 and "task 14" in warnings[0] and "skipped" in warnings[0]
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
 def test_empty_text_skipped(text):
-    warnings = []
-    assert task_examples(ner_task(15, [annotation(80, [])], text=text), NER, warnings) is None
+    item, warnings = task_examples(ner_task(15, [annotation(80, [])], text=text), NER)
+    assert item is None
     assert len(warnings) == 1 and "task 15" in warnings[0] and "empty text" in warnings[0]
 
 
@@ -371,8 +373,8 @@ def test_multiple_annotators_one_example_each():
             annotation(92, [], completed_by=3),
         ],
     )
-    item = task_examples(task, NER, [])
-    assert item.annotated
+    item = task_examples(task, NER)[0]
+    assert item.examples
     assert [ex.id for ex in item.examples] == ["16/90", "16/91", "16/92"]
     assert item.examples[0].label == GOOD_TAGS
     assert item.examples[1].label == ("B-PER", "O", "O", "B-ORG", "O", "O", "O")
@@ -384,16 +386,16 @@ def test_multiple_annotators_one_example_each():
 def test_unannotated_task_one_unlabeled_example(annotations):
     task = ner_task(17)
     task["annotations"] = annotations
-    item = task_examples(task, NER, [])
-    assert not item.annotated
-    assert len(item.examples) == 1
-    assert item.examples[0].id == "17" and item.examples[0].label == ()
-    assert len(item.examples[0].words) == 7
+    item = task_examples(task, NER)[0]
+    assert not item.examples
+    assert len(weighed(item)) == 1
+    assert weighed(item)[0].id == "17" and weighed(item)[0].label == ()
+    assert len(weighed(item)[0].words) == 7
 
 
 def test_task_without_annotations_key():
-    item = task_examples({"id": 18, "data": {"text": "hello world"}}, NER, [])
-    assert not item.annotated and item.examples[0].label == ()
+    item = task_examples({"id": 18, "data": {"text": "hello world"}}, NER)[0]
+    assert not item.examples and weighed(item)[0].label == ()
 
 
 def test_classification_single_and_multi():
@@ -414,9 +416,11 @@ def test_classification_single_and_multi():
             )
         ],
     }
-    item = task_examples(single, SINGLE, [])
+    item = task_examples(single, SINGLE)[0]
     assert item.examples[0].label == ("positive",)
-    assert item.examples[0].words == ("A", "fine", ",", "moving", "film", ".")
+    # Classification words are the text's whitespace words, as the command line and the TSV and
+    # JSONL readers make them (NER splits punctuation off, for character spans).
+    assert item.examples[0].words == ("A", "fine,", "moving", "film.")
 
     multi = {
         "id": 20,
@@ -435,11 +439,10 @@ def test_classification_single_and_multi():
             )
         ],
     }
-    assert task_examples(multi, MULTI, []).examples[0].label == ("politics", "sports")
+    assert task_examples(multi, MULTI)[0].examples[0].label == ("politics", "sports")
 
 
 def test_two_choices_in_a_single_choice_config_skipped():
-    warnings = []
     task = {
         "id": 21,
         "data": {"sentence": "meh"},
@@ -457,9 +460,9 @@ def test_two_choices_in_a_single_choice_config_skipped():
             )
         ],
     }
-    item = task_examples(task, SINGLE, warnings)
-    assert not item.annotated
-    assert len(warnings) == 1 and "task 21 annotation 102" in warnings[0]
+    item, warnings = task_examples(task, SINGLE)
+    assert not item.examples
+    assert len(warnings) == 1 and "task 21: annotation 102" in warnings[0]
 
 
 def test_long_text_100k_characters():
@@ -467,7 +470,7 @@ def test_long_text_100k_characters():
     text = (sentence * (100_000 // len(sentence) + 1))[:100_000]
     assert len(text) == 100_000
     spans = [region(0, 13, "PER"), region(99_000, 99_010, "MISC", rid="z")]
-    item = task_examples(ner_task(22, [annotation(110, spans)], text=text), NER, warnings := [])
+    item, warnings = task_examples(ner_task(22, [annotation(110, spans)], text=text), NER)
     assert len(item.words) > 15_000
     assert len(item.examples[0].label) == len(item.words)
     assert item.examples[0].label[:2] == ("B-PER", "I-PER")
@@ -479,7 +482,7 @@ def test_long_text_100k_characters():
 
 
 def _fp(task, spec=NER):
-    return fingerprint(task_examples(task, spec, []))
+    return fingerprint(task_examples(task, spec)[0])
 
 
 def test_fingerprint_changes_with_label():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from subregweigh import cli
-from subregweigh.formats import read_conll, read_dataset, write_dataset
+from subregweigh.io import read_conll, read_dataset, write_dataset
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CONLLPP_TRAIN = DATA / "conllpp" / "conllpp_train.txt"

@@ -1,4 +1,5 @@
-"""backend.convert: Label Studio character spans <-> word-level IOB2 tags, and result shapes."""
+"""Label Studio character spans <-> word-level IOB2 tags (subregweigh.spans), and the result
+shapes the backend writes (backend.convert)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.convert import choices_result, labels_result, spans_to_tags, words_with_offsets
+from backend.convert import choices_result, labels_result
+from subregweigh.spans import spans_to_tags, words_with_offsets
 from subregweigh.tags import entity_spans
 
 CONLLPP_TRAIN = (
@@ -247,7 +249,7 @@ def _conll_round_trip(example):
 
 
 def test_conll_round_trip_real_sentences():
-    from subregweigh.formats import read_conll
+    from subregweigh.io import read_conll
 
     examples = read_conll(CONLLPP_TRAIN)[:3000]
     assert any(ex.words == ("BRUSSELS", "1996-08-22") for ex in examples)

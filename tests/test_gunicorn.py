@@ -91,7 +91,7 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
 
 def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
     """Memory per worker is bounded: loading a third version evicts the least recently used."""
-    import model
+    from backend import service
     from backend.settings import Settings
     from backend.store import ProjectStore
 
@@ -101,11 +101,11 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
         publish_scout(tmp_path, 1, tiny_scout, f"srw-2026010{i}-000000000-aaaaaa")
         for i in (1, 2, 3)
     ]
-    model._weighers.clear()
-    first = model._weigher(settings, store, versions[0])
-    model._weigher(settings, store, versions[1])
-    assert model._weigher(settings, store, versions[0]) is first  # cached: no second load
-    model._weigher(settings, store, versions[2])  # evicts versions[1], the least recently used
-    cached = [version for (_, version) in model._weighers]
+    service._weighers.clear()
+    first = service.weigher(settings, store, versions[0])
+    service.weigher(settings, store, versions[1])
+    assert service.weigher(settings, store, versions[0]) is first  # cached: no second load
+    service.weigher(settings, store, versions[2])  # evicts versions[1], the least recently used
+    cached = [version for (_, version) in service._weighers]
     assert cached == [versions[0], versions[2]]
-    model._weighers.clear()
+    service._weighers.clear()

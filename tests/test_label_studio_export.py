@@ -1,4 +1,4 @@
-"""Label Studio JSON exports (Project > Export > JSON) as input: formats.read_label_studio,
+"""Label Studio JSON exports (Project > Export > JSON) as input: subregweigh.io.read_label_studio,
 read_dataset's detection, and the command line. Exports are built from real CoNLL++ and SST-2
 data the way Label Studio writes them; one test reads an export from a real Label Studio."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from subregweigh import cli
 from subregweigh.example import DataError
-from subregweigh.formats import read_conll, read_dataset, read_jsonl, read_label_studio, read_tsv
+from subregweigh.io import read_conll, read_dataset, read_jsonl, read_label_studio, read_tsv
 from subregweigh.spans import words_with_offsets
 from subregweigh.tags import entity_spans
 
@@ -565,3 +566,113 @@ def test_real_label_studio_export(tmp_path, sentences, reviews):
     assert [(ex.id, ex.words, ex.label) for ex in examples] == [
         (str(i), ex.words, (SENTIMENT[ex.label[0]],)) for i, ex in zip(ids, cls)
     ]
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+def _parity_exports(sentences, reviews):
+    """A NER and a sentiment export with what real projects hold: several annotators per task,
+    cancelled and updated annotations, an unannotated task, UTF-16 offsets, a span that cuts a
+    word, texts with punctuation attached to words."""
+    ner = ner_export(sentences[:12])
+    ner[1]["annotations"].append(annotation(5001, [], when="2025-03-02T10:00:00Z"))  # newer, empty
+    ner[2]["annotations"].append(annotation(5002, [], cancelled=True))
+    ner[3]["annotations"] = []
+    text = "Talks in \U0001f600 Paris, France and Rome"  # old Label Studio: UTF-16 offsets
+    ner.append(
+        task(
+            900,
+            text,
+            [
+                annotation(
+                    9001,
+                    [
+                        {  # "Paris" is characters 11-16, UTF-16 code units 12-17
+                            **labels_region(0, text, 11, 16, "LOC"),
+                            "value": {"start": 12, "end": 17, "text": "Paris", "labels": ["LOC"]},
+                        },
+                        labels_region(1, text, 18, 22, "LOC"),  # "Fran": widened to France
+                    ],
+                ),
+                annotation(9002, [labels_region(0, text, 29, 33, "LOC")], when="2025-01-01T00:00Z"),
+            ],
+        )
+    )
+    cls = classification_export(reviews[:12])
+    for k, t in enumerate(cls):
+        t["annotations"][0]["result"][0]["value"]["choices"] = [SENTIMENT[reviews[k].label[0]]]
+    flipped = "negative" if reviews[0].label == ("1",) else "positive"
+    cls[0]["annotations"].append(annotation(6001, [choices_region([flipped])], when="2025-04-01"))
+    cls[1]["annotations"].append(annotation(6002, [choices_region(["positive"])], cancelled=True))
+    cls.append(
+        task(
+            950,
+            "A fine, moving film -- if you're patient.",
+            [
+                annotation(9501, [choices_region(["positive"])]),
+                annotation(9502, [choices_region(["negative"])], when="2025-05-01T00:00:00Z"),
+            ],
+        )
+    )
+    cls.append(task(951, "Not annotated.", []))
+    return {"ner": ner, "sentiment": cls}
+
+
+@pytest.mark.parametrize("annotations", ["latest", "all"])
+@pytest.mark.parametrize("project", ["ner", "sentiment"])
+def test_cli_and_backend_read_an_export_alike(tmp_path, sentences, reviews, project, annotations):
+    """The same export, read by the command line (`subregweigh weigh export.json`) and by the
+    ML backend's conversion of the same tasks (from Label Studio's API), gives the same examples,
+    so the backend's scores and the exported weights are the same reliability."""
+    from backend.tasks import parse_label_config, read_tasks
+    from tests.projects import CLS_CONFIG, NER_CONFIG
+
+    tasks = _parity_exports(sentences, reviews)[project]
+    path = write_export(tmp_path / "export.json", tasks)
+    argv = ["weigh", str(path), "-o", str(tmp_path / "w.jsonl"), "--annotations", annotations]
+    cli_examples, kind = cli._load(cli._build_parser().parse_args(argv))
+
+    spec = parse_label_config(NER_CONFIG if project == "ner" else CLS_CONFIG)
+    parsed = read_tasks(tasks, spec, annotations=annotations)
+    backend_examples = [ex for t in parsed.tasks if t is not None for ex in t.examples]
+
+    assert kind == spec.task
+    assert cli_examples == backend_examples
+    assert [(ex.id, ex.words, ex.label) for ex in cli_examples] == [
+        (ex.id, ex.words, ex.label) for ex in backend_examples
+    ]
+    assert len(cli_examples) >= 12
+    per_task = Counter(ex.id.split("/")[0] for ex in backend_examples)
+    if annotations == "latest":  # one example per task, its id the task's
+        assert set(per_task.values()) == {1} and all("/" not in ex.id for ex in cli_examples)
+    else:  # one per annotation: several annotators, several examples
+        assert max(per_task.values()) == 2
+    if project == "ner":  # the UTF-16 offsets are repaired, the cut word widened, in both
+        words = tuple(w for w, _, _ in words_with_offsets(tasks[-1]["data"]["text"]))
+        last = [ex for ex in cli_examples if ex.id.split("/")[0] == "900"][0]
+        assert last.words == words
+        assert last.label[words.index("Paris")] == "B-LOC"
+        assert last.label[words.index("France")] == "B-LOC"
+    else:  # classification words are whitespace words, in both
+        last = [ex for ex in cli_examples if ex.id.split("/")[0] == "950"][0]
+        assert last.words == ("A", "fine,", "moving", "film", "--", "if", "you're", "patient.")
+
+
+def test_backend_default_reads_every_annotation(tmp_path, sentences, reviews):
+    """The defaults differ on purpose: the command line gives one example (and weight) per task,
+    its latest annotation; the backend weighs every annotator's. A task's latest annotation is
+    the same example in both, under its task id or task/annotation id."""
+    from backend.tasks import parse_label_config, read_tasks
+    from tests.projects import CLS_CONFIG
+
+    tasks = _parity_exports(sentences, reviews)["sentiment"]
+    cli_examples, _ = read_label_studio(write_export(tmp_path / "export.json", tasks))
+    parsed = read_tasks(tasks, parse_label_config(CLS_CONFIG))
+    by_task = {t.id: t.examples for t in parsed.tasks if t is not None}
+    assert sum(len(examples) > 1 for examples in by_task.values()) == 2
+    for ex in cli_examples:
+        latest = [b for b in by_task[ex.id] if (b.words, b.label) == (ex.words, ex.label)]
+        assert latest and all(b.id.startswith(f"{ex.id}/") for b in latest)
+    assert "951" in by_task and not by_task["951"]  # kept, unannotated: the backend predicts it
+    assert "951" not in {ex.id for ex in cli_examples}

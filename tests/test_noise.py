@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from subregweigh.example import Example
-from subregweigh.formats import read_conll, read_tsv
+from subregweigh.io import read_conll, read_tsv
 from subregweigh.noise import (
     corrupt_sentence,
     flip_labels,

@@ -336,6 +336,29 @@ def test_weigh_is_deterministic(ner_detection):
     np.testing.assert_array_equal(first.k, result.k[:40])
 
 
+def test_from_scout_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_path):
+    """SubRegWeigh.from_scout: a saved scout weighs exactly as the one that was trained, and
+    majority_entities scores each entity of the majority prediction (what the backend
+    pre-annotates) as the share of the K candidates predicting that exact span."""
+    from subregweigh.weigh import entity_agreement
+
+    params = dict(p=0.1, n_samples=20, k=4, method="kmeans", random_state=3, progress=False)
+    examples = tiny_ner_data[:12]
+    srw = SubRegWeigh.from_scout(tiny_scout, **params)
+    assert srw.scout_ is tiny_scout and srw.task == "ner" and srw.k == 4
+    loaded = SubRegWeigh.from_scout(Scout.load(tiny_scout.save(tmp_path / "scout")), **params)
+    first, second = srw.weigh(examples), loaded.weigh(examples)
+    assert first.predictions == second.predictions
+    np.testing.assert_array_equal(first.reliability, second.reliability)
+    assert len(first.majority_entities) == len(examples)
+    for predictions, top, entities in zip(
+        first.predictions, first.majority, first.majority_entities
+    ):
+        assert entities == entity_agreement(predictions, [1] * len(predictions), top)
+    with pytest.raises(ValueError, match="1 <= k <= n_samples"):
+        SubRegWeigh.from_scout(tiny_scout, k=30, n_samples=20)
+
+
 def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
     # 500 rows, not 300: with 30 flipped labels the AP of the mean-pooling scout swings with the
     # noise seed (0.17-0.30); with 50 it is stable (0.34-0.37 for seeds 0-2). More epochs or a

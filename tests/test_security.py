@@ -26,6 +26,7 @@ from typing import ClassVar
 import pytest
 
 import model as model_module
+from backend import service
 from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
@@ -376,8 +377,8 @@ def _outside(root: Path) -> set[str]:
 
 
 class FakeLabelStudio:
-    """Stands in for Label Studio's API (model.LabelStudioAPI) so a real training runs on the
-    tasks given here; records what the training writes back."""
+    """Stands in for Label Studio's API (backend.service.LabelStudioAPI) so a real training runs
+    on the tasks given here; records what the training writes back."""
 
     config = NER_CONFIG
     task_list: ClassVar[list[dict]] = []
@@ -523,7 +524,7 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     monkeypatch.setattr(FakeLabelStudio, "task_list", train_tasks)
     monkeypatch.setattr(FakeLabelStudio, "written", [])
     monkeypatch.setattr(FakeLabelStudio, "model_version", None)
-    monkeypatch.setattr(model_module, "LabelStudioAPI", FakeLabelStudio)
+    monkeypatch.setattr(service, "LabelStudioAPI", FakeLabelStudio)
     settings = Settings(
         model_dir=str(model_dir),
         label_studio_url="http://127.0.0.1:1",

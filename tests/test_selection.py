@@ -14,7 +14,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from subregweigh.formats import read_conll
+from subregweigh.io import read_conll
 from subregweigh.selection import METHODS, choose, select_cossim, select_kmeans, tfidf_vectors
 from subregweigh.subword import make_sampler
 

@@ -21,7 +21,7 @@ import tokenizers
 from scipy import stats
 from tokenizers import models, pre_tokenizers, trainers
 
-from subregweigh.formats import read_conll
+from subregweigh.io import read_conll
 from subregweigh.subword import (
     BPEDropout,
     MaxMatchDropout,

@@ -79,7 +79,7 @@ def test_entity_types():
 
 
 def _raw_ner_columns(path: Path) -> list[list[str]]:
-    """Last-column tags per sentence, read independently of subregweigh.formats."""
+    """Last-column tags per sentence, read independently of subregweigh.io."""
     sents, cur = [], []
     for line in path.read_text().split("\n"):
         cols = line.split()

@@ -1,0 +1,291 @@
+"""What the backend does: train a project's scout, and serve its predictions.
+
+* :func:`train_project`: fetch a project's annotations, train a scout, weigh every annotated task
+  and pre-annotate the rest, publish a new version, write its predictions to Label Studio and
+  make it the project's model version (so the Data Manager sorts by our scores). What every
+  training job runs, with the settings it is given (:func:`run_queued_training` on rq workers).
+* :func:`predict`: per task, the stored prediction of the current version; only tasks missing
+  there (or changed since) are computed, and stored for the next call.
+* :func:`engine`: the SubRegWeigh that settings describe; :func:`weigher`: a published
+  version's fitted one, loaded at most once per process (the scout cache).
+
+The HTTP server (:mod:`backend.server`) and label-studio-ml's entry point (``model.py``) call
+these; they call the store, the Label Studio client, the task conversions and the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from backend.labelstudio import LabelStudioAPI
+from backend.settings import Settings
+from backend.store import CorruptVersion, ProjectStore, new_version_name
+from backend.tasks import fingerprint, parse_label_config, read_tasks, score_tasks
+from subregweigh.io.atomic import atomic_write_json
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+UNTRAINED = "subregweigh-untrained"
+
+# --------------------------------------------------------------------------------- the engine
+
+
+def _weigh_params(settings: Settings) -> dict:
+    return dict(
+        p=settings.p,
+        n_samples=settings.n_samples,
+        k=settings.k,
+        method=settings.method,
+        w_min=settings.w_min,
+        random_state=settings.seed,
+        progress=False,
+    )
+
+
+def engine(settings: Settings, spec: LabelingSpec):
+    """An unfitted :class:`~subregweigh.weigh.SubRegWeigh` for a project labelled as ``spec``."""
+    from subregweigh.scout import Scout
+    from subregweigh.weigh import SubRegWeigh
+
+    scout = Scout(
+        model=settings.scout_model or None,
+        task=spec.task,
+        multi_label=spec.multi_label,
+        freeze_encoder=settings.freeze_encoder and spec.task == "classification",
+        epochs=settings.epochs or None,
+        batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate or None,
+        max_length=settings.max_length or None,
+        random_state=settings.seed,
+        progress=False,
+    )
+    return SubRegWeigh(scout, **_weigh_params(settings))
+
+
+_weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)
+_weighers_lock = threading.Lock()
+
+
+def weigher(settings: Settings, store: ProjectStore, version: str):
+    """The fitted SubRegWeigh of ``version``, loaded at most once per process; the
+    ``settings.cached_models`` most recently used stay loaded.
+
+    Raises :class:`CorruptVersion` when its files do not load (the caller marks it BROKEN).
+    """
+    from subregweigh.scout import Scout
+    from subregweigh.weigh import SubRegWeigh
+
+    key = (str(store.root.resolve()), version)
+    with _weighers_lock:  # one load at a time: concurrent requests wait for it, not repeat it
+        if key in _weighers:
+            _weighers.move_to_end(key)
+            return _weighers[key]
+        start = time.perf_counter()
+        store.verify(version)
+        try:
+            scout = Scout.load(store.scout_dir(version), progress=False)
+        except MemoryError:
+            raise
+        except Exception as err:
+            raise CorruptVersion(
+                version, f"the scout does not load ({type(err).__name__}: {err})"
+            ) from err
+        srw = SubRegWeigh.from_scout(scout, **_weigh_params(settings))
+        _weighers[key] = srw
+        while len(_weighers) > settings.cached_models:
+            _weighers.popitem(last=False)
+        logger.info(
+            "project %s: loaded the scout of version %s in %.1f s (pid %d; %d cached)",
+            store.project,
+            version,
+            time.perf_counter() - start,
+            os.getpid(),
+            len(_weighers),
+        )
+        return srw
+
+
+# --------------------------------------------------------------------------------- predict
+
+
+def model_version(settings: Settings, project: str | None) -> str:
+    """The version ``project`` is served from, or :data:`UNTRAINED`."""
+    version = ProjectStore(settings.model_dir, project).current_version() if project else None
+    return version or UNTRAINED
+
+
+def predict(
+    settings: Settings, project: str | None, spec: LabelingSpec, tasks: Sequence[dict]
+) -> list[dict]:
+    """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
+    for a task that cannot be read, and for every task before the first training)."""
+    store = ProjectStore(settings.model_dir, project) if project else None
+    broken: set[str] = set()
+    while True:  # a version found corrupt is marked BROKEN; then the next newest serves
+        try:
+            return _predict(settings, store, spec, tasks)
+        except CorruptVersion as err:
+            if err.version in broken:  # the marker did not take: do not loop
+                raise
+            broken.add(err.version)
+            store.mark_broken(err.version, str(err))
+
+
+def _predict(
+    settings: Settings, store: ProjectStore | None, spec: LabelingSpec, tasks: Sequence[dict]
+) -> list[dict]:
+    version = store.current_version() if store else None
+    if version is None:
+        logger.info(
+            "project %s: no trained scout yet; returning empty predictions for %d tasks "
+            "(train from the project's Model settings, or annotate %d tasks)",
+            store.project if store else None,
+            len(tasks),
+            settings.min_annotations,
+        )
+        return [{"result": [], "model_version": UNTRAINED} for _ in tasks]
+    stored = store.scores(version)
+    parsed = read_tasks(tasks, spec)
+    stale = [
+        item
+        for item in parsed.tasks
+        if item is not None and stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+    ]
+    if stale:
+        start = time.perf_counter()
+        fresh = score_tasks(weigher(settings, store, version), spec, stale)
+        stored.update(fresh)
+        with store.locked():  # add them to the version's store: every worker sees them
+            scores = store.scores(version)
+            scores.update(fresh)
+            atomic_write_json(store.versions / version / "scores.json", scores)
+        logger.info(
+            "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)",
+            store.project,
+            len(fresh),
+            len(tasks),
+            time.perf_counter() - start,
+        )
+    for warning in parsed.warnings:
+        logger.warning("project %s: %s", store.project, warning)
+    out = []
+    for item in parsed.tasks:
+        entry = stored.get(item.id) if item is not None else None
+        if entry is None:
+            out.append({"result": [], "model_version": version})
+        else:
+            out.append(
+                {"result": entry["result"], "score": entry["score"], "model_version": version}
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------- train
+
+
+def train_project(project: str, settings: Settings) -> dict:
+    """Train ``project`` on its current annotations and publish a new version.
+
+    Runs in a background job, never in a request. On failure the previous version keeps
+    serving, the error is kept in the project's status, and the exception propagates.
+    """
+    store = ProjectStore(settings.model_dir, project)
+    store.update_status(
+        state="running",
+        started_at=time.time(),
+        message="fetching annotations",
+        events_since_training=0,
+    )
+    try:
+        result = _train(project, store, settings)
+    except Exception as err:
+        message = f"{type(err).__name__}: {err}"
+        store.update_status(
+            state="failed",
+            last_error=message,
+            finished_at=time.time(),
+            message="training failed; the previous version keeps serving",
+        )
+        logger.error("project %s: training failed: %s", project, message)
+        raise
+    store.update_status(state="idle", finished_at=time.time(), last_error=None, **result)
+    return result
+
+
+def run_queued_training(project: str, training: dict) -> dict:
+    """The rq job: :func:`train_project` with the server's training settings (``training``,
+    from :meth:`Settings.training`, carried in the job) over this worker's environment, which
+    says where things are and holds the credentials."""
+    return train_project(project, Settings.from_env(**training))
+
+
+def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+    api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
+    spec = parse_label_config(api.label_config(int(project)))
+    parsed = read_tasks(api.tasks(int(project)), spec)
+    for warning in parsed.warnings:
+        logger.warning("project %s: %s", project, warning)
+    items = [item for item in parsed.tasks if item is not None]
+    annotated = [ex for item in items for ex in item.examples]
+    n_annotated = sum(bool(item.examples) for item in items)
+    if n_annotated < settings.min_annotations:
+        message = (
+            f"only {n_annotated} annotated tasks; training starts at "
+            f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS)"
+        )
+        logger.info("project %s: %s", project, message)
+        return {"message": message, "trained": False}
+
+    logger.info(
+        "project %s: training a scout on %d annotations of %d tasks (K=%d, N=%d, %s)",
+        project,
+        len(annotated),
+        n_annotated,
+        settings.k,
+        settings.n_samples,
+        settings.method,
+    )
+    store.update_status(message=f"training on {len(annotated)} annotations")
+    srw = engine(settings, spec).fit(annotated)
+    store.update_status(message=f"scoring {len(items)} tasks")
+    scores = score_tasks(srw, spec, items)
+    version = new_version_name()
+    staging = store.staging_dir()
+    srw.scout_.save(staging / "scout")
+    atomic_write_json(staging / "scores.json", scores)
+    store.publish(staging, version)
+    logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
+
+    store.update_status(message="writing predictions to Label Studio")
+    api.write_predictions(
+        int(project),
+        [
+            {
+                "task": int(task_id),
+                "result": entry["result"],
+                "score": entry["score"],
+                "model_version": version,
+            }
+            for task_id, entry in scores.items()
+        ],
+    )
+    api.set_model_version(int(project), version)
+    doubtful = sum(1 for e in scores.values() if e["reliability"] and e["score"] < 0.5)
+    message = (
+        f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
+        f"reliability < 0.5; {len(scores) - n_annotated} pre-annotated"
+    )
+    logger.info("project %s: %s", project, message)
+    return {
+        "message": message,
+        "trained": True,
+        "last_version": version,
+        "annotated_tasks": n_annotated,
+        "doubtful_tasks": doubtful,
+    }

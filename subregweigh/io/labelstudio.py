@@ -1,0 +1,577 @@
+"""Label Studio tasks -> examples: the one reading of the command line and of the ML backend.
+
+A task is ``{"id", "data": {...}, "annotations": [{"id", "result": [region, ...],
+"was_cancelled", "updated_at", ...}], ...}``, as Label Studio exports it (Project > Export >
+JSON) and as its API returns it. What a project labels is a :class:`LabelingSpec`: the backend
+reads it from the project's labeling config, :func:`infer_spec` from an export's own regions.
+:func:`parse_tasks` turns tasks into examples; :func:`read_label_studio` reads an export file.
+
+Two options, the only differences between the callers:
+
+* ``annotations="latest"``: per task its most recently saved non-cancelled annotation, example
+  id = task id (the command line's default: one example, one weight per task).
+  ``"all"``: every non-cancelled annotation, example id ``"task/annotation"`` (the backend's:
+  each annotator's annotation is weighed, the task scored by its least reliable one).
+* ``strict=True``: a problem in what would become an example raises
+  :class:`~subregweigh.example.DataError` naming the task, annotation and region (the command
+  line's: bad input stops with one clear line). ``strict=False``: the task, annotation or span
+  at fault is skipped with a warning (the backend's: one bad task must not stop a project).
+
+Either way the same task gives the same examples. Words come from :func:`task_words`.
+Pure: no I/O but :func:`read_label_studio`'s, no Label Studio packages; warnings come back as
+strings that name the task, and whoever reads the tasks logs them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from subregweigh.example import DataError, Example, Task
+from subregweigh.io.atomic import PathLike
+from subregweigh.io.readers import read_text
+from subregweigh.spans import spans_to_tags, utf16_to_char_offset, words_with_offsets
+
+logger = logging.getLogger(__name__)
+
+Annotations = Literal["latest", "all"]
+
+# Label Studio result types -> the task they annotate.
+KINDS: dict[str, Task] = {"labels": "ner", "choices": "classification"}
+_KIND_NAMES = {"ner": "labels (NER)", "classification": "choices (classification)"}
+_NON_SPACE = re.compile(r"\S+")  # the words of str.split(), with their offsets
+
+
+@dataclass(frozen=True)
+class LabelingSpec:
+    """What a project labels, as far as reading its tasks goes.
+
+    Attributes
+    ----------
+    task : {"ner", "classification"}
+        ``<Labels>`` (character spans) or ``<Choices>``.
+    from_name : str
+        The control's name; regions of other controls are ignored.
+    to_name : str, default ""
+        The ``<Text>`` it labels (the backend writes predictions to it).
+    data_key : str or None, default None
+        The text's key in each task's ``data``; None: each task's only string field.
+    labels : tuple of str or None, default None
+        The labels the config allows (others skip or stop, see ``strict``); None: any.
+    multi_label : bool, default True
+        Whether several choices make one multi-label example; if not, such an annotation is a
+        problem like an unknown label.
+    """
+
+    task: Task
+    from_name: str
+    to_name: str = ""
+    data_key: str | None = None
+    labels: tuple[str, ...] | None = None
+    multi_label: bool = True
+
+
+@dataclass(frozen=True)
+class LabelStudioTask:
+    """One task read by :func:`parse_tasks`.
+
+    Attributes
+    ----------
+    id : str
+        The task id.
+    text : str
+    words : tuple of (word, start, end)
+        :func:`task_words` of the text; end-exclusive character offsets.
+    examples : tuple of Example
+        One per usable annotation (see ``annotations``); empty if it has none.
+    """
+
+    id: str
+    text: str
+    words: tuple[tuple[str, int, int], ...]
+    examples: tuple[Example, ...]
+
+
+@dataclass
+class ParsedTasks:
+    """What :func:`parse_tasks` read.
+
+    Attributes
+    ----------
+    tasks : list of LabelStudioTask or None, one per input task
+        None for a task skipped with a warning (``strict=False``, or a task without annotations
+        whose text is unusable).
+    warnings : list of str
+        Every problem skipped or repaired, each naming its task (and annotation, region).
+    unannotated : int
+        Tasks without a non-cancelled annotation.
+    """
+
+    tasks: list[LabelStudioTask | None]
+    warnings: list[str] = field(default_factory=list)
+    unannotated: int = 0
+
+
+def task_words(text: str, task: Task) -> list[tuple[str, int, int]]:
+    """``(word, start, end)`` of every word of a task's text: the one word splitter.
+
+    NER: :func:`~subregweigh.spans.words_with_offsets` (punctuation split off), so that
+    character spans fall on word boundaries. Classification: the whitespace-separated words of
+    ``text.split()``, as :func:`~subregweigh.io.readers.read_tsv` and ``read_jsonl`` make them,
+    so a data set gives the same examples whether it comes as TSV, JSONL or a Label Studio
+    project, and the scout sees the text as written (no space inserted before punctuation).
+    """
+    if task == "ner":
+        return words_with_offsets(text)
+    return [(m.group(), m.start(), m.end()) for m in _NON_SPACE.finditer(text)]
+
+
+# ----------------------------------------------------------------------------- one task
+
+
+def _where(source: str, task_id: str) -> str:
+    return f"{source}:task {task_id}" if source else f"task {task_id}"
+
+
+def _identify(item: Any, index: int, source: str, seen: set[str]) -> tuple[str, str]:
+    """``(task id, where)`` of the ``index``-th item; DataError if it is no task or a repeat."""
+    prefix = f"{source}: " if source else ""
+    if not isinstance(item, dict):
+        raise DataError(
+            f"{prefix}item {index} of the array is {type(item).__name__}, not a task object"
+        )
+    raw_id = item.get("id")
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (int, str)) or raw_id == "":
+        hint = ""
+        if "data" not in item and ({"words", "text"} & set(item)):
+            hint = (
+                "; this looks like an array of examples, not a Label Studio export: "
+                "write one JSON object per line (.jsonl)"
+            )
+        raise DataError(
+            f"{prefix}item {index} of the array has no valid task 'id' (got {raw_id!r}){hint}"
+        )
+    task_id = str(raw_id)
+    where = _where(source, task_id)
+    if task_id in seen:
+        raise DataError(f"{where}: duplicate task id")
+    seen.add(task_id)
+    return task_id, where
+
+
+def _saved_at(annotation: dict) -> float:
+    """When an annotation was last saved (``updated_at``, else ``created_at``); -inf if unknown."""
+    for key in ("updated_at", "created_at"):
+        value = annotation.get(key)
+        if isinstance(value, str):
+            try:  # Python 3.10's fromisoformat does not read a trailing "Z"
+                stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            return stamp.timestamp()
+    return -math.inf
+
+
+def _used(
+    item: dict, where: str, annotations: Annotations, strict: bool, warnings: list[str]
+) -> list[dict]:
+    """The annotations of a task that become examples: its latest non-cancelled one (ties:
+    higher id, then later in the list), or all non-cancelled ones."""
+    raw = item.get("annotations") or []
+    if not isinstance(raw, list):
+        problem = f"{where}: 'annotations' must be a list of objects"
+        if strict:
+            raise DataError(problem)
+        warnings.append(f"{problem}; annotations skipped")
+        return []
+    live = []
+    for annotation in raw:
+        if not isinstance(annotation, dict):
+            problem = f"{where}: 'annotations' must be a list of objects"
+            if strict:
+                raise DataError(problem)
+            warnings.append(f"{where}: an annotation is not an object; skipped")
+        elif not annotation.get("was_cancelled"):
+            live.append(annotation)
+    if annotations == "all" or not live:
+        return live
+
+    def recency(pos: int) -> tuple:
+        ann_id = live[pos].get("id")
+        return (_saved_at(live[pos]), ann_id if type(ann_id) is int else -1, pos)
+
+    return [live[max(range(len(live)), key=recency)]]
+
+
+def _text(item: dict, data_key: str | None, where: str) -> str:
+    """The task's text: ``data[data_key]``, or its only string field."""
+    data = item.get("data")
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: 'data' must be an object holding the task's text")
+    if data_key is not None:
+        if data_key not in data:
+            raise DataError(
+                f"{where}: no {data_key!r} in data (fields: {', '.join(map(repr, data)) or 'none'})"
+            )
+        text = data[data_key]
+        if not isinstance(text, str):
+            raise DataError(f"{where}: data[{data_key!r}] is {type(text).__name__}, not text")
+    else:
+        fields = [key for key, value in data.items() if isinstance(value, str)]
+        if len(fields) > 1:
+            raise DataError(
+                f"{where}: data has several text fields ({', '.join(map(repr, fields))}); pass "
+                f"--text-field"
+            )
+        if not fields:
+            raise DataError(
+                f"{where}: data has no text field (fields: {', '.join(map(repr, data)) or 'none'})"
+            )
+        text = data[fields[0]]
+    try:  # JSON may carry lone surrogates ("\ud800"), which no tokenizer can encode
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{where}: the text is not valid Unicode (a lone surrogate)") from None
+    return text
+
+
+def _offset(value: dict, key: str, where: str) -> int:
+    raw = value.get(key)
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if type(raw) is not int:
+        raise DataError(f"{where}: '{key}' must be an integer character offset, got {raw!r}")
+    return raw
+
+
+def _span(text: str, value: dict, where: str, strict: bool, warnings: list[str]) -> tuple[int, int]:
+    """Character ``(start, end)`` of a ``labels`` region, repaired if Label Studio counted in
+    UTF-16. Outside the text: DataError if ``strict``, else :func:`spans_to_tags` drops it."""
+    start, end = _offset(value, "start", where), _offset(value, "end", where)
+    quoted = value.get("text")  # the span's own text, as Label Studio saw it ("": not given)
+    if isinstance(quoted, str) and quoted and start >= 0 and end >= 0 and text[start:end] != quoted:
+        # Older Label Studio versions counted UTF-16 code units (an emoji counts twice).
+        s16, e16 = utf16_to_char_offset(text, start), utf16_to_char_offset(text, end)
+        if s16 is not None and e16 is not None and text[s16:e16] == quoted:
+            start, end = s16, e16
+        elif 0 <= start < end <= len(text):
+            warnings.append(
+                f"{where}: the region's text {quoted!r} differs from "
+                f"{text[start:end]!r} at {start}-{end} in the task; offsets used"
+            )
+    if strict and not 0 <= start < end <= len(text):
+        raise DataError(
+            f"{where}: span {start}-{end} lies outside the text of {len(text)} characters"
+        )
+    return start, end
+
+
+def _strings(value: dict, key: str, where: str, spec: LabelingSpec) -> list[str]:
+    items = value.get(key)
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
+        raise DataError(
+            f"{where}: '{key}' must be a non-empty list of non-empty strings, got {items!r}"
+        )
+    if spec.labels is not None:
+        unknown = [v for v in items if v not in spec.labels]
+        if unknown:
+            kind = "label" if key == "labels" else "choice"
+            raise DataError(f"{where}: {kind} {unknown[0]!r} is not in the labeling config")
+    return items
+
+
+def _label(
+    annotation: dict,
+    spec: LabelingSpec,
+    text: str,
+    where: str,
+    strict: bool,
+    warnings: list[str],
+    ignored: set[str],
+) -> tuple[str, ...] | None:
+    """The example label of one annotation; None (with a warning) if it chose nothing.
+
+    Raises DataError for a malformed annotation (the caller skips it unless ``strict``).
+    """
+    regions = annotation.get("result") or []
+    if not isinstance(regions, list):
+        raise DataError(f"{where}: 'result' must be a list of regions")
+    spans: list[tuple[int, int, str]] = []
+    choices: list[str] = []
+    for region in regions:
+        if not isinstance(region, dict):
+            raise DataError(f"{where}: a region is {type(region).__name__}, not an object")
+        if region.get("from_name") != spec.from_name:
+            ignored.add(str(region.get("type")))
+            continue
+        region_where = f"{where}: region {region.get('id')}"
+        value = region.get("value")
+        if not isinstance(value, dict):
+            raise DataError(f"{region_where}: 'value' must be an object")
+        if spec.task == "ner":
+            labels = _strings(value, "labels", region_where, spec)
+            start, end = _span(text, value, region_where, strict, warnings)
+            spans.extend((start, end, label) for label in labels)
+        else:
+            choices.extend(_strings(value, "choices", region_where, spec))
+    if spec.task == "ner":  # an annotation without regions says: no entity here
+        _, tags, span_warnings = spans_to_tags(text, spans, where)
+        warnings.extend(span_warnings)
+        return tuple(tags)
+    label = tuple(sorted(set(choices)))
+    if not label:  # not malformed: the annotator chose nothing (or skipped the question)
+        warnings.append(f"{where}: no choice made; annotation skipped")
+        return None
+    if len(label) > 1 and not spec.multi_label:
+        raise DataError(f"{where}: {len(label)} choices for a single-choice config")
+    return label
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+def _check_annotations(annotations: str) -> None:
+    if annotations not in ("latest", "all"):
+        raise ValueError(f"annotations must be 'latest' or 'all', got {annotations!r}")
+
+
+def parse_tasks(
+    tasks: Sequence[Any],
+    spec: LabelingSpec,
+    *,
+    annotations: Annotations = "latest",
+    strict: bool = True,
+    source: str = "",
+) -> ParsedTasks:
+    """Read Label Studio tasks into examples.
+
+    Parameters
+    ----------
+    tasks : sequence of task dicts
+        Anything JSON may hold; what is not a task is a problem like any other.
+    spec : LabelingSpec
+    annotations : {"latest", "all"}, default "latest"
+        See the module docstring; example ids are the task id, or ``"task/annotation"``.
+    strict : bool, default True
+        Raise on the first problem in what would become an example, else skip the task,
+        annotation or span at fault with a warning. Either way a span that cuts a word is
+        widened to it, an overlapping span dropped, and an annotation with no choice skipped,
+        with a warning; a task without annotations is never an error (its text problems, if
+        any, are warnings).
+    source : str, default ""
+        Names the file in messages: ``"{source}:task {id}: ..."`` (else ``"task {id}: ..."``).
+
+    Returns
+    -------
+    ParsedTasks
+
+    Raises
+    ------
+    DataError
+        ``strict`` only: ``"[{source}:]task {id}: [annotation {id}: [region {id}: ]]..."``.
+    """
+    _check_annotations(annotations)
+    out: list[LabelStudioTask | None] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    ignored: set[str] = set()
+    unannotated = 0
+    for index, item in enumerate(tasks):
+        try:
+            task_id, where = _identify(item, index, source, seen)
+        except DataError as problem:
+            if strict:
+                raise
+            warnings.append(f"{problem}; task skipped")
+            out.append(None)
+            continue
+        used = _used(item, where, annotations, strict, warnings)
+        unannotated += not used
+        try:
+            text = _text(item, spec.data_key, where)
+            words = task_words(text, spec.task)
+            if not words:
+                raise DataError(f"{where}: empty text")
+        except DataError as problem:
+            if strict and used:
+                raise
+            warnings.append(f"{problem}; task skipped")
+            out.append(None)
+            continue
+        word_strings = tuple(word for word, _, _ in words)
+        examples = []
+        for annotation in used:
+            ann_where = f"{where}: annotation {annotation.get('id')}"
+            try:
+                label = _label(annotation, spec, text, ann_where, strict, warnings, ignored)
+            except DataError as problem:
+                if strict:
+                    raise
+                warnings.append(f"{problem}; annotation skipped")
+                continue
+            if label is not None:
+                ex_id = task_id if annotations == "latest" else f"{task_id}/{annotation.get('id')}"
+                examples.append(Example(ex_id, word_strings, label, where))
+        out.append(LabelStudioTask(task_id, text, tuple(words), tuple(examples)))
+    if ignored:
+        prefix = f"{source}: " if source else ""
+        warnings.append(
+            f"{prefix}ignored result regions of other controls than {spec.from_name!r} "
+            f"(type {', '.join(sorted(ignored))})"
+        )
+    return ParsedTasks(out, warnings, unannotated)
+
+
+def infer_spec(
+    tasks: Sequence[Any],
+    *,
+    annotations: Annotations = "latest",
+    text_field: str | None = None,
+    source: str = "",
+) -> LabelingSpec:
+    """The :class:`LabelingSpec` of an export read without its labeling config.
+
+    The task kind and the control come from the ``labels`` or ``choices`` regions of the
+    annotations that ``annotations`` uses; any label is allowed, several choices make a
+    multi-label example. ``text_field`` is the spec's ``data_key``.
+
+    Raises
+    ------
+    DataError
+        For a task that :func:`parse_tasks` would refuse for its id, annotations or text,
+        for labels and choices (or two controls) in one export, and for an export with neither.
+    """
+    _check_annotations(annotations)
+    kind: tuple[Task, str] | None = None  # (task, where first seen)
+    control: tuple[str, str, str] | None = None  # (from_name, to_name, where first seen)
+    seen: set[str] = set()
+    n_used = 0
+    for index, item in enumerate(tasks):
+        task_id, where = _identify(item, index, source, seen)
+        used = _used(item, where, annotations, True, [])
+        if not used:
+            continue
+        n_used += 1
+        _text(item, text_field, where)
+        for annotation in used:
+            regions = annotation.get("result")
+            for region in regions if isinstance(regions, list) else ():
+                rtype = region.get("type") if isinstance(region, dict) else None
+                task = KINDS.get(rtype) if isinstance(rtype, str) else None
+                if task is None:
+                    continue  # another control's region, or malformed: parse_tasks says which
+                if kind is None:
+                    kind = (task, where)
+                elif task != kind[0]:
+                    raise DataError(
+                        f"{where}: has {_KIND_NAMES[task]} regions, but {kind[1]} has "
+                        f"{_KIND_NAMES[kind[0]]}; an export must hold one of the two"
+                    )
+                from_name = region.get("from_name")
+                if not isinstance(from_name, str):
+                    raise DataError(f"{where}: a {rtype} region without a control ('from_name')")
+                if control is None:
+                    to_name = region.get("to_name")
+                    control = (from_name, to_name if isinstance(to_name, str) else "", where)
+                elif from_name != control[0]:
+                    raise DataError(
+                        f"{where}: {rtype} from the control {from_name!r}, but "
+                        f"{control[2]} has them from {control[0]!r}; subregweigh reads one "
+                        "<Labels> or <Choices> control per export"
+                    )
+    if kind is None or control is None:
+        prefix = f"{source}: " if source else ""
+        raise DataError(
+            f"{prefix}no annotation has labels (NER) or choices (classification) "
+            f"regions ({n_used} annotated tasks of {len(tasks)})"
+        )
+    return LabelingSpec(task=kind[0], from_name=control[0], to_name=control[1], data_key=text_field)
+
+
+# ----------------------------------------------------------------------------- export files
+
+_LOGGED = 10  # warnings logged one by one; the rest at debug level
+
+
+def read_label_studio(
+    path: PathLike, text_field: str | None = None, annotations: Annotations = "latest"
+) -> tuple[list[Example], Task]:
+    """Read a Label Studio JSON export (Project > Export > JSON).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A JSON array of tasks. Its task kind and control come from its regions
+        (:func:`infer_spec`): NER from ``labels`` regions, ``{"value": {"start", "end",
+        "labels": [...]}}`` with end-exclusive character offsets, which become IOB2 word tags
+        (an annotation without regions is all ``O``); classification from ``choices``, the
+        sorted tuple of the chosen classes (several for a multi-label project, as
+        :func:`~subregweigh.io.readers.read_jsonl` has them). Predictions are ignored.
+    text_field : str, optional
+        Key of the text in each task's ``data``. Default: the only string field of ``data``.
+    annotations : {"latest", "all"}, default "latest"
+        Per task, the latest (by ``updated_at``, else ``created_at``, then id) non-cancelled
+        annotation, example id = task id; or every non-cancelled one, id ``"task/annotation"``,
+        as the ML backend weighs them.
+
+    Returns
+    -------
+    examples : list of Example
+        In export order; ``source`` is ``"{path}:task {id}"``. Words: :func:`task_words`.
+    task : {"ner", "classification"}
+
+    Tasks without a non-cancelled annotation, and annotations without a choice, are skipped
+    with a logged warning; so are span problems that IOB2 cannot hold (a span that cuts a word
+    is widened to the whole word; a span overlapping another is dropped).
+
+    Raises
+    ------
+    DataError
+        ``"{path}:{line}: ..."`` for invalid JSON; ``"{path}:task {id}: ..."`` for a task
+        without text or with several text fields, a region outside the text or with malformed
+        offsets or labels, both labels and choices in one export, a duplicate task id, ...
+    """
+    name = str(path)
+    try:
+        tasks = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{name}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise DataError(f"{name}: invalid JSON (nested too deeply)") from None
+    if not isinstance(tasks, list):
+        raise DataError(
+            f"{name}:1: expected a JSON array of Label Studio tasks, got {type(tasks).__name__}"
+        )
+    if not tasks:
+        raise DataError(f"{name}:1: the export holds no tasks")
+    spec = infer_spec(tasks, annotations=annotations, text_field=text_field, source=name)
+    parsed = parse_tasks(tasks, spec, annotations=annotations, strict=True, source=name)
+    if parsed.unannotated:
+        logger.warning(
+            "%s: %d of %d tasks have no annotation (or only cancelled ones); skipped",
+            name,
+            parsed.unannotated,
+            len(tasks),
+        )
+    for warning in parsed.warnings[:_LOGGED]:
+        logger.warning("%s", warning)
+    if len(parsed.warnings) > _LOGGED:
+        logger.warning(
+            "%s: %d more problems like these (-v lists them)",
+            name,
+            len(parsed.warnings) - _LOGGED,
+        )
+        for warning in parsed.warnings[_LOGGED:]:
+            logger.debug("%s", warning)
+    examples = [ex for task in parsed.tasks if task is not None for ex in task.examples]
+    if not examples:
+        raise DataError(f"{name}: none of the {len(tasks)} tasks has a usable annotation")
+    return examples, spec.task

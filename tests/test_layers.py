@@ -1,0 +1,77 @@
+"""Imports point one way: ``model.py`` (label-studio-ml) -> ``backend`` -> ``subregweigh``.
+
+The engine knows nothing of Label Studio's packages (it reads export JSON by hand), nor of the
+backend; the backend knows nothing of ``model.py``, so an installed ``backend`` works anywhere.
+Read from the source with ``ast``: every import, at module level or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# package -> top-level modules it must not import
+FORBIDDEN = {
+    "subregweigh": {"backend", "model", "_wsgi", "flask", "werkzeug", "rq", "redis"},
+    "backend": {"model", "_wsgi"},
+}
+LABEL_STUDIO = "label_studio"  # label_studio_sdk, label_studio_ml, label_studio_tools, ...
+
+
+def imported_modules(path: Path, package: str) -> set[str]:
+    """Every module ``path`` imports (relative imports resolved against ``package``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # from . import x / from .x import y: inside the package
+                out.add(package)
+            else:
+                out.add(node.module or "")
+        elif (
+            isinstance(node, ast.Call)  # importlib.import_module("model"), __import__("model")
+            and getattr(node.func, "attr", getattr(node.func, "id", None))
+            in {"import_module", "__import__"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            out.add(str(node.args[0].value))
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_module_imports_from_a_layer_above(package):
+    files = sorted((REPO / package).rglob("*.py"))
+    assert len(files) >= 8
+    wrong = []
+    for path in files:
+        for module in imported_modules(path, package):
+            top = module.split(".")[0]
+            if top in FORBIDDEN[package] or (
+                package == "subregweigh" and top.startswith(LABEL_STUDIO)
+            ):
+                wrong.append(f"{path.relative_to(REPO)} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_sees_imports():
+    """The parser finds what it must (a check that finds nothing proves nothing)."""
+    found = imported_modules(REPO / "model.py", "")
+    assert {"backend", "label_studio_ml.model", "backend.settings"} <= found
+    assert "label_studio_sdk.label_interface" in imported_modules(
+        REPO / "backend" / "tasks.py", "backend"
+    )
+
+
+def test_rq_jobs_are_functions_not_paths_into_model():
+    """The job the server queues is a function of ``backend`` (pickled by reference), not a
+    ``"module:function"`` string that a worker resolves, once ``"model:train_project"``."""
+    for path in sorted((REPO / "backend").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not node.value.startswith("model:"), f"{path.name}: {node.value!r}"
