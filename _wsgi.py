@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from backend.settings import METHODS, Settings, SettingsError, configure_logging
+from backend.settings import METHODS, SCORES, Settings, SettingsError, configure_logging
 
 # Flags that are settings (the rest: --host, --port, --log-level): dest == Settings field.
 SETTINGS_FLAGS = (
@@ -27,6 +27,7 @@ SETTINGS_FLAGS = (
     "n_samples",
     "p",
     "method",
+    "score",
     "w_min",
     "epochs",
     "retrain_after",
@@ -58,6 +59,9 @@ def main(argv=None) -> None:
     parser.add_argument("--n-samples", type=int, help="SRW_N (default 500)")
     parser.add_argument("-p", type=float, help="SRW_P (default 0.1)")
     parser.add_argument("--method", choices=METHODS, help="SRW_METHOD")
+    parser.add_argument(
+        "--score", choices=SCORES, help="SRW_SCORE: a task's prediction score (default probability)"
+    )
     parser.add_argument("--w-min", type=float, help="SRW_W_MIN (default 1/3)")
     parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default 3)")
     parser.add_argument(

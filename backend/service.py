@@ -159,7 +159,7 @@ def _predict(
     ]
     if stale:
         start = time.perf_counter()
-        fresh = score_tasks(weigher(settings, store, version), spec, stale)
+        fresh = score_tasks(weigher(settings, store, version), spec, stale, settings.score)
         stored.update(fresh)
         with store.locked():  # add them to the version's store: every worker sees them
             scores = store.scores(version)
@@ -254,7 +254,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(message=f"training on {len(annotated)} annotations")
     srw = engine(settings, spec).fit(annotated)
     store.update_status(message=f"scoring {len(items)} tasks")
-    scores = score_tasks(srw, spec, items)
+    scores = score_tasks(srw, spec, items, settings.score)
     version = new_version_name()
     staging = store.staging_dir()
     srw.scout_.save(staging / "scout")
@@ -279,7 +279,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     doubtful = sum(1 for e in scores.values() if e["reliability"] and e["score"] < 0.5)
     message = (
         f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
-        f"reliability < 0.5; {len(scores) - n_annotated} pre-annotated"
+        f"{settings.score} score < 0.5; {len(scores) - n_annotated} pre-annotated"
     )
     logger.info("project %s: %s", project, message)
     return {

@@ -25,6 +25,8 @@ LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 # The engine's selection methods (subregweigh.selection.METHODS, held equal by a test): importing
 # that module would load scikit-learn here, in every process, before anything is served.
 METHODS = ("random", "cossim", "kmeans")
+# The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
+SCORES = ("probability", "agreement", "deterministic")
 
 # What a training computes: the server's values go with every training job.
 TRAINING = (
@@ -33,6 +35,7 @@ TRAINING = (
     "n_samples",
     "p",
     "method",
+    "score",
     "w_min",
     "freeze_encoder",
     "epochs",
@@ -92,6 +95,7 @@ class Settings:
     n_samples: int = 500
     p: float = 0.1
     method: str = "kmeans"
+    score: str = "probability"  # what a task's prediction score is (lower = review first)
     w_min: float = 1 / 3
     freeze_encoder: bool = False  # classification scouts of small projects
     epochs: int = 0  # 0: the scout's per-task default
@@ -114,6 +118,7 @@ class Settings:
                 raise SettingsError(f"{_NAMES[name]} is {getattr(self, name)!r}; {rule}")
 
         require(self.method in METHODS, "method", f"choose one of {', '.join(METHODS)}")
+        require(self.score in SCORES, "score", f"choose one of {', '.join(SCORES)}")
         require(self.k >= 1, "k", "K must be at least 1")
         require(
             self.n_samples >= self.k,
@@ -159,6 +164,7 @@ class Settings:
             n_samples=_env("SRW_N", cls.n_samples, int),
             p=_env("SRW_P", cls.p, float),
             method=_env("SRW_METHOD", cls.method),
+            score=_env("SRW_SCORE", cls.score),
             w_min=_env("SRW_W_MIN", cls.w_min, float),
             freeze_encoder=_flag("SRW_FREEZE_ENCODER"),
             epochs=_env("SRW_EPOCHS", cls.epochs, int),
@@ -200,6 +206,7 @@ class Settings:
 # How a setting is given: its environment variable, and _wsgi.py's flag for it.
 _NAMES = {
     "method": "SRW_METHOD (--method)",
+    "score": "SRW_SCORE (--score)",
     "k": "SRW_K (-k)",
     "n_samples": "SRW_N (--n-samples)",
     "p": "SRW_P (-p)",

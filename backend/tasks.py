@@ -104,18 +104,25 @@ def fingerprint(item: LabelStudioTask) -> str:
 
 
 def stored_prediction(
-    item: LabelStudioTask, spec: LabelingSpec, result, first: int, count: int
+    item: LabelStudioTask,
+    spec: LabelingSpec,
+    result,
+    first: int,
+    count: int,
+    score_name: str = "probability",
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
-    Annotated: score = the lowest reliability c/K among its annotations, result = the scout's
-    majority prediction for the least reliable one. Unannotated: score = the share of the K
+    Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
+    annotations, result = the scout's majority prediction for that least reliable one; every
+    annotation's c/K and probability are kept too. Unannotated: score = the share of the K
     predictions agreeing with the majority prediction (self-consistency).
     """
     rows = range(first, first + count)
     if item.examples:
-        row = min(rows, key=lambda r: result.reliability[r])
-        score = float(result.reliability[row])
+        quality = result.score(score_name)
+        row = min(rows, key=lambda r: quality[r])
+        score = float(quality[row])
     else:
         row = first
         score = float(result.majority_share[row])
@@ -135,13 +142,18 @@ def stored_prediction(
         "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows}
         if item.examples
         else {},
+        "probability": {result.ids[r]: float(result.probability[r]) for r in rows}
+        if item.examples
+        else {},
     }
 
 
-def score_tasks(srw, spec: LabelingSpec, items: Sequence[LabelStudioTask]) -> dict[str, dict]:
+def score_tasks(
+    srw, spec: LabelingSpec, items: Sequence[LabelStudioTask], score_name: str = "probability"
+) -> dict[str, dict]:
     """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
 
-    Returns task id (str) -> stored prediction.
+    Returns task id (str) -> stored prediction, scored by ``score_name``.
     """
     groups = [weighed(item) for item in items]
     examples = [ex for group in groups for ex in group]
@@ -150,6 +162,6 @@ def score_tasks(srw, spec: LabelingSpec, items: Sequence[LabelStudioTask]) -> di
     result = srw.weigh(examples)
     out, first = {}, 0
     for item, group in zip(items, groups):
-        out[item.id] = stored_prediction(item, spec, result, first, len(group))
+        out[item.id] = stored_prediction(item, spec, result, first, len(group), score_name)
         first += len(group)
     return out

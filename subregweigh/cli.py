@@ -27,6 +27,10 @@ from subregweigh.io import (
     write_weights,
 )
 
+# subregweigh.weigh.SCORES, default first (held equal by a test): importing that module here
+# would load torch before `--help` can answer.
+SCORES = ("probability", "agreement", "deterministic")
+
 logger = logging.getLogger("subregweigh")
 
 EXAMPLES = """examples:
@@ -166,6 +170,15 @@ def _build_parser() -> argparse.ArgumentParser:
         default=1 / 3,
         help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
     )
+    weigh.add_argument(
+        "--score",
+        choices=SCORES,
+        default=SCORES[0],
+        help="the ranking written as the `score` column and printed: probability (mean over the "
+        "K candidates of the scout's lowest p(gold); default, it finds most errors), agreement "
+        "(the paper's c/K) or deterministic (p(gold) on the ordinary tokenization). The "
+        "training weight stays max(w_min, c/K).",
+    )
     weigh.add_argument("--save-scout", metavar="DIR", help="also save the trained scout here")
     weigh.add_argument(
         "--scout", metavar="DIR", help="use this saved scout instead of training one"
@@ -219,8 +232,9 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--flags", help="JSONL of {id, corrupted} written by `noise`")
     evaluate.add_argument(
         "--column",
-        default="reliability",
-        help="score column to read (default: reliability, else weight)",
+        default="score",
+        help="score column to read (default: score, the ranking `weigh` chose; else "
+        "reliability, else weight)",
     )
     evaluate.add_argument("--model", metavar="DIR", help="a model directory written by `train`")
     evaluate.add_argument("--data", help="labelled data to score the model on")
@@ -294,28 +308,28 @@ def cmd_weigh(args) -> int:
             srw.scout_.save(args.save_scout)
             logger.info("saved scout to %s", args.save_scout)
     result = srw.weigh(examples)
-    write_weights(args.output, examples, result.weight, task=task, extra=result.columns())
+    score = result.score(args.score)
+    extra = {"score": score, **result.columns()}
+    write_weights(args.output, examples, result.weight, task=task, extra=extra)
     logger.info(
         "wrote weights of %d examples to %s (%.1f s in all)",
         len(examples),
         args.output,
         time.perf_counter() - start,
     )
-    _print_most_doubtful(examples, result.reliability)
+    _print_most_doubtful(examples, score, args.score)
     return 0
 
 
-def _print_most_doubtful(examples, reliability, n: int = 10) -> None:
-    order = np.argsort(reliability, kind="stable")[:n]
+def _print_most_doubtful(examples, score, name: str = "reliability", n: int = 10) -> None:
+    order = np.argsort(score, kind="stable")[:n]
     print(
-        f"{int((reliability < 0.5).sum())} of {len(examples)} examples have reliability < 0.5; "
-        f"most doubtful:"
+        f"{int((score < 0.5).sum())} of {len(examples)} examples have {name} < 0.5; most doubtful:"
     )
     for i in order:
         text = examples[i].text
         print(
-            f"  {reliability[i]:.2f}  id={examples[i].id}  "
-            f"{text[:70]}{'...' if len(text) > 70 else ''}"
+            f"  {score[i]:.2f}  id={examples[i].id}  {text[:70]}{'...' if len(text) > 70 else ''}"
         )
 
 
@@ -398,7 +412,8 @@ def _task_report(scout, examples, task) -> dict:
 
 
 def _read_column(path: str, column: str) -> dict[str, float]:
-    """id -> score from a .jsonl or .csv weights file (``column``, else ``weight``)."""
+    """id -> score from a .jsonl or .csv weights file (``column``; for the default ``score``,
+    falling back to ``reliability`` then ``weight``, as older and CrossWeigh files have)."""
     if path.endswith(".csv"):
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
@@ -413,9 +428,10 @@ def _read_column(path: str, column: str) -> dict[str, float]:
                         raise DataError(f"{path}:{line_no}: invalid JSON: {err.msg}") from None
     if not rows:
         raise DataError(f"{path}: no rows")
-    key = column if column in rows[0] else "weight"
-    if key not in rows[0]:
-        raise DataError(f"{path}: has neither a {column!r} nor a 'weight' column")
+    fallbacks = [column] + (["reliability", "weight"] if column == "score" else [])
+    key = next((name for name in fallbacks if name in rows[0]), None)
+    if key is None:
+        raise DataError(f"{path}: has no {' or '.join(map(repr, fallbacks))} column")
     return {str(row["id"]): float(row[key]) for row in rows}
 
 

@@ -28,6 +28,7 @@ NER_CONFIG = """<View>
     "values,message",
     [
         ({"method": "kmeanz"}, "SRW_METHOD (--method) is 'kmeanz'; choose one of random"),
+        ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of probability"),
         ({"k": 0}, "SRW_K (-k) is 0; K must be at least 1"),
         ({"k": 20, "n_samples": 10}, "SRW_N (--n-samples) is 10; N must be at least K (SRW_K"),
         ({"p": 1.0}, "SRW_P (-p) is 1.0; p must be in [0, 1)"),
@@ -49,6 +50,14 @@ def test_methods_are_the_engines():
     from subregweigh.selection import METHODS as ENGINE_METHODS
 
     assert set(METHODS) == set(ENGINE_METHODS)
+
+
+def test_scores_are_the_engines_with_its_default_first():
+    from backend.settings import SCORES
+    from subregweigh.weigh import DEFAULT_SCORE
+    from subregweigh.weigh import SCORES as ENGINE_SCORES
+
+    assert SCORES == ENGINE_SCORES and Settings().score == DEFAULT_SCORE == SCORES[0]
 
 
 def test_from_env_flags_win_over_the_environment(monkeypatch):
