@@ -145,9 +145,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     weigh.add_argument(
         "--method",
-        choices=["kmeans", "cossim", "random"],
+        choices=["kmeans", "cossim", "random", "kmeans-distinct", "cossim-sum"],
         default="kmeans",
-        help="how K candidates are chosen from N samples (default: kmeans)",
+        help="how K candidates are chosen from N samples (default: kmeans; the last two are "
+        "the authors' code's variants)",
     )
     weigh.add_argument(
         "-p",
