@@ -58,8 +58,9 @@ PROJECTS = [
     ),
 ]
 # Detection is checked where a rank statistic means something: with 10 wrong of 100 tasks, a
-# random order reaches AP 0.42 once in 1,000 projects (0.14 on average; simulated).
-DETECTION_TASKS, DETECTION_WRONG, MIN_AP = 100, 10, 0.5
+# random order reaches AP 0.42 once in 1,000 projects (0.14 on average; simulated). Measured
+# (training is seeded): NER AP 0.578, sentiment 0.601.
+DETECTION_TASKS, DETECTION_WRONG, MIN_AP = 100, 10, 0.45
 
 
 @pytest.mark.parametrize("jobs", ["embedded", "redis"])
