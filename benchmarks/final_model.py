@@ -56,17 +56,16 @@ Smoke run (about a minute):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
-import shlex
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from detection import DATA, RESULTS, _mean_sd, _pm, corrupt, load, machine, ranking
+from detection import DATA, RESULTS, _mean_sd, _pm, corrupt, load, ranking
+from provenance import command, machine, now
 from tqdm.auto import tqdm
 
 from subregweigh.crossweigh import CrossWeigh
@@ -254,7 +253,7 @@ class Benchmark:
             "benchmark": "final model trained on noisy CoNLL-2003, entity F1",
             "commands": self.commands,
             "machine": machine(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": now(),
             "config": self.config,
             "complete": not missing,
             "planned_runs": len(plan),
@@ -291,7 +290,7 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
             "train_seconds": round(train_seconds, 2),
             "weighing_seconds": round(weighing_seconds, 2),
             "weights": weight_detection(weights, corrupted) if weights is not None else None,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": now(),
         }
         bench.add_run(run)
         logger.info(
@@ -520,10 +519,7 @@ def main(argv=None) -> int:
     logging.getLogger("subregweigh").setLevel(logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = "python benchmarks/final_model.py " + shlex.join(
-        sys.argv[1:] if argv is None else argv
-    )
-    bench = Benchmark(args, command)
+    bench = Benchmark(args, command("final_model.py", argv))
     eval_sets = {name: read_conll(path)[: args.test_limit] for name, path in EVAL_SETS.items()}
     if not args.dev:
         del eval_sets["dev"]

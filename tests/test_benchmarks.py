@@ -126,3 +126,60 @@ def test_final_model_runs_resumes_and_keeps_finished_runs(final_model, tmp_path,
     assert "Incomplete" not in markdown
     for label in final_model.LABELS.values():
         assert f"| {label} | 0 |" in markdown
+
+
+@pytest.fixture
+def benchmark_module(monkeypatch):
+    """Import a script of benchmarks/ as when run from there."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import importlib
+
+    return importlib.import_module
+
+
+DETECTION_TINY = ["--sizes", "24", "--epochs", "1", "--n-samples", "6", "-k", "3", "--folds", "2"]
+
+
+def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monkeypatch):
+    detection = benchmark_module("detection")
+    args = DETECTION_TINY + ["--out", str(tmp_path), "--name", "det"]
+    assert detection.main(args + ["--seeds", "1"]) == 0
+    first = json.loads((tmp_path / "det.json").read_text())
+    assert first["complete"] and first["summary"]["24"]["methods"]["random"]
+    (run,) = first["runs"]
+    assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5  # cleanlab's default = p(gold)
+    assert run["methods"]["length"]["ap"] >= 0 and "Command:" in (tmp_path / "det.md").read_text()
+
+    # other settings: refused; same settings: seed 0 kept as it was, only seed 1 is run
+    with pytest.raises(ValueError, match="other settings"):
+        detection.main([*args, "--seeds", "2", "--resume", "-k", "4"])
+    real_run_one = detection.run_one
+    seeds_run = []
+
+    def counting_run_one(a, size, seed):
+        seeds_run.append(seed)
+        return real_run_one(a, size, seed)
+
+    monkeypatch.setattr(detection, "run_one", counting_run_one)
+    assert detection.main([*args, "--seeds", "2", "--resume"]) == 0
+    resumed = json.loads((tmp_path / "det.json").read_text())
+    assert seeds_run == [1] and resumed["complete"]
+    assert resumed["runs"][0] == run and resumed["runs"][1]["seed"] == 1
+    assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
+
+
+def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
+    ablation = benchmark_module("ablation")
+    args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
+    args += ["--methods", "random", "kmeans", "--ps", "0", "0.1", "--out", str(tmp_path)]
+    assert ablation.main(args) == 0
+    result = json.loads((tmp_path / "ablation-conll-sentence.json").read_text())
+    variants = result["runs"][0]["variants"]
+    assert set(variants) == {"random p=0.0", "kmeans p=0.0", "random p=0.1", "kmeans p=0.1"}
+    for name, row in variants.items():
+        assert 0 <= row["probability"]["ap"] <= 1 and row["weigh_seconds"] > 0
+    # p=0 reproduces the tokenizer: one distinct candidate, the deterministic one, every time
+    assert variants["kmeans p=0.0"]["distinct_per_example"] == 1.0
+    assert variants["kmeans p=0.0"]["deterministic_share"] == 1.0
+    assert variants["kmeans p=0.1"]["distinct_per_example"] > 1.0
+    assert "| kmeans p=0.1 |" in (tmp_path / "ablation-conll-sentence.md").read_text()
