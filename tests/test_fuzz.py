@@ -482,6 +482,7 @@ def fuzz(tmp_path_factory, tiny_scout):
             **ENGINE,
         ),
         runner=FakeRunner(),
+        selftest_runner=FakeRunner(),
     )
     fuzz = Fuzz(app, version)
     fuzz.assert_still_serving()  # and the scout is loaded before the first timed example
