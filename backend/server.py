@@ -24,6 +24,7 @@ from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
 from backend.store import ProjectStore, project_id
 from backend.tasks import ConfigError, parse_label_config
+from subregweigh.selftest import NOISES
 
 logger = logging.getLogger(__name__)
 
@@ -333,13 +334,17 @@ def create_app(settings: Settings | None = None, runner=None, selftest_runner=No
     @app.post("/selftest")
     def selftest():
         body = _request_json()
-        raw = request.args.get("project")
-        if raw is None and isinstance(body, dict):
-            raw = body.get("project")
-        store = store_for(raw)
+        body = body if isinstance(body, dict) else {}
+        store = store_for(request.args.get("project", body.get("project")))
+        raw = request.args.get("noise", body.get("noise", ",".join(NOISES)))
+        noises = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(noises, list) or not noises or not set(noises) <= set(NOISES):
+            raise BadRequest(f"noise must be among {', '.join(NOISES)}, got {str(raw)[:60]!r}")
+        # The job reads what was asked last (submissions of one project collapse into one job).
+        store.update_status(selftest_request={"noises": noises, "at": time.time()})
         outcome = selftest_runner.submit(store.project)
-        logger.info("project %s: self-test %s", store.project, outcome)
-        return jsonify(status=outcome, project=store.project), 202
+        logger.info("project %s: self-test (%s noise) %s", store.project, ",".join(noises), outcome)
+        return jsonify(status=outcome, project=store.project, noise=noises), 202
 
     @app.route("/versions", methods=["GET", "POST"])
     def versions():

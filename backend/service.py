@@ -346,9 +346,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
 def selftest_project(project: str, settings: Settings) -> dict:
     """How far ``project`` can trust its flags: inject known errors into a copy of its
     annotations, weigh the copy with ``settings``, and keep the outcome in the project's status
-    (``selftest``; :func:`subregweigh.selftest.self_test`). Reads Label Studio, writes nothing
-    there. Runs in a background job; on failure the error is kept and the exception propagates.
-    """
+    (``selftest``; :func:`subregweigh.selftest.self_test`), with the noise kinds last asked for
+    (``selftest_request``, written by ``POST /selftest``; default both). Reads Label Studio,
+    writes nothing there. Runs in a background job; on failure the error is kept and the
+    exception propagates."""
     store = ProjectStore(settings.model_dir, project)
     store.update_status(
         selftest={"state": "running", "started_at": time.time(), "message": "fetching annotations"}
@@ -380,7 +381,7 @@ def run_queued_selftest(project: str, training: dict) -> dict:
 
 
 def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
-    from subregweigh.selftest import describe, self_test
+    from subregweigh.selftest import NOISES, describe, self_test
 
     _, spec, items, _, refusal = _annotations(project, settings, "the self-test")
     if refusal:
@@ -392,10 +393,12 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
             "message": f"weighing copies of {len(examples)} annotations with injected errors",
         }
     )
+    request = store.status().get("selftest_request") or {}
     outcome = self_test(
         examples,
         spec.task,
         lambda: engine(settings, spec),
+        noises=request.get("noises") or NOISES,
         score=settings.score,
         random_state=settings.seed,
     )

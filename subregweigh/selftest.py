@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from subregweigh.example import Example, Task
-from subregweigh.metrics import detection_report
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +93,8 @@ def self_test(
         many, rounded), ``top``, ``found_in_top`` (injected errors among the ``top`` (10) most
         doubtful), ``mean_score_injected`` and ``mean_score_clean``, ``seconds``.
     """
+    from subregweigh.metrics import detection_report  # scikit-learn: loaded when needed
+
     if len(examples) < 2:
         raise ValueError(f"a self-test needs at least 2 annotations, got {len(examples)}")
     results = []
