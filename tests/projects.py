@@ -6,6 +6,7 @@ Label Studio's import format, and helpers to wait for the backend's training.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -228,6 +229,18 @@ def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -
             return status
         time.sleep(2)
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
+
+
+def score_below(value: float) -> str:
+    """The Data Manager's filter "Prediction score < value", as the JSON ``query`` of
+    ``/api/tasks`` (and of label-studio-sdk's ``tasks.list``)."""
+    item = {
+        "filter": "filter:tasks:predictions_score",
+        "operator": "less",
+        "type": "Number",
+        "value": value,
+    }
+    return json.dumps({"filters": {"conjunction": "and", "items": [item]}})
 
 
 def field(obj, name):

@@ -8,7 +8,6 @@ One NER project (CoNLL-2003 sentences) is built with known annotators and known 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from urllib.parse import quote
@@ -23,6 +22,7 @@ from tests.projects import (
     TEAM,
     create_users,
     field,
+    score_below,
     team_ner_tasks,
     wait_trained,
 )
@@ -217,21 +217,8 @@ def test_data_manager_filter_and_region_doubt_through_label_studio(project):
             noted += bool(region.get("meta", {}).get("text"))
     assert noted >= 1, "no region says where the annotation differs"
     # The Data Manager's filter "Prediction score < 0.5" on the stored scores
-    query = {
-        "filters": {
-            "conjunction": "and",
-            "items": [
-                {
-                    "filter": "filter:tasks:predictions_score",
-                    "operator": "less",
-                    "type": "Number",
-                    "value": 0.5,
-                }
-            ],
-        }
-    }
     listed = project.ls_server.api(
-        "GET", f"/api/tasks?project={project.id}&page_size=100&query={quote(json.dumps(query))}"
+        "GET", f"/api/tasks?project={project.id}&page_size=100&query={quote(score_below(0.5))}"
     )["tasks"]
     below = {t for t, s in scores.items() if s < 0.5}
     assert below and len(below) < len(scores)  # the filter has something to tell apart
