@@ -13,6 +13,7 @@ import base64
 import io
 import json
 import math
+import time
 from pathlib import Path
 
 from subregweigh.io.atomic import PathLike, atomic_write_text
@@ -72,6 +73,18 @@ def _number(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def _when(value) -> str:
+    """A Unix time as UTC; anything else as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
+    return str(value)
+
+
+def _plain(value) -> str:
+    """A setting's value for display: floats to 4 significant digits."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def _shade(count: int, total: int, diagonal: bool) -> str:
     """A cell's background: its share of the row, green on the diagonal, red off it."""
     share = count / total if total else 0.0
@@ -89,7 +102,7 @@ def _environment():
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(percent=_percent, number=_number)
+    env.filters.update(percent=_percent, number=_number, when=_when, plain=_plain)
     env.globals.update(shade=_shade)
     return env
 

@@ -113,6 +113,11 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
 TEAM = ("alice@example.com", "bob@example.com", "carol@example.com")
 
 
+# The team project's scout: small for CI's 2 cores; batches of 4 give 40 annotations enough
+# optimizer steps in 5 epochs.
+TEAM_ENV = {**ENGINE_ENV, "SRW_EPOCHS": "5", "SRW_BATCH_SIZE": "4", "SRW_N": "30", "SRW_K": "5"}
+
+
 def create_users(ls_server, emails=TEAM) -> dict[str, int]:
     """Label Studio users (email -> id), so that imported annotations can name them."""
     ids = {}
@@ -217,11 +222,13 @@ class TrainingFailed(AssertionError):
     """The backend reported a failed training, or none finished in time."""
 
 
-def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -> dict:
+def wait_trained(
+    backend: BackendServer, project: int, timeout: float = 900.0, auth: tuple | None = None
+) -> dict:
     deadline = time.monotonic() + timeout
     status = {}
     while time.monotonic() < deadline:
-        code, status = backend.get(f"/status?project={project}")
+        code, status = backend.get(f"/status?project={project}", auth=auth)
         assert code == 200, status
         if status["state"] == "failed":
             raise TrainingFailed(f"training failed: {status['last_error']}\n{backend.log()}")
@@ -248,9 +255,15 @@ def field(obj, name):
 
 
 def publish_scout(
-    model_dir, project: int | str, scout, version: str | None = None, scores: dict | None = None
+    model_dir,
+    project: int | str,
+    scout,
+    version: str | None = None,
+    scores: dict | None = None,
+    meta=None,
 ) -> str:
-    """Publish ``scout`` as a version of ``project`` the way a training does; returns its name."""
+    """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
+    ``meta``: the version's meta.json, or a function of the version's name that gives it."""
     from backend.store import ProjectStore, new_version_name
     from subregweigh.io.atomic import atomic_write_json
 
@@ -259,6 +272,8 @@ def publish_scout(
     scout.save(staging / "scout")
     atomic_write_json(staging / "scores.json", scores or {})
     version = version or new_version_name()
+    if meta is not None:
+        atomic_write_json(staging / "meta.json", meta(version) if callable(meta) else meta)
     store.publish(staging, version)
     return version
 
@@ -266,3 +281,42 @@ def publish_scout(
 def ner_task(task_id: int, text: str) -> dict:
     """A task as Label Studio sends it to /predict, without annotations."""
     return {"id": task_id, "data": {"text": text}, "annotations": [], "predictions": []}
+
+
+def wait_selftest(
+    backend: BackendServer, project: int, timeout: float = 900.0, auth: tuple | None = None
+) -> dict:
+    """The ``selftest`` of the project's status once the self-test job has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code, status = backend.get(f"/status?project={project}", auth=auth)
+        assert code == 200, status
+        selftest = status["selftest"]
+        if selftest["state"] == "failed":
+            raise TrainingFailed(f"self-test failed: {selftest}\n{backend.log()}")
+        if selftest["state"] == "idle" and selftest.get("results") and selftest["job"] == "idle":
+            return selftest
+        if time.monotonic() > deadline:
+            raise TrainingFailed(f"self-test did not finish in {timeout:.0f} s: {selftest}")
+        time.sleep(2)
+
+
+def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, seed: int = 11):
+    """The :func:`team_ner_tasks` project in a real Label Studio, its users created, connected to
+    ``backend`` (with basic auth ``auth``) and trained through Label Studio.
+
+    Returns ``(project id, task ids in import order, what was built, status after training)``.
+    """
+    from label_studio_sdk.client import LabelStudio
+
+    ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
+    tasks, built = team_ner_tasks(np.random.default_rng(seed), create_users(ls_server))
+    project = ls.projects.create(title="Team NER", label_config=NER_CONFIG)
+    imported = ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True)
+    login = {}
+    if auth:  # Label Studio calls the backend with this user and password
+        login = dict(auth_method="BASIC_AUTH", basic_auth_user=auth[0], basic_auth_pass=auth[1])
+    ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh", **login)
+    ls.ml.train(id=ml.id)
+    status = wait_trained(backend, project.id, auth=auth)
+    return project.id, list(imported.task_ids), built, status

@@ -8,7 +8,6 @@ One NER project (CoNLL-2003 sentences) is built with known annotators and known 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from urllib.parse import quote
 
@@ -16,20 +15,10 @@ import numpy as np
 import pytest
 
 from tests.browser import Page, require_chromium
-from tests.projects import (
-    ENGINE_ENV,
-    NER_CONFIG,
-    TEAM,
-    create_users,
-    field,
-    score_below,
-    team_ner_tasks,
-    wait_trained,
-)
+from tests.projects import TEAM, TEAM_ENV, field, score_below, team_project, wait_selftest
 from tests.servers import BackendServer, LabelStudioServer, require_label_studio
 
 AUTH = ("lead", "report-pass-5e1f")
-SCOUT = {"SRW_EPOCHS": "5", "SRW_BATCH_SIZE": "4", "SRW_N": "30", "SRW_K": "5"}  # CI: 2 cores
 
 
 class Project:
@@ -58,8 +47,7 @@ def project(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     with LabelStudioServer() as ls_server:
         env = {
-            **ENGINE_ENV,
-            **SCOUT,
+            **TEAM_ENV,
             "LABEL_STUDIO_URL": ls_server.url,
             "LABEL_STUDIO_API_KEY": ls_server.token,
             "BASIC_AUTH_USER": AUTH[0],
@@ -68,41 +56,10 @@ def project(tmp_path_factory):
         backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
         try:
             ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
-            users = create_users(ls_server)
-            tasks, built = team_ner_tasks(np.random.default_rng(11), users)
-            created = ls.projects.create(title="Team NER", label_config=NER_CONFIG)
-            task_ids = list(
-                ls.projects.import_tasks(
-                    id=created.id, request=tasks, return_task_ids=True
-                ).task_ids
-            )
-            # Label Studio calls the backend with the basic-auth user and password given here.
-            ml = ls.ml.create(
-                project=created.id,
-                url=backend.url,
-                title="subregweigh",
-                auth_method="BASIC_AUTH",
-                basic_auth_user=AUTH[0],
-                basic_auth_pass=AUTH[1],
-            )
-            ls.ml.train(id=ml.id)
-            status = wait_trained(_authed(backend), created.id)
-            yield Project(ls_server, backend, ls, created.id, task_ids, built, status)
+            project_id, task_ids, built, status = team_project(ls_server, backend, auth=AUTH)
+            yield Project(ls_server, backend, ls, project_id, task_ids, built, status)
         finally:
             backend.stop()
-
-
-class _authed:
-    """wait_trained's view of the backend, with basic auth."""
-
-    def __init__(self, backend):
-        self.backend = backend
-
-    def get(self, path):
-        return self.backend.get(path, auth=AUTH)
-
-    def log(self, lines=80):
-        return self.backend.log(lines)
 
 
 def test_every_annotation_has_its_own_score_and_the_task_its_minimum(project):
@@ -237,15 +194,7 @@ def test_selftest_job_reports_without_touching_label_studio(project):
         f"/selftest?project={project.id}", {"noise": ["sentence"]}, auth=AUTH
     )
     assert code == 202 and body["noise"] == ["sentence"], body
-    deadline = time.monotonic() + 900
-    while True:
-        selftest = project.get(f"/status?project={project.id}")["selftest"]
-        if selftest["state"] == "failed":
-            pytest.fail(f"self-test failed: {selftest}\n{project.backend.log()}")
-        if selftest["state"] == "idle" and selftest.get("results") and selftest["job"] == "idle":
-            break
-        assert time.monotonic() < deadline, selftest
-        time.sleep(2)
+    selftest = wait_selftest(project.backend, project.id, auth=AUTH)
     assert selftest["n"] == 40 and selftest["rate"] == 0.1
     (result,) = selftest["results"]
     assert result["noise"] == "sentence" and result["n_injected"] == 4  # 10% of 40
