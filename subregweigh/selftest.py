@@ -86,7 +86,8 @@ def self_test(
     Returns
     -------
     dict
-        ``task``, ``n``, ``rate``, ``score``, and ``results``: per noise kind ``noise``,
+        ``task``, ``n``, ``rate``, ``score``, and ``results``: per noise kind ``noise``
+        (``"paper"``, ``"sentence"``; classification: ``"flip"``),
         ``n_injected`` (corrupted examples), ``base_rate`` (``n_injected / n``, the AP of a
         random ranking), ``average_precision``, ``auroc``, ``precision_at_injected`` (the
         share of injected errors among the ``n_injected`` most doubtful), ``found`` (that
@@ -110,7 +111,7 @@ def self_test(
         report = detection_report(values, mask, ks=sorted({n_injected, top}))
         results.append(
             {
-                "noise": noise,
+                "noise": noise if task == "ner" else "flip",
                 "n_injected": n_injected,
                 "base_rate": n_injected / len(noisy),
                 "average_precision": report["average_precision"],

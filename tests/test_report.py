@@ -447,7 +447,8 @@ def test_cli_selftest_on_sst2(tmp_path, capsys, sst2_train):
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
     assert result["task"] == "classification" and result["n"] == 60
-    (only,) = result["results"]  # classification: one kind of noise
+    (only,) = result["results"]  # classification: one kind of noise, flipped labels
+    assert only["noise"] == "flip"
     assert only["n_injected"] == 6 and only["base_rate"] == pytest.approx(0.1)
     assert 0 <= only["found"] <= 6 and 0 <= only["found_in_top"] <= 10
     assert 0 < only["average_precision"] <= 1
