@@ -1,5 +1,6 @@
-"""The HTTP face of the backend: the endpoints Label Studio calls, plus status, and the policy
-on Label Studio's webhook events.
+"""The HTTP face of the backend: the endpoints Label Studio calls, plus status, the project
+report (``/report``, ``/report.json``) and the self-test (``POST /selftest``), and the policy on
+Label Studio's webhook events.
 
 label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by our own small
 Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
