@@ -24,7 +24,7 @@ LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
 # The engine's selection methods (subregweigh.selection.METHODS, held equal by a test): importing
 # that module would load scikit-learn here, in every process, before anything is served.
-METHODS = ("random", "cossim", "kmeans")
+METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("probability", "agreement", "deterministic")
 

@@ -27,7 +27,8 @@ scout training + one pass over the ordinary segmentations; OOF = its fold traini
 Each command writes ``benchmarks/results/NAME.json`` and ``NAME.md`` (after every run, so an
 interrupted run leaves the finished ones, marked incomplete) and, with several sizes, ``NAME.png``
 (AP against project size). NAME: ``detection-DATASET-NOISE``, ``-curve`` with several sizes,
-``-cw`` with ``--crossweigh``. The full results:
+``-cw`` with ``--crossweigh``. ``--resume`` keeps the finished runs of an earlier NAME.json made
+with the same settings, so a long curve can be finished over several sessions. The full results:
 
     python benchmarks/detection.py --dataset conll --noise sentence
     python benchmarks/detection.py --dataset conll --noise paper
@@ -51,14 +52,9 @@ a minute):
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
-import os
-import platform
-import shlex
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -80,6 +76,9 @@ from subregweigh.io import read_conll, read_tsv
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import command, footer, save, stamp  # noqa: E402
 
 logger = logging.getLogger("detection")
 
@@ -129,6 +128,11 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished runs of NAME.json (same settings) and do only the rest",
+    )
     args = parser.parse_args(argv)
     args.noise = args.noise or ("sentence" if args.dataset == "conll" else "flip")
     datasets, default_rate = NOISE[args.noise]
@@ -317,12 +321,7 @@ def markdown(result) -> str:
         lines.append("")
     if "plot" in result:
         lines += [f"![AP against project size]({result['plot']})", ""]
-    lines += [
-        f"Command: `{result['command']}`",
-        f"Machine: {result['machine']}.",
-        f"Date: {result['date']}.",
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + footer(result)) + "\n"
 
 
 def plot(result, path: Path) -> None:
@@ -361,26 +360,9 @@ def plot(result, path: Path) -> None:
     plt.close(fig)
 
 
-def _atomic_write(path: Path, data: bytes | str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-    os.replace(tmp, path)
-
-
-def machine() -> str:
-    return (
-        f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, "
-        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
-        f"torch {torch.__version__}, Python {platform.python_version()}"
-    )
-
-
 def write(args, runs, command, planned) -> dict:
     result = {
-        "command": command,
-        "machine": machine(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **stamp(command),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "complete": len(runs) == planned,
         "planned_runs": planned,
@@ -392,9 +374,30 @@ def write(args, runs, command, planned) -> dict:
         png = args.out / f"{args.name}.png"
         plot(result, png)
         result["plot"] = png.name
-    _atomic_write(args.out / f"{args.name}.json", json.dumps(result, indent=2) + "\n")
-    _atomic_write(args.out / f"{args.name}.md", markdown(result))
+    save(args.out, args.name, result, markdown(result))
     return result
+
+
+# Settings that change results: a resumed run must match them; sizes, seeds, threads may differ.
+RESULT_SETTINGS = (
+    "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
+    "crossweigh", "cw_folds", "cw_iterations", "model",
+)  # fmt: skip
+
+
+def finished_runs(args) -> list[dict]:
+    """The runs of an earlier ``NAME.json`` to keep with ``--resume`` (none without it).
+
+    Raises ValueError if that file was made with other settings.
+    """
+    path = args.out / f"{args.name}.json"
+    if not args.resume or not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    differ = [k for k in RESULT_SETTINGS if earlier["config"].get(k) != getattr(args, k)]
+    if differ:
+        raise ValueError(f"{path} was made with other settings ({', '.join(differ)}); no resume")
+    return [r for r in earlier["runs"] if r["size"] in args.sizes and r["seed"] < args.seeds]
 
 
 def main(argv=None) -> int:
@@ -405,10 +408,14 @@ def main(argv=None) -> int:
     logging.getLogger("subregweigh").setLevel(logging.WARNING)  # one line per run is enough
     if args.threads:
         torch.set_num_threads(args.threads)
-    command = "python benchmarks/detection.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command_line = command("detection.py", argv)
     plan = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
-    runs = []
-    for size, seed in tqdm(plan, desc="detection runs", unit="run"):
+    runs = finished_runs(args)
+    done = {(r["size"], r["seed"]) for r in runs}
+    if done:
+        logger.info("resuming: %d of %d runs already finished", len(done), len(plan))
+    result = write(args, runs, command_line, len(plan))
+    for size, seed in tqdm([x for x in plan if x not in done], desc="detection runs", unit="run"):
         runs.append(run_one(args, size, seed))
         logger.info(
             "size %d seed %d (base rate %.3f): %s",
@@ -417,7 +424,7 @@ def main(argv=None) -> int:
             runs[-1]["base_rate"],
             ", ".join(f"{m} AP {v['ap']:.3f}" for m, v in runs[-1]["methods"].items()),
         )
-        result = write(args, runs, command, len(plan))
+        result = write(args, runs, command_line, len(plan))
     print(markdown(result))
     return 0
 

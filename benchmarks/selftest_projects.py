@@ -1,12 +1,12 @@
 """The self-test on the test projects: how far each could trust its flags.
 
 Builds the CoNLL-2003 NER and SST-2 sentiment projects of tests/projects.py (50 tasks each, 5
-of them deliberately mis-annotated, the projects of tests/test_e2e_label_studio.py) as Label
-Studio JSON exports, and runs ``subregweigh selftest`` on each with the scout settings of those
-end-to-end tests (tests.projects.ENGINE_ENV and each project's own). The self-test injects 10%
-known errors into a copy (NER: the paper's word-label noise, and sentence-level noise;
-sentiment: flipped labels) and measures how the ranking finds them. The projects' own 5 wrong
-annotations count as clean there, so the numbers are a floor.
+of them deliberately mis-annotated, as tests/test_e2e_label_studio.py builds them for its rq
+runs) as Label Studio JSON exports, and runs ``subregweigh selftest`` on each with the scout
+settings of those end-to-end tests (tests.projects.ENGINE_ENV and each project's own). The
+self-test injects 10% known errors into a copy (NER: the paper's word-label noise, and
+sentence-level noise; sentiment: flipped labels) and measures how the ranking finds them. The
+projects' own 5 wrong annotations count as clean there, so the numbers are a floor.
 
     python benchmarks/selftest_projects.py [--threads 1] [--projects ner sentiment]
 
@@ -80,7 +80,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     makers = {"ner": ner_tasks, "sentiment": classification_tasks}
-    settings = {name: env for name, _, _, env, _ in PROJECTS}
+    settings = {name: env for name, _, _, env in PROJECTS}
     runs = []
     with tempfile.TemporaryDirectory(prefix="srw-selftest-") as tmp:
         for name in args.projects:

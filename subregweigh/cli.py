@@ -105,9 +105,10 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("weighing (SubRegWeigh)")
     group.add_argument(
         "--method",
-        choices=["kmeans", "cossim", "random"],
+        choices=["kmeans", "cossim", "random", "kmeans-distinct", "cossim-sum"],
         default="kmeans",
-        help="how K candidates are chosen from N samples (default: kmeans)",
+        help="how K candidates are chosen from N samples (default: kmeans; the last two are "
+        "the authors' code's variants)",
     )
     group.add_argument(
         "-p",

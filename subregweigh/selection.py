@@ -11,6 +11,13 @@ as the corpus (a candidate drawn c times counts c times in the document frequenc
   candidate nearest its centroid vector. (The paper's public code compares candidates with the
   scalar mean of the centroid; the vector is what the method describes.)
 
+Two variants, as the authors' code does them, for the ablation in ``benchmarks/ablation.py``:
+
+* ``cossim-sum``: repeatedly the candidate whose *summed* similarity to the deterministic
+  segmentation and to those already chosen is lowest (a candidate may be chosen twice);
+* ``kmeans-distinct``: K-means over the distinct candidates, each counted once, so the frequent
+  draws (above all the deterministic segmentation itself) weigh no more than rare ones.
+
 Selections return ``(index, multiplicity)``: candidate indices and how many of the K slots each
 fills, so that each distinct segmentation is predicted once and counted as often as it was chosen.
 """
@@ -27,7 +34,7 @@ from sklearn.feature_extraction.text import TfidfTransformer
 
 from subregweigh.subword import Candidates, Segmentation
 
-METHODS = ("random", "cossim", "kmeans")
+METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 
 
 def tfidf_vectors(
@@ -54,14 +61,26 @@ def tfidf_vectors(
     return transformer.transform(counts).toarray(), transformer.transform(ref).toarray()[0]
 
 
-def select_cossim(X: np.ndarray, x_ref: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy max-min diversity: ``min(k, m)`` distinct candidates, each chosen once.
+def select_cossim(
+    X: np.ndarray, x_ref: np.ndarray, k: int, rule: str = "maxmin"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy diversity. ``rule="maxmin"``: ``min(k, m)`` distinct candidates, each chosen once,
+    each the least similar to its most similar predecessor. ``rule="sum"`` (the authors' code):
+    K picks, each the lowest summed similarity to the predecessors; repeats allowed.
 
     Parameters
     ----------
     X : ndarray of shape (m, t), rows L2-normalized
     x_ref : ndarray of shape (t,), the deterministic segmentation's vector
     """
+    if rule == "sum":
+        summed = X @ x_ref
+        picks = []
+        for _ in range(k):
+            picks.append(int(np.argmin(summed)))  # ties: lowest index, i.e. first drawn
+            summed = summed + X @ X[picks[-1]]
+        index, multiplicity = np.unique(picks, return_counts=True)
+        return index.astype(np.int64), multiplicity.astype(np.int64)
     m = X.shape[0]
     closest = X @ x_ref  # highest similarity to anything already "taken"
     chosen = []
@@ -75,7 +94,7 @@ def select_cossim(X: np.ndarray, x_ref: np.ndarray, k: int) -> tuple[np.ndarray,
 
 
 def select_kmeans(
-    X: np.ndarray, counts: np.ndarray, k: int, random_state: int | None = None
+    X: np.ndarray, counts: np.ndarray | None, k: int, random_state: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """One real, distinct candidate per K-means cluster: the one nearest the centroid vector.
 
@@ -84,7 +103,8 @@ def select_kmeans(
     Parameters
     ----------
     X : ndarray of shape (m, t)
-    counts : ndarray of shape (m,), draw counts (sample weights)
+    counts : ndarray of shape (m,) or None
+        Draw counts, used as sample weights; None counts each distinct candidate once.
     """
     m = X.shape[0]
     if m <= k:
@@ -127,6 +147,7 @@ def choose(
     if len(candidates) == 1:
         return np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64)
     X, x_ref = tfidf_vectors(candidates, reference, n_terms)
-    if method == "cossim":
-        return select_cossim(X, x_ref, k)
-    return select_kmeans(X, candidates.counts, k, random_state)
+    if method in ("cossim", "cossim-sum"):
+        return select_cossim(X, x_ref, k, rule="sum" if method == "cossim-sum" else "maxmin")
+    counts = candidates.counts if method == "kmeans" else None
+    return select_kmeans(X, counts, k, random_state)

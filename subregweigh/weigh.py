@@ -230,7 +230,8 @@ class SubRegWeigh:
         N, segmentations sampled per example for Cos-Sim and K-means.
     k : int, default=10
         K, segmentations predicted per example.
-    method : {"kmeans", "cossim", "random"}, default="kmeans"
+    method : {"kmeans", "cossim", "random", "kmeans-distinct", "cossim-sum"}, default="kmeans"
+        See :mod:`subregweigh.selection`.
     w_min : float, default=1/3
         Weight floor.
     random_state : int, default=0
@@ -325,17 +326,37 @@ class SubRegWeigh:
                 segmentations.extend(drawn[j] for j in index)
                 owner.extend([i] * len(index))
                 multiplicity.extend(mult.tolist())
-        return (
-            segmentations,
-            np.array(owner, dtype=np.int64),
-            np.array(multiplicity, dtype=np.int64),
-        )
+        owner = np.array(owner, dtype=np.int64)
+        self._warn_if_collapsed(owner, len(examples), sampler.kind)
+        return segmentations, owner, np.array(multiplicity, dtype=np.int64)
+
+    def _warn_if_collapsed(self, owner: np.ndarray, n: int, kind: str) -> None:
+        # A sampler that barely varies at this p (Unigram at p=0.1: inverse temperature 9)
+        # leaves one or two distinct segmentations per text, and the K votes say little.
+        few = np.bincount(owner, minlength=n) < min(self.k, 3)
+        if n and few.mean() > 0.5:
+            logger.warning(
+                "%d of %d examples have fewer than %d distinct segmentations among their K=%d "
+                "(%s at p=%g): their scores rest on one or two tokenizations. Raise p (Unigram "
+                "models: 0.3 or more; python benchmarks/diversity.py measures it)",
+                int(few.sum()),
+                n,
+                min(self.k, 3),
+                self.k,
+                kind,
+                self.p,
+            )
 
     def weigh(self, examples: Sequence[Example]) -> WeighResult:
         """Weigh ``examples`` (usually the scout's own training data)."""
         if not hasattr(self, "scout_"):
             raise RuntimeError("call fit() before weigh()")
-        segmentations, owner, multiplicity = self.candidates(examples)
+        return self.weigh_candidates(examples, *self.candidates(examples))
+
+    def weigh_candidates(
+        self, examples: Sequence[Example], segmentations, owner, multiplicity
+    ) -> WeighResult:
+        """Weigh ``examples`` on given candidates, as :meth:`candidates` returns them."""
         # One pass gives both the labels (for c/K) and p(gold) (for the probability scores).
         predicted, gold_proba = self.scout_.score_segmentations(
             segmentations,

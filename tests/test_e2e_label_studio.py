@@ -1,10 +1,11 @@
 """End to end against a real Label Studio 1.23 and a real redis-server, both on loopback.
 
-NER (CoNLL-2003) and classification (SST-2) projects get ~50 annotated tasks each, 10% of them
+NER (CoNLL-2003) and classification (SST-2) projects get annotated tasks, 10% of them
 deliberately wrong. The backend is connected and trained through Label Studio's API; then the
 API must show a scored prediction on every task, the project's model_version set to the new
-version, and the wrong annotations at the top when tasks are ordered by prediction score.
-Runs with the embedded job runner and with rq + Redis.
+version, and the wrong annotations near the top when tasks are ordered by prediction score.
+Runs with the embedded job runner (100 tasks, where detection is checked) and with rq + Redis
+(50 tasks: the same training code, so only the plumbing is checked there).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.metrics import average_precision_score
 
 from tests.projects import (
     CLS_CONFIG,
     ENGINE_ENV,
     N_TASKS,
-    N_WRONG,
     NER_CONFIG,
     classification_tasks,
     field,
@@ -44,9 +45,9 @@ def label_studio():
         yield server
 
 
-# name, labeling config, tasks, scout settings for ~50 tasks on 2 CPU cores, checks detection
+# name, labeling config, tasks, scout settings for 50-100 tasks on 2 CPU cores
 PROJECTS = [
-    ("ner", NER_CONFIG, ner_tasks, {"SRW_EPOCHS": "15"}, True),
+    ("ner", NER_CONFIG, ner_tasks, {"SRW_EPOCHS": "15"}),
     # 50 tasks: fine-tuning memorizes the flipped labels (mean score 0.96 wrong vs 1.00
     # correct); a head on the frozen encoder does not.
     (
@@ -54,9 +55,12 @@ PROJECTS = [
         CLS_CONFIG,
         classification_tasks,
         {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "20", "SRW_LEARNING_RATE": "3e-3"},
-        True,
     ),
 ]
+# Detection is checked where a rank statistic means something: with 10 wrong of 100 tasks, a
+# random order reaches AP 0.42 once in 1,000 projects (0.14 on average; simulated). Measured
+# (training is seeded): NER AP 0.578, sentiment 0.601.
+DETECTION_TASKS, DETECTION_WRONG, MIN_AP = 100, 10, 0.45
 
 
 @pytest.mark.parametrize("jobs", ["embedded", "redis"])
@@ -64,9 +68,9 @@ PROJECTS = [
 def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
     from label_studio_sdk.client import LabelStudio
 
-    name, config, make, scout_env, checks_detection = next(
-        p for p in PROJECTS if p[0] == project_kind
-    )
+    name, config, make, scout_env = next(p for p in PROJECTS if p[0] == project_kind)
+    checks_detection = jobs == "embedded"
+    n_tasks, n_wrong = (DETECTION_TASKS, DETECTION_WRONG) if checks_detection else (N_TASKS, 5)
     env = {
         **ENGINE_ENV,
         **scout_env,
@@ -95,7 +99,7 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
                 tmp_path / "worker.log",
             ).start()
         ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-        tasks, wrong = make(np.random.default_rng(7))
+        tasks, wrong = make(np.random.default_rng(7), n_tasks, n_wrong)
         project = ls.projects.create(title=f"{name} {jobs}", label_config=config)
         task_ids = list(
             ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
@@ -110,7 +114,7 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         # The project now sorts by our scores: its model_version is the new version ...
         assert ls.projects.get(id=project.id).model_version == version
         listed = list(ls.tasks.list(project=project.id, fields="all"))
-        assert len(listed) == N_TASKS
+        assert len(listed) == n_tasks
         scores = {}
         for task in listed:  # ... and every task has exactly one scored prediction of it.
             mine = [p for p in task.predictions or [] if field(p, "model_version") == version]
@@ -125,19 +129,20 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             )
         ]
         assert [scores[t] for t in ordered] == sorted(scores.values())
-        top = ordered[: 2 * N_WRONG]
+        top = ordered[:n_wrong]
         found = len(wrong_ids & set(top))
+        ap = average_precision_score(
+            [t in wrong_ids for t in ordered], [-scores[t] for t in ordered]
+        )
         wrong_mean = np.mean([scores[t] for t in wrong_ids])
         clean_mean = np.mean([s for t, s in scores.items() if t not in wrong_ids])
         print(
-            f"{name}/{jobs}: {found} of {N_WRONG} wrong annotations among the {len(top)} "
-            f"lowest-scored tasks (chance: 1); mean score wrong {wrong_mean:.2f}, "
-            f"correct {clean_mean:.2f}; {status['message']}"
+            f"{name}/{jobs}: AP {ap:.3f} (base rate {n_wrong / n_tasks:.2f}); {found} of "
+            f"{n_wrong} wrong annotations among the {n_wrong} lowest-scored tasks; mean score "
+            f"wrong {wrong_mean:.2f}, correct {clean_mean:.2f}; {status['message']}"
         )
         if checks_detection:
-            assert found >= 3, (
-                f"only {found} of {N_WRONG} wrong annotations among the first {len(top)}"
-            )
+            assert ap >= MIN_AP, f"AP {ap:.3f} of the stored scores against the wrong tasks"
             assert wrong_mean < clean_mean
 
         # Label Studio's own /predict call shape: served from storage, one item per task, in order.

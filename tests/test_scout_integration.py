@@ -253,6 +253,25 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
     np.testing.assert_allclose(again.probability, result.probability)
 
 
+def test_collapsed_candidates_are_warned_about(tiny_scout, tiny_ner_data, caplog):
+    """A sampler that does not vary (p=0 here; Unigram at p=0.1 nearly so) leaves one
+    segmentation per text: the log says so and names the remedy. At p=0.1 WordPiece varies."""
+    data = tiny_ner_data[:10]
+    for p, warned in ((0.0, True), (0.1, False)):
+        caplog.clear()
+        srw = SubRegWeigh.from_scout(tiny_scout, p=p, n_samples=20, k=5, progress=False)
+        with caplog.at_level("WARNING", logger="subregweigh.weigh"):
+            segs, owner, mult = srw.candidates(data)
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("fewer than 3 distinct segmentations" in m for m in messages) is warned
+        if warned:
+            assert "10 of 10 examples" in messages[0] and "Raise p" in messages[0]
+            assert (np.bincount(owner) == 1).all()
+        # weigh() is candidates() then weigh_candidates()
+        direct = srw.weigh_candidates(data, segs, owner, mult)
+        np.testing.assert_array_equal(direct.probability, srw.weigh(data).probability)
+
+
 # ------------------------------------------------------------------------------ (d) sample weights
 
 

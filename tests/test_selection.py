@@ -196,6 +196,30 @@ def test_select_kmeans_picks_nearest_member_of_each_centroid_vector(sampler, dra
     assert differs_from_scalar_mean >= 1
 
 
+def test_kmeans_distinct_counts_each_candidate_once(sampler, drawn):
+    """The authors' variant: K-means without draw counts, so the frequent deterministic
+    segmentation pulls no centroid to itself; it is chosen for fewer sentences than with counts."""
+    ref_chosen = {"kmeans": 0, "kmeans-distinct": 0}
+    for seed, (words, cands, ref) in enumerate(drawn):
+        X, x_ref = tfidf_vectors(cands, ref, sampler.n_terms)
+        if X.shape[0] <= K:
+            continue
+        index, mult = choose(cands, ref, K, "kmeans-distinct", sampler.n_terms, random_state=seed)
+        km = KMeans(n_clusters=K, n_init=1, random_state=seed).fit(X)
+        expected, _ = _nearest_to_centroid_vectors(X, km.cluster_centers_)
+        # Unweighted, a two-member cluster's centroid is exactly midway: members tie, and
+        # rounding picks one. Compare the chosen members' distances to their centroids.
+        d = ((X[None, :, :] - km.cluster_centers_[:, None, :]) ** 2).sum(axis=2) ** 0.5
+        nearest = np.sort(d[:, index].min(axis=0))
+        np.testing.assert_allclose(nearest, np.sort(d[:, sorted(expected)].min(axis=0)), atol=1e-9)
+        assert (mult == 1).all()
+        for method in ref_chosen:
+            index, _ = choose(cands, ref, K, method, sampler.n_terms, random_state=seed)
+            ref_chosen[method] += any(cands[i] == ref for i in index)
+    print(f"deterministic segmentation chosen (of {len(drawn)} sentences): {ref_chosen}")
+    assert ref_chosen["kmeans-distinct"] < ref_chosen["kmeans"]
+
+
 def test_select_kmeans_deterministic(sampler, drawn):
     for seed, X, counts in list(_kmeans_cases(sampler, drawn))[:10]:
         a = select_kmeans(X, counts, K, random_state=seed)
@@ -243,6 +267,24 @@ def test_select_cossim_greedy_max_min(sampler, drawn):
     assert exact_checked >= 10
 
 
+def test_select_cossim_sum_is_the_authors_greedy(sampler, drawn):
+    """``rule="sum"``: K picks, each the lowest summed similarity to the reference and to every
+    earlier pick (a candidate may come back), recomputed here from scratch."""
+    repeated = False
+    for _, cands, ref in drawn:
+        X, x_ref = tfidf_vectors(cands, ref, sampler.n_terms)
+        index, mult = select_cossim(X, x_ref, K, rule="sum")
+        assert int(mult.sum()) == K and len(set(index.tolist())) == len(index)
+        picks = []
+        for _ in range(K):
+            taken = np.vstack([x_ref] + [X[j] for j in picks])
+            picks.append(int(np.argmin((X @ taken.T).sum(axis=1))))
+        expected, counts = np.unique(picks, return_counts=True)
+        assert index.tolist() == expected.tolist() and mult.tolist() == counts.tolist()
+        repeated |= bool((mult > 1).any())
+    print(f"a candidate picked twice: {repeated}")
+
+
 # ------------------------------------------------------------------------------ choose
 
 
@@ -260,14 +302,17 @@ def test_choose_random_uses_every_draw(sampler, sentences):
     assert mult.max() > 1 and mult.sum() == K
 
 
-@pytest.mark.parametrize("method", ["cossim", "kmeans"])
+@pytest.mark.parametrize("method", ["cossim", "kmeans", "cossim-sum", "kmeans-distinct"])
 def test_choose_dispatch(sampler, drawn, method):
     words, cands, ref = drawn[3]
     index, mult = choose(cands, ref, K, method, sampler.n_terms, random_state=5)
     X, x_ref = tfidf_vectors(cands, ref, sampler.n_terms)
-    direct = (
-        select_cossim(X, x_ref, K) if method == "cossim" else select_kmeans(X, cands.counts, K, 5)
-    )
+    direct = {
+        "cossim": lambda: select_cossim(X, x_ref, K),
+        "cossim-sum": lambda: select_cossim(X, x_ref, K, rule="sum"),
+        "kmeans": lambda: select_kmeans(X, cands.counts, K, 5),
+        "kmeans-distinct": lambda: select_kmeans(X, None, K, 5),
+    }[method]()
     assert np.array_equal(index, direct[0]) and np.array_equal(mult, direct[1])
 
 

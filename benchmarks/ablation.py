@@ -1,0 +1,176 @@
+"""Ablations the paper leaves open: how the K candidates are chosen, and the dropout rate p.
+
+Per seed, ONE scout is fitted on a noisy subset (as in ``benchmarks/detection.py``); then every
+variant weighs the same data with that scout, so the rows differ only in the candidates:
+
+* selection (``--methods``): ``random`` (K draws), ``cossim`` (greedy max-min, ours),
+  ``cossim-sum`` (the authors' code: lowest summed similarity), ``kmeans`` (ours: K-means over
+  the N draws weighted by their counts, the real candidate nearest each centroid vector),
+  ``kmeans-distinct`` (K-means over the distinct candidates, as the authors' code clusters);
+* ``p`` (``--ps``): the subword dropout rate.
+
+Per variant: AP of c/K and of the probability score (mean ± sd over seeds), the weighing pass's
+wall time (sampling, selection and the forward passes, without the scout's training), the
+distinct candidates predicted per example, and the share of the K slots held by the
+deterministic segmentation (a variant that keeps choosing it adds little to one pass).
+
+    python benchmarks/ablation.py --dataset conll --noise sentence
+    python benchmarks/ablation.py --dataset sst2 --noise flip
+
+Writes ``benchmarks/results/ablation-DATASET-NOISE.{json,md}`` after every seed. At one thread
+on a shared 2-core machine a CoNLL seed takes about 2 min for the scout plus about 1 min per
+variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection import DATASETS, NOISE, RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
+from provenance import command, footer, save, stamp  # noqa: E402
+
+from subregweigh.scout import Scout  # noqa: E402
+from subregweigh.selection import METHODS  # noqa: E402
+from subregweigh.weigh import SubRegWeigh  # noqa: E402
+
+logger = logging.getLogger("ablation")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dataset", choices=DATASETS, default="conll")
+    parser.add_argument("--noise", choices=NOISE, default=None, help="(default: as detection.py)")
+    parser.add_argument("--rate", type=float, help="noise rate (default: as detection.py)")
+    parser.add_argument("--examples", type=int, default=500)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--ps", type=float, nargs="+", default=[0.1, 0.3])
+    parser.add_argument("--n-samples", type=int, default=500)
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    args.noise = args.noise or ("sentence" if args.dataset == "conll" else "flip")
+    args.rate = NOISE[args.noise][1] if args.rate is None else args.rate
+    args.name = f"ablation-{args.dataset}-{args.noise}"
+    return args
+
+
+def weigh_variant(scout, noisy, corrupted, method, p, args, seed) -> dict:
+    srw = SubRegWeigh.from_scout(
+        scout,
+        p=p,
+        n_samples=args.n_samples,
+        k=args.k,
+        method=method,
+        random_state=seed,
+        progress=False,
+        deterministic=False,
+    )
+    start = time.perf_counter()
+    segmentations, owner, multiplicity = srw.candidates(noisy)
+    result = srw.weigh_candidates(noisy, segmentations, owner, multiplicity)
+    seconds = time.perf_counter() - start
+    ordinary = [scout.segment(noisy[i].words) for i in owner]
+    held = sum(m for seg, ref, m in zip(segmentations, ordinary, multiplicity) if seg == ref)
+    return {
+        "agreement": ranking(result.reliability, corrupted),
+        "probability": ranking(result.probability, corrupted),
+        "weigh_seconds": round(seconds, 2),
+        "distinct_per_example": len(segmentations) / len(noisy),
+        "deterministic_share": held / float(multiplicity.sum()),
+    }
+
+
+def run_seed(args, seed) -> dict:
+    task, examples = load(args.dataset, args.examples, seed)
+    noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
+    start = time.perf_counter()
+    scout = Scout(task=task, epochs=args.epochs, random_state=seed, progress=False).fit(noisy)
+    variants = {}
+    for p in args.ps:
+        for method in args.methods:
+            variants[f"{method} p={p}"] = weigh_variant(
+                scout, noisy, corrupted, method, p, args, seed
+            )
+            logger.info("seed %d %s p=%g: %s", seed, method, p, variants[f"{method} p={p}"])
+    return {
+        "seed": seed,
+        "base_rate": float(corrupted.mean()),
+        "scout_seconds": round(time.perf_counter() - start, 2),
+        "variants": variants,
+    }
+
+
+def summarize(runs) -> dict:
+    out = {}
+    for name in runs[0]["variants"]:
+        rows = [r["variants"][name] for r in runs]
+        out[name] = {
+            "agreement_ap": _mean_sd([r["agreement"]["ap"] for r in rows]),
+            "probability_ap": _mean_sd([r["probability"]["ap"] for r in rows]),
+            "weigh_seconds": _mean_sd([r["weigh_seconds"] for r in rows]),
+            "distinct_per_example": _mean_sd([r["distinct_per_example"] for r in rows]),
+            "deterministic_share": _mean_sd([r["deterministic_share"] for r in rows]),
+        }
+    return out
+
+
+def markdown(result) -> str:
+    cfg = result["config"]
+    summary = result["summary"]
+    base = _mean_sd([r["base_rate"] for r in result["runs"]])
+    lines = [
+        f"## Ablation: {cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}, "
+        f"{cfg['examples']} examples, K={cfg['k']}, N={cfg['n_samples']}",
+        "",
+        f"One scout per seed shared by every row; mean ± sd over {len(result['runs'])} seeds. "
+        f"Base rate {_pm(base)}. Weighing time: sampling, selection and forward passes only.",
+        "",
+        "| selection, p | AP c/K | AP probability | weighing (s) | distinct / example "
+        "| deterministic share of K |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in summary.items():
+        lines.append(
+            f"| {name} | {_pm(s['agreement_ap'])} | {_pm(s['probability_ap'])} "
+            f"| {_pm(s['weigh_seconds'], 1)} | {_pm(s['distinct_per_example'], 1)} "
+            f"| {_pm(s['deterministic_share'], 2)} |"
+        )
+    return "\n".join(lines + [""] + footer(result)) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("subregweigh").setLevel(logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    command_line = command("ablation.py", argv)
+    runs = []
+    for seed in range(args.seeds):
+        runs.append(run_seed(args, seed))
+        result = {
+            **stamp(command_line),
+            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "complete": len(runs) == args.seeds,
+            "summary": summarize(runs),
+            "runs": runs,
+        }
+        save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

