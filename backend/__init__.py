@@ -1,7 +1,8 @@
 """The Label Studio ML backend over the engine (:mod:`subregweigh`).
 
-``server`` (HTTP, webhook events) -> ``service`` (training, predictions, the scout cache) ->
-``store``, ``jobs``, ``tasks``, ``convert``, ``labelstudio``, ``settings``; ``worker`` runs
-queued trainings. Nothing here imports ``model.py``, label-studio-ml's entry point, which is a
+``server`` (HTTP, webhook events) -> ``service`` (training, self-tests, predictions, the scout
+cache) and ``report`` (a project's report from its stored scores) -> ``store``, ``jobs``,
+``tasks``, ``convert``, ``labelstudio``, ``settings``; ``worker`` runs queued trainings and
+self-tests. Nothing here imports ``model.py``, label-studio-ml's entry point, which is a
 thin adapter over ``service``.
 """

@@ -16,9 +16,12 @@ def labels_result(
     from_name: str,
     to_name: str,
     scores: Iterable[float] | None = None,
+    notes: Iterable[str | None] | None = None,
 ) -> list[dict]:
-    """Label Studio ``labels`` regions for character spans, with a per-region score."""
+    """Label Studio ``labels`` regions for character spans, with a per-region score and, where
+    ``notes`` has one, a note in the region's meta (Label Studio shows it with the region)."""
     scores = list(scores) if scores is not None else None
+    notes = list(notes) if notes is not None else None
     result = []
     for i, (start, end, label) in enumerate(spans):
         region = {
@@ -29,8 +32,40 @@ def labels_result(
         }
         if scores is not None:
             region["score"] = float(scores[i])
+        if notes is not None and notes[i]:
+            region["meta"] = {"text": [notes[i]]}
         result.append(region)
     return result
+
+
+def doubt_notes(
+    suggested: Sequence[tuple[str, int, int, float]],
+    annotated: Sequence[tuple[str, int, int, float]],
+) -> list[str | None]:
+    """Per suggested entity, how the annotation differs there (None where it agrees).
+
+    Parameters
+    ----------
+    suggested : sequence of (type, start, end, agreement)
+        The scout's majority entities (word offsets), with the share of the K copies that
+        predict each.
+    annotated : sequence of (type, start, end, probability)
+        The annotation's entities, with the scout's p(gold) of each.
+    """
+    notes = []
+    for etype, start, end, share in suggested:
+        same = [a for a in annotated if (a[1], a[2]) == (start, end)]
+        overlapping = [a for a in annotated if a[1] < end and start < a[2]]
+        scout = f"the scout says {etype} on {share:.0%} of the copies"
+        if same and same[0][0] == etype:
+            notes.append(None)
+        elif same:
+            notes.append(f"annotated as {same[0][0]} (p {same[0][3]:.2f}); {scout}")
+        elif overlapping:
+            notes.append(f"annotated as {overlapping[0][0]} over other words; {scout}")
+        else:
+            notes.append(f"not annotated; {scout}")
+    return notes
 
 
 def choices_result(labels: Sequence[str], from_name: str, to_name: str) -> list[dict]:

@@ -16,6 +16,10 @@ settings):
 
 A storm of events collapses: while a job is pending, further submissions are no-ops; while one
 runs, one more may wait behind it (it will see every annotation made meanwhile).
+
+A runner runs one ``kind`` of job: ``"training"``, or another (the backend's ``"selftest"``)
+with locks and pending markers of its own, so that a self-test neither waits for a training
+nor reads as one.
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ class JobQueueUnavailable(RuntimeError):
     """The job queue (Redis) cannot be reached; the message says where and why."""
 
 
-def _training_lock_path(model_dir: str | os.PathLike, project: str) -> Path:
-    return Path(model_dir) / project / ".training.lock"
+TRAINING = "training"  # the job kind of a runner; another kind (a self-test) has its own locks
+
+
+def _training_lock_path(model_dir: str | os.PathLike, project: str, kind: str = TRAINING) -> Path:
+    return Path(model_dir) / project / f".{kind}.lock"
 
 
 class ThreadRunner:
@@ -50,9 +57,15 @@ class ThreadRunner:
     the lock when a process dies, so a killed worker's training reads as not running.
     """
 
-    def __init__(self, job: Callable[[str], object], model_dir: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        job: Callable[[str], object],
+        model_dir: str | os.PathLike | None = None,
+        kind: str = TRAINING,
+    ):
         self.job = job
         self.model_dir = model_dir
+        self.kind = kind
         self._lock = threading.Lock()
         self._running: set[str] = set()
         self._pending: set[str] = set()
@@ -71,7 +84,7 @@ class ThreadRunner:
         self._pending.discard(project)
         self._running.add(project)
         threading.Thread(
-            target=self._run, args=(project,), name=f"train-{project}", daemon=True
+            target=self._run, args=(project,), name=f"{self.kind}-{project}", daemon=True
         ).start()
 
     @contextlib.contextmanager
@@ -79,7 +92,7 @@ class ThreadRunner:
         if self.model_dir is None:
             yield
             return
-        path = _training_lock_path(self.model_dir, project)
+        path = _training_lock_path(self.model_dir, project, self.kind)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # waits for another process's training
@@ -89,7 +102,11 @@ class ThreadRunner:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _locked_elsewhere(self, project: str) -> bool:
-        path = _training_lock_path(self.model_dir, project) if self.model_dir is not None else None
+        path = (
+            _training_lock_path(self.model_dir, project, self.kind)
+            if self.model_dir is not None
+            else None
+        )
         if path is None or not path.exists():
             return False
         with open(path, "a") as handle:
@@ -105,7 +122,7 @@ class ThreadRunner:
             with self._exclusive(project):
                 self.job(project)
         except Exception:  # the job records its own error; keep the runner alive
-            logger.exception("project %s: training job failed", project)
+            logger.exception("project %s: %s job failed", project, self.kind)
         finally:
             with self._lock:
                 self._running.discard(project)
@@ -134,12 +151,12 @@ class ThreadRunner:
             time.sleep(0.1)
 
 
-def _pending_key(queue: str, project: str) -> str:
-    return f"{queue}:pending:{project}"
+def _pending_key(queue: str, project: str, kind: str = TRAINING) -> str:
+    return f"{queue}:pending:{project}" if kind == TRAINING else f"{queue}:{kind}:pending:{project}"
 
 
-def _lock_key(queue: str, project: str) -> str:
-    return f"{queue}:training:{project}"
+def _lock_key(queue: str, project: str, kind: str = TRAINING) -> str:
+    return f"{queue}:{kind}:{project}"
 
 
 LOCK_SECONDS = 60  # a killed worker's lock expires this soon; a live one keeps extending it
@@ -152,6 +169,7 @@ def run_queued_job(
     project: str,
     wait_seconds: int,
     lock_seconds: int = LOCK_SECONDS,
+    kind: str = TRAINING,
 ) -> object:
     """What an rq worker executes: take the project's lock, clear "pending", run the job."""
     from redis import Redis
@@ -159,15 +177,13 @@ def run_queued_job(
     redis = Redis.from_url(redis_url)
     # thread_local=False: the heartbeat thread must see the token the job's thread acquired.
     lock = redis.lock(
-        _lock_key(queue, project),
+        _lock_key(queue, project, kind),
         timeout=lock_seconds,
         blocking_timeout=wait_seconds,
         thread_local=False,
     )
     if not lock.acquire():
-        raise TimeoutError(
-            f"project {project}: another training held the lock for {wait_seconds} s"
-        )
+        raise TimeoutError(f"project {project}: another {kind} held the lock for {wait_seconds} s")
     stop = threading.Event()
 
     def heartbeat():
@@ -181,7 +197,7 @@ def run_queued_job(
     beat.start()
     try:
         # From here on a new event may queue one more training, which waits for this lock.
-        redis.delete(_pending_key(queue, project))
+        redis.delete(_pending_key(queue, project, kind))
         return job(project)
     finally:
         stop.set()
@@ -212,11 +228,13 @@ class RQRunner:
         queue: str = "subregweigh",
         job_timeout: int = 6 * 3600,
         lock_seconds: int = LOCK_SECONDS,
+        kind: str = TRAINING,
     ):
         from redis import Redis
         from rq import Queue
 
         self.job = job
+        self.kind = kind
         self.redis_url = redis_url
         self.queue_name = queue
         self.job_timeout = job_timeout
@@ -250,13 +268,13 @@ class RQRunner:
         return status in {JobStatus.FAILED, JobStatus.STOPPED, JobStatus.CANCELED, None}
 
     def submit(self, project: str) -> str:
-        key = _pending_key(self.queue_name, project)
-        with self._redis(f"queue a training of project {project}"):
+        key = _pending_key(self.queue_name, project, self.kind)
+        with self._redis(f"queue a {self.kind} of project {project}"):
             if self.redis.exists(key) and self._pending_job_dead(key):
                 logger.warning(
-                    "project %s: the queued training's job died before it started; "
-                    "queueing a new one",
+                    "project %s: the queued %s's job died before it started; queueing a new one",
                     project,
+                    self.kind,
                 )
                 self.redis.delete(key)
             if not self.redis.set(key, "starting", nx=True, ex=60):
@@ -269,10 +287,11 @@ class RQRunner:
                 project,
                 self.job_timeout,
                 self.lock_seconds,
+                self.kind,
                 job_timeout=self.job_timeout + 60,
                 result_ttl=86400,
                 failure_ttl=7 * 86400,
-                description=f"subregweigh training of project {project}",
+                description=f"subregweigh {self.kind} of project {project}",
             )
             self.redis.set(
                 key, job.id, xx=True, ex=self.job_timeout
@@ -281,9 +300,10 @@ class RQRunner:
 
     def state(self, project: str) -> str:
         try:
-            if self.redis.exists(_lock_key(self.queue_name, project)):
+            if self.redis.exists(_lock_key(self.queue_name, project, self.kind)):
                 return RUNNING
-            return QUEUED if self.redis.exists(_pending_key(self.queue_name, project)) else IDLE
+            pending = _pending_key(self.queue_name, project, self.kind)
+            return QUEUED if self.redis.exists(pending) else IDLE
         except Exception as err:  # RedisError; /status and /is_training must still answer
             logger.warning(
                 "project %s: job state unknown: Redis at %s: %s",

@@ -114,6 +114,11 @@ class LabelStudioAPI:
 
         return self._call(f"list the tasks of project {project}", fetch)
 
+    def users(self) -> dict[int, str]:
+        """User id -> email, for naming annotators (an annotation's ``completed_by`` is an id)."""
+        listed = self._call("list the users", lambda: self.client.users.list(request_options=ONCE))
+        return {user.id: user.email for user in listed if user.id is not None and user.email}
+
     def write_predictions(self, project: int, predictions: Sequence[dict]) -> None:
         """Import ``{task, result, score, model_version}`` dicts in batches."""
         for start in range(0, len(predictions), PREDICTION_BATCH):

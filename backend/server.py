@@ -1,5 +1,6 @@
-"""The HTTP face of the backend: the endpoints Label Studio calls, plus status, and the policy
-on Label Studio's webhook events.
+"""The HTTP face of the backend: the endpoints Label Studio calls, plus status, the project
+report (``/report``, ``/report.json``) and the self-test (``POST /selftest``), and the policy on
+Label Studio's webhook events.
 
 label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by our own small
 Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
@@ -15,18 +16,21 @@ import logging
 import time
 from functools import partial
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from backend import report as reports
 from backend import service
 from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
 from backend.store import ProjectStore, project_id
 from backend.tasks import ConfigError, parse_label_config
+from subregweigh.selftest import NOISES
 
 logger = logging.getLogger(__name__)
 
 ABANDONED = "the training stopped before finishing (its process was killed or crashed)"
+ABANDONED_SELFTEST = ABANDONED.replace("training", "self-test")
 
 # Webhook events. label-studio-ml 1.0.9 lacks START_TRAINING and misspells ANNOTATIONS_DELETED.
 TRAIN_NOW = {"START_TRAINING"}
@@ -90,27 +94,55 @@ def _project(value) -> str:
         raise BadRequest(str(err)) from None
 
 
-def create_app(settings: Settings | None = None, runner=None) -> Flask:
+def _runner(settings: Settings, kind: str, queued, in_process):
+    """rq when ``settings.redis_url`` is set (the job ``queued`` with the training settings),
+    else in-process threads (``in_process`` with ``settings``)."""
+    if settings.redis_url:
+        return RQRunner(
+            partial(queued, training=settings.training()),
+            settings.redis_url,
+            settings.queue_name,
+            lock_seconds=settings.job_lock_seconds,
+            kind=kind,
+        )
+    return ThreadRunner(partial(in_process, settings=settings), settings.model_dir, kind=kind)
+
+
+def _number(name: str, default, kind, low, high):
+    """Query parameter ``name`` as ``kind`` in [low, high], or a 400 naming it."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a {kind.__name__}, got {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be in [{low}, {high}], got {raw[:40]!r}")
+    return value
+
+
+def create_app(settings: Settings | None = None, runner=None, selftest_runner=None) -> Flask:
     """Build the app, serving and training with ``settings`` (default: from the environment).
 
-    ``runner`` defaults to rq when ``settings.redis_url`` is set, else in-process threads; its
-    jobs train with ``settings`` (on rq: their training part, see :mod:`backend.settings`).
+    ``runner`` (trainings) and ``selftest_runner`` (self-tests) default to rq when
+    ``settings.redis_url`` is set, else in-process threads; their jobs run with ``settings``
+    (on rq: its training part, see :mod:`backend.settings`).
     """
     settings = settings or Settings.from_env()
     if runner is None:
-        runner = (
-            RQRunner(
-                partial(service.run_queued_training, training=settings.training()),
-                settings.redis_url,
-                settings.queue_name,
-                lock_seconds=settings.job_lock_seconds,
-            )
-            if settings.redis_url
-            else ThreadRunner(partial(service.train_project, settings=settings), settings.model_dir)
+        runner = _runner(settings, "training", service.run_queued_training, service.train_project)
+    if selftest_runner is None:
+        selftest_runner = _runner(
+            settings, "selftest", service.run_queued_selftest, service.selftest_project
         )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
-    app.extensions["subregweigh"] = {"settings": settings, "runner": runner}
+    app.extensions["subregweigh"] = {
+        "settings": settings,
+        "runner": runner,
+        "selftest_runner": selftest_runner,
+    }
     logger.info(
         "subregweigh backend: %s jobs, settings %s",
         "rq" if isinstance(runner, RQRunner) else "in-process",
@@ -151,6 +183,10 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     def bad_request(err):
         logger.warning("%s %s: 400: %s", request.method, request.path, err)
         return jsonify(error=str(err)), 400
+
+    @app.errorhandler(reports.ReportUnavailable)
+    def no_report(err):
+        return jsonify(error=str(err)), 404
 
     @app.errorhandler(JobQueueUnavailable)
     def queue_unavailable(err):
@@ -215,29 +251,53 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
         logger.info("project %s: %s -> training %s", store.project, event, outcome)
         return jsonify(status=outcome, action=event), 201
 
+    def _reconciled(store: ProjectStore, jobs, running, why: str, **failed) -> tuple[dict, str]:
+        """The status and the job's state, the job marked ``failed`` if recorded ``running``
+        while no process holds its lock: that process died. Asked again under the status lock:
+        a job that just started or finished (it writes its end before it lets its lock go) is
+        left alone."""
+        job = jobs.state(store.project)
+        status = store.status()
+        if running(status) and job == IDLE:
+            status = store.update_status(
+                when=lambda current: running(current) and jobs.state(store.project) == IDLE,
+                **failed,
+            )
+            if running(status):  # it was alive after all
+                job = jobs.state(store.project)
+            else:
+                logger.error("project %s: %s", store.project, why)
+        return status, job
+
     def _status(value) -> dict:
         store = store_for(value)
-        job = runner.state(store.project)
-        status = store.status()
-        if status["state"] == "running" and job == IDLE:
-            # Recorded as running, yet no process holds its training lock: the process died.
-            # Asked again under the status lock: a training that just started or finished (it
-            # writes "idle" before it lets its lock go) is left alone.
-            status = store.update_status(
-                when=lambda current: (
-                    current["state"] == "running" and runner.state(store.project) == IDLE
-                ),
-                state="failed",
-                finished_at=time.time(),
-                last_error=ABANDONED,
-                message="training failed; the previous version keeps serving",
-            )
-            if status["state"] == "failed":
-                logger.error("project %s: %s", store.project, ABANDONED)
-            else:  # it was alive after all
-                job = runner.state(store.project)
+        status, job = _reconciled(
+            store,
+            runner,
+            lambda current: current["state"] == "running",
+            ABANDONED,
+            state="failed",
+            finished_at=time.time(),
+            last_error=ABANDONED,
+            message="training failed; the previous version keeps serving",
+        )
+        status, selftest_job = _reconciled(
+            store,
+            selftest_runner,
+            lambda current: (current.get("selftest") or {}).get("state") == "running",
+            ABANDONED_SELFTEST,
+            selftest=lambda old: {
+                **old,
+                "state": "failed",
+                "finished_at": time.time(),
+                "last_error": ABANDONED_SELFTEST,
+                "message": "self-test failed",
+            },
+        )
         status["job"] = job
         status["is_training"] = job not in {IDLE, "unknown"}
+        selftest = status.get("selftest") or {"state": "idle"}
+        status["selftest"] = {**selftest, "job": selftest_job}
         return status
 
     @app.get("/is_training")
@@ -252,6 +312,40 @@ def create_app(settings: Settings | None = None, runner=None) -> Flask:
     @app.get("/status")
     def status():
         return jsonify(_status(request.args.get("project")))
+
+    def _report() -> dict:
+        return reports.project_report(
+            settings,
+            store_for(request.args.get("project")).project,
+            threshold=_number("threshold", 0.5, float, 0.0, 1.0),
+            top=_number("top", 20, int, 1, 1000),
+            expected_error_rate=_number("expected_error_rate", None, float, 0.0, 1.0),
+        )
+
+    @app.get("/report")
+    def report_page():
+        report = _report()
+        page = reports.render(report, report["meta"]["project"])
+        return Response(page, mimetype="text/html")
+
+    @app.get("/report.json")
+    def report_json():
+        return jsonify(_report())
+
+    @app.post("/selftest")
+    def selftest():
+        body = _request_json()
+        body = body if isinstance(body, dict) else {}
+        store = store_for(request.args.get("project", body.get("project")))
+        raw = request.args.get("noise", body.get("noise", ",".join(NOISES)))
+        noises = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(noises, list) or not noises or not set(noises) <= set(NOISES):
+            raise BadRequest(f"noise must be among {', '.join(NOISES)}, got {str(raw)[:60]!r}")
+        # The job reads what was asked last (submissions of one project collapse into one job).
+        store.update_status(selftest_request={"noises": noises, "at": time.time()})
+        outcome = selftest_runner.submit(store.project)
+        logger.info("project %s: self-test (%s noise) %s", store.project, ",".join(noises), outcome)
+        return jsonify(status=outcome, project=store.project, noise=noises), 202
 
     @app.route("/versions", methods=["GET", "POST"])
     def versions():

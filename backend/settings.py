@@ -84,6 +84,7 @@ class Settings:
 
     label_studio_url: str = ""
     label_studio_api_key: str = field(default="", repr=False)
+    label_studio_public_url: str = ""  # Label Studio as browsers reach it (report links)
     model_dir: str = "./models"
     basic_auth_user: str = ""
     basic_auth_pass: str = field(default="", repr=False)
@@ -154,6 +155,7 @@ class Settings:
         values = dict(
             label_studio_url=_env("LABEL_STUDIO_URL", ""),
             label_studio_api_key=_env("LABEL_STUDIO_API_KEY", ""),
+            label_studio_public_url=_env("LABEL_STUDIO_PUBLIC_URL", ""),
             model_dir=_env("MODEL_DIR", cls.model_dir),
             basic_auth_user=_env("BASIC_AUTH_USER", ""),
             basic_auth_pass=_env("BASIC_AUTH_PASS", ""),
@@ -180,7 +182,14 @@ class Settings:
         )
         values.update((name, value) for name, value in flags.items() if value is not None)
         values["label_studio_url"] = values["label_studio_url"].rstrip("/")
+        values["label_studio_public_url"] = values["label_studio_public_url"].rstrip("/")
         return cls(**values)
+
+    @property
+    def task_link_base(self) -> str:
+        """Label Studio's address for links a browser follows: LABEL_STUDIO_PUBLIC_URL, else
+        LABEL_STUDIO_URL (when the backend reaches it as browsers do)."""
+        return self.label_studio_public_url or self.label_studio_url
 
     def training(self) -> dict:
         """What a training computes (:data:`TRAINING`), as plain values a job can carry."""

@@ -7,7 +7,9 @@
             COMPLETE                written last: the size of every file; without it, never served
             BROKEN                  why a complete version failed to load; never served again
             scout/                  the saved scout
-            scores.json             task id -> stored prediction (result, score, fingerprint)
+            scores.json             task id -> stored prediction (result, score, fingerprint,
+                                    and every annotation's scores, for the report)
+            meta.json               when it trained, on what, with which settings (the report)
 
 Every file is written with the engine's atomic write (:mod:`subregweigh.io.atomic`: a
 temporary name, fsync, rename, fsync of the directory) and every version is built in a staging
@@ -167,17 +169,26 @@ class ProjectStore:
     def scout_dir(self, version: str) -> Path:
         return self.versions / version / "scout"
 
-    def scores(self, version: str) -> dict:
-        """Stored predictions of ``version``: task id (str) -> entry."""
+    def _json(self, version: str, name: str, what: str) -> dict:
+        """``versions/<version>/<name>`` as a dict ({} if missing); CorruptVersion if it is
+        unreadable or holds no object (``what`` it should hold)."""
         try:
-            scores = json.loads((self.versions / version / "scores.json").read_text())
+            value = json.loads((self.versions / version / name).read_text())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as err:
-            raise CorruptVersion(version, f"scores.json is unreadable ({err})") from None
-        if not isinstance(scores, dict):
-            raise CorruptVersion(version, "scores.json holds no task table")
-        return scores
+            raise CorruptVersion(version, f"{name} is unreadable ({err})") from None
+        if not isinstance(value, dict):
+            raise CorruptVersion(version, f"{name} holds no {what}")
+        return value
+
+    def scores(self, version: str) -> dict:
+        """Stored predictions of ``version``: task id (str) -> entry."""
+        return self._json(version, "scores.json", "task table")
+
+    def meta(self, version: str) -> dict:
+        """``meta.json`` of ``version`` (when it trained, on what); {} for older versions."""
+        return self._json(version, "meta.json", "description")
 
     # -- status -------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from backend.convert import choices_result, labels_result
+from backend.convert import choices_result, doubt_notes, labels_result
 from subregweigh.example import Example
+from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import (
     Annotations,
     LabelingSpec,
@@ -23,6 +25,7 @@ from subregweigh.io.labelstudio import (
     ParsedTasks,
     parse_tasks,
 )
+from subregweigh.io.weights import to_json
 
 SUPPORTED = "one <Text> with <Labels> (NER) or <Choices> (classification)"
 
@@ -89,6 +92,27 @@ def read_tasks(
     return parse_tasks(tasks, spec, annotations=annotations, strict=False)
 
 
+def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:
+    """``tasks`` with each annotation's ``completed_by`` (a user id, from the API) replaced by
+    ``{"id", "email"}`` where ``users`` (id -> email) knows it, so that the parser names the
+    annotator by email (:func:`subregweigh.io.labelstudio.annotator`). Copies; what is not a
+    task or an annotation stays as it is, for the parser to judge."""
+    out = []
+    for task in tasks:
+        annotations = task.get("annotations") if isinstance(task, dict) else None
+        if isinstance(annotations, list):
+            task = {**task, "annotations": [_named(a, users) for a in annotations]}
+        out.append(task)
+    return out
+
+
+def _named(annotation, users: Mapping[int, str]):
+    who = annotation.get("completed_by") if isinstance(annotation, dict) else None
+    if type(who) is not int or who not in users:
+        return annotation
+    return {**annotation, "completed_by": {"id": who, "email": users[who]}}
+
+
 def weighed(item: LabelStudioTask) -> tuple[Example, ...]:
     """The examples the backend weighs for a task: its annotations', or, unannotated, one
     without a label (``()``), weighed for its majority prediction and self-consistency."""
@@ -103,6 +127,20 @@ def fingerprint(item: LabelStudioTask) -> str:
     return hashlib.sha1(json.dumps(payload).encode()).hexdigest()
 
 
+# A stored annotation keeps these columns of WeighResult.columns(), as `weigh` writes them.
+_KEPT = ("reliability", "probability", "majority", "entity_probability")
+
+
+def annotation_record(
+    ex: Example, task: str, score: float, columns: dict, row: int
+) -> dict[str, Any]:
+    """One annotation as the report reads it: a weights record of ``subregweigh weigh``
+    (:func:`~subregweigh.report.AnnotationTable.from_records`) with its annotator."""
+    record = {**example_record(ex, task), "annotator": ex.annotator, "score": score}
+    record.update((key, to_json(columns[key][row])) for key in _KEPT if key in columns)
+    return record
+
+
 def stored_prediction(
     item: LabelStudioTask,
     spec: LabelingSpec,
@@ -110,13 +148,17 @@ def stored_prediction(
     first: int,
     count: int,
     score_name: str = "probability",
+    columns: dict | None = None,
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
     Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
-    annotations, result = the scout's majority prediction for that least reliable one; every
-    annotation's c/K and probability are kept too. Unannotated: score = the share of the K
-    predictions agreeing with the majority prediction (self-consistency).
+    annotations, result = the scout's majority prediction for that least reliable one, each of
+    its regions noting where that annotation differs (:func:`~backend.convert.doubt_notes`);
+    every annotation is kept with its own scores and annotator (``annotations``, for the
+    report; ``columns`` is ``result.columns()``, computed once per call of the caller).
+    Unannotated: score = the share of the K predictions agreeing with the majority prediction
+    (self-consistency).
     """
     rows = range(first, first + count)
     if item.examples:
@@ -130,12 +172,13 @@ def stored_prediction(
     if spec.task == "ner":
         entities = result.majority_entities[row]
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
+        notes = doubt_notes(entities, result.entity_probability[row]) if item.examples else None
         regions = labels_result(
-            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities]
+            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
         )
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
-    return {
+    entry = {
         "result": regions,
         "score": score,
         "fingerprint": fingerprint(item),
@@ -146,6 +189,13 @@ def stored_prediction(
         if item.examples
         else {},
     }
+    if item.examples:
+        columns = columns if columns is not None else result.columns()
+        entry["annotations"] = [
+            annotation_record(ex, spec.task, float(quality[r]), columns, r)
+            for ex, r in zip(item.examples, rows)
+        ]
+    return entry
 
 
 def score_tasks(
@@ -160,8 +210,9 @@ def score_tasks(
     if not examples:
         return {}
     result = srw.weigh(examples)
+    columns = result.columns()
     out, first = {}, 0
     for item, group in zip(items, groups):
-        out[item.id] = stored_prediction(item, spec, result, first, len(group), score_name)
+        out[item.id] = stored_prediction(item, spec, result, first, len(group), score_name, columns)
         first += len(group)
     return out

@@ -1,4 +1,4 @@
-"""An rq worker for the backend's training jobs: ``python -m backend.worker``.
+"""An rq worker for the backend's training and self-test jobs: ``python -m backend.worker``.
 
 Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME, MODEL_DIR, LABEL_STUDIO_URL and
 LABEL_STUDIO_API_KEY from its environment: where things are, and the credentials. What a

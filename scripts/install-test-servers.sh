@@ -2,6 +2,8 @@
 # Installs the real servers the integration tests start on 127.0.0.1 (tests/servers.py):
 #   - redis-server from Debian (installed only, not started as a service);
 #   - docker-compose from Debian, to validate docker-compose.yml (tests/test_deploy.py);
+#   - Chromium from Debian, the headless browser that renders the backend's report
+#     (tests/test_e2e_report.py, tests/browser.py) and takes the README's screenshots;
 #   - Label Studio 1.23.2 in its own virtualenv .ls-venv at the repo root (it pins Django and
 #     ~1 GB of packages that must not mix with ours).
 # Idempotent: a second run only checks and prints what it found.
@@ -14,11 +16,12 @@ PY="${PYTHON:-python3}"
 SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
-# (a) redis-server and (b) docker-compose (the Python 1.29 client, which validates
+# (a) redis-server, (b) docker-compose (the Python 1.29 client, which validates
 #     docker-compose.yml against the compose schema in tests/test_deploy.py; no Docker engine
-#     is needed or used), from Debian, in one apt-get run for whichever is missing.
+#     is needed or used) and (c) chromium, from Debian, in one apt-get run for whichever is
+#     missing (each package is named as its command).
 missing=""
-for tool in redis-server docker-compose; do
+for tool in redis-server docker-compose chromium; do
     if command -v "$tool" >/dev/null 2>&1; then
         echo "install-test-servers: $tool present"
     else
@@ -39,9 +42,9 @@ if [ -n "$missing" ]; then
     $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
     if [ "$created_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
-echo "install-test-servers: $(redis-server --version | head -n 1); docker-compose $(docker-compose version --short 2>/dev/null)"
+echo "install-test-servers: $(redis-server --version | head -n 1); docker-compose $(docker-compose version --short 2>/dev/null); $(chromium --version 2>/dev/null)"
 
-# (c) Label Studio in .ls-venv
+# (d) Label Studio in .ls-venv
 ls_installed_version() {
     [ -x "$LS_VENV/bin/label-studio" ] || return 1
     "$LS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("label-studio"))' 2>/dev/null

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ if str(REPO) not in sys.path:
 
 import numpy as np  # noqa: E402  (after the sys.path entry above)
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, PipeCDP  # noqa: E402
 from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained  # noqa: E402
 from tests.servers import (  # noqa: E402
     INSTALL_HINT,
@@ -48,17 +48,6 @@ from tests.servers import (  # noqa: E402
     ls_available,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1400, "height": 800}
 SCORE = "tasks:predictions_score"
 # Data Manager column keys ("tasks:" + column id, "data." for task data) shown; all else hidden.
@@ -134,72 +123,6 @@ def screenshot_playwright(base_url: str, project: int, out: Path) -> None:
             page.screenshot(path=str(out))
         finally:
             browser.close()
-
-
-class PipeCDP:
-    """Chromium's DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
-
-    def __init__(self) -> None:
-        to_chrome_r, self._to_chrome = os.pipe()
-        self._from_chrome, from_chrome_w = os.pipe()
-        self.profile = tempfile.mkdtemp(prefix="srw-chromium-")
-        # Chromium reads commands on fd 3 and writes replies on fd 4: sh puts our pipes there.
-        self.proc = subprocess.Popen(
-            [
-                "/bin/sh",
-                "-c",
-                f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
-                CHROMIUM,
-                *CHROMIUM_ARGS,
-                "--hide-scrollbars",
-                "--remote-debugging-pipe",
-                f"--user-data-dir={self.profile}",
-                "about:blank",
-            ],
-            pass_fds=(to_chrome_r, from_chrome_w),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._buf, self._next_id, self.session = b"", 0, None
-
-    def call(self, method: str, **params):
-        self._next_id += 1
-        msg = {"id": self._next_id, "method": method, "params": params}
-        if self.session:
-            msg["sessionId"] = self.session
-        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
-        while True:  # skip events until our reply
-            while b"\0" not in self._buf:
-                chunk = os.read(self._from_chrome, 1 << 16)
-                if not chunk:
-                    raise RuntimeError("chromium closed the DevTools pipe")
-                self._buf += chunk
-            raw, self._buf = self._buf.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-
-    def evaluate(self, expression: str):
-        result = self.call(
-            "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
-        )
-        return result.get("result", {}).get("value")
-
-    def close(self) -> None:
-        self.session = None
-        try:  # a clean exit, so no child process still writes to the profile we delete
-            self.call("Browser.close")
-            self.proc.wait(timeout=10)
-        except (OSError, RuntimeError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._to_chrome)
-        os.close(self._from_chrome)
-        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 def screenshot_cdp(base_url: str, project: int, out: Path) -> None:

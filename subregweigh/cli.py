@@ -1,4 +1,4 @@
-"""Command line: ``subregweigh {weigh,crossweigh,noise,train,evaluate}``.
+"""Command line: ``subregweigh {weigh,crossweigh,noise,train,evaluate,report,selftest}``.
 
 Every command reads CoNLL (2 or 4 columns, IOB1 or IOB2), TSV (``sentence<TAB>label``), JSONL or
 a Label Studio JSON export, chosen by extension or ``--format``, and writes its outputs
@@ -26,10 +26,12 @@ from subregweigh.io import (
     write_dataset,
     write_weights,
 )
+from subregweigh.io.dataset import dataset_format
 
 # subregweigh.weigh.SCORES, default first (held equal by a test): importing that module here
 # would load torch before `--help` can answer.
 SCORES = ("probability", "agreement", "deterministic")
+NOISES = ("paper", "sentence")  # subregweigh.selftest.NOISES, likewise
 
 logger = logging.getLogger("subregweigh")
 
@@ -51,6 +53,11 @@ EXAMPLES = """examples:
   # a Label Studio JSON export (Project > Export > JSON): weights keyed by task id
   subregweigh weigh export.json -o weights.jsonl
   subregweigh train export.json --weights weights.jsonl -o final-model/
+
+  # a project report (every annotation, per label and annotator), and how far to trust it
+  subregweigh weigh export.json --annotations all -o weights.jsonl
+  subregweigh report weights.jsonl -o report.html
+  subregweigh selftest export.json -o selftest.json
 """
 
 
@@ -68,22 +75,78 @@ ANNOTATIONS_HELP = (
 )
 
 
-def _add_format_args(parser: argparse.ArgumentParser) -> None:
+def _add_format_args(parser: argparse.ArgumentParser, annotations: str = "latest") -> None:
     parser.add_argument("--format", choices=FORMATS, help=FORMAT_HELP)
     parser.add_argument("--text-field", metavar="KEY", help=TEXT_FIELD_HELP)
     parser.add_argument(
-        "--annotations", choices=["latest", "all"], default="latest", help=ANNOTATIONS_HELP
+        "--annotations",
+        choices=["latest", "all"],
+        default=annotations,
+        help=ANNOTATIONS_HELP.replace("the default", f"default: {annotations}"),
     )
 
 
-def _add_data_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "data",
-        help="training data: .conll/.txt (CoNLL), .tsv, .jsonl, or a Label Studio JSON export "
-        "(.json; example ids are the task ids)",
-    )
-    _add_format_args(parser)
+DATA_HELP = (
+    "training data: .conll/.txt (CoNLL), .tsv, .jsonl, or a Label Studio JSON export "
+    "(.json; example ids are the task ids)"
+)
+
+
+def _add_data_args(
+    parser: argparse.ArgumentParser, help: str = DATA_HELP, annotations: str = "latest"
+) -> None:
+    parser.add_argument("data", help=help)
+    _add_format_args(parser, annotations)
     parser.add_argument("--limit", type=int, help="use only the first LIMIT examples")
+
+
+def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
+    """SubRegWeigh's own settings, for every command that weighs."""
+    group = parser.add_argument_group("weighing (SubRegWeigh)")
+    group.add_argument(
+        "--method",
+        choices=["kmeans", "cossim", "random", "kmeans-distinct", "cossim-sum"],
+        default="kmeans",
+        help="how K candidates are chosen from N samples (default: kmeans; the last two are "
+        "the authors' code's variants)",
+    )
+    group.add_argument(
+        "-p",
+        "--dropout",
+        type=float,
+        default=0.1,
+        help="subword regularization strength p (default: 0.1)",
+    )
+    group.add_argument(
+        "-n",
+        "--samples",
+        type=int,
+        default=500,
+        help="N, samples per example for kmeans/cossim (default: 500)",
+    )
+    group.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
+    group.add_argument(
+        "--w-min",
+        type=float,
+        default=1 / 3,
+        help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
+    )
+    group.add_argument(
+        "--score",
+        choices=SCORES,
+        default=SCORES[0],
+        help="the ranking written as the `score` column and printed: probability (mean over the "
+        "K candidates of the scout's lowest p(gold); default, it finds most errors), agreement "
+        "(the paper's c/K) or deterministic (p(gold) on the ordinary tokenization). The "
+        "training weight stays max(w_min, c/K).",
+    )
+
+
+def _add_saved_scout_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--save-scout", metavar="DIR", help="also save the trained scout here")
+    parser.add_argument(
+        "--scout", metavar="DIR", help="use this saved scout instead of training one"
+    )
 
 
 def _add_scout_args(parser: argparse.ArgumentParser) -> None:
@@ -143,47 +206,8 @@ def _build_parser() -> argparse.ArgumentParser:
         required=True,
         help="weights file: .jsonl or .csv (all columns), .conll/.txt (word, tag, weight)",
     )
-    weigh.add_argument(
-        "--method",
-        choices=["kmeans", "cossim", "random", "kmeans-distinct", "cossim-sum"],
-        default="kmeans",
-        help="how K candidates are chosen from N samples (default: kmeans; the last two are "
-        "the authors' code's variants)",
-    )
-    weigh.add_argument(
-        "-p",
-        "--dropout",
-        type=float,
-        default=0.1,
-        help="subword regularization strength p (default: 0.1)",
-    )
-    weigh.add_argument(
-        "-n",
-        "--samples",
-        type=int,
-        default=500,
-        help="N, samples per example for kmeans/cossim (default: 500)",
-    )
-    weigh.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
-    weigh.add_argument(
-        "--w-min",
-        type=float,
-        default=1 / 3,
-        help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
-    )
-    weigh.add_argument(
-        "--score",
-        choices=SCORES,
-        default=SCORES[0],
-        help="the ranking written as the `score` column and printed: probability (mean over the "
-        "K candidates of the scout's lowest p(gold); default, it finds most errors), agreement "
-        "(the paper's c/K) or deterministic (p(gold) on the ordinary tokenization). The "
-        "training weight stays max(w_min, c/K).",
-    )
-    weigh.add_argument("--save-scout", metavar="DIR", help="also save the trained scout here")
-    weigh.add_argument(
-        "--scout", metavar="DIR", help="use this saved scout instead of training one"
-    )
+    _add_weigh_args(weigh)
+    _add_saved_scout_args(weigh)
     _add_scout_args(weigh)
 
     cross = sub.add_parser(
@@ -241,6 +265,67 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--data", help="labelled data to score the model on")
     _add_format_args(evaluate)
     evaluate.add_argument("-o", "--output", help="also write the report here as JSON")
+
+    report = sub.add_parser(
+        "report",
+        help="a project report: score histogram, per label, per annotator, the most doubtful",
+        description="Write a one-page report (static HTML, or its data as JSON) from the "
+        "weights `weigh` wrote (.jsonl), or from data, which is weighed first (a Label Studio "
+        "export: every annotation, with its annotator).",
+    )
+    _add_data_args(
+        report,
+        help="weights written by `weigh` (.jsonl), or data to weigh (as for `weigh`)",
+        annotations="all",
+    )
+    report.add_argument("-o", "--output", required=True, help="report.html, or .json for the data")
+    report.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        help="scores below it count as doubtful (default: 0.5)",
+    )
+    report.add_argument(
+        "--top", type=int, default=20, help="how many doubtful tasks to show (default: 20)"
+    )
+    report.add_argument(
+        "--expected-error-rate",
+        type=float,
+        metavar="RATE",
+        help="the share of wrong annotations you expect (default: the scores' estimate, "
+        "mean(1 - score))",
+    )
+    report.add_argument("--selftest", metavar="JSON", help="a `selftest` result to include")
+    report.add_argument(
+        "--label-studio-url",
+        metavar="URL",
+        help="with --project: link each task to <URL>/projects/<project>/data?task=<id>",
+    )
+    report.add_argument("--project", type=int, help="the Label Studio project id, for links")
+    report.add_argument("--title", default="Annotation report", help="the page's title")
+    _add_weigh_args(report)
+    _add_scout_args(report)
+
+    selftest = sub.add_parser(
+        "selftest",
+        help="how far to trust the flags: inject known errors into a copy, weigh, measure",
+        description="Inject the paper's noise (NER: RATE of the word labels; classification: "
+        "flipped labels) and sentence-level noise (RATE of the examples with one error each) "
+        "into a copy of DATA, weigh each copy with these settings, and report average "
+        "precision, precision at the number of injected errors, and the base rate.",
+    )
+    _add_data_args(selftest, annotations="all")
+    selftest.add_argument("-o", "--output", help="also write the result here as JSON")
+    selftest.add_argument(
+        "--noise",
+        nargs="+",
+        choices=NOISES,
+        default=list(NOISES),
+        help="noise kinds (default: both; classification runs one: both flip labels)",
+    )
+    selftest.add_argument("--rate", type=float, default=0.1, help="(default: 0.1)")
+    _add_weigh_args(selftest)
+    _add_scout_args(selftest)
     return parser
 
 
@@ -282,13 +367,8 @@ def _scout(args, task, examples):
 WEIGHTS_SUFFIXES = (".jsonl", ".csv", ".conll", ".txt")
 
 
-def cmd_weigh(args) -> int:
-    from subregweigh.scout import Scout
-    from subregweigh.weigh import SubRegWeigh
-
-    check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
-    examples, task = _load(args)
-    params = dict(
+def _weigh_params(args) -> dict:
+    return dict(
         p=args.dropout,
         n_samples=args.samples,
         k=args.k,
@@ -297,20 +377,44 @@ def cmd_weigh(args) -> int:
         random_state=args.seed,
         progress=not args.quiet,
     )
+
+
+def _weigh(args, examples, task):
+    """Train (or load) a scout and weigh ``examples``: the WeighResult."""
+    from subregweigh.scout import Scout
+    from subregweigh.weigh import SubRegWeigh
+
     start = time.perf_counter()
-    if args.scout:
+    if getattr(args, "scout", None):
         scout = Scout.load(args.scout, device=args.device, progress=not args.quiet)
-        srw = SubRegWeigh.from_scout(scout, **params)
+        srw = SubRegWeigh.from_scout(scout, **_weigh_params(args))
         logger.info("loaded scout from %s", args.scout)
     else:
-        srw = SubRegWeigh(_scout(args, task, examples), **params).fit(examples)
+        srw = SubRegWeigh(_scout(args, task, examples), **_weigh_params(args)).fit(examples)
         logger.info("trained scout in %.1f s", time.perf_counter() - start)
-        if args.save_scout:
+        if getattr(args, "save_scout", None):
             srw.scout_.save(args.save_scout)
             logger.info("saved scout to %s", args.save_scout)
-    result = srw.weigh(examples)
+    return srw.weigh(examples)
+
+
+def _annotation_columns(args, examples) -> dict[str, list]:
+    """A Label Studio export's ``task`` and ``annotator`` per example (none for other data)."""
+    if dataset_format(args.data, args.format) != "label-studio":
+        return {}
+    return {
+        "task": [ex.id.split("/", 1)[0] for ex in examples],
+        "annotator": [ex.annotator for ex in examples],
+    }
+
+
+def cmd_weigh(args) -> int:
+    check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
+    examples, task = _load(args)
+    start = time.perf_counter()
+    result = _weigh(args, examples, task)
     score = result.score(args.score)
-    extra = {"score": score, **result.columns()}
+    extra = {"score": score, **result.columns(), **_annotation_columns(args, examples)}
     write_weights(args.output, examples, result.weight, task=task, extra=extra)
     logger.info(
         "wrote weights of %d examples to %s (%.1f s in all)",
@@ -468,7 +572,112 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def _is_weights_file(path: str) -> bool:
+    """Whether ``path`` holds weights written by `weigh` (JSONL records with a weight) rather
+    than data to weigh."""
+    if not path.lower().endswith(".jsonl"):
+        return False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except json.JSONDecodeError:
+                    return False  # the data reader says what is wrong, naming the line
+                return isinstance(first, dict) and "weight" in first
+    return False
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise DataError(f"{path}:1: expected a JSON object")
+    return value
+
+
+def cmd_report(args) -> int:
+    from subregweigh.io.weights import read_records
+    from subregweigh.report import AnnotationTable, build_report
+    from subregweigh.report_html import REPORT_SUFFIXES, write_report
+
+    check_writable(args.output, REPORT_SUFFIXES)
+    if (args.label_studio_url is None) != (args.project is None):
+        raise DataError("links need both --label-studio-url and --project")
+    selftest = _read_json(args.selftest) if args.selftest else None
+    if _is_weights_file(args.data):
+        records = read_records(args.data)
+        table = AnnotationTable.from_records(
+            [r for _, r in records], [f"{args.data}:{line}" for line, _ in records]
+        )
+        meta = {"weights": args.data}
+    else:
+        examples, task = _load(args)
+        result = _weigh(args, examples, task)
+        columns = _annotation_columns(args, examples)
+        table = AnnotationTable.from_result(
+            examples, result, task, args.score, tasks=columns.get("task")
+        )
+        meta = {
+            "data": args.data,
+            "score": args.score,
+            "n_annotations": len(examples),
+            "model": args.model or "the bundled MiniLM",
+            "settings": {k: v for k, v in _weigh_params(args).items() if k != "progress"},
+        }
+    link = None
+    if args.label_studio_url:
+        base = args.label_studio_url.rstrip("/")
+        link = lambda task: f"{base}/projects/{args.project}/data?task={task}"  # noqa: E731
+    report = build_report(
+        table,
+        threshold=args.threshold,
+        top=args.top,
+        expected_error_rate=args.expected_error_rate,
+        meta=meta,
+        selftest=selftest,
+        task_url=link,
+    )
+    write_report(args.output, report, title=args.title)
+    summary = report["summary"]
+    print(
+        f"{summary['n_doubtful']} of {summary['n']} annotations score below {args.threshold} "
+        f"({summary['expected_error_rate']:.1%} errors expected); wrote {args.output}"
+    )
+    return 0
+
+
+def cmd_selftest(args) -> int:
+    from subregweigh.io.weights import to_json
+    from subregweigh.selftest import describe, self_test
+    from subregweigh.weigh import SubRegWeigh
+
+    if args.output:
+        check_writable(args.output, (".json",))
+    examples, task = _load(args)
+    outcome = self_test(
+        examples,
+        task,
+        lambda: SubRegWeigh(_scout(args, task, examples), **_weigh_params(args)),
+        noises=args.noise,
+        rate=args.rate,
+        score=args.score,
+        random_state=args.seed,
+    )
+    for result in outcome["results"]:
+        print(f"{result['noise']} noise, {result['n_injected']} of {outcome['n']}: ", end="")
+        print(describe(result))
+    if args.output:
+        atomic_write_text(args.output, json.dumps(to_json(outcome), indent=1) + "\n")
+    return 0
+
+
 COMMANDS = {
+    "report": cmd_report,
+    "selftest": cmd_selftest,
     "weigh": cmd_weigh,
     "crossweigh": cmd_crossweigh,
     "noise": cmd_noise,

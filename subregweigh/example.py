@@ -31,12 +31,16 @@ class Example:
         NER: one tag per word. Classification: the sorted tuple of class names.
     source : str
         Where the example came from (``"file:line"``), for error messages. Empty if unknown.
+    annotator : str
+        Who made the label (a Label Studio annotation's ``completed_by``: the user's email
+        when known, else ``"user <id>"``). Empty if unknown. Like ``source``, not compared.
     """
 
     id: str
     words: tuple[str, ...]
     label: tuple[str, ...]
     source: str = field(default="", compare=False)
+    annotator: str = field(default="", compare=False)
 
     @property
     def text(self) -> str:

@@ -14,6 +14,7 @@ detector's ranking of examples can be scored against the known corruptions:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, Sequence
 
 import numpy as np
@@ -117,7 +118,7 @@ def inject_ner_noise(
     Returns
     -------
     corrupted : list of Example, length n
-        Same ids, words and sources; new labels.
+        Same ids, words, sources and annotators; new labels.
     mask : ndarray of bool, shape (n,)
         True where an example's tag sequence differs from the original.
     """
@@ -147,7 +148,7 @@ def inject_ner_noise(
             changed += now - int(differ[i])
             differ[i] = now
 
-    corrupted = [Example(ex.id, ex.words, tuple(t), ex.source) for ex, t in zip(examples, tags)]
+    corrupted = [replace(ex, label=tuple(t)) for ex, t in zip(examples, tags)]
     return corrupted, differ > 0
 
 
@@ -282,7 +283,7 @@ def inject_sentence_noise(
     Returns
     -------
     corrupted : list of Example, length n
-        Same ids, words and sources.
+        Same ids, words, sources and annotators.
     mask : ndarray of bool, shape (n,)
         True for the corrupted (hence changed) examples.
     """
@@ -307,9 +308,7 @@ def inject_sentence_noise(
     for i in chosen.tolist():
         ex = examples[i]
         kind = possible[i][int(rng.integers(len(possible[i])))]
-        out[i] = Example(
-            ex.id, ex.words, tuple(corrupt_sentence(ex.label, kind, types, rng)), ex.source
-        )
+        out[i] = replace(ex, label=tuple(corrupt_sentence(ex.label, kind, types, rng)))
     mask = np.zeros(n, dtype=bool)
     mask[chosen] = True
     return out, mask
@@ -340,7 +339,7 @@ def flip_labels(
     Returns
     -------
     corrupted : list of Example, length n
-        Same ids, words and sources.
+        Same ids, words, sources and annotators.
     mask : ndarray of bool, shape (n,)
         True for the chosen (hence changed) examples.
     """
@@ -363,7 +362,7 @@ def flip_labels(
         else:
             options = [c for c in classes if c != ex.label[0]]
             label = (options[int(rng.integers(len(options)))],)
-        out[i] = Example(ex.id, ex.words, label, ex.source)
+        out[i] = replace(ex, label=label)
     mask = np.zeros(n, dtype=bool)
     mask[chosen] = True
     return out, mask

@@ -6,6 +6,7 @@ Label Studio's import format, and helpers to wait for the backend's training.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -46,6 +47,49 @@ def _recurring(examples, key, min_count: int) -> set:
     return {k for k, c in counts.items() if c >= min_count}
 
 
+def _mentions(ex) -> list[tuple[str, str]]:
+    return [(" ".join(ex.words[s:e]), t) for t, s, e in entity_spans(ex.label)]
+
+
+def _ner_pool() -> tuple[list, set]:
+    """CoNLL sentences that mention an entity recurring in the pool, and those mentions."""
+    sentences = [
+        ex
+        for ex in read_conll(DATA / "conllpp" / "conllpp_train.txt")[:4000]
+        if 6 <= len(ex.words) <= 30 and any(w.islower() for w in ex.words)
+    ]
+    frequent = _recurring(sentences, _mentions, min_count=15)
+    return [ex for ex in sentences if set(_mentions(ex)) & frequent], frequent
+
+
+def _spans(ex, frequent: set, wrong: str | None = None) -> list[tuple[str, int, int]]:
+    """The sentence's entities; ``wrong``: its first recurring mention given the next type of
+    :data:`TYPES` (``"retype"``) or left out (``"miss"``), a known error."""
+    spans = list(entity_spans(ex.label))
+    if wrong is not None:
+        j = next(j for j, (t, s, e) in enumerate(spans) if (" ".join(ex.words[s:e]), t) in frequent)
+        t, s, e = spans[j]
+        if wrong == "miss":
+            del spans[j]
+        else:
+            spans[j] = (TYPES[(TYPES.index(t) + 1) % len(TYPES)], s, e)
+    return spans
+
+
+def _regions(ex, spans) -> list[dict]:
+    starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
+    return [
+        {
+            "id": f"r{j}",
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [etype]},
+        }
+        for j, (etype, s, e) in enumerate(spans)
+    ]
+
+
 def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list[dict], set[int]]:
     """Tasks with span annotations; the annotations of the returned indices are wrong.
 
@@ -53,44 +97,78 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
     50 sentences mentions an entity that recurs in the project, and a wrong annotation gives
     that mention another type, or misses it.
     """
-    sentences = [
-        ex
-        for ex in read_conll(DATA / "conllpp" / "conllpp_train.txt")[:4000]
-        if 6 <= len(ex.words) <= 30 and any(w.islower() for w in ex.words)
-    ]
-
-    def mentions(ex):
-        return [(" ".join(ex.words[s:e]), t) for t, s, e in entity_spans(ex.label)]
-
-    frequent = _recurring(sentences, mentions, min_count=15)
-    pool = [ex for ex in sentences if set(mentions(ex)) & frequent]
+    pool, frequent = _ner_pool()
     chosen = [pool[i] for i in sorted(rng.choice(len(pool), n_tasks, replace=False))]
     wrong = sorted(rng.choice(n_tasks, n_wrong, replace=False).tolist())
     tasks = []
     for i, ex in enumerate(chosen):
-        starts = np.cumsum([0] + [len(w) + 1 for w in ex.words])
-        spans = list(entity_spans(ex.label))
-        if i in wrong:
-            j = next(
-                j for j, (t, s, e) in enumerate(spans) if (" ".join(ex.words[s:e]), t) in frequent
-            )
-            t, s, e = spans[j]
-            if wrong.index(i) % 2:
-                del spans[j]  # missed
-            else:
-                spans[j] = (TYPES[(TYPES.index(t) + 1) % len(TYPES)], s, e)  # another type
-        result = [
-            {
-                "id": f"r{j}",
-                "from_name": "label",
-                "to_name": "text",
-                "type": "labels",
-                "value": {"start": int(starts[s]), "end": int(starts[e] - 1), "labels": [etype]},
-            }
-            for j, (etype, s, e) in enumerate(spans)
-        ]
+        kind = None if i not in wrong else ("miss" if wrong.index(i) % 2 else "retype")
+        result = _regions(ex, _spans(ex, frequent, kind))
         tasks.append({"data": {"text": " ".join(ex.words)}, "annotations": [{"result": result}]})
     return tasks, set(wrong)
+
+
+# A team: two careful annotators share the tasks; a careless one annotates some of them again
+# (overlap) and retypes a recurring entity in some of hers.
+TEAM = ("alice@example.com", "bob@example.com", "carol@example.com")
+
+
+# The team project's scout: small for CI's 2 cores; batches of 4 give 40 annotations enough
+# optimizer steps in 5 epochs.
+TEAM_ENV = {**ENGINE_ENV, "SRW_EPOCHS": "5", "SRW_BATCH_SIZE": "4", "SRW_N": "30", "SRW_K": "5"}
+
+
+def create_users(ls_server, emails=TEAM) -> dict[str, int]:
+    """Label Studio users (email -> id), so that imported annotations can name them."""
+    ids = {}
+    for email in emails:
+        user = ls_server.api(
+            "POST",
+            "/api/users/",
+            {"email": email, "username": email.split("@")[0], "password": "pw-" + email},
+        )
+        ids[email] = user["id"]
+    return ids
+
+
+def team_ner_tasks(
+    rng, users: dict[str, int], n_tasks: int = 30, n_overlap: int = 10, n_wrong: int = 5
+) -> tuple[list[dict], list[dict]]:
+    """NER tasks annotated by :data:`TEAM`: alice and bob annotate half the tasks each,
+    correctly; carol annotates the first ``n_overlap`` again, ``n_wrong`` of them with a
+    recurring entity retyped.
+
+    Returns
+    -------
+    tasks : list of dict
+        In Label Studio's import format, each annotation ``completed_by`` its user's id.
+    annotations : list of dict
+        What was built, one per annotation: ``task`` (index), ``annotator`` (email),
+        ``wrong`` (bool), ``entities`` (the annotation's entity types, for counting).
+    """
+    alice, bob, carol = TEAM
+    pool, frequent = _ner_pool()
+    chosen = [pool[i] for i in sorted(rng.choice(len(pool), n_tasks, replace=False))]
+    wrong = set(rng.choice(n_overlap, n_wrong, replace=False).tolist())
+    tasks, built = [], []
+    for i, ex in enumerate(chosen):
+        made = [(alice if i < n_tasks // 2 else bob, None)]
+        if i < n_overlap:
+            made.append((carol, "retype" if i in wrong else None))
+        annotations = []
+        for who, error in made:
+            spans = _spans(ex, frequent, error)
+            annotations.append({"result": _regions(ex, spans), "completed_by": users[who]})
+            built.append(
+                {
+                    "task": i,
+                    "annotator": who,
+                    "wrong": error is not None,
+                    "entities": [t for t, _, _ in spans],
+                }
+            )
+        tasks.append({"data": {"text": " ".join(ex.words)}, "annotations": annotations})
+    return tasks, built
 
 
 def classification_tasks(
@@ -144,11 +222,13 @@ class TrainingFailed(AssertionError):
     """The backend reported a failed training, or none finished in time."""
 
 
-def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -> dict:
+def wait_trained(
+    backend: BackendServer, project: int, timeout: float = 900.0, auth: tuple | None = None
+) -> dict:
     deadline = time.monotonic() + timeout
     status = {}
     while time.monotonic() < deadline:
-        code, status = backend.get(f"/status?project={project}")
+        code, status = backend.get(f"/status?project={project}", auth=auth)
         assert code == 200, status
         if status["state"] == "failed":
             raise TrainingFailed(f"training failed: {status['last_error']}\n{backend.log()}")
@@ -158,14 +238,32 @@ def wait_trained(backend: BackendServer, project: int, timeout: float = 900.0) -
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
 
 
+def score_below(value: float) -> str:
+    """The Data Manager's filter "Prediction score < value", as the JSON ``query`` of
+    ``/api/tasks`` (and of label-studio-sdk's ``tasks.list``)."""
+    item = {
+        "filter": "filter:tasks:predictions_score",
+        "operator": "less",
+        "type": "Number",
+        "value": value,
+    }
+    return json.dumps({"filters": {"conjunction": "and", "items": [item]}})
+
+
 def field(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
 def publish_scout(
-    model_dir, project: int | str, scout, version: str | None = None, scores: dict | None = None
+    model_dir,
+    project: int | str,
+    scout,
+    version: str | None = None,
+    scores: dict | None = None,
+    meta=None,
 ) -> str:
-    """Publish ``scout`` as a version of ``project`` the way a training does; returns its name."""
+    """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
+    ``meta``: the version's meta.json, or a function of the version's name that gives it."""
     from backend.store import ProjectStore, new_version_name
     from subregweigh.io.atomic import atomic_write_json
 
@@ -174,6 +272,8 @@ def publish_scout(
     scout.save(staging / "scout")
     atomic_write_json(staging / "scores.json", scores or {})
     version = version or new_version_name()
+    if meta is not None:
+        atomic_write_json(staging / "meta.json", meta(version) if callable(meta) else meta)
     store.publish(staging, version)
     return version
 
@@ -181,3 +281,42 @@ def publish_scout(
 def ner_task(task_id: int, text: str) -> dict:
     """A task as Label Studio sends it to /predict, without annotations."""
     return {"id": task_id, "data": {"text": text}, "annotations": [], "predictions": []}
+
+
+def wait_selftest(
+    backend: BackendServer, project: int, timeout: float = 900.0, auth: tuple | None = None
+) -> dict:
+    """The ``selftest`` of the project's status once the self-test job has finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code, status = backend.get(f"/status?project={project}", auth=auth)
+        assert code == 200, status
+        selftest = status["selftest"]
+        if selftest["state"] == "failed":
+            raise TrainingFailed(f"self-test failed: {selftest}\n{backend.log()}")
+        if selftest["state"] == "idle" and selftest.get("results") and selftest["job"] == "idle":
+            return selftest
+        if time.monotonic() > deadline:
+            raise TrainingFailed(f"self-test did not finish in {timeout:.0f} s: {selftest}")
+        time.sleep(2)
+
+
+def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, seed: int = 11):
+    """The :func:`team_ner_tasks` project in a real Label Studio, its users created, connected to
+    ``backend`` (with basic auth ``auth``) and trained through Label Studio.
+
+    Returns ``(project id, task ids in import order, what was built, status after training)``.
+    """
+    from label_studio_sdk.client import LabelStudio
+
+    ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
+    tasks, built = team_ner_tasks(np.random.default_rng(seed), create_users(ls_server))
+    project = ls.projects.create(title="Team NER", label_config=NER_CONFIG)
+    imported = ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True)
+    login = {}
+    if auth:  # Label Studio calls the backend with this user and password
+        login = dict(auth_method="BASIC_AUTH", basic_auth_user=auth[0], basic_auth_pass=auth[1])
+    ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh", **login)
+    ls.ml.train(id=ml.id)
+    status = wait_trained(backend, project.id, auth=auth)
+    return project.id, list(imported.task_ids), built, status

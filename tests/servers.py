@@ -49,7 +49,9 @@ LS_STARTUP_TIMEOUT = 180.0
 CACHE_DIR = Path(
     os.environ.get("SUBREGWEIGH_TEST_CACHE", Path.home() / ".cache" / "subregweigh-tests")
 )
-INSTALL_HINT = "run `bash scripts/install-test-servers.sh` to install redis-server and Label Studio"
+INSTALL_HINT = (
+    "run `bash scripts/install-test-servers.sh` to install redis-server, Chromium and Label Studio"
+)
 _TEMPLATE_MARKER = "subregweigh-template.json"
 
 

@@ -237,3 +237,29 @@ def test_queued_job_keeps_its_lock_beyond_the_lock_ttl(redis_server):
         time.sleep(0.1)
     assert len(states) > 20 and set(states[:-2]) == {RUNNING}, states
     assert runner.state("4") == IDLE
+
+
+def test_rq_runners_of_two_kinds_on_one_queue(redis_server):
+    """A self-test and a training of one project queue side by side, each with its own pending
+    marker and lock, as the server's two runners do on the one queue its workers serve."""
+    from functools import partial
+
+    from backend import service
+
+    trainings = RQRunner(_never_called, redis_server.url, queue="srw-test-kinds")
+    selftests = RQRunner(
+        partial(service.run_queued_selftest, training={"k": 3}),
+        redis_server.url,
+        queue="srw-test-kinds",
+        kind="selftest",
+    )
+    assert selftests.submit("3") == "queued"
+    assert (selftests.state("3"), trainings.state("3")) == (QUEUED, IDLE)
+    assert trainings.submit("3") == "queued"
+    assert selftests.submit("3") == "already queued"
+    assert len(selftests.queue) == 2
+    job = selftests.queue.jobs[0]
+    assert job.args[0].func is service.run_queued_selftest  # pickled by reference
+    assert job.args[-1] == "selftest" and "selftest of project 3" in job.description
+    selftests.redis.set("srw-test-kinds:selftest:3", "token", ex=30)  # a worker holds its lock
+    assert (selftests.state("3"), trainings.state("3")) == (RUNNING, QUEUED)

@@ -44,7 +44,7 @@ def make_app(tmp_path, **overrides):
     )
     settings.update(overrides)
     runner = FakeRunner()
-    app = create_app(Settings(**settings), runner=runner)
+    app = create_app(Settings(**settings), runner=runner, selftest_runner=FakeRunner())
     return app, app.test_client(), runner
 
 
@@ -76,6 +76,9 @@ ENDPOINTS = [
     ("GET", "/versions?project=1", None, 200),
     ("POST", "/versions", {"project": "1"}, 200),
     ("GET", "/status", None, 400),
+    ("GET", "/report?project=1", None, 404),  # not trained yet
+    ("GET", "/report.json?project=1", None, 404),
+    ("POST", "/selftest?project=1", {}, 202),
 ]
 
 

@@ -126,6 +126,9 @@ class FakeLabelStudio:
     def label_config(self, project):
         return NER_CONFIG
 
+    def users(self):
+        return {1: "admin@example.com"}
+
     def tasks(self, project):
         text = "Angela Merkel visited Paris ."
         region = {

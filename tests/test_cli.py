@@ -22,7 +22,7 @@ def test_module_help_subprocess():
         [sys.executable, "-m", "subregweigh", "--help"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    for command in ("weigh", "crossweigh", "train", "noise", "evaluate"):
+    for command in ("weigh", "crossweigh", "train", "noise", "evaluate", "report", "selftest"):
         assert command in proc.stdout
     assert "usage: subregweigh" in proc.stdout
 

@@ -199,7 +199,13 @@ def test_compose_defaults_equal_the_code_defaults(monkeypatch):
         if not same(getattr(settings, name), getattr(defaults, name))
     }
     # What compose sets on purpose: the wiring between the services.
-    assert differ == {"label_studio_url", "label_studio_api_key", "model_dir", "redis_url"}
+    assert differ == {
+        "label_studio_url",
+        "label_studio_api_key",
+        "label_studio_public_url",
+        "model_dir",
+        "redis_url",
+    }
     assert settings.model_dir == "/data/models"
     # gunicorn inside the container: its defaults, from the same variables.
     monkeypatch.setattr(os, "environ", dict(env))

@@ -1,6 +1,7 @@
 """Fuzzing the HTTP endpoints with hypothesis: bad payloads never cause a server error.
 
-Every endpoint (/setup, /predict, /webhook, /status, /is_training, /versions, /health) gets
+Every endpoint (/setup, /predict, /webhook, /status, /is_training, /versions, /report,
+/report.json, /selftest, /health) gets
 arbitrary JSON, "almost valid" Label Studio payloads with one part replaced by junk, raw
 non-JSON bytes, random query strings, methods and paths. Whatever comes in, the answer is never
 a 5xx, every error is a JSON object with an "error" string, and afterwards the app still answers
@@ -401,6 +402,9 @@ ENDPOINTS = {
     "/status",
     "/is_training",
     "/versions",
+    "/report",
+    "/report.json",
+    "/selftest",
 }
 
 
@@ -482,6 +486,7 @@ def fuzz(tmp_path_factory, tiny_scout):
             **ENGINE,
         ),
         runner=FakeRunner(),
+        selftest_runner=FakeRunner(),
     )
     fuzz = Fuzz(app, version)
     fuzz.assert_still_serving()  # and the scout is loaded before the first timed example
@@ -495,7 +500,7 @@ def fuzz(tmp_path_factory, tiny_scout):
     )
 
 
-POSTS = ["/setup", "/predict", "/webhook", "/versions"]
+POSTS = ["/setup", "/predict", "/webhook", "/versions", "/selftest"]
 
 
 def test_fuzz_any_json_to_every_endpoint(fuzz):
@@ -581,7 +586,7 @@ def test_fuzz_raw_bytes_as_json(fuzz):
     fuzz.run(case, endpoints=set(POSTS), min_cases=150)
 
 
-GETS = ["/status", "/is_training", "/versions", "/health", "/"]
+GETS = ["/status", "/is_training", "/versions", "/report", "/report.json", "/health", "/"]
 query_text = st.text(alphabet=string.printable + "éü١²🙂\x00", max_size=40).map(
     lambda q: urllib.parse.quote(q, safe="=&%+;/?")
 )

@@ -66,7 +66,7 @@ def _app(model_dir: Path, **overrides):
     }
     config.update(overrides)
     runner = FakeRunner()
-    return create_app(Settings(**config), runner=runner), runner
+    return create_app(Settings(**config), runner=runner, selftest_runner=FakeRunner()), runner
 
 
 # ------------------------------------------------------------------------- basic auth, every route
@@ -129,6 +129,9 @@ def test_basic_auth_guards_every_route_but_health(tmp_path):
         "/status",
         "/is_training",
         "/versions",
+        "/report",
+        "/report.json",
+        "/selftest",
         "/added-later/1",
     } <= paths, paths
 
@@ -393,6 +396,9 @@ class FakeLabelStudio:
 
     def tasks(self, project):
         return type(self).task_list
+
+    def users(self):
+        return {1: "admin@example.com"}
 
     def write_predictions(self, project, predictions):
         type(self).written.extend(predictions)

@@ -73,10 +73,30 @@ def _looks_like_json_array(path: PathLike) -> bool:
     return False
 
 
+Format = Literal["conll", "tsv", "jsonl", "label-studio"]
+
+
+def dataset_format(path: PathLike, format: Format | None = None) -> Format:
+    """The format :func:`read_dataset` reads ``path`` as: ``format`` if given, else by the
+    extension (see there). DataError for a ``.csv`` file, which holds no data set."""
+    if format is not None:
+        return format
+    suffix = Path(path).suffix.lower()
+    if suffix in TSV_EXTS:
+        return "tsv"
+    if suffix == ".json" and _looks_like_json_array(path):
+        return "label-studio"
+    if suffix in JSONL_EXTS:
+        return "jsonl"
+    if suffix == ".csv":
+        raise DataError(f"{path}: cannot read .csv data; use .tsv, .jsonl or CoNLL, or pass format")
+    return "conll"
+
+
 def read_dataset(
     path: PathLike,
     *,
-    format: Literal["conll", "tsv", "jsonl", "label-studio"] | None = None,
+    format: Format | None = None,
     text_field: str | None = None,
     annotations: Annotations = "latest",
 ) -> tuple[list[Example], Task]:
@@ -106,20 +126,7 @@ def read_dataset(
         With unique ids.
     task : {"ner", "classification"}
     """
-    if format is None:
-        suffix = Path(path).suffix.lower()
-        if suffix in TSV_EXTS:
-            format = "tsv"
-        elif suffix == ".json" and _looks_like_json_array(path):
-            format = "label-studio"
-        elif suffix in JSONL_EXTS:
-            format = "jsonl"
-        elif suffix == ".csv":
-            raise DataError(
-                f"{path}: cannot read .csv data; use .tsv, .jsonl or CoNLL, or pass format"
-            )
-        else:
-            format = "conll"
+    format = dataset_format(path, format)
     if format == "conll":
         examples, task = read_conll(path), "ner"
     elif format == "tsv":

@@ -89,7 +89,8 @@ class LabelStudioTask:
     words : tuple of (word, start, end)
         :func:`task_words` of the text; end-exclusive character offsets.
     examples : tuple of Example
-        One per usable annotation (see ``annotations``); empty if it has none.
+        One per usable annotation (see ``annotations``), with its :func:`annotator`; empty if
+        it has none.
     """
 
     id: str
@@ -209,6 +210,21 @@ def _used(
         return (_saved_at(live[pos]), ann_id if type(ann_id) is int else -1, pos)
 
     return [live[max(range(len(live)), key=recency)]]
+
+
+def annotator(annotation: dict) -> str:
+    """Who made ``annotation``, from its ``completed_by``: the user's email where the task
+    carries it (an object ``{"id", "email", ...}``, as older exports and the backend have it),
+    else ``"user <id>"`` (an export of Label Studio 1.23 holds the id alone); ``""`` if unknown."""
+    who = annotation.get("completed_by")
+    if isinstance(who, dict):
+        email = who.get("email")
+        if isinstance(email, str) and email.strip():
+            return email.strip()
+        who = who.get("id")
+    if isinstance(who, bool) or not isinstance(who, (int, str)) or who == "":
+        return ""
+    return f"user {who}"
 
 
 def _text(item: dict, data_key: str | None, where: str) -> str:
@@ -419,7 +435,9 @@ def parse_tasks(
                 continue
             if label is not None:
                 ex_id = task_id if annotations == "latest" else f"{task_id}/{annotation.get('id')}"
-                examples.append(Example(ex_id, word_strings, label, where))
+                examples.append(
+                    Example(ex_id, word_strings, label, where, annotator=annotator(annotation))
+                )
         out.append(LabelStudioTask(task_id, text, tuple(words), tuple(examples)))
     if ignored:
         prefix = f"{source}: " if source else ""

@@ -59,7 +59,7 @@ def _check_extra(extra: Mapping[str, Any] | None, n: int) -> dict[str, Any]:
     return out
 
 
-def _to_json(value: Any) -> Any:
+def to_json(value: Any) -> Any:
     """numpy scalars/arrays and tuples -> plain JSON values; NaN/inf -> ``None``.
 
     Anything else is returned unchanged, so ``json.dumps`` rejects what it cannot encode.
@@ -69,9 +69,9 @@ def _to_json(value: Any) -> Any:
     elif isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, (list, tuple)):
-        return [_to_json(v) for v in value]
+        return [to_json(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _to_json(v) for k, v in value.items()}
+        return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -135,7 +135,7 @@ def write_weighted_jsonl(
             rec = example_record(ex, task)
             rec["weight"] = float(w[i])
             for key, values in cols.items():
-                rec[key] = _to_json(values[i])
+                rec[key] = to_json(values[i])
             f.write(json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n")
 
 
@@ -177,7 +177,7 @@ def write_weighted_csv(
                 row = [ex.id, ex.text, ",".join(ex.label)]
             row.append(repr(float(w[i])))
             for values in cols.values():
-                v = _to_json(values[i])
+                v = to_json(values[i])
                 if v is None:
                     v = ""
                 elif isinstance(v, (list, dict)):
@@ -256,8 +256,17 @@ def _weights_by_id(
     return out
 
 
-def _read_weights_jsonl(name: str, path: PathLike, examples: Sequence[Example]) -> np.ndarray:
-    pairs = []
+def read_records(path: PathLike) -> list[tuple[int, dict]]:
+    """``(line number, record)`` for every object of a JSONL weights file (blank lines skipped).
+
+    Raises
+    ------
+    DataError
+        ``"{path}:{line}: ..."`` for invalid JSON, or a line that holds no object with ``id``
+        and ``weight``.
+    """
+    name = str(path)
+    records = []
     for lineno, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
@@ -269,7 +278,12 @@ def _read_weights_jsonl(name: str, path: PathLike, examples: Sequence[Example]) 
             ) from None
         if not isinstance(obj, dict) or "id" not in obj or "weight" not in obj:
             raise DataError(f"{name}:{lineno}: expected an object with 'id' and 'weight'")
-        pairs.append((lineno, str(obj["id"]), obj["weight"]))
+        records.append((lineno, obj))
+    return records
+
+
+def _read_weights_jsonl(name: str, path: PathLike, examples: Sequence[Example]) -> np.ndarray:
+    pairs = [(lineno, str(obj["id"]), obj["weight"]) for lineno, obj in read_records(path)]
     return _weights_by_id(name, pairs, examples)
 
 

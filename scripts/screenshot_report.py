@@ -1,0 +1,85 @@
+"""Screenshot of the backend's project report (docs/report.png), from a real training.
+
+Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the team
+NER project of tests/projects.py (30 CoNLL sentences; alice and bob annotate 15 each, carol 10
+of them again, retyping a recurring entity in 5), trains the backend through Label Studio, runs
+a self-test (sentence-level noise), and photographs ``/report?project=ID`` in headless
+Chromium, the whole page. The same project and settings as tests/test_e2e_report.py.
+
+Run from the repository root (3 to 4 minutes on 2 CPU cores)::
+
+    python scripts/screenshot_report.py [--out docs/report.png] [--top 6] [--keep]
+
+Prerequisites: the test servers and Chromium (``bash scripts/install-test-servers.sh``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.browser import CHROMIUM, Page, chromium_available  # noqa: E402
+from tests.projects import TEAM_ENV, team_project, wait_selftest  # noqa: E402
+from tests.servers import INSTALL_HINT, BackendServer, LabelStudioServer, ls_available  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "report.png")
+    parser.add_argument("--top", type=int, default=6, help="doubtful tasks shown (default 6)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir with server logs")
+    args = parser.parse_args()
+    if not chromium_available():
+        sys.exit(f"screenshot_report: {CHROMIUM} not found; {INSTALL_HINT}")
+    if not ls_available():
+        sys.exit(f"screenshot_report: Label Studio is not installed; {INSTALL_HINT}")
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="srw-report-"))
+    ls_server = LabelStudioServer(data_dir=tmp / "label-studio")
+    backend = None
+    try:
+        ls_server.start()
+        env = {
+            **TEAM_ENV,
+            "LABEL_STUDIO_URL": ls_server.url,
+            "LABEL_STUDIO_API_KEY": ls_server.token,
+        }
+        backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
+        project, _, _, status = team_project(ls_server, backend)
+        print(f"project {project}: {status['message']}")
+        code, body = backend.post(f"/selftest?project={project}&noise=sentence", {})
+        assert code == 202, body
+        print(f"self-test: {wait_selftest(backend, project)['message']}")
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.out.with_name(f".{args.out.stem}.tmp{args.out.suffix}")
+        try:
+            with Page(width=1100, height=900) as page:
+                page.goto(f"{backend.url}/report?project={project}&top={args.top}")
+                page.screenshot(partial)
+            os.replace(partial, args.out)
+        finally:
+            partial.unlink(missing_ok=True)
+        print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
+    finally:
+        if backend is not None:
+            backend.stop()
+        ls_server.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

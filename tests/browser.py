@@ -1,0 +1,184 @@
+"""Headless Chromium for tests and screenshot scripts, driven over its DevTools protocol.
+
+No Playwright or Selenium: :class:`PipeCDP` speaks the protocol over a pipe with the standard
+library, and :class:`Page` adds what a test needs (open a page with extra headers, wait for
+something to be true, read the rendered document, take a screenshot). Chromium comes from
+Debian (``apt-get install -y chromium``, which scripts/install-test-servers.sh runs);
+:func:`require_chromium` skips a test locally and fails it in CI when it is missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.servers import INSTALL_HINT, _skip_or_fail
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class PipeCDP:
+    """Chromium's DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
+
+    def __init__(self) -> None:
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        self.profile = tempfile.mkdtemp(prefix="srw-chromium-")
+        # Chromium reads commands on fd 3 and writes replies on fd 4: sh puts our pipes there.
+        self.proc = subprocess.Popen(
+            [
+                "/bin/sh",
+                "-c",
+                f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
+                CHROMIUM,
+                *CHROMIUM_ARGS,
+                "--hide-scrollbars",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            pass_fds=(to_chrome_r, from_chrome_w),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buf, self._next_id, self.session = b"", 0, None
+
+    def call(self, method: str, **params):
+        self._next_id += 1
+        msg = {"id": self._next_id, "method": method, "params": params}
+        if self.session:
+            msg["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        while True:  # skip events until our reply
+            while b"\0" not in self._buf:
+                chunk = os.read(self._from_chrome, 1 << 16)
+                if not chunk:
+                    raise RuntimeError("chromium closed the DevTools pipe")
+                self._buf += chunk
+            raw, self._buf = self._buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def evaluate(self, expression: str):
+        result = self.call(
+            "Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True
+        )
+        return result.get("result", {}).get("value")
+
+    def close(self) -> None:
+        self.session = None
+        try:  # a clean exit, so no child process still writes to the profile we delete
+            self.call("Browser.close")
+            self.proc.wait(timeout=10)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def chromium_available() -> bool:
+    return os.access(CHROMIUM, os.X_OK)
+
+
+def require_chromium() -> None:
+    """Skip (locally) or fail (CI=true) the calling test when Chromium is not installed."""
+    if not chromium_available():
+        _skip_or_fail(f"{CHROMIUM} is not installed; {INSTALL_HINT}")
+
+
+class Page:
+    """One tab of a headless Chromium; a context manager that closes the browser.
+
+    Parameters
+    ----------
+    width, height : int
+        The viewport, in CSS pixels.
+    headers : dict, optional
+        Sent with every request of the tab (``Authorization`` for basic auth, say).
+    """
+
+    def __init__(self, width: int = 1280, height: int = 900, headers: dict | None = None):
+        self.cdp = PipeCDP()
+        try:
+            target = self.cdp.call("Target.createTarget", url="about:blank")["targetId"]
+            self.cdp.session = self.cdp.call(
+                "Target.attachToTarget", targetId=target, flatten=True
+            )["sessionId"]
+            self.cdp.call(
+                "Emulation.setDeviceMetricsOverride",
+                width=width,
+                height=height,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
+            self.cdp.call("Page.enable")
+            if headers:
+                self.cdp.call("Network.enable")
+                self.cdp.call("Network.setExtraHTTPHeaders", headers=headers)
+        except BaseException:
+            self.cdp.close()
+            raise
+
+    def __enter__(self) -> Page:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.cdp.close()
+
+    def evaluate(self, expression: str):
+        """The value of a JavaScript expression in the page (promises awaited)."""
+        return self.cdp.evaluate(expression)
+
+    def wait_for(self, expression: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.evaluate(expression):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {expression}")
+            time.sleep(0.25)
+
+    def goto(self, url: str, timeout: float = 60.0) -> None:
+        """Open ``url`` and wait until the document and its images have loaded."""
+        self.cdp.call("Page.navigate", url=url)
+        self.wait_for(
+            f"location.href === {json.dumps(url)} && document.readyState === 'complete'", timeout
+        )
+
+    def screenshot(self, path: str | os.PathLike, full_page: bool = True) -> None:
+        """A PNG of the viewport, or of the whole page's height."""
+        params: dict = {"format": "png"}
+        if full_page:
+            width, height = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
+            )
+        png = self.cdp.call("Page.captureScreenshot", **params)["data"]
+        Path(path).write_bytes(base64.b64decode(png))
