@@ -183,16 +183,6 @@ class Page:
     def close(self) -> None:
         self.cdp.close()
 
-    def _gone(self) -> str:
-        """Why the pipe closed: chromium's exit status and the end of its stderr."""
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = "still running"
-        self.log.seek(0)
-        tail = self.log.read().decode(errors="replace")[-2000:]
-        return f"chromium closed the DevTools pipe (exit status {code}); its stderr:\n{tail}"
-
     def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (promises awaited)."""
         return self.cdp.evaluate(expression)
