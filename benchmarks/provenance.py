@@ -53,6 +53,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make results unreadable to others
     os.replace(tmp, path)
 
 

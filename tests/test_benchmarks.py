@@ -1,0 +1,185 @@
+"""The benchmark scripts, run end to end at tiny sizes (real data, real MiniLM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+# 30 sentences, 1 epoch, K=3 of N=6, CrossWeigh 2 folds x 1, 30 test and 30 dev sentences
+TINY = [
+    "--examples",
+    "30",
+    "--epochs",
+    "1",
+    "--n-samples",
+    "6",
+    "-k",
+    "3",
+    "--seeds",
+    "1",
+    "--cw-folds",
+    "2",
+    "--cw-iterations",
+    "1",
+    "--test-limit",
+    "30",
+]
+
+
+@pytest.fixture
+def final_model(monkeypatch):
+    """benchmarks/final_model.py as a module, importable as when run as a script."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import final_model
+
+    return final_model
+
+
+def _check_runs(result, n_examples):
+    for run in result["runs"]:
+        assert set(run["eval"]) == {"test", "dev"}
+        for scores in run["eval"].values():
+            for metric in ("precision", "recall", "f1"):
+                assert 0.0 <= scores[metric] <= 1.0
+        assert run["train_seconds"] > 0
+        assert 0 < run["n_corrupted"] <= n_examples
+        if run["weighting"] == "clean":
+            assert run["weights"] is None
+        else:
+            assert 0.0 <= run["weights"]["ap"] <= 1.0
+
+
+def test_final_model_runs_resumes_and_keeps_finished_runs(final_model, tmp_path, monkeypatch):
+    args = TINY + ["--out", str(tmp_path), "--name", "fm"]
+    assert final_model.main(args + ["--weightings", "vanilla", "agreement"]) == 0
+
+    result = json.loads((tmp_path / "fm.json").read_text())
+    assert result["planned_runs"] == 7  # 6 weightings for seed 0, CrossWeigh for seed 0
+    assert result["finished_runs"] == 2 and not result["complete"]
+    assert [(r["seed"], r["weighting"]) for r in result["runs"]] == [
+        (0, "vanilla"),
+        (0, "agreement"),
+    ]
+    assert {(m["seed"], m["weighting"]) for m in result["missing"]} == {
+        (0, "probability"),
+        (0, "agreement-normalized"),
+        (0, "probability-normalized"),
+        (0, "clean"),
+        (0, "crossweigh"),
+    }
+    _check_runs(result, 30)
+    vanilla, agreement = result["runs"]
+    # unit weights rank nothing: their AP is the share of corrupted sentences
+    assert vanilla["weights"]["ap"] == pytest.approx(vanilla["base_rate"])
+    assert vanilla["weights"]["mean_weight_clean"] == 1.0
+    assert agreement["weighing_seconds"] > 0
+    assert set(result["summary"]) == {"vanilla", "agreement"}
+    assert result["summary"]["agreement"]["delta_test_f1"]["mean"] == pytest.approx(
+        agreement["eval"]["test"]["f1"] - vanilla["eval"]["test"]["f1"]
+    )
+    weights = json.loads((tmp_path / "fm.weights.json").read_text())["0"]
+    for name in ("agreement", "probability"):  # one weighing gives both
+        assert len(weights[name]) == 30
+        assert all(1 / 3 - 1e-6 <= w <= 1.0 for w in weights[name])
+    markdown = (tmp_path / "fm.md").read_text()
+    assert "**Incomplete**: 2 of 7 (seed, weighting) runs" in markdown
+    assert "| vanilla (w = 1) | 0 |" in markdown
+    assert "--weightings vanilla agreement" in markdown
+
+    # an existing result is neither replaced by accident nor resumed with other settings
+    with pytest.raises(SystemExit, match="--resume"):
+        final_model.main(args)
+    with pytest.raises(SystemExit, match="examples"):
+        final_model.main([*args, "--resume", "--examples", "31"])
+
+    # resuming runs only what is missing, from the stored weights: no scout, no weighing again
+    def no_weighing(*a, **k):
+        raise AssertionError("resume weighed again")
+
+    monkeypatch.setattr(final_model, "SubRegWeigh", no_weighing)
+    assert final_model.main([*args, "--resume"]) == 0
+    resumed = json.loads((tmp_path / "fm.json").read_text())
+    assert resumed["complete"] and resumed["finished_runs"] == 7 and not resumed["missing"]
+    assert resumed["runs"][:2] == result["runs"]
+    assert [r["weighting"] for r in resumed["runs"][2:]] == [
+        "probability",
+        "agreement-normalized",
+        "probability-normalized",
+        "clean",
+        "crossweigh",
+    ]
+    normalized = resumed["runs"][3]["weights"]
+    assert normalized["ap"] == pytest.approx(agreement["weights"]["ap"])  # same ranking
+    n_corrupted = resumed["runs"][3]["n_corrupted"]
+    overall = (30 - n_corrupted) * normalized["mean_weight_clean"]
+    overall += n_corrupted * normalized["mean_weight_corrupted"]
+    assert overall / 30 == pytest.approx(1.0)  # divided by its mean
+    assert len(resumed["commands"]) == 2 and resumed["commands"][1].endswith("--resume")
+    assert set(resumed["weighings"]["0"]) == {"srw", "crossweigh"}
+    _check_runs(resumed, 30)
+    crossweigh = resumed["runs"][-1]
+    assert crossweigh["weighing_seconds"] == resumed["weighings"]["0"]["crossweigh"]["seconds"]
+    markdown = (tmp_path / "fm.md").read_text()
+    assert "Incomplete" not in markdown
+    for label in final_model.LABELS.values():
+        assert f"| {label} | 0 |" in markdown
+
+
+@pytest.fixture
+def benchmark_module(monkeypatch):
+    """Import a script of benchmarks/ as when run from there."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import importlib
+
+    return importlib.import_module
+
+
+DETECTION_TINY = ["--sizes", "24", "--epochs", "1", "--n-samples", "6", "-k", "3", "--folds", "2"]
+
+
+def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monkeypatch):
+    detection = benchmark_module("detection")
+    args = DETECTION_TINY + ["--out", str(tmp_path), "--name", "det"]
+    assert detection.main(args + ["--seeds", "1"]) == 0
+    first = json.loads((tmp_path / "det.json").read_text())
+    assert first["complete"] and first["summary"]["24"]["methods"]["random"]
+    (run,) = first["runs"]
+    assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5  # cleanlab's default = p(gold)
+    assert run["methods"]["length"]["ap"] >= 0 and "Command:" in (tmp_path / "det.md").read_text()
+
+    # other settings: refused; same settings: seed 0 kept as it was, only seed 1 is run
+    with pytest.raises(ValueError, match="other settings"):
+        detection.main([*args, "--seeds", "2", "--resume", "-k", "4"])
+    real_run_one = detection.run_one
+    seeds_run = []
+
+    def counting_run_one(a, size, seed):
+        seeds_run.append(seed)
+        return real_run_one(a, size, seed)
+
+    monkeypatch.setattr(detection, "run_one", counting_run_one)
+    assert detection.main([*args, "--seeds", "2", "--resume"]) == 0
+    resumed = json.loads((tmp_path / "det.json").read_text())
+    assert seeds_run == [1] and resumed["complete"]
+    assert resumed["runs"][0] == run and resumed["runs"][1]["seed"] == 1
+    assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
+
+
+def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
+    ablation = benchmark_module("ablation")
+    args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
+    args += ["--methods", "random", "kmeans", "--ps", "0", "0.1", "--out", str(tmp_path)]
+    assert ablation.main(args) == 0
+    result = json.loads((tmp_path / "ablation-conll-sentence.json").read_text())
+    variants = result["runs"][0]["variants"]
+    assert set(variants) == {"random p=0.0", "kmeans p=0.0", "random p=0.1", "kmeans p=0.1"}
+    for name, row in variants.items():
+        assert 0 <= row["probability"]["ap"] <= 1 and row["weigh_seconds"] > 0
+    # p=0 reproduces the tokenizer: one distinct candidate, the deterministic one, every time
+    assert variants["kmeans p=0.0"]["distinct_per_example"] == 1.0
+    assert variants["kmeans p=0.0"]["deterministic_share"] == 1.0
+    assert variants["kmeans p=0.1"]["distinct_per_example"] > 1.0
+    assert "| kmeans p=0.1 |" in (tmp_path / "ablation-conll-sentence.md").read_text()
