@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +34,17 @@ CHROMIUM_ARGS = [
 ]
 
 
+# argv: read end, write end, chromium, its arguments. Both ends go above 9 first, so that
+# neither is overwritten by the other's dup2.
+_LAUNCHER = """
+import fcntl, os, sys
+ends = [fcntl.fcntl(int(fd), fcntl.F_DUPFD_CLOEXEC, 10) for fd in sys.argv[1:3]]
+for target, fd in zip((3, 4), ends):
+    os.dup2(fd, target)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
 class PipeCDP:
     """Chromium's DevTools protocol over --remote-debugging-pipe (fd 3 in, fd 4 out)."""
 
@@ -40,12 +52,17 @@ class PipeCDP:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
         self.profile = tempfile.mkdtemp(prefix="srw-chromium-")
-        # Chromium reads commands on fd 3 and writes replies on fd 4: sh puts our pipes there.
+        self.log = open(Path(self.profile).with_suffix(".log"), "w+b")  # noqa: SIM115
+        # Chromium reads commands on fd 3 and writes replies on fd 4; a small launcher puts our
+        # pipe ends there (sh cannot: it reads fds above 9 as a syntax error, and an end that is
+        # itself 3 or 4 would be overwritten by the first redirection).
         self.proc = subprocess.Popen(
             [
-                "/bin/sh",
+                sys.executable,
                 "-c",
-                f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
+                _LAUNCHER,
+                str(to_chrome_r),
+                str(from_chrome_w),
                 CHROMIUM,
                 *CHROMIUM_ARGS,
                 "--hide-scrollbars",
@@ -55,7 +72,7 @@ class PipeCDP:
             ],
             pass_fds=(to_chrome_r, from_chrome_w),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log,
         )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
@@ -66,12 +83,15 @@ class PipeCDP:
         msg = {"id": self._next_id, "method": method, "params": params}
         if self.session:
             msg["sessionId"] = self.session
-        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        try:
+            os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        except BrokenPipeError:
+            raise RuntimeError(self._gone()) from None
         while True:  # skip events until our reply
             while b"\0" not in self._buf:
                 chunk = os.read(self._from_chrome, 1 << 16)
                 if not chunk:
-                    raise RuntimeError("chromium closed the DevTools pipe")
+                    raise RuntimeError(self._gone())
                 self._buf += chunk
             raw, self._buf = self._buf.split(b"\0", 1)
             reply = json.loads(raw)
@@ -79,6 +99,16 @@ class PipeCDP:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply.get("result", {})
+
+    def _gone(self) -> str:
+        """Why the pipe closed: chromium's exit status and the end of its stderr."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = "still running"
+        self.log.seek(0)
+        tail = self.log.read().decode(errors="replace")[-2000:]
+        return f"chromium closed the DevTools pipe (exit status {code}); its stderr:\n{tail}"
 
     def evaluate(self, expression: str):
         result = self.call(
@@ -96,6 +126,8 @@ class PipeCDP:
             self.proc.wait()
         os.close(self._to_chrome)
         os.close(self._from_chrome)
+        self.log.close()
+        os.unlink(self.log.name)
         shutil.rmtree(self.profile, ignore_errors=True)
 
 

@@ -7,6 +7,7 @@ fault, not detection quality (tests/test_e2e_label_studio.py measures that).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -334,11 +335,15 @@ def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
                 p for p in task.predictions if field(p, "model_version") == versions[project]
             ]
             assert all(r["from_name"] == control for r in field(prediction, "result"))
-        stored = (
-            tmp_path / "models" / str(project) / "versions" / versions[project] / "scores.json"
-        ).read_text()
-        other = cls_ids if project == ner_project else ner_ids
-        assert not any(f'"{i}"' in stored for i in other)
+        stored = json.loads(
+            (
+                tmp_path / "models" / str(project) / "versions" / versions[project] / "scores.json"
+            ).read_text()
+        )
+        # Its own tasks, and every stored annotation of one of them (task/annotation ids).
+        assert set(stored) == {str(i) for i in ids}
+        for task, entry in stored.items():
+            assert all(a["id"].split("/")[0] == task for a in entry["annotations"])
 
 
 # ----------------------------------------------------------------------------- damaged model dirs

@@ -377,7 +377,8 @@ SERVER_ERRORS: list = []
 
 
 def check_response(status: int, raw: bytes, *, method: str, path: str, sent=None) -> None:
-    """The invariants of every answer: no 5xx, errors are {"error": str}, /predict keeps order."""
+    """The invariants of every answer: no 5xx, errors are {"error": str}, /predict keeps order,
+    /report is a whole page."""
     if status >= 500:
         SERVER_ERRORS.append((method, path, status, raw[:300]))
     assert status < 500, f"{method} {path} -> {status}: {raw[:500]!r}\nsent: {str(sent)[:1000]}"
@@ -387,6 +388,8 @@ def check_response(status: int, raw: bytes, *, method: str, path: str, sent=None
     if status >= 400:
         body = json.loads(raw)
         assert isinstance(body, dict) and isinstance(body.get("error"), str), (status, raw[:300])
+    elif path.split("?")[0] == "/report" and status == 200:  # the page, over fuzzed scores
+        assert raw.startswith(b"<!DOCTYPE html>") and raw.rstrip().endswith(b"</html>")
     elif 200 <= status < 300 and method != "OPTIONS":  # 3xx: werkzeug's redirect of "//x" to "/x"
         body = json.loads(raw)
         if path.startswith("/predict") and isinstance(sent, dict):
