@@ -326,7 +326,10 @@ def create_app(settings: Settings | None = None, runner=None, selftest_runner=No
     def report_page():
         report = _report()
         page = reports.render(report, report["meta"]["project"])
-        return Response(page, mimetype="text/html")
+        # A task text may hold lone surrogates (Label Studio stores what it is sent); UTF-8
+        # cannot encode them, so they are shown escaped rather than failing the whole page.
+        body = page.encode("utf-8", errors="backslashreplace")
+        return Response(body, mimetype="text/html", content_type="text/html; charset=utf-8")
 
     @app.get("/report.json")
     def report_json():

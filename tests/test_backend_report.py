@@ -237,3 +237,26 @@ def test_runners_of_two_kinds_do_not_see_each_other(tmp_path):
     finally:
         release.set()
         assert selftests.wait(timeout=10)
+
+
+def test_report_page_survives_lone_surrogates_in_task_text(stored, tmp_path, tiny_scout):
+    """Label Studio stores whatever text it is sent; a lone surrogate (found by the fuzz test)
+    cannot be encoded as UTF-8, and must not turn the whole page into a 500."""
+    import copy
+
+    _, _, scores = stored
+    broken = copy.deepcopy(scores)
+    broken["100"]["annotations"][0]["words"][0] = "a\udfffb"
+    spec = parse_label_config(NER_CONFIG)
+    items = [i for i in read_tasks(name_annotators(team_tasks(), USERS), spec).tasks if i]
+    publish_scout(
+        tmp_path / "models",
+        7,
+        tiny_scout,
+        scores=broken,
+        meta=lambda name: version_meta(name, spec, Settings(k=3, n_samples=10), items, 4),
+    )
+    client, _ = make(tmp_path / "models")
+    page = client.get("/report?project=7", headers=GOOD)
+    assert page.status_code == 200, page.get_data()[:300]
+    assert b"a\\udfffb" in page.get_data() and page.mimetype == "text/html"
