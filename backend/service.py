@@ -195,6 +195,23 @@ def _predict(
 # --------------------------------------------------------------------------------- train
 
 
+class _PhaseClock:
+    """Wall seconds per phase of a training, e.g. ``{"fetch": 1.2, "train": 40.1, ...}``: kept
+    in the project's status so a slow retrain says where its time went."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = round(now - self._last, 3)
+        self._last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{phase} {s:.1f} s" for phase, s in self.seconds.items())
+
+
 def train_project(project: str, settings: Settings) -> dict:
     """Train ``project`` on its current annotations and publish a new version.
 
@@ -283,7 +300,9 @@ def version_meta(
 
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+    clock = _PhaseClock()
     api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
+    clock.lap("fetch")
     annotated = [ex for item in items for ex in item.examples]
     if refusal:
         return {"message": refusal, "trained": False}
@@ -299,8 +318,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     )
     store.update_status(message=f"training on {len(annotated)} annotations")
     srw = engine(settings, spec).fit(annotated)
+    clock.lap("train")
     store.update_status(message=f"scoring {len(items)} tasks")
     scores = score_tasks(srw, spec, items, settings.score)
+    clock.lap("weigh")
     version = new_version_name()
     staging = store.staging_dir()
     srw.scout_.save(staging / "scout")
@@ -309,6 +330,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
     )
     store.publish(staging, version)
+    clock.lap("save")
     logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
 
     store.update_status(message="writing predictions to Label Studio")
@@ -325,18 +347,20 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         ],
     )
     api.set_model_version(int(project), version)
+    clock.lap("write")
     doubtful = sum(1 for e in scores.values() if e["reliability"] and e["score"] < 0.5)
     message = (
         f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
         f"{settings.score} score < 0.5; {len(scores) - n_annotated} pre-annotated"
     )
-    logger.info("project %s: %s", project, message)
+    logger.info("project %s: %s (%s)", project, message, clock)
     return {
         "message": message,
         "trained": True,
         "last_version": version,
         "annotated_tasks": n_annotated,
         "doubtful_tasks": doubtful,
+        "phase_seconds": clock.seconds,
     }
 
 
