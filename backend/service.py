@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.settings import Settings
+from backend.settings import SCOUT, Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
 from backend.tasks import (
     fingerprint,
@@ -54,11 +54,20 @@ def _weigh_params(settings: Settings) -> dict:
     )
 
 
-def engine(settings: Settings, spec: LabelingSpec):
-    """An unfitted :class:`~subregweigh.weigh.SubRegWeigh` for a project labelled as ``spec``."""
+def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
+    """An unfitted :class:`~subregweigh.weigh.SubRegWeigh` for a project labelled as ``spec``;
+    with ``warm_from`` (a fitted Scout, not modified) its fit refits that scout for
+    ``settings.warm_epochs`` epochs instead of training the base encoder."""
+    import copy
+
     from subregweigh.scout import Scout
     from subregweigh.weigh import SubRegWeigh
 
+    if warm_from is not None:
+        scout = copy.deepcopy(warm_from)
+        scout.warm_start, scout.epochs, scout.progress = True, settings.warm_epochs, False
+        scout.quantize = settings.quantize
+        return SubRegWeigh(scout, **_weigh_params(settings))
     scout = Scout(
         model=settings.scout_model or None,
         task=spec.task,
@@ -68,6 +77,7 @@ def engine(settings: Settings, spec: LabelingSpec):
         batch_size=settings.batch_size,
         learning_rate=settings.learning_rate or None,
         max_length=settings.max_length or None,
+        quantize=settings.quantize,
         random_state=settings.seed,
         progress=False,
     )
@@ -102,6 +112,7 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
             raise CorruptVersion(
                 version, f"the scout does not load ({type(err).__name__}: {err})"
             ) from err
+        scout.quantize = settings.quantize  # how this server predicts, whatever trained it
         srw = SubRegWeigh.from_scout(scout, **_weigh_params(settings))
         _weighers[key] = srw
         while len(_weighers) > settings.cached_models:
@@ -316,8 +327,11 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         settings.n_samples,
         settings.method,
     )
-    store.update_status(message=f"training on {len(annotated)} annotations")
-    srw = engine(settings, spec).fit(annotated)
+    warm_from, why_full = _warm_start_from(store, settings, spec, annotated)
+    how = f"refitting version {store.current_version()}" if warm_from else "training"
+    logger.info("project %s: %s%s", project, how, f" ({why_full})" if why_full else "")
+    store.update_status(message=f"{how} on {len(annotated)} annotations")
+    srw = engine(settings, spec, warm_from=warm_from).fit(annotated)
     clock.lap("train")
     store.update_status(message=f"scoring {len(items)} tasks")
     scores = score_tasks(srw, spec, items, settings.score)
@@ -361,7 +375,35 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "annotated_tasks": n_annotated,
         "doubtful_tasks": doubtful,
         "phase_seconds": clock.seconds,
+        "warm_start": warm_from is not None,
+        "warm_retrains": store.status().get("warm_retrains", 0) + 1 if warm_from else 0,
     }
+
+
+def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec, annotated):
+    """``(scout, None)``: the current version's scout, to be refitted on ``annotated``; or
+    ``(None, why)`` when the retrain starts from the base encoder instead."""
+    from subregweigh.scout import label_space
+
+    current = store.current_version()
+    if not settings.warm_start:
+        return None, None
+    if current is None:
+        return None, "no version yet"
+    done = store.status().get("warm_retrains", 0)
+    if done >= settings.full_retrain_every:
+        return None, f"{done} warm retrains since the last full one (SRW_FULL_RETRAIN_EVERY)"
+    trained_with = store.meta(current).get("settings", {})
+    changed = [name for name in SCOUT if trained_with.get(name) != getattr(settings, name)]
+    if changed:
+        return None, f"version {current} was trained with other {', '.join(changed)}"
+    try:
+        scout = weigher(settings, store, current).scout_
+    except CorruptVersion as err:
+        return None, f"version {current} does not load: {err}"
+    if scout.labels_ != label_space(annotated, spec.task):
+        return None, "the label set changed"
+    return scout, None
 
 
 # --------------------------------------------------------------------------------- self-test

@@ -28,22 +28,31 @@ METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("probability", "agreement", "deterministic")
 
-# What a training computes: the server's values go with every training job.
-TRAINING = (
+# The training settings that shape the scout: a version trained with other values is not
+# refitted (warm-started) but replaced by a training from the base encoder.
+SCOUT = (
     "scout_model",
-    "k",
-    "n_samples",
-    "p",
-    "method",
-    "score",
-    "w_min",
     "freeze_encoder",
     "epochs",
     "batch_size",
     "learning_rate",
     "max_length",
     "seed",
+)
+# What a training computes: the server's values go with every training job.
+TRAINING = (
+    *SCOUT,
+    "k",
+    "n_samples",
+    "p",
+    "method",
+    "score",
+    "w_min",
     "min_annotations",
+    "warm_start",
+    "warm_epochs",
+    "full_retrain_every",
+    "quantize",
 )
 
 
@@ -59,8 +68,13 @@ def configure_logging(level: str | None = None) -> None:
     logging.basicConfig(level=getattr(logging, level, logging.INFO), format=LOG_FORMAT)
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+def _flag(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+        raise SettingsError(f"environment variable {name}={raw!r} is not 1/0, true/false, on/off")
+    return raw in {"1", "true", "yes", "on"}
 
 
 def _env(name: str, default, kind=str):
@@ -104,6 +118,12 @@ class Settings:
     learning_rate: float = 0.0  # 0: the scout's per-task default
     max_length: int = 0
     seed: int = 0
+    # how to retrain: refit the current version's scout for warm_epochs when its labels and
+    # scout settings still hold, but from the base encoder every full_retrain_every-th time
+    warm_start: bool = False
+    warm_epochs: int = 1
+    full_retrain_every: int = 5
+    quantize: bool = False  # int8 forward passes on CPU (faster weighing, scores move a little)
     # when to train
     retrain_after: int = 10
     min_annotations: int = 10
@@ -132,6 +152,8 @@ class Settings:
             require(getattr(self, name) >= 0, name, "it must not be negative (0: the default)")
         for name in (
             "batch_size",
+            "warm_epochs",
+            "full_retrain_every",
             "retrain_after",
             "min_annotations",
             "max_request_mb",
@@ -174,6 +196,10 @@ class Settings:
             learning_rate=_env("SRW_LEARNING_RATE", cls.learning_rate, float),
             max_length=_env("SRW_MAX_LENGTH", cls.max_length, int),
             seed=_env("SRW_SEED", cls.seed, int),
+            warm_start=_flag("SRW_WARM_START", cls.warm_start),
+            quantize=_flag("SRW_QUANTIZE"),
+            warm_epochs=_env("SRW_WARM_EPOCHS", cls.warm_epochs, int),
+            full_retrain_every=_env("SRW_FULL_RETRAIN_EVERY", cls.full_retrain_every, int),
             retrain_after=_env("SRW_RETRAIN_AFTER", cls.retrain_after, int),
             min_annotations=_env("SRW_MIN_ANNOTATIONS", cls.min_annotations, int),
             max_request_mb=_env("MAX_REQUEST_MB", cls.max_request_mb, int),
@@ -225,6 +251,8 @@ _NAMES = {
     "max_length": "SRW_MAX_LENGTH",
     "seed": "SRW_SEED",
     "batch_size": "SRW_BATCH_SIZE",
+    "warm_epochs": "SRW_WARM_EPOCHS",
+    "full_retrain_every": "SRW_FULL_RETRAIN_EVERY",
     "retrain_after": "SRW_RETRAIN_AFTER (--retrain-after)",
     "min_annotations": "SRW_MIN_ANNOTATIONS (--min-annotations)",
     "max_request_mb": "MAX_REQUEST_MB",

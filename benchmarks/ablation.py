@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import DATASETS, NOISE, RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
-from provenance import command, footer, save, stamp  # noqa: E402
+from provenance import footer, run_seeds  # noqa: E402
 
 from subregweigh.scout import Scout  # noqa: E402
 from subregweigh.selection import METHODS  # noqa: E402
@@ -156,19 +156,7 @@ def main(argv=None) -> int:
     logging.getLogger("subregweigh").setLevel(logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)
-    command_line = command("ablation.py", argv)
-    runs = []
-    for seed in range(args.seeds):
-        runs.append(run_seed(args, seed))
-        result = {
-            **stamp(command_line),
-            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "complete": len(runs) == args.seeds,
-            "summary": summarize(runs),
-            "runs": runs,
-        }
-        save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    run_seeds(args, "ablation.py", argv, run_seed, summarize, markdown)
     return 0
 
 

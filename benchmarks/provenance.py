@@ -62,3 +62,22 @@ def save(out: Path, name: str, result: dict, markdown: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / f"{name}.json", json.dumps(result, indent=2) + "\n")
     atomic_write(out / f"{name}.md", markdown)
+
+
+def run_seeds(args, script: str, argv, run_seed, summarize, markdown) -> dict:
+    """Run ``run_seed(args, seed)`` for seeds 0..args.seeds-1, saving ``args.out/args.name``
+    after each (a stopped run keeps its finished seeds); prints and returns the result."""
+    command_line = command(script, argv)
+    runs: list[dict] = []
+    for seed in range(args.seeds):
+        runs.append(run_seed(args, seed))
+        result = {
+            **stamp(command_line),
+            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "complete": len(runs) == args.seeds,
+            "summary": summarize(runs),
+            "runs": runs,
+        }
+        save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
+    return result

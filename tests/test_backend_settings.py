@@ -151,7 +151,7 @@ def test_trainings_use_the_apps_settings_not_the_environment(tmp_path, monkeypat
     monkeypatch.setenv("MODEL_DIR", str(tmp_path / "elsewhere"))
     seen = []
 
-    def engine(settings, spec):  # where the training builds its engine: stop there
+    def engine(settings, spec, warm_from=None):  # where the training builds its engine: stop there
         seen.append((settings, spec.task))
         raise RuntimeError("stopped by the test")
 

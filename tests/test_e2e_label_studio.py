@@ -83,6 +83,7 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         redis = RedisServer().start()
         env["REDIS_URL"] = redis.url
         env["RQ_QUEUE_NAME"] = f"srw-test-{tmp_path.name}"
+        env["SRW_WARM_START"] = "1"  # the second training below refits the first
     backend = BackendServer(tmp_path / "models", env, tmp_path / "backend.log")
     try:
         backend.start()
@@ -160,6 +161,13 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         assert [r["score"] for r in body["results"]] == [scores[t.id] for t in listed]
         assert all(r["model_version"] == version for r in body["results"])
         assert "computed" not in backend.log(40)
+
+        if worker is not None:  # a retrain refits the current version's scout (warm start)
+            ls.ml.train(id=ml.id)
+            again = wait_trained(backend, project.id, previous=version)
+            assert again["warm_start"] is True and again["warm_retrains"] == 1, again
+            assert set(again["phase_seconds"]) == {"fetch", "train", "weigh", "save", "write"}
+            assert ls.projects.get(id=project.id).model_version == again["current_version"]
     finally:
         backend.stop()
         if worker is not None:

@@ -7,6 +7,7 @@ must find injected label noise clearly better than chance.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 
@@ -300,6 +301,53 @@ def test_sample_weight_reaches_the_loss(conll_train):
     assert np.abs(o - z).max() > 0.5
     with pytest.raises(ValueError, match=r"sample_weight has shape \(3,\), expected \(16,\)"):
         Scout(**settings).fit(train, sample_weight=np.ones(3))
+
+
+def test_warm_start_refits_from_the_previous_weights(tiny_scout, tiny_ner_data, caplog):
+    before = _logits(tiny_scout, tiny_ner_data[:8])
+    kept = copy.deepcopy(tiny_scout)
+    kept.warm_start, kept.epochs = True, 0
+    kept.fit(tiny_ner_data)  # no steps: exactly the previous model
+    np.testing.assert_array_equal(_logits(kept, tiny_ner_data[:8]), before)
+    cold = copy.deepcopy(tiny_scout)
+    cold.epochs = 0
+    cold.fit(tiny_ner_data)  # warm_start=False: the base encoder and a fresh head
+    assert np.abs(_logits(cold, tiny_ner_data[:8]) - before).max() > 0.1
+    trained = copy.deepcopy(tiny_scout)
+    trained.warm_start = True  # one more epoch moves it on from where it was
+    trained.fit(tiny_ner_data)
+    assert np.abs(_logits(trained, tiny_ner_data[:8]) - before).max() > 0.1
+
+    no_misc = [ex for ex in tiny_ner_data if not any(t.endswith("MISC") for t in ex.label)]
+    relabelled = copy.deepcopy(kept)
+    with caplog.at_level(logging.INFO, logger="subregweigh.scout"):
+        relabelled.fit(no_misc)  # a changed label space cannot reuse the head: from the base
+    assert "warm start skipped: the labels changed (9 -> 7)" in caplog.text
+    assert "B-MISC" not in relabelled.labels_
+    assert _logits(relabelled, no_misc[:8]).shape[-1] == 7
+
+
+def test_quantized_scout_predicts_close_to_the_float_one(tiny_scout, tiny_ner_data, tmp_path):
+    int8 = copy.deepcopy(tiny_scout)
+    int8.quantize = True
+    float_proba = tiny_scout.predict_proba(tiny_ner_data)
+    int8_proba = int8.predict_proba(tiny_ner_data)
+    predictor = int8._predictor()
+    assert predictor is not int8.model_ and predictor is int8._predictor()  # made once
+    assert "DynamicQuantizedLinear" in repr(predictor)
+    assert "DynamicQuantizedLinear" not in repr(int8.model_)  # training stays float32
+    diff = np.concatenate([np.abs(a - b).ravel() for a, b in zip(int8_proba, float_proba)])
+    assert 0 < diff.max() < 0.25 and diff.mean() < 0.02
+    assert "_quantized" not in copy.deepcopy(int8).__dict__  # rebuilt, never copied
+    loaded = Scout.load(int8.save(tmp_path / "int8"), progress=False)
+    assert loaded.quantize is True
+    # same inputs, same batches: the same scores (int8 activations are scaled per batch, so
+    # another batch composition moves them a little)
+    np.testing.assert_allclose(
+        np.concatenate([p.ravel() for p in loaded.predict_proba(tiny_ner_data)]),
+        np.concatenate([p.ravel() for p in int8_proba]),
+        atol=1e-6,
+    )
 
 
 # ------------------------------------------------------------------------------ (e) detection

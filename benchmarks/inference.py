@@ -1,0 +1,159 @@
+"""CPU inference for the weighing pass: what makes the scout's forward passes cheaper, and what
+it costs in scores.
+
+One scout (the default MiniLM, default epochs) is fitted on ``--examples`` CoNLL-2003 sentences,
+15% of them given one error (as ``benchmarks/detection.py``); its K-means candidates are drawn
+once. Then the same candidates are weighed under each variant:
+
+* ``float32``: today's model, at ``--threads`` torch threads (each value one row);
+* ``int8``: the scout with ``quantize=True``: PyTorch's dynamic int8 quantization of the linear
+  layers (``torch.ao.quantization.quantize_dynamic``), which hold almost all of the compute;
+* ``batch B``: float32 with another batch size (inputs are sorted by length either way).
+
+Per variant: candidates per second (the K candidates plus each text's ordinary segmentation),
+wall and CPU seconds, and how far its scores move from float32 at batch 64: the largest and the
+mean absolute difference of the probability score, Spearman's rank correlation, the number of
+c/K values that change, and the detection AP of the probability score against the corrupted
+flags (float32's AP beside it). CPU seconds count all threads.
+
+    python benchmarks/inference.py
+
+Writes ``benchmarks/results/inference-cpu.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection import RESULTS, corrupt, load, ranking  # noqa: E402
+from provenance import command, footer, save, stamp  # noqa: E402
+
+from subregweigh.scout import Scout  # noqa: E402
+from subregweigh.weigh import SubRegWeigh  # noqa: E402
+
+logger = logging.getLogger("inference")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--examples", type=int, default=300)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
+    parser.add_argument("--n-samples", type=int, default=500)
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--name", default="inference-cpu")
+    return parser.parse_args(argv)
+
+
+def quantized(scout: Scout) -> Scout:
+    copied = copy.deepcopy(scout)
+    copied.quantize = True
+    return copied
+
+
+def weigh(srw: SubRegWeigh, scout: Scout, noisy, candidates, threads: int, batch_size: int):
+    srw.scout_, srw.batch_size = scout, batch_size
+    torch.set_num_threads(threads)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = srw.weigh_candidates(noisy, *candidates)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compare(result, reference, corrupted) -> dict:
+    p, q = result.probability, reference.probability
+    return {
+        "max_abs_diff": float(np.abs(p - q).max()),
+        "mean_abs_diff": float(np.abs(p - q).mean()),
+        "spearman": float(spearmanr(p, q)[0]),
+        "agreement_changed": int((result.agreement != reference.agreement).sum()),
+        "ap": ranking(p, corrupted)["ap"],
+    }
+
+
+def markdown(result) -> str:
+    cfg = result["config"]
+    lines = [
+        f"## CPU inference: the weighing pass, {cfg['examples']} CoNLL-2003 sentences, "
+        f"K={cfg['k']}, N={cfg['n_samples']}",
+        "",
+        f"{result['passes']} forward passes (K-means candidates + ordinary segmentations) per "
+        f"row. Differences and AP of the probability score against float32, batch 64, "
+        f"{cfg['threads'][0]} thread(s); AP of float32: {result['reference_ap']:.3f} (base rate "
+        f"{result['base_rate']:.3f}).",
+        "",
+        "| variant | threads | batch | candidates/s | wall (s) | CPU (s) | max abs diff "
+        "| mean abs diff | Spearman | c/K changed | AP |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['variant']} | {row['threads']} | {row['batch_size']} "
+            f"| {row['candidates_per_second']:.1f} | {row['wall_seconds']:.1f} "
+            f"| {row['cpu_seconds']:.1f} | {row['max_abs_diff']:.4f} | {row['mean_abs_diff']:.4f} "
+            f"| {row['spearman']:.4f} | {row['agreement_changed']} | {row['ap']:.3f} |"
+        )
+    return "\n".join(lines + [""] + footer(result)) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("subregweigh").setLevel(logging.WARNING)
+    command_line = command("inference.py", argv)
+    torch.set_num_threads(args.threads[0])
+    _, examples = load("conll", args.examples, args.seed)
+    noisy, corrupted = corrupt(examples, "ner", "sentence", 0.15, args.seed)
+    scout = Scout(random_state=args.seed, progress=False).fit(noisy)
+    srw = SubRegWeigh.from_scout(
+        scout, n_samples=args.n_samples, k=args.k, random_state=args.seed, progress=False
+    )
+    candidates = srw.candidates(noisy)
+    passes = len(candidates[0]) + len(noisy)
+    variants = [("float32", scout, t, 64) for t in args.threads]
+    variants += [("int8", quantized(scout), t, 64) for t in args.threads]
+    variants += [("float32", scout, args.threads[0], b) for b in args.batch_sizes]
+    rows, reference = [], None
+    for name, model, threads, batch_size in variants:
+        result, wall, cpu = weigh(srw, model, noisy, candidates, threads, batch_size)
+        reference = reference or result
+        rows.append(
+            {
+                "variant": name,
+                "threads": threads,
+                "batch_size": batch_size,
+                "candidates_per_second": passes / wall,
+                "wall_seconds": wall,
+                "cpu_seconds": cpu,
+                **compare(result, reference, corrupted),
+            }
+        )
+        logger.info("%s", rows[-1])
+    out = {
+        **stamp(command_line),
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "passes": passes,
+        "base_rate": float(corrupted.mean()),
+        "reference_ap": rows[0]["ap"],
+        "rows": rows,
+    }
+    save(args.out, args.name, out, markdown(out))
+    print(markdown(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
