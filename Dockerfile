@@ -28,8 +28,12 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin srw \
     && mkdir -p /data/models && chown srw:srw /data/models
 
 WORKDIR /app
-COPY . .
 # PYTHON: the image is the isolation, so install into its own Python, not a .venv.
+# The dependencies first, torch included, from install.sh and pyproject.toml alone: a change to
+# the code leaves this layer in the build cache, and rebuilding takes seconds, not minutes.
+COPY install.sh pyproject.toml ./
+RUN PYTHON=python TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --deps
+COPY . .
 RUN PYTHON=python TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --runtime \
     && python -c "from subregweigh.scout import default_model; print('default scout:', default_model())"
 

@@ -49,7 +49,7 @@ ROOTFS_TAG="localhost/srw-standin/debian-minbase:bookworm"
 IMAGE="localhost/subregweigh:latest"
 mkdir -p "$STATE"
 WORK="$(mktemp -d /tmp/container-smoke.XXXXXX)"
-service_pid="" health_pid=""
+service_pid="" health_pid="" ls_build_pid=""
 
 # --- 1. tools ------------------------------------------------------------------------------------
 missing=""
@@ -88,17 +88,24 @@ cleanup() {
         log "SRW_KEEP_STACK=1: the stack $PROJECT keeps running (DOCKER_HOST=$DOCKER_HOST)"
     fi
     [ -n "$health_pid" ] && kill "$health_pid" 2>/dev/null
+    [ -n "$ls_build_pid" ] && kill "$ls_build_pid" 2>/dev/null
     [ -n "$service_pid" ] && [ "${SRW_KEEP_STACK:-0}" != 1 ] && kill "$service_pid" 2>/dev/null
     rm -rf "$WORK"
     log "finished in $(( $(date +%s) - t0 )) s (exit $rc)"
     exit "$rc"
 }
 trap cleanup EXIT
+trap 'log "failed at line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 130' INT TERM
 
 # --- 2. stand-in base images ---------------------------------------------------------------------
 apt_uri() {  # the URI the machine's apt uses for Debian suite $1 (one-line or deb822 sources)
-    cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    local files=()
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] && files+=("$f")
+    done
+    [ "${#files[@]}" -gt 0 ] || return 0
+    cat "${files[@]}" |
         awk -v s="$1" '
             function hit(u) { if (!out) { print u; out = 1 } }
             /^[[:space:]]*#/ { next }
@@ -144,7 +151,8 @@ if ! podman image exists "$ROOTFS_TAG"; then
         die "debootstrap failed"
     }
     rm -rf "$WORK"/rootfs/var/cache/apt/archives/*.deb "$WORK"/rootfs/var/lib/apt/lists/*
-    tar -C "$WORK/rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$ROOTFS_TAG" >/dev/null
+    tar -C "$WORK/rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$ROOTFS_TAG" >"$WORK/import.log" 2>&1 \
+        || { cat "$WORK/import.log" >&2; die "podman import of the bootstrapped root failed"; }
     rm -rf "$WORK/rootfs"
     log "imported $ROOTFS_TAG in $(( $(date +%s) - started )) s"
 fi
@@ -220,9 +228,11 @@ USER 1001
 EXPOSE 8080
 CMD ["label-studio", "start", "--no-browser"]
 EOF
-build_standin "$LS_TAG" "$WORK/label-studio"
-exec 9>&-
-phase "stand-in images"
+# Label Studio (pip, ~1 GB) builds in the background while the project's image builds.
+build_standin "$LS_TAG" "$WORK/label-studio" &
+ls_build_pid=$!
+exec 9>&-  # the background build keeps the lock until it is done
+phase "stand-in images (Label Studio's continues in the background)"
 
 # --- 3. the project's image ----------------------------------------------------------------------
 # The torch CPU index the Dockerfile names is not reachable here. When the host's pip has a local
@@ -252,6 +262,9 @@ nice -n 10 podman build --network host --format docker --layers "${build_args[@]
 grep -E "^default scout:|subregweigh installed" "$WORK/build-image.log" | sed 's/^/container-smoke:   /' || true
 log "image $(podman image inspect --format '{{.Id}}' "$IMAGE" | cut -c1-12), $(( $(podman image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB"
 phase "image build"
+wait "$ls_build_pid" || die "the Label Studio stand-in did not build"
+ls_build_pid=""
+phase "waiting for the Label Studio stand-in"
 
 # --- 4. the compose stack ------------------------------------------------------------------------
 sock="$STATE/podman-$$.sock"
@@ -286,7 +299,7 @@ unset COMPOSE_PROFILES COMPOSE_FILE COMPOSE_PROJECT_NAME  # the committed .env's
 export BACKEND_PORT LABEL_STUDIO_PORT
 BACKEND_PORT=$(free_port)
 LABEL_STUDIO_PORT=$(free_port)
-export SRW_N=30 SRW_K=5 SRW_EPOCHS=5 SRW_BATCH_SIZE=4 SRW_RETRAIN_AFTER=1000
+export SRW_N=20 SRW_K=4 SRW_EPOCHS=2 SRW_BATCH_SIZE=8 SRW_RETRAIN_AFTER=1000
 log "docker-compose up (project $PROJECT; backend on 127.0.0.1:$BACKEND_PORT, Label Studio on 127.0.0.1:$LABEL_STUDIO_PORT)"
 compose up -d --no-build >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "docker-compose up failed"; }
 compose ps
@@ -296,7 +309,7 @@ phase "stack up"
 export SRW_CONTAINER_STACK=1 SRW_STACK_PROJECT="$PROJECT" SRW_STACK_REPO="$REPO"
 log "running tests/test_container_stack.py"
 status=0
-"$PYTHON" -m pytest tests/test_container_stack.py -v -p no:cacheprovider || status=$?
+"$PYTHON" -m pytest tests/test_container_stack.py -v -s -p no:cacheprovider || status=$?
 if [ "$status" != 0 ]; then
     for service in backend worker redis label-studio; do
         echo "----- last log lines of $service"
