@@ -4,7 +4,9 @@
 #   docker build -t subregweigh:cuda \
 #     --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 .   # CUDA 12.8 torch
 #
-# The image installs with the same script CI runs (install.sh; --runtime skips the test tools).
+# The image installs with the same script CI runs (install.sh; --runtime skips the test tools,
+# --deps first installs the dependencies alone, a layer a code change leaves in the cache).
+# CI builds it and runs the compose stack for real: scripts/container-smoke.sh.
 # The default scout (MiniLM) is a pip package, so it is baked in and nothing is downloaded at
 # run time. Runs as the unprivileged user "srw"; models live in the /data/models volume.
 ARG PYTHON_VERSION=3.11
