@@ -241,16 +241,18 @@ phase "stand-in images (Label Studio's continues in the background)"
 build_args=() mounts=()
 links="${PIP_FIND_LINKS:-$("$PYTHON" -m pip config get global.find-links 2>/dev/null || true)}"
 printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$WORK/pip.conf"
+torch_version=$(sed -n 's/^ARG TORCH_SPEC="torch==\(.*\)"$/\1/p' Dockerfile)
 for dir in $links; do
     dir="${dir#file://}"
-    if [ -d "$dir" ] && compgen -G "$dir/torch-*+cpu-*.whl" >/dev/null; then
-        log "torch from the CPU wheel in $dir"
+    if [ -n "$torch_version" ] && compgen -G "$dir/torch-$torch_version+cpu-*.whl" >/dev/null; then
+        log "torch $torch_version from the CPU wheel in $dir"
         printf 'find-links = %s\n' "$dir" >>"$WORK/pip.conf"
         build_args+=(--build-arg "TORCH_INDEX_URL=")
         mounts+=(--volume "$dir:$dir:ro")
         break
     fi
 done
+[ "${#build_args[@]}" -gt 0 ] || log "no local torch $torch_version CPU wheel: torch from the Dockerfile's TORCH_INDEX_URL"
 mounts+=(--volume "$WORK/pip.conf:/etc/pip.conf:ro")
 log "building $IMAGE from the Dockerfile (layer cache on)"
 started=$(date +%s)
@@ -260,7 +262,7 @@ nice -n 10 podman build --network host --format docker --layers "${build_args[@]
     die "podman build of the Dockerfile failed"
 }
 grep -E "^default scout:|subregweigh installed" "$WORK/build-image.log" | sed 's/^/container-smoke:   /' || true
-log "image $(podman image inspect --format '{{.Id}}' "$IMAGE" | cut -c1-12), $(( $(podman image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB"
+log "image $(podman image inspect --format '{{.Id}}' "$IMAGE" | cut -c1-12), $(( $(podman image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB, $(podman run --rm "$IMAGE" python -c 'import torch; print("torch", torch.__version__)')"
 phase "image build"
 wait "$ls_build_pid" || die "the Label Studio stand-in did not build"
 ls_build_pid=""
