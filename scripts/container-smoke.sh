@@ -254,6 +254,7 @@ for dir in $links; do
 done
 [ "${#build_args[@]}" -gt 0 ] || log "no local torch $torch_version CPU wheel: torch from the Dockerfile's TORCH_INDEX_URL"
 mounts+=(--volume "$WORK/pip.conf:/etc/pip.conf:ro")
+previous=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 log "building $IMAGE from the Dockerfile (layer cache on)"
 started=$(date +%s)
 nice -n 10 podman build --network host --format docker --layers "${build_args[@]}" "${mounts[@]}" \
@@ -263,6 +264,10 @@ nice -n 10 podman build --network host --format docker --layers "${build_args[@]
 }
 grep -E "^default scout:|subregweigh installed" "$WORK/build-image.log" | sed 's/^/container-smoke:   /' || true
 log "image $(podman image inspect --format '{{.Id}}' "$IMAGE" | cut -c1-12), $(( $(podman image inspect --format '{{.Size}}' "$IMAGE") / 1000000 )) MB, $(podman run --rm "$IMAGE" python -c 'import torch; print("torch", torch.__version__)')"
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+    # the last run's image, now untagged: its layers shared with this one (the cache) stay
+    podman rmi "$previous" >/dev/null 2>&1 && log "removed the previous image ${previous:0:12}" || true
+fi
 phase "image build"
 wait "$ls_build_pid" || die "the Label Studio stand-in did not build"
 ls_build_pid=""
