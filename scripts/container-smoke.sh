@@ -49,7 +49,7 @@ ROOTFS_TAG="localhost/srw-standin/debian-minbase:bookworm"
 IMAGE="localhost/subregweigh:latest"
 mkdir -p "$STATE"
 WORK="$(mktemp -d /tmp/container-smoke.XXXXXX)"
-service_pid="" health_pid="" ls_build_pid=""
+service_pid="" health_pid="" ls_build_pid="" sock=""
 
 # --- 1. tools ------------------------------------------------------------------------------------
 missing=""
@@ -89,7 +89,10 @@ cleanup() {
     fi
     [ -n "$health_pid" ] && kill "$health_pid" 2>/dev/null
     [ -n "$ls_build_pid" ] && kill "$ls_build_pid" 2>/dev/null
-    [ -n "$service_pid" ] && [ "${SRW_KEEP_STACK:-0}" != 1 ] && kill "$service_pid" 2>/dev/null
+    if [ -n "$service_pid" ] && [ "${SRW_KEEP_STACK:-0}" != 1 ]; then
+        kill "$service_pid" 2>/dev/null
+        rm -f "$sock"
+    fi
     rm -rf "$WORK"
     log "finished in $(( $(date +%s) - t0 )) s (exit $rc)"
     exit "$rc"
