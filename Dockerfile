@@ -4,7 +4,9 @@
 #   docker build -t subregweigh:cuda \
 #     --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 .   # CUDA 12.8 torch
 #
-# The image installs with the same script CI runs (install.sh; --runtime skips the test tools).
+# The image installs with the same script CI runs (install.sh; --runtime skips the test tools,
+# --deps first installs the dependencies alone, a layer a code change leaves in the cache).
+# CI builds it and runs the compose stack for real: scripts/container-smoke.sh.
 # The default scout (MiniLM) is a pip package, so it is baked in and nothing is downloaded at
 # run time. Runs as the unprivileged user "srw"; models live in the /data/models volume.
 ARG PYTHON_VERSION=3.11
@@ -28,8 +30,12 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin srw \
     && mkdir -p /data/models && chown srw:srw /data/models
 
 WORKDIR /app
-COPY . .
 # PYTHON: the image is the isolation, so install into its own Python, not a .venv.
+# The dependencies first, torch included, from install.sh and pyproject.toml alone: a change to
+# the code leaves this layer in the build cache, and rebuilding takes seconds, not minutes.
+COPY install.sh pyproject.toml ./
+RUN PYTHON=python TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --deps
+COPY . .
 RUN PYTHON=python TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash install.sh --runtime \
     && python -c "from subregweigh.scout import default_model; print('default scout:', default_model())"
 

