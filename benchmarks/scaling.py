@@ -62,7 +62,9 @@ from tests.servers import (  # noqa: E402
     LabelStudioServer,
     PeakMemory,
     RedisServer,
+    cpu_seconds,
     largest_peak_mb,
+    process_tree,
     reset_peaks,
 )
 
@@ -230,10 +232,20 @@ def epochs_used(backend: BackendServer, project: int, version: str) -> int:
     return json.loads(meta.read_text())["settings"]["epochs"] or TASK_DEFAULTS["ner"]["epochs"]
 
 
+def training_cpu_seconds(trainer_pid: int, since: float, timeout: float = 30.0) -> float:
+    """CPU seconds the trainer has used since ``since`` (its cpu_seconds then), once the job's
+    process is gone (an rq work horse counts when its worker has reaped it)."""
+    deadline = time.monotonic() + timeout
+    while len(process_tree(trainer_pid)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return cpu_seconds(trainer_pid) - since
+
+
 def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -> dict:
     """Call ``trigger`` and time it until the new version's scores are in Label Studio."""
     old = model_version(ls, project)
     reset_peaks(trainer_pid)
+    cpu_before = cpu_seconds(trainer_pid)
     memory = PeakMemory({"trainer": trainer_pid}, measure=largest_peak_mb, interval=0.2)
     memory.start()
     load = os.getloadavg()[0]
@@ -245,6 +257,7 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     status = wait_trained(backend, project, timeout=120)
     assert status["current_version"] == version, (status, version)
     check_predictions(ls, project, version, task_ids)
+    cpu = training_cpu_seconds(trainer_pid, cpu_before)
     phases = {phase: status["phase_seconds"][phase] for phase in PHASES}
     return {
         "size": len(task_ids),
@@ -252,6 +265,7 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
         "phase_seconds": phases,
         "overhead_seconds": round(seconds - sum(phases.values()), 2),
         "peak_rss_mb": round(peak),
+        "cpu_seconds": round(cpu, 1),
         "epochs": epochs_used(backend, project, version),
         "version": version,
         "load_average": round(load, 2),
@@ -288,7 +302,8 @@ def describe(row: dict) -> str:
     phases = ", ".join(f"{p} {s:.1f}" for p, s in row["phase_seconds"].items())
     return (
         f"{row['kind']}: {row['end_to_end_seconds']:.1f} s end to end ({phases}, overhead "
-        f"{row['overhead_seconds']:.1f}), peak RSS {row['peak_rss_mb']} MiB"
+        f"{row['overhead_seconds']:.1f}), {row['cpu_seconds']:.0f} CPU s, peak RSS "
+        f"{row['peak_rss_mb']} MiB"
     )
 
 
@@ -309,21 +324,23 @@ def markdown(result: dict) -> str:
         f"Start Training (POST /api/ml/{{id}}/train) to scores in Label Studio, {cfg['mode']} "
         f"jobs, engine settings {cfg['engine']}; seconds (wall). Peak RSS: the training process.",
         "",
-        "| tasks | training | end to end s | " + " | ".join(PHASES) + " | overhead | peak RSS MiB "
-        "| epochs | load avg | target |",
-        "|---|---|" + "---:|" * (len(PHASES) + 5) + "---|",
+        "| tasks | training | end to end s | " + " | ".join(PHASES) + " | overhead | CPU s | "
+        "peak RSS MiB | epochs | load avg | target |",
+        "|---|---|" + "---:|" * (len(PHASES) + 6) + "---|",
     ]
     for row in result["runs"]:
         phases = " | ".join(f"{row['phase_seconds'][p]:.1f}" for p in PHASES)
         lines.append(
             f"| {label(row)} | {row['kind']} | {row['end_to_end_seconds']:.1f} | {phases} | "
-            f"{row['overhead_seconds']:.1f} | {row['peak_rss_mb']} | {row['epochs']} | "
-            f"{row['load_average']:.1f} | {target(row)} |"
+            f"{row['overhead_seconds']:.1f} | {row['cpu_seconds']:.0f} | {row['peak_rss_mb']} | "
+            f"{row['epochs']} | {row['load_average']:.1f} | {target(row)} |"
         )
     missing = [f"{s:,}" for s in SIZES if s not in {r["size"] for r in result["runs"]}]
     lines += [
         "",
-        f"Load avg: the 1-minute load average at the row's start ({os.cpu_count()} CPUs here).",
+        "CPU s: CPU seconds (user + system) of the training process from the trigger to the "
+        f"scores. Load avg: the 1-minute load average at the row's start ({os.cpu_count()} CPUs "
+        "here; above that, other jobs shared the machine).",
     ]
     if missing:
         lines.append(f"Not measured yet: {', '.join(missing)} tasks.")

@@ -148,6 +148,15 @@ def reset_peaks(pid: int) -> None:
             Path(f"/proc/{member}/clear_refs").write_text("5")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` and its reaped children have used; 0 once it is gone."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        # stat(5) fields 14-17 (utime, stime, cutime, cstime); field 3 follows the command's ")"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 class PeakMemory(threading.Thread):
     """Samples ``measure`` (MiB) of the processes ``pids`` every ``interval`` s; keeps the
     largest value of each, in ``peak`` (name -> MiB)."""
