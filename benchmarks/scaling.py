@@ -371,10 +371,11 @@ def plot(result: dict, path: Path) -> None:
             ax.hlines(limit, i - 0.4, i + 0.4, colors="red", linestyles="--")
     ax.plot([], [], "r--", label="target (issue 12)")
     ax.set_xticks(x, [label(r) for r in rows])
+    ax.set_xlim(-0.75, len(rows) - 0.25)  # one row: a bar, not a wall
     ax.set_xlabel("project size (tasks)")
     ax.set_ylabel("seconds from Start Training to scores in Label Studio")
     ax.set_title(f"NER, CoNLL-2003, {result['settings']['mode']} jobs, {os.cpu_count()} CPUs")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -416,7 +417,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="srw-scaling-"))
     logger.info("sizes to measure: %s; logs in %s", todo, work)
     result = write(args, runs, command_line)
-    with LabelStudioServer() as ls:
+    with LabelStudioServer() if todo else contextlib.nullcontext() as ls:
         for size in tqdm(todo, desc="sizes", unit="size"):
             runs = sorted(runs + measure_size(ls, size, args, work), key=lambda r: r["size"])
             result = write(args, runs, command_line)
