@@ -41,6 +41,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -415,12 +416,22 @@ def main(argv=None) -> int:
     runs = finished_runs(args)
     todo = [size for size in args.sizes if size not in {r["size"] for r in runs}]
     work = Path(tempfile.mkdtemp(prefix="srw-scaling-"))
-    logger.info("sizes to measure: %s; logs in %s", todo, work)
+    keep = bool(os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"))
+    logger.info(
+        "sizes to measure: %s; backend logs and models in %s (%s)",
+        todo,
+        work,
+        "kept" if keep else "deleted at the end; SUBREGWEIGH_KEEP_TEST_SERVERS=1 keeps them",
+    )
     result = write(args, runs, command_line)
-    with LabelStudioServer() if todo else contextlib.nullcontext() as ls:
-        for size in tqdm(todo, desc="sizes", unit="size"):
-            runs = sorted(runs + measure_size(ls, size, args, work), key=lambda r: r["size"])
-            result = write(args, runs, command_line)
+    try:
+        with LabelStudioServer() if todo else contextlib.nullcontext() as ls:
+            for size in tqdm(todo, desc="sizes", unit="size"):
+                runs = sorted(runs + measure_size(ls, size, args, work), key=lambda r: r["size"])
+                result = write(args, runs, command_line)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
     print(markdown(result))
     return 0
 
