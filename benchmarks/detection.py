@@ -52,7 +52,6 @@ a minute):
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -78,7 +77,7 @@ from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import command, footer, save, stamp  # noqa: E402
+from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
 
 logger = logging.getLogger("detection")
 
@@ -390,13 +389,12 @@ def finished_runs(args) -> list[dict]:
 
     Raises ValueError if that file was made with other settings.
     """
-    path = args.out / f"{args.name}.json"
-    if not args.resume or not path.exists():
+    earlier = earlier_result(args.out, args.name, args.resume)
+    if earlier is None:
         return []
-    earlier = json.loads(path.read_text())
     differ = [k for k in RESULT_SETTINGS if earlier["config"].get(k) != getattr(args, k)]
     if differ:
-        raise ValueError(f"{path} was made with other settings ({', '.join(differ)}); no resume")
+        raise ValueError(f"{args.name}.json was made with other settings ({', '.join(differ)})")
     return [r for r in earlier["runs"] if r["size"] in args.sizes and r["seed"] < args.seeds]
 
 

@@ -34,41 +34,12 @@ from tests.servers import (  # noqa: E402
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,
+    PeakMemory,
     RedisServer,
     _http,
-    process_tree,
 )
 
 RESULTS = REPO / "benchmarks" / "results"
-
-
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants, in MiB (from /proc)."""
-    total = 0
-    for member in process_tree(pid):
-        try:
-            status = Path(f"/proc/{member}/status").read_text()
-            total += int(
-                next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:"))
-            )
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total / 1024
-
-
-class PeakMemory(threading.Thread):
-    """Samples the process trees of ``pids`` every ``interval`` s; keeps each tree's peak."""
-
-    def __init__(self, pids: dict[str, int], interval: float = 0.25):
-        super().__init__(daemon=True)
-        self.pids, self.interval = pids, interval
-        self.peak = {name: 0.0 for name in pids}
-        self.stopped = threading.Event()
-
-    def run(self):
-        while not self.stopped.wait(self.interval):
-            for name, pid in self.pids.items():
-                self.peak[name] = max(self.peak[name], _tree_rss_mb(pid))
 
 
 def _wait_status(backend, project, done, what, timeout=900.0):
@@ -208,8 +179,7 @@ def main(argv=None) -> None:
                     for future in [pool.submit(client) for _ in range(args.concurrency)]:
                         future.result()
                 elapsed = time.perf_counter() - load_start
-                memory.stopped.set()
-                memory.join()
+                memory.stop()
                 still_training = backend.get(f"/status?project={project}")[1]["job"] == "running"
             finally:
                 training.stop()

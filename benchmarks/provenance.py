@@ -57,6 +57,15 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     os.replace(tmp, path)
 
 
+def earlier_result(out: Path, name: str, resume: bool) -> dict | None:
+    """What an earlier run wrote to ``out/name.json``, for ``--resume`` to continue; None without
+    ``resume`` or without that file."""
+    path = out / f"{name}.json"
+    if not resume or not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
 def save(out: Path, name: str, result: dict, markdown: str) -> None:
     """Write ``out/name.json`` and ``out/name.md``."""
     out.mkdir(parents=True, exist_ok=True)

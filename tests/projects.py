@@ -103,9 +103,21 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
     tasks = []
     for i, ex in enumerate(chosen):
         kind = None if i not in wrong else ("miss" if wrong.index(i) % 2 else "retype")
-        result = _regions(ex, _spans(ex, frequent, kind))
-        tasks.append({"data": {"text": " ".join(ex.words)}, "annotations": [{"result": result}]})
+        tasks.append(_annotated_task(ex, _spans(ex, frequent, kind)))
     return tasks, set(wrong)
+
+
+def _annotated_task(ex, spans) -> dict:
+    """A task of sentence ``ex`` with one annotation: the entities ``spans``."""
+    return {"data": {"text": " ".join(ex.words)}, "annotations": [{"result": _regions(ex, spans)}]}
+
+
+def conll_tasks(rng, n_tasks: int) -> list[dict]:
+    """``n_tasks`` CoNLL-2003 training sentences drawn at random (of 14,041), in file order, each
+    a task annotated with its gold entities: a project as large as the data set allows."""
+    sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
+    chosen = sorted(rng.choice(len(sentences), n_tasks, replace=False))
+    return [_annotated_task(sentences[i], entity_spans(sentences[i].label)) for i in chosen]
 
 
 # A team: two careful annotators share the tasks; a careless one annotates some of them again

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -118,6 +119,68 @@ def process_tree(pid: int) -> list[int]:
             for task in Path(f"/proc/{current}/task").iterdir():
                 stack += [int(c) for c in (task / "children").read_text().split()]
     return found
+
+
+def memory_kb(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of ``pid`` from /proc/<pid>/status in KiB (``VmRSS``: resident now,
+    ``VmHWM``: peak resident); 0 once the process is gone."""
+    with contextlib.suppress(OSError, StopIteration, ValueError):
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        return int(next(ln.split()[1] for ln in lines if ln.startswith(f"{field}:")))
+    return 0
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants together, in MiB."""
+    return sum(memory_kb(member) for member in process_tree(pid)) / 1024
+
+
+def largest_peak_mb(pid: int) -> float:
+    """The largest peak resident memory (VmHWM) of ``pid`` or one of its descendants, in MiB."""
+    return max(memory_kb(member, "VmHWM") for member in process_tree(pid)) / 1024
+
+
+def reset_peaks(pid: int) -> None:
+    """Restart the VmHWM count of ``pid`` and its descendants at their present VmRSS (Linux 4.0+:
+    ``5`` into /proc/<pid>/clear_refs; the processes must be ours)."""
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{member}/clear_refs").write_text("5")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` and its reaped children have used; 0 once it is gone."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        # stat(5) fields 14-17 (utime, stime, cutime, cstime); field 3 follows the command's ")"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+class PeakMemory(threading.Thread):
+    """Samples ``measure`` (MiB) of the processes ``pids`` every ``interval`` s; keeps the
+    largest value of each, in ``peak`` (name -> MiB)."""
+
+    def __init__(self, pids: dict[str, int], measure=tree_rss_mb, interval: float = 0.25):
+        super().__init__(daemon=True)
+        self.pids, self.measure, self.interval = pids, measure, interval
+        self.peak = {name: 0.0 for name in pids}
+        self.stopped = threading.Event()
+
+    def sample(self) -> None:
+        for name, pid in self.pids.items():
+            self.peak[name] = max(self.peak[name], self.measure(pid))
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> dict[str, float]:
+        """Stop sampling, after one last sample; the peaks."""
+        self.stopped.set()
+        self.join()
+        self.sample()
+        return self.peak
 
 
 def _killpg_rest(proc: subprocess.Popen) -> None:

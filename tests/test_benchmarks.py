@@ -183,3 +183,30 @@ def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
     assert variants["kmeans p=0.0"]["deterministic_share"] == 1.0
     assert variants["kmeans p=0.1"]["distinct_per_example"] > 1.0
     assert "| kmeans p=0.1 |" in (tmp_path / "ablation-conll-sentence.md").read_text()
+
+
+def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
+    """benchmarks/scaling.py on a 20-task project: Start Training, then a retrain that 2 edits
+    in Label Studio start through its webhooks, both timed to the scores in Label Studio."""
+    from tests.servers import require_label_studio
+
+    require_label_studio()
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import scaling
+
+    tiny = ["--sizes", "20", "--retrain-at", "20", "--changes", "2", "--epochs", "1", "-k", "2"]
+    assert scaling.main(tiny + ["--n-samples", "4", "--out", str(tmp_path)]) == 0
+
+    result = json.loads((tmp_path / "scaling.json").read_text())
+    assert [(r["size"], r["kind"]) for r in result["runs"]] == [
+        (20, scaling.FIRST),
+        (20, scaling.RETRAIN),
+    ]
+    first, retrain = result["runs"]
+    assert first["version"] != retrain["version"]
+    for run in result["runs"]:
+        assert set(run["phase_seconds"]) == set(scaling.PHASES)
+        assert run["end_to_end_seconds"] >= sum(run["phase_seconds"].values())
+        assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["epochs"] == 1
+    assert (tmp_path / "scaling.png").stat().st_size > 0
+    assert "| 20 (+2 edits) | retrain after changes |" in (tmp_path / "scaling.md").read_text()

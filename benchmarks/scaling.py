@@ -1,0 +1,440 @@
+"""Scaling benchmark: from Label Studio's "Start Training" to scores in Label Studio, by size.
+
+Everything is real and on loopback: Label Studio 1.23 (tests/servers.py) and our backend
+(``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m backend.worker``).
+For each size, a new NER project gets that many CoNLL-2003 training sentences drawn at random,
+each a task annotated with its gold entities (imported in batches; the import is not timed), a
+fresh backend is connected and training is started as a user does, ``POST /api/ml/{id}/train``.
+The clock stops when Label Studio's project has the new model version, which the backend sets
+after it has written every task's prediction (polled every 0.5 s on the backend's status, then
+confirmed in Label Studio; afterwards every task is checked to have one prediction of that
+version). The backend's own phases come from its status (``phase_seconds``): fetch (read the
+tasks from Label Studio), train (the scout), weigh (K re-tokenized copies of every task), save
+(publish the version) and write (predictions and model version to Label Studio); *overhead* is
+the rest of the end-to-end time: the webhook, the job's start and the polling.
+
+At ``--retrain-at`` (default 1,000 tasks) a second row: ``--changes`` annotations are edited
+through the API (a task's first entity retyped), Label Studio sends each as an
+ANNOTATION_UPDATED webhook, and the last change makes the backend retrain (SRW_RETRAIN_AFTER =
+``--changes``); timed from that last change to the new version in Label Studio.
+
+Peak memory: the largest peak resident set (VmHWM, restarted before each training) of the
+process that trains (embedded: the backend server; redis: the rq work horse), sampled every
+0.2 s. Each row also records the 1-minute load average at its start: above the number of cores,
+other jobs shared the machine. The engine runs with the backend's defaults (default MiniLM,
+K=10, N=500, NER 3 epochs) unless ``--epochs``, ``-k``, ``--n-samples`` say otherwise.
+
+    python benchmarks/scaling.py --sizes 300 1000 3000     # about 25 min on 2 cores
+    python benchmarks/scaling.py --sizes 14000 --resume    # adds a size to the same table
+    python benchmarks/scaling.py --sizes 30 --epochs 1 -k 3 --n-samples 6 --retrain-at 30 \\
+        --out /tmp/scaling-smoke                            # smoke test, under a minute
+
+Writes ``benchmarks/results/NAME.{json,md,png}`` (NAME: ``scaling``, ``scaling-redis`` with
+``--mode redis``) after every size; ``--resume`` keeps the sizes already measured with the same
+settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
+
+from tests.projects import NER_CONFIG, TYPES, TrainingFailed, conll_tasks, wait_trained  # noqa: E402
+from tests.servers import (  # noqa: E402
+    BackendServer,
+    BackgroundProcess,
+    LabelStudioServer,
+    PeakMemory,
+    RedisServer,
+    cpu_seconds,
+    largest_peak_mb,
+    process_tree,
+    reset_peaks,
+)
+
+logger = logging.getLogger("scaling")
+
+RESULTS = REPO / "benchmarks" / "results"
+SIZES = [300, 1000, 3000, 14000]
+PHASES = ("fetch", "train", "weigh", "save", "write")
+IMPORT_BATCH = 1000  # tasks per import request
+POLL_SECONDS = 0.5
+# Issue 12's targets on a 2-core CPU: (size, kind) -> seconds from the trigger to the scores.
+FIRST, RETRAIN = "first training", "retrain after changes"
+TARGETS = {(1000, FIRST): 120, (14000, FIRST): 900, (1000, RETRAIN): 60}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="tasks per project")
+    parser.add_argument("--mode", choices=("embedded", "redis"), default="embedded")
+    parser.add_argument("--retrain-at", type=int, default=1000, help="size of the retrain row")
+    parser.add_argument("--changes", type=int, default=10, help="edits that start the retrain")
+    parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default: the backend's)")
+    parser.add_argument("-k", type=int, help="SRW_K (default: the backend's, 10)")
+    parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
+    parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--name", help="output file stem (default: scaling[-redis])")
+    parser.add_argument("--resume", action="store_true", help="keep sizes already measured")
+    args = parser.parse_args(argv)
+    args.name = args.name or ("scaling" if args.mode == "embedded" else "scaling-redis")
+    return args
+
+
+def engine_env(args) -> dict[str, str]:
+    """The backend's SRW_* settings: its defaults, except what the command line gives."""
+    given = {"SRW_EPOCHS": args.epochs, "SRW_K": args.k, "SRW_N": args.n_samples}
+    env = {name: str(value) for name, value in given.items() if value is not None}
+    return {**env, "SRW_RETRAIN_AFTER": str(args.changes), "LOG_LEVEL": "INFO"}
+
+
+def settings(args) -> dict:
+    """What the numbers depend on: a resumed run must have the same."""
+    return {
+        "mode": args.mode,
+        "engine": engine_env(args),
+        "seed": args.seed,
+        "retrain_at": args.retrain_at,
+        "changes": args.changes,
+    }
+
+
+# ----------------------------------------------------------------------------- Label Studio
+
+
+def import_project(ls: LabelStudioServer, size: int, seed: int) -> tuple[int, list[int], float]:
+    """A new NER project of ``size`` annotated CoNLL tasks: (project id, task ids, seconds)."""
+    tasks = conll_tasks(np.random.default_rng(seed), size)
+    started = time.perf_counter()
+    project = ls.api(
+        "POST", "/api/projects", {"title": f"scaling {size}", "label_config": NER_CONFIG}
+    )
+    task_ids = []
+    for start in tqdm(range(0, size, IMPORT_BATCH), desc=f"import {size}", unit="batch"):
+        imported = ls.api(
+            "POST",
+            f"/api/projects/{project['id']}/import?return_task_ids=true",
+            tasks[start : start + IMPORT_BATCH],
+            timeout=600,
+        )
+        task_ids += imported["task_ids"]
+    assert len(task_ids) == size, f"imported {len(task_ids)} of {size} tasks"
+    return project["id"], task_ids, time.perf_counter() - started
+
+
+def model_version(ls: LabelStudioServer, project: int) -> str:
+    return ls.api("GET", f"/api/projects/{project}")["model_version"]
+
+
+def wait_scores(ls: LabelStudioServer, backend: BackendServer, project: int, old: str, timeout):
+    """Wait until a training has made a version other than ``old`` the project's model version
+    in Label Studio; that version. Polled on the backend's status, then confirmed in Label
+    Studio: its project endpoint costs Label Studio CPU the training needs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = backend.get(f"/status?project={project}")[1]
+        if status["state"] == "failed":
+            raise TrainingFailed(f"training failed: {status['last_error']}\n{backend.log()}")
+        done = status["state"] == "idle" and status.get("last_version") not in (None, old)
+        if done and model_version(ls, project) == status["last_version"]:
+            return status["last_version"]
+        time.sleep(POLL_SECONDS)
+    raise TimeoutError(f"project {project}: no new model version within {timeout:.0f} s")
+
+
+def check_predictions(ls: LabelStudioServer, project: int, version: str, task_ids) -> None:
+    """Every task has exactly one prediction of ``version``."""
+    listed = ls.api("GET", f"/api/predictions?project={project}", timeout=300)
+    tasks = [p["task"] for p in listed if p["model_version"] == version]
+    if sorted(tasks) != sorted(task_ids):
+        raise AssertionError(
+            f"project {project}: {len(tasks)} predictions of {version} for {len(task_ids)} tasks"
+        )
+
+
+def retyped(result: list[dict]) -> list[dict]:
+    """An annotation's regions with the first entity given the next type of :data:`TYPES`."""
+    first = result[0]
+    label = first["value"]["labels"][0]
+    value = {**first["value"], "labels": [TYPES[(TYPES.index(label) + 1) % len(TYPES)]]}
+    return [{**first, "value": value}] + result[1:]
+
+
+def edits(ls: LabelStudioServer, task_ids, n: int) -> list:
+    """``n`` edits, each a function that retypes an entity of another task's annotation."""
+
+    def edit(annotation: dict):
+        body = {"result": retyped(annotation["result"])}
+        return lambda: ls.api("PATCH", f"/api/annotations/{annotation['id']}", body)
+
+    found = []
+    for task_id in task_ids:
+        annotation = ls.api("GET", f"/api/tasks/{task_id}")["annotations"][0]
+        if annotation["result"]:
+            found.append(edit(annotation))
+        if len(found) == n:
+            return found
+    raise ValueError(f"fewer than {n} tasks have an entity to retype")
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+@contextlib.contextmanager
+def backend_for(ls: LabelStudioServer, args, work: Path):
+    """A fresh backend connected to ``ls`` (and its rq worker with ``--mode redis``):
+    ``(backend, pid of the process that trains)``."""
+    env = {
+        **engine_env(args),
+        "LABEL_STUDIO_URL": ls.url,
+        "LABEL_STUDIO_API_KEY": ls.token,
+    }
+    work.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if args.mode == "redis":
+            redis = stack.enter_context(RedisServer())
+            env.update(REDIS_URL=redis.url, RQ_QUEUE_NAME="srw-scaling")
+        backend = stack.enter_context(BackendServer(work / "models", env, work / "backend.log"))
+        trainer = backend
+        if args.mode == "redis":
+            worker = BackgroundProcess(
+                [sys.executable, "-m", "backend.worker"], backend.env, work / "worker.log"
+            )
+            trainer = stack.enter_context(worker)
+        yield backend, trainer.proc.pid
+
+
+def epochs_used(backend: BackendServer, project: int, version: str) -> int:
+    """The scout's epochs in ``version`` (its meta.json; 0 there: the scout's NER default)."""
+    from subregweigh.scout import TASK_DEFAULTS
+
+    meta = Path(backend.env["MODEL_DIR"], str(project), "versions", version, "meta.json")
+    return json.loads(meta.read_text())["settings"]["epochs"] or TASK_DEFAULTS["ner"]["epochs"]
+
+
+def training_cpu_seconds(trainer_pid: int, since: float, timeout: float = 30.0) -> float:
+    """CPU seconds the trainer has used since ``since`` (its cpu_seconds then), once the job's
+    process is gone (an rq work horse counts when its worker has reaped it)."""
+    deadline = time.monotonic() + timeout
+    while len(process_tree(trainer_pid)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return cpu_seconds(trainer_pid) - since
+
+
+def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -> dict:
+    """Call ``trigger`` and time it until the new version's scores are in Label Studio."""
+    old = model_version(ls, project)
+    reset_peaks(trainer_pid)
+    cpu_before = cpu_seconds(trainer_pid)
+    memory = PeakMemory({"trainer": trainer_pid}, measure=largest_peak_mb, interval=0.2)
+    memory.start()
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    trigger()
+    version = wait_scores(ls, backend, project, old, args.timeout)
+    seconds = time.perf_counter() - started
+    peak = memory.stop()["trainer"]
+    status = wait_trained(backend, project, timeout=120)
+    assert status["current_version"] == version, (status, version)
+    check_predictions(ls, project, version, task_ids)
+    cpu = training_cpu_seconds(trainer_pid, cpu_before)
+    phases = {phase: status["phase_seconds"][phase] for phase in PHASES}
+    return {
+        "size": len(task_ids),
+        "end_to_end_seconds": round(seconds, 2),
+        "phase_seconds": phases,
+        "overhead_seconds": round(seconds - sum(phases.values()), 2),
+        "peak_rss_mb": round(peak),
+        "cpu_seconds": round(cpu, 1),
+        "epochs": epochs_used(backend, project, version),
+        "version": version,
+        "load_average": round(load, 2),
+    }
+
+
+def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dict]:
+    """The rows of one size: the first training, and at ``--retrain-at`` the retrain."""
+    project, task_ids, import_seconds = import_project(ls, size, args.seed)
+    logger.info("size %d: project %d imported in %.1f s", size, project, import_seconds)
+    with backend_for(ls, args, work / str(size)) as (backend, trainer_pid):
+        ml = ls.api("POST", "/api/ml", {"project": project, "url": backend.url, "title": "srw"})
+
+        def start_training():
+            ls.api("POST", f"/api/ml/{ml['id']}/train", {})
+
+        first = timed_training(ls, backend, trainer_pid, project, task_ids, start_training, args)
+        rows = [{**first, "kind": FIRST, "import_seconds": round(import_seconds, 1)}]
+        logger.info("size %d: %s", size, describe(rows[-1]))
+        if size == args.retrain_at:
+            *before, last = edits(ls, task_ids, args.changes)
+            for edit in before:
+                edit()
+            again = timed_training(ls, backend, trainer_pid, project, task_ids, last, args)
+            rows.append({**again, "kind": RETRAIN, "changes": args.changes})
+            logger.info("size %d: %s", size, describe(rows[-1]))
+    return rows
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def describe(row: dict) -> str:
+    phases = ", ".join(f"{p} {s:.1f}" for p, s in row["phase_seconds"].items())
+    return (
+        f"{row['kind']}: {row['end_to_end_seconds']:.1f} s end to end ({phases}, overhead "
+        f"{row['overhead_seconds']:.1f}), {row['cpu_seconds']:.0f} CPU s, peak RSS "
+        f"{row['peak_rss_mb']} MiB"
+    )
+
+
+def target(row: dict) -> str:
+    limit = TARGETS.get((row["size"], row["kind"]))
+    if limit is None:
+        return ""
+    return f"≤ {limit} s: {'met' if row['end_to_end_seconds'] <= limit else 'missed'}"
+
+
+def label(row: dict) -> str:
+    return f"{row['size']:,}" + (f" (+{row['changes']} edits)" if row["kind"] == RETRAIN else "")
+
+
+def markdown(result: dict) -> str:
+    cfg = result["settings"]
+    lines = [
+        f"Start Training (POST /api/ml/{{id}}/train) to scores in Label Studio, {cfg['mode']} "
+        f"jobs, engine settings {cfg['engine']}; seconds (wall). Peak RSS: the training process.",
+        "",
+        "| tasks | training | end to end s | " + " | ".join(PHASES) + " | overhead | CPU s | "
+        "peak RSS MiB | epochs | load avg | target |",
+        "|---|---|" + "---:|" * (len(PHASES) + 6) + "---|",
+    ]
+    for row in result["runs"]:
+        phases = " | ".join(f"{row['phase_seconds'][p]:.1f}" for p in PHASES)
+        lines.append(
+            f"| {label(row)} | {row['kind']} | {row['end_to_end_seconds']:.1f} | {phases} | "
+            f"{row['overhead_seconds']:.1f} | {row['cpu_seconds']:.0f} | {row['peak_rss_mb']} | "
+            f"{row['epochs']} | {row['load_average']:.1f} | {target(row)} |"
+        )
+    missing = [f"{s:,}" for s in SIZES if s not in {r["size"] for r in result["runs"]}]
+    lines += [
+        "",
+        "CPU s: CPU seconds (user + system) of the training process from the trigger to the "
+        f"scores. Load avg: the 1-minute load average at the row's start ({os.cpu_count()} CPUs "
+        "here; above that, other jobs shared the machine).",
+    ]
+    if missing:
+        lines.append(f"Not measured yet: {', '.join(missing)} tasks.")
+    if "plot" in result:
+        lines += ["", f"![time against project size]({result['plot']})"]
+    return "\n".join(lines + [""] + footer(result)) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    """Stacked seconds per phase for every row, and issue 12's targets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["runs"]
+    x = np.arange(len(rows))
+    parts = {p: [r["phase_seconds"][p] for r in rows] for p in PHASES}
+    parts["overhead"] = [max(r["overhead_seconds"], 0.0) for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    bottom = np.zeros(len(rows))
+    for name, seconds in parts.items():
+        ax.bar(x, seconds, bottom=bottom, label=name, width=0.6)
+        bottom += seconds
+    for i, row in enumerate(rows):
+        limit = TARGETS.get((row["size"], row["kind"]))
+        if limit is not None:
+            ax.hlines(limit, i - 0.4, i + 0.4, colors="red", linestyles="--")
+    ax.plot([], [], "r--", label="target (issue 12)")
+    ax.set_xticks(x, [label(r) for r in rows])
+    ax.set_xlim(-0.75, len(rows) - 0.25)  # one row: a bar, not a wall
+    ax.set_xlabel("project size (tasks)")
+    ax.set_ylabel("seconds from Start Training to scores in Label Studio")
+    ax.set_title(f"NER, CoNLL-2003, {result['settings']['mode']} jobs, {os.cpu_count()} CPUs")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write(args, runs: list[dict], command_line: str) -> dict:
+    result = {**stamp(command_line), "settings": settings(args), "runs": runs}
+    args.out.mkdir(parents=True, exist_ok=True)
+    if runs:
+        png = args.out / f"{args.name}.png"
+        plot(result, png)
+        result["plot"] = png.name
+    save(args.out, args.name, result, markdown(result))
+    return result
+
+
+def finished_runs(args) -> list[dict]:
+    """The rows of an earlier ``NAME.json`` to keep with ``--resume`` (none without it).
+
+    Raises ValueError if that file was made with other settings.
+    """
+    earlier = earlier_result(args.out, args.name, args.resume)
+    if earlier is None:
+        return []
+    if earlier["settings"] != settings(args):
+        raise ValueError(f"{args.name}.json was made with other settings: {earlier['settings']}")
+    return earlier["runs"]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    command_line = command("scaling.py", argv)
+    runs = finished_runs(args)
+    todo = [size for size in args.sizes if size not in {r["size"] for r in runs}]
+    work = Path(tempfile.mkdtemp(prefix="srw-scaling-"))
+    keep = bool(os.environ.get("SUBREGWEIGH_KEEP_TEST_SERVERS"))
+    logger.info(
+        "sizes to measure: %s; backend logs and models in %s (%s)",
+        todo,
+        work,
+        "kept" if keep else "deleted at the end; SUBREGWEIGH_KEEP_TEST_SERVERS=1 keeps them",
+    )
+    result = write(args, runs, command_line)
+    try:
+        with LabelStudioServer() if todo else contextlib.nullcontext() as ls:
+            for size in tqdm(todo, desc="sizes", unit="size"):
+                runs = sorted(runs + measure_size(ls, size, args, work), key=lambda r: r["size"])
+                result = write(args, runs, command_line)
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
