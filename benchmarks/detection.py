@@ -123,6 +123,12 @@ def parse_args(argv=None):
     parser.add_argument("--crossweigh", action="store_true", help="add CrossWeigh (10x3)")
     parser.add_argument("--cw-folds", type=int, default=10)
     parser.add_argument("--cw-iterations", type=int, default=3)
+    parser.add_argument(
+        "--costly-up-to",
+        type=int,
+        metavar="SIZE",
+        help="run cleanlab OOF and CrossWeigh only at sizes <= SIZE (default: every size)",
+    )
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -215,13 +221,14 @@ def run_one(args, size: int, seed: int) -> dict:
     }
     if task == "ner":
         scores["entity count"] = (entity_count_scores(noisy), 0.0)
-    if args.folds:
+    costly = args.costly_up_to is None or size <= args.costly_up_to
+    if args.folds and costly:
         start = clock()
         oof = out_of_fold_proba(
             noisy, scout, srw.scout_.labels_, n_folds=args.folds, random_state=seed, progress=False
         )
         scores["cleanlab OOF"] = (cleanlab_scores(given, oof, task), clock() - start)
-    if args.crossweigh:
+    if args.crossweigh and costly:
         start = clock()
         cw = CrossWeigh(
             scout,
@@ -300,6 +307,11 @@ def markdown(result) -> str:
         f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['p']}, scout epochs "
         f"{cfg['epochs'] or 'default'}, cleanlab OOF {cfg['folds']} folds"
         + (f", CrossWeigh {cfg['cw_folds']}x{cfg['cw_iterations']}" if cfg["crossweigh"] else "")
+        + (
+            f" (OOF and CrossWeigh at sizes up to {cfg['costly_up_to']} only)"
+            if cfg.get("costly_up_to")
+            else ""
+        )
         + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
         "noise and scout). Scores rank lower quality first.",
         "",
@@ -335,14 +347,17 @@ def plot(result, path: Path) -> None:
     sizes = [int(s) for s in summary]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in METHODS:
-        stats = [summary[str(s)]["methods"].get(name) for s in sizes]
-        if any(s is None for s in stats):
+        # OOF and CrossWeigh may stop at --costly-up-to: draw the sizes they have
+        have = [(s, summary[str(s)]["methods"].get(name)) for s in sizes]
+        have = [(s, stat) for s, stat in have if stat is not None]
+        if not have:
             continue
+        xs, stats = zip(*have)
         mean = [s["ap"]["mean"] for s in stats]
         sd = [0.0 if np.isnan(s["ap"]["sd"]) else s["ap"]["sd"] for s in stats]
         # SubRegWeigh's scores solid, trivial baselines dotted, the rest dash-dotted
         style = "-" if name in METHODS[:3] else ":" if name in METHODS[3:6] else "-."
-        ax.errorbar(sizes, mean, yerr=sd, marker="o", capsize=3, linestyle=style, label=name)
+        ax.errorbar(xs, mean, yerr=sd, marker="o", capsize=3, linestyle=style, label=name)
     base = [summary[str(s)]["base_rate"]["mean"] for s in sizes]
     ax.plot(sizes, base, "k--", label="base rate")
     ax.set_xscale("log")
@@ -380,7 +395,7 @@ def write(args, runs, command, planned) -> dict:
 # Settings that change results: a resumed run must match them; sizes, seeds, threads may differ.
 RESULT_SETTINGS = (
     "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
-    "crossweigh", "cw_folds", "cw_iterations", "model",
+    "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to",
 )  # fmt: skip
 
 
@@ -392,6 +407,7 @@ def finished_runs(args) -> list[dict]:
     earlier = earlier_result(args.out, args.name, args.resume)
     if earlier is None:
         return []
+    # a setting added after the file was written reads as its default (None)
     differ = [k for k in RESULT_SETTINGS if earlier["config"].get(k) != getattr(args, k)]
     if differ:
         raise ValueError(f"{args.name}.json was made with other settings ({', '.join(differ)})")
