@@ -57,7 +57,9 @@ def _weigh_params(settings: Settings) -> dict:
 def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
     """An unfitted :class:`~subregweigh.weigh.SubRegWeigh` for a project labelled as ``spec``;
     with ``warm_from`` (a fitted Scout, not modified) its fit refits that scout for
-    ``settings.warm_epochs`` epochs instead of training the base encoder."""
+    ``settings.warm_epochs`` epochs instead of training the base encoder. It samples candidates
+    in ``settings.n_jobs`` processes; :func:`weigher`'s predictions (in request threads, usually
+    of a few new tasks) stay in-process."""
     import copy
 
     from subregweigh.scout import Scout
@@ -67,7 +69,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         scout = copy.deepcopy(warm_from)
         scout.warm_start, scout.epochs, scout.progress = True, settings.warm_epochs, False
         scout.quantize = settings.quantize
-        return SubRegWeigh(scout, **_weigh_params(settings))
+        return SubRegWeigh(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
     scout = Scout(
         model=settings.scout_model or None,
         task=spec.task,
@@ -81,7 +83,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         random_state=settings.seed,
         progress=False,
     )
-    return SubRegWeigh(scout, **_weigh_params(settings))
+    return SubRegWeigh(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
 
 
 _weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)

@@ -6,7 +6,9 @@ object; nothing re-reads the environment behind it. An rq worker is another proc
 training job carries the server's :meth:`Settings.training` (what a training computes: the
 engine, the scout, when there is enough to train) and the worker adds its own environment's
 :meth:`~Settings.from_env` for where things are and the credentials (MODEL_DIR, Label Studio,
-Redis), which may differ from machine to machine and never travel through Redis.
+Redis), which may differ from machine to machine and never travel through Redis, and for the
+processes that sample candidates (SRW_N_JOBS: that machine's cores; the scores do not depend on
+it).
 
 Names shared with the Label Studio ecosystem keep their usual spelling; the engine's own
 settings carry the ``SRW_`` prefix.
@@ -124,6 +126,9 @@ class Settings:
     warm_epochs: int = 1
     full_retrain_every: int = 5
     quantize: bool = False  # int8 forward passes on CPU (faster weighing, scores move a little)
+    # processes sampling a training's candidates (-1: one per core); the same scores for any
+    # value, so it is this machine's setting (an rq worker's own), not one a job carries
+    n_jobs: int = 1
     # when to train
     retrain_after: int = 10
     min_annotations: int = 10
@@ -148,6 +153,11 @@ class Settings:
         )
         require(0.0 <= self.p < 1.0, "p", "p must be in [0, 1)")
         require(0.0 <= self.w_min <= 1.0, "w_min", "the weight floor must be in [0, 1]")
+        require(
+            self.n_jobs == -1 or self.n_jobs >= 1,
+            "n_jobs",
+            "it must be at least 1, or -1 for one process per CPU core",
+        )
         for name in ("epochs", "learning_rate", "max_length", "seed"):
             require(getattr(self, name) >= 0, name, "it must not be negative (0: the default)")
         for name in (
@@ -198,6 +208,7 @@ class Settings:
             seed=_env("SRW_SEED", cls.seed, int),
             warm_start=_flag("SRW_WARM_START", cls.warm_start),
             quantize=_flag("SRW_QUANTIZE"),
+            n_jobs=_env("SRW_N_JOBS", cls.n_jobs, int),
             warm_epochs=_env("SRW_WARM_EPOCHS", cls.warm_epochs, int),
             full_retrain_every=_env("SRW_FULL_RETRAIN_EVERY", cls.full_retrain_every, int),
             retrain_after=_env("SRW_RETRAIN_AFTER", cls.retrain_after, int),
@@ -251,6 +262,7 @@ _NAMES = {
     "max_length": "SRW_MAX_LENGTH",
     "seed": "SRW_SEED",
     "batch_size": "SRW_BATCH_SIZE",
+    "n_jobs": "SRW_N_JOBS",
     "warm_epochs": "SRW_WARM_EPOCHS",
     "full_retrain_every": "SRW_FULL_RETRAIN_EVERY",
     "retrain_after": "SRW_RETRAIN_AFTER (--retrain-after)",

@@ -132,6 +132,12 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
     )
     group.add_argument(
+        "--n-jobs",
+        type=int,
+        help="processes that sample and choose the candidates (default: 1; -1: one per CPU "
+        "core); the results are the same for any value",
+    )
+    group.add_argument(
         "--score",
         choices=SCORES,
         default=SCORES[0],
@@ -376,6 +382,7 @@ def _weigh_params(args) -> dict:
         w_min=args.w_min,
         random_state=args.seed,
         progress=not args.quiet,
+        n_jobs=args.n_jobs,
     )
 
 

@@ -31,6 +31,7 @@ from scipy import sparse
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfTransformer
+from threadpoolctl import threadpool_limits
 
 from subregweigh.subword import Candidates, Segmentation
 
@@ -151,3 +152,52 @@ def choose(
         return select_cossim(X, x_ref, k, rule="sum" if method == "cossim-sum" else "maxmin")
     counts = candidates.counts if method == "kmeans" else None
     return select_kmeans(X, counts, k, random_state)
+
+
+def sample_and_choose(
+    sampler, texts, seeds, n: int, k: int, method: str
+) -> tuple[list[Segmentation], list[int], list[int]]:
+    """Draw ``n`` segmentations of each text with ``sampler`` and choose ``k`` by ``method``.
+
+    One text at a time, each with its own seed, so the result of a text does not depend on the
+    others: :class:`~subregweigh.weigh.SubRegWeigh` runs contiguous chunks of texts in worker
+    processes (``n_jobs``) and concatenates. A module-level function of a torch-free module, so
+    that it pickles and the workers start without loading torch.
+
+    Parameters
+    ----------
+    sampler : SubwordSampler
+    texts : iterable of sequence of str
+        The words of each text (possibly wrapped in a progress bar).
+    seeds : sequence of numpy.random.SeedSequence, one per text
+    n, k, method :
+        Draws per text, K, and the selection method (see :func:`choose`).
+
+    Returns
+    -------
+    segmentations : list of Segmentation
+        The chosen distinct segmentations, text after text.
+    sizes : list of int
+        How many of them belong to each text.
+    multiplicity : list of int
+        How many of its text's K slots each fills.
+    """
+    segmentations, sizes, multiplicity = [], [], []
+    # Tiny per-text K-means problems: extra BLAS/OpenMP threads only add contention (6x slower
+    # with torch's thread pool alive in the same process).
+    with threadpool_limits(1):
+        for words, seed in zip(texts, seeds):
+            rng = np.random.default_rng(seed)
+            drawn = sampler.sample(words, n, rng)
+            index, mult = choose(
+                drawn,
+                sampler.segment(words),
+                k,
+                method,
+                sampler.n_terms,
+                random_state=int(rng.integers(2**31 - 1)),
+            )
+            segmentations.extend(drawn[j] for j in index)
+            sizes.append(len(index))
+            multiplicity.extend(mult.tolist())
+    return segmentations, sizes, multiplicity

@@ -75,6 +75,24 @@ class SubwordSampler:
         self.n_terms = backend.get_vocab_size(with_added_tokens=True)
         self._deterministic = lru_cache(maxsize=200_000)(self._segment_piece)
 
+    # -- pickling (SubRegWeigh(n_jobs=...) sends samplers to worker processes) -------------------
+    def __getstate__(self) -> dict:
+        # The caches wrap bound methods, which do not pickle: leave them out, rebuild them empty.
+        state = self.__dict__.copy()
+        caches = {}
+        for name, value in self.__dict__.items():
+            if hasattr(value, "cache_parameters") and hasattr(value, "__wrapped__"):
+                caches[name] = (value.__wrapped__.__name__, value.cache_parameters()["maxsize"])
+                del state[name]
+        state["_caches"] = caches
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        caches = state.pop("_caches", {})
+        self.__dict__.update(state)
+        for name, (method, maxsize) in caches.items():
+            setattr(self, name, lru_cache(maxsize=maxsize)(getattr(self, method)))
+
     # -- per kind -------------------------------------------------------------------------------
     def _unk_id(self) -> int | None:
         raise NotImplementedError

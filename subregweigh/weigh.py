@@ -22,16 +22,21 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import joblib
 import numpy as np
-from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from subregweigh.example import Example, Task
 from subregweigh.scout import Scout
-from subregweigh.selection import METHODS, choose
+from subregweigh.selection import METHODS, sample_and_choose
 from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
+
+# SubRegWeigh(n_jobs=...): inputs smaller than this are sampled in-process, and each process
+# gets about this many chunks of examples.
+MIN_PARALLEL_EXAMPLES = 64
+CHUNKS_PER_PROCESS = 4
 
 
 def sample_weights(reliability, w_min: float = 1 / 3) -> np.ndarray:
@@ -241,6 +246,11 @@ class SubRegWeigh:
         more forward passes, about 1/K of the candidates' cost.
     batch_size : int, default=64
         Segmentations per forward pass of the weighing (sorted by length, so little padding).
+    n_jobs : int or None, default=None
+        Processes that sample and choose the candidates (:meth:`candidates`, CPU-bound): None
+        or 1, this process alone; -1, one per CPU core; a positive int, that many. The examples
+        go to the processes in contiguous chunks, so the results are the same for any value.
+        Inputs under 64 examples (or 2 per process) stay in this process.
 
     Attributes
     ----------
@@ -261,6 +271,7 @@ class SubRegWeigh:
         progress: bool = True,
         deterministic: bool = True,
         batch_size: int = 64,
+        n_jobs: int | None = None,
     ):
         self.scout = scout
         self.task = task
@@ -273,6 +284,7 @@ class SubRegWeigh:
         self.progress = progress
         self.deterministic = deterministic
         self.batch_size = batch_size
+        self.n_jobs = n_jobs
 
     @classmethod
     def from_scout(cls, scout: Scout, **params) -> SubRegWeigh:
@@ -290,6 +302,13 @@ class SubRegWeigh:
             raise ValueError(
                 f"need 1 <= k <= n_samples, got k={self.k}, n_samples={self.n_samples}"
             )
+        if self.n_jobs is not None and (
+            isinstance(self.n_jobs, bool)
+            or not isinstance(self.n_jobs, (int, np.integer))
+            or self.n_jobs == 0
+            or self.n_jobs < -1
+        ):
+            raise ValueError(f"n_jobs must be None, -1 or a positive int, got {self.n_jobs!r}")
 
     def fit(self, examples: Sequence[Example], sample_weight=None) -> SubRegWeigh:
         """Train the scout on ``examples`` with deterministic tokenization."""
@@ -303,36 +322,67 @@ class SubRegWeigh:
         """The chosen segmentations: ``(segmentations, owner, multiplicity)``.
 
         ``owner[j]`` is the example index of segmentation ``j``; ``multiplicity[j]`` how many of
-        its K slots it fills. Seeded per example, so results do not depend on batch composition.
+        its K slots it fills. Seeded per example, so results depend neither on batch composition
+        nor on ``n_jobs``.
         """
         self._validate()
         sampler = self.scout_.sampler(self.p)
         n = self.k if self.method == "random" else self.n_samples
         seeds = np.random.SeedSequence(self.random_state).spawn(len(examples))
-        segmentations, owner, multiplicity = [], [], []
-        progress = tqdm(
-            examples, desc=f"sampling ({self.method})", unit="text", disable=not self.progress
-        )
-        # Tiny per-text K-means problems: extra BLAS/OpenMP threads only add contention (6x
-        # slower with torch's thread pool alive in the same process).
-        with threadpool_limits(1):
-            for i, ex in enumerate(progress):
-                rng = np.random.default_rng(seeds[i])
-                drawn = sampler.sample(ex.words, n, rng)
-                index, mult = choose(
-                    drawn,
-                    sampler.segment(ex.words),
-                    self.k,
-                    self.method,
-                    sampler.n_terms,
-                    random_state=int(rng.integers(2**31 - 1)),
-                )
-                segmentations.extend(drawn[j] for j in index)
-                owner.extend([i] * len(index))
-                multiplicity.extend(mult.tolist())
-        owner = np.array(owner, dtype=np.int64)
+        desc = f"sampling ({self.method})"
+        n_jobs = self._n_processes(len(examples))
+        if n_jobs == 1:
+            texts = tqdm(
+                [ex.words for ex in examples], desc=desc, unit="text", disable=not self.progress
+            )
+            segmentations, sizes, multiplicity = sample_and_choose(
+                sampler, texts, seeds, n, self.k, self.method
+            )
+        else:
+            segmentations, sizes, multiplicity = self._candidates_parallel(
+                sampler, examples, seeds, n, n_jobs, desc
+            )
+        owner = np.repeat(np.arange(len(examples), dtype=np.int64), sizes)
         self._warn_if_collapsed(owner, len(examples), sampler.kind)
         return segmentations, owner, np.array(multiplicity, dtype=np.int64)
+
+    def _n_processes(self, n_examples: int) -> int:
+        """Processes for :meth:`candidates` on ``n_examples``: 1 for small inputs, where
+        starting workers costs more than it saves."""
+        if self.n_jobs is None or self.n_jobs == 1:
+            return 1
+        n_jobs = joblib.cpu_count() if self.n_jobs == -1 else int(self.n_jobs)
+        if n_jobs <= 1 or n_examples < max(MIN_PARALLEL_EXAMPLES, 2 * n_jobs):
+            return 1
+        return n_jobs
+
+    def _candidates_parallel(self, sampler, examples, seeds, n, n_jobs, desc):
+        """:func:`sample_and_choose` over contiguous chunks of ``examples`` in ``n_jobs``
+        processes (about 4 chunks each, so that slow chunks even out), concatenated in order."""
+        texts = [ex.words for ex in examples]
+        size = -(-len(texts) // (n_jobs * CHUNKS_PER_PROCESS))
+        starts = range(0, len(texts), size)
+        jobs = joblib.Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")(
+            joblib.delayed(sample_and_choose)(
+                sampler,
+                texts[start : start + size],
+                seeds[start : start + size],
+                n,
+                self.k,
+                self.method,
+            )
+            for start in starts
+        )
+        segmentations, sizes, multiplicity = [], [], []
+        with tqdm(
+            total=len(examples), desc=desc, unit="text", disable=not self.progress
+        ) as progress:
+            for segs, chunk_sizes, mult in jobs:  # in order: chunk after chunk
+                segmentations.extend(segs)
+                sizes.extend(chunk_sizes)
+                multiplicity.extend(mult)
+                progress.update(len(chunk_sizes))
+        return segmentations, sizes, multiplicity
 
     def _warn_if_collapsed(self, owner: np.ndarray, n: int, kind: str) -> None:
         # A sampler that barely varies at this p (Unigram at p=0.1: inverse temperature 9)

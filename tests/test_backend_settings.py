@@ -37,6 +37,8 @@ NER_CONFIG = """<View>
         ({"batch_size": 0}, "SRW_BATCH_SIZE is 0; it must be at least 1"),
         ({"min_annotations": 0}, "SRW_MIN_ANNOTATIONS (--min-annotations) is 0"),
         ({"cached_models": 0}, "SRW_CACHED_MODELS is 0; it must be at least 1"),
+        ({"n_jobs": 0}, "SRW_N_JOBS is 0; it must be at least 1, or -1 for one process per"),
+        ({"n_jobs": -2}, "SRW_N_JOBS is -2; it must be at least 1, or -1"),
         ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''"),
     ],
 )
@@ -189,6 +191,7 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
         n_samples=50,
         epochs=2,
         method="cossim",
+        n_jobs=4,
     )
     runner = create_app(settings).extensions["subregweigh"]["runner"]
     assert isinstance(runner, RQRunner)
@@ -198,6 +201,7 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
     monkeypatch.setenv("SRW_METHOD", "random")
     monkeypatch.setenv("MODEL_DIR", str(tmp_path / "worker"))
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", "worker-key")
+    monkeypatch.setenv("SRW_N_JOBS", "2")  # the worker's machine: its cores, not the server's
     trained = []
     monkeypatch.setattr(service, "train_project", lambda project, s: trained.append((project, s)))
     pickle.loads(sent)("4")
@@ -207,3 +211,13 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
     assert (used.k, used.n_samples, used.epochs, used.method) == (5, 50, 2, "cossim")
     assert used.model_dir == str(tmp_path / "worker")
     assert used.label_studio_api_key == "worker-key"
+    assert used.n_jobs == 2
+
+
+def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
+    from backend.tasks import parse_label_config
+
+    spec = parse_label_config(NER_CONFIG)
+    srw = service.engine(Settings(model_dir=str(tmp_path), n_jobs=3, k=4, n_samples=20), spec)
+    assert (srw.n_jobs, srw.k, srw.n_samples) == (3, 4, 20)
+    assert service.engine(Settings(model_dir=str(tmp_path)), spec).n_jobs == 1

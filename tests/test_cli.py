@@ -96,6 +96,21 @@ def test_empty_file(tmp_path, capsys, name):
     _fails_cleanly(capsys, ["weigh", str(empty), "-o", str(tmp_path / "w.jsonl")], f"{empty}:1:")
 
 
+def test_n_jobs_reaches_the_engine_and_is_checked(tmp_path, capsys):
+    parser = cli._build_parser()
+    args = parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl", "--n-jobs", "-1"])
+    assert cli._weigh_params(args)["n_jobs"] == -1
+    assert (
+        cli._weigh_params(parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl"]))["n_jobs"]
+        is None
+    )
+    data = tmp_path / "train.conll"
+    write_dataset(data, read_conll(CONLLPP_TRAIN)[:5], task="ner")
+    out = tmp_path / "w.jsonl"
+    _fails_cleanly(capsys, ["weigh", str(data), "-o", str(out), "--n-jobs", "0"], "n_jobs", "0")
+    assert not out.exists()
+
+
 def test_unknown_output_extension_leaves_nothing(tmp_path, capsys):
     data = tmp_path / "train.conll"
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:10], task="ner")

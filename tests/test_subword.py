@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,6 +355,12 @@ def test_reproducible(tk, conll):
     assert draw(124) != first
     generator = np.random.default_rng(5)
     assert draw(generator) != draw(generator)  # a Generator is consumed, not reset
+    # pickled, as SubRegWeigh(n_jobs=...) sends it to worker processes: its caches come back
+    # empty, its draws the same
+    copy = pickle.loads(pickle.dumps(sampler))
+    assert type(copy) is type(sampler) and copy._pieces.cache_info().currsize == 0
+    assert draw(123, copy) == first
+    assert copy.segment(words) == sampler.segment(words)
 
 
 # --------------------------------------------------------------------------- 5. dropout rules

