@@ -77,7 +77,7 @@ from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
+from provenance import command, earlier_result, footer, machine, save, stamp  # noqa: E402
 
 logger = logging.getLogger("detection")
 
@@ -247,6 +247,7 @@ def run_one(args, size: int, seed: int) -> dict:
     return {
         "size": size,
         "seed": seed,
+        "machine": machine(),  # a resumed file may hold runs from several machines
         "n_corrupted": int(corrupted.sum()),
         "base_rate": float(corrupted.mean()),
         "scout_seconds": round(train_s, 2),
@@ -332,7 +333,19 @@ def markdown(result) -> str:
         lines.append("")
     if "plot" in result:
         lines += [f"![AP against project size]({result['plot']})", ""]
-    return "\n".join(lines + footer(result)) + "\n"
+    return "\n".join(lines + machines(result) + footer(result)) + "\n"
+
+
+def machines(result) -> list[str]:
+    """Markdown lines saying which runs ran where, when a resumed file mixes machines."""
+    where: dict[str, list[str]] = {}
+    for run in result["runs"]:
+        where.setdefault(run["machine"], []).append(f"{run['size']}/{run['seed']}")
+    if len(where) < 2:
+        return []
+    lines = ["Runs (size/seed) by machine; the last one is named below:", ""]
+    lines += [f"- {m}: {', '.join(runs)}" for m, runs in where.items()]
+    return lines + [""]
 
 
 def plot(result, path: Path) -> None:
@@ -411,7 +424,10 @@ def finished_runs(args) -> list[dict]:
     differ = [k for k in RESULT_SETTINGS if earlier["config"].get(k) != getattr(args, k)]
     if differ:
         raise ValueError(f"{args.name}.json was made with other settings ({', '.join(differ)})")
-    return [r for r in earlier["runs"] if r["size"] in args.sizes and r["seed"] < args.seeds]
+    runs = [r for r in earlier["runs"] if r["size"] in args.sizes and r["seed"] < args.seeds]
+    for run in runs:  # runs written before runs named their machine ran on the file's
+        run.setdefault("machine", earlier["machine"])
+    return runs
 
 
 def main(argv=None) -> int:

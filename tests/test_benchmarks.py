@@ -168,6 +168,40 @@ def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monke
     assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
 
 
+def test_detection_curve_runs_costly_scores_up_to_a_size(benchmark_module, tmp_path):
+    detection = benchmark_module("detection")
+    args = [*DETECTION_TINY[2:], "--sizes", "16", "24", "--costly-up-to", "16", "--seeds", "1"]
+    assert detection.main([*args, "--out", str(tmp_path), "--name", "curve"]) == 0
+    result = json.loads((tmp_path / "curve.json").read_text())
+    assert "cleanlab OOF" in result["summary"]["16"]["methods"]
+    assert "cleanlab OOF" not in result["summary"]["24"]["methods"]
+    assert "agreement c/K" in result["summary"]["24"]["methods"]
+    assert all(run["machine"] for run in result["runs"]) and (tmp_path / "curve.png").stat().st_size
+    assert "up to 16 only" in (tmp_path / "curve.md").read_text()
+
+
+def test_detection_says_which_runs_ran_where(benchmark_module):
+    detection = benchmark_module("detection")
+    runs = [{"size": 100, "seed": 0, "machine": "gpu box"}, {"size": 100, "seed": 1}]
+    runs[1]["machine"] = "cpu box"
+    lines = detection.machines({"runs": runs})
+    assert "- gpu box: 100/0" in lines and "- cpu box: 100/1" in lines
+    assert detection.machines({"runs": runs[:1]}) == []  # one machine: the footer says it
+
+
+def test_engine_scaling_times_each_phase(benchmark_module, tmp_path):
+    engine_scaling = benchmark_module("engine_scaling")
+    args = ["--sizes", "24", "--epochs", "1", "-k", "3", "--n-samples", "6", "--n-jobs", "1"]
+    assert engine_scaling.main([*args, "--out", str(tmp_path), "--name", "eng"]) == 0
+    (row,) = json.loads((tmp_path / "eng.json").read_text())["runs"]
+    assert row["size"] == 24 and all(row["seconds"][p] > 0 for p in engine_scaling.PHASES)
+    assert row["candidates"] >= 24 and 0 <= row["mean_reliability"] <= 1
+    assert "| 24 |" in (tmp_path / "eng.md").read_text()
+    # resuming with other settings is refused rather than mixed into one table
+    with pytest.raises(SystemExit, match="other settings"):
+        engine_scaling.main([*args[:-1], "2", "--out", str(tmp_path), "--name", "eng", "--resume"])
+
+
 def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
     ablation = benchmark_module("ablation")
     args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
