@@ -28,7 +28,7 @@ LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 # that module would load scikit-learn here, in every process, before anything is served.
 METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
-SCORES = ("probability", "agreement", "deterministic")
+SCORES = ("deterministic", "probability", "agreement")
 
 # The training settings that shape the scout: a version trained with other values is not
 # refitted (warm-started) but replaced by a training from the base encoder.
@@ -112,7 +112,7 @@ class Settings:
     n_samples: int = 500
     p: float = 0.1
     method: str = "kmeans"
-    score: str = "probability"  # what a task's prediction score is (lower = review first)
+    score: str = SCORES[0]  # what a task's prediction score is (lower = review first)
     w_min: float = 1 / 3
     freeze_encoder: bool = False  # classification scouts of small projects
     epochs: int = 0  # 0: the scout's per-task default

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from backend.convert import choices_result, doubt_notes, labels_result
+from backend.settings import SCORES
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import (
@@ -128,7 +129,13 @@ def fingerprint(item: LabelStudioTask) -> str:
 
 
 # A stored annotation keeps these columns of WeighResult.columns(), as `weigh` writes them.
-_KEPT = ("reliability", "probability", "majority", "entity_probability")
+_KEPT = (
+    "reliability",
+    "probability",
+    "deterministic_probability",
+    "majority",
+    "entity_probability",
+)
 
 
 def annotation_record(
@@ -147,7 +154,7 @@ def stored_prediction(
     result,
     first: int,
     count: int,
-    score_name: str = "probability",
+    score_name: str = SCORES[0],
     columns: dict | None = None,
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
@@ -199,7 +206,7 @@ def stored_prediction(
 
 
 def score_tasks(
-    srw, spec: LabelingSpec, items: Sequence[LabelStudioTask], score_name: str = "probability"
+    srw, spec: LabelingSpec, items: Sequence[LabelStudioTask], score_name: str = SCORES[0]
 ) -> dict[str, dict]:
     """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
 

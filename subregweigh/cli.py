@@ -30,7 +30,7 @@ from subregweigh.io.dataset import dataset_format
 
 # subregweigh.weigh.SCORES, default first (held equal by a test): importing that module here
 # would load torch before `--help` can answer.
-SCORES = ("probability", "agreement", "deterministic")
+SCORES = ("deterministic", "probability", "agreement")
 NOISES = ("paper", "sentence")  # subregweigh.selftest.NOISES, likewise
 
 logger = logging.getLogger("subregweigh")
@@ -141,10 +141,10 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         "--score",
         choices=SCORES,
         default=SCORES[0],
-        help="the ranking written as the `score` column and printed: probability (mean over the "
-        "K candidates of the scout's lowest p(gold); default, it finds most errors), agreement "
-        "(the paper's c/K) or deterministic (p(gold) on the ordinary tokenization). The "
-        "training weight stays max(w_min, c/K).",
+        help="the ranking written as the `score` column and printed: deterministic (the "
+        "scout's lowest p(gold) on the ordinary tokenization; default, it finds most errors), "
+        "probability (the same, averaged over the K candidates) or agreement (the paper's "
+        "c/K). The training weight stays max(w_min, c/K).",
     )
 
 

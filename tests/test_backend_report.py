@@ -96,8 +96,8 @@ def test_stored_scores_keep_every_annotation_with_its_annotator(stored):
         ("100/20", "bo@example.com"),
     ]
     assert first["score"] == min(a["score"] for a in first["annotations"])
-    for a in first["annotations"]:  # the score is the probability score, c/K kept beside it
-        assert a["score"] == a["probability"] and 0 <= a["reliability"] <= 1
+    for a in first["annotations"]:  # the score is the default (deterministic p(gold)), c/K beside
+        assert a["score"] == a["deterministic_probability"] and 0 <= a["reliability"] <= 1
         assert len(a["words"]) == len(a["tags"]) == len(a["majority"])
     assert [a["tags"][:2] for a in first["annotations"]] == [["B-PER", "I-PER"], ["B-LOC", "I-LOC"]]
 

@@ -28,7 +28,7 @@ NER_CONFIG = """<View>
     "values,message",
     [
         ({"method": "kmeanz"}, "SRW_METHOD (--method) is 'kmeanz'; choose one of random"),
-        ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of probability"),
+        ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of deterministic"),
         ({"k": 0}, "SRW_K (-k) is 0; K must be at least 1"),
         ({"k": 20, "n_samples": 10}, "SRW_N (--n-samples) is 10; N must be at least K (SRW_K"),
         ({"p": 1.0}, "SRW_P (-p) is 1.0; p must be in [0, 1)"),

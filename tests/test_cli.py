@@ -216,13 +216,13 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "of 40 examples have probability < 0.5" in out
+    assert "of 40 examples have deterministic < 0.5" in out
     rows = [json.loads(line) for line in weights.read_text().splitlines()]
     assert [r["id"] for r in rows] == [ex.id for ex in examples]
     for r in rows:
         assert r["k"] <= 5 and r["reliability"] == r["agreement"] / r["k"]
-        # the default ranking is the probability score, a probability like the others
-        assert r["score"] == r["probability"] and 0.0 <= r["probability"] <= 1.0
+        # the default ranking is p(gold) on the ordinary tokenization, a probability too
+        assert r["score"] == r["deterministic_probability"] and 0.0 <= r["probability"] <= 1.0
         assert 0.0 <= r["deterministic_probability"] <= 1.0
         assert r["weight"] == pytest.approx(max(1 / 3, r["reliability"]))
         assert "entities" in r and "majority" in r
