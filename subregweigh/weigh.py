@@ -243,8 +243,9 @@ class SubRegWeigh:
     random_state : int, default=0
     progress : bool, default=True
     deterministic : bool, default=True
-        Also score the ordinary segmentation (``WeighResult.deterministic_probability``): n
-        more forward passes, about 1/K of the candidates' cost.
+        Also score the ordinary segmentation (``WeighResult.deterministic_probability``, the
+        default ranking of ``WeighResult.score()``): n more forward passes, about 1/K of the
+        candidates' cost. False leaves that score NaN; rank by ``"probability"`` then.
     batch_size : int, default=64
         Segmentations per forward pass of the weighing (sorted by length, so little padding).
     n_jobs : int or None, default=None
