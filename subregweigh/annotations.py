@@ -74,7 +74,7 @@ class AnnotationTable:
         examples: Sequence[Example],
         result,
         task: Task,
-        score: str = "probability",
+        score: str = "deterministic",  # subregweigh.weigh.DEFAULT_SCORE (not imported: torch)
         tasks: Sequence[str] | None = None,
     ) -> AnnotationTable:
         """The table of ``examples`` weighed into ``result`` (a :class:`WeighResult`), ranked by

@@ -62,7 +62,7 @@ def self_test(
     *,
     noises: Sequence[str] = NOISES,
     rate: float = 0.1,
-    score: str = "probability",
+    score: str = "deterministic",  # subregweigh.weigh.DEFAULT_SCORE (not imported: torch)
     random_state: int = 0,
 ) -> dict:
     """Inject errors into a copy of ``examples``, weigh it, and measure the ranking.
@@ -79,7 +79,7 @@ def self_test(
         See the module docstring; classification runs the first only.
     rate : float, default 0.1
         Share of word labels (``paper``, NER) or of examples (otherwise) to corrupt.
-    score : str, default "probability"
+    score : str, default :data:`~subregweigh.weigh.DEFAULT_SCORE` ("deterministic")
         The ranking measured (:meth:`~subregweigh.weigh.WeighResult.score`).
     random_state : int, default 0
 

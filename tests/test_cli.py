@@ -331,7 +331,14 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
 
 
 def test_cli_scores_are_the_engines():
+    import inspect
+
     from subregweigh import cli
+    from subregweigh.annotations import AnnotationTable
+    from subregweigh.selftest import self_test
     from subregweigh.weigh import DEFAULT_SCORE, SCORES
 
     assert cli.SCORES == SCORES and cli.SCORES[0] == DEFAULT_SCORE
+    # modules that spell the default out to stay free of torch rank by the same default
+    for function in (self_test, AnnotationTable.from_result):
+        assert inspect.signature(function).parameters["score"].default == DEFAULT_SCORE
