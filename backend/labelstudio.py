@@ -6,9 +6,12 @@ LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY from the environment, not the request's 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 logger = logging.getLogger(__name__)
@@ -23,11 +26,14 @@ class LabelStudioUnavailable(RuntimeError):
     """Label Studio could not be reached or refused a call, after retries."""
 
 
-def _describe(err: Exception) -> str:
+def _describe(err: Exception, body: bool = True) -> str:
+    """``err`` in a line; ``body=False`` leaves out what Label Studio answered (it may repeat
+    what was sent, a credential say)."""
     status = getattr(err, "status_code", None)
-    body = getattr(err, "body", None)
     if status is not None:
-        return f"HTTP {status}: {str(body)[:300]}"
+        return (
+            f"HTTP {status}: {str(getattr(err, 'body', None))[:300]}" if body else f"HTTP {status}"
+        )
     return f"{type(err).__name__}: {str(err)[:300]}"
 
 
@@ -57,7 +63,9 @@ class LabelStudioAPI:
         self.retries = retries
         self.backoff = backoff
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], bodies: bool = True) -> T:
+        """``fn()``, retried; ``bodies=False``: errors say the status, not Label Studio's answer
+        (for calls that send a credential)."""
         from label_studio_sdk.core.api_error import ApiError
 
         for attempt in range(self.retries + 1):
@@ -71,7 +79,7 @@ class LabelStudioAPI:
                     and err.status_code != 429
                 ):
                     raise LabelStudioUnavailable(
-                        f"Label Studio refused to {what}: {_describe(err)}"
+                        f"Label Studio refused to {what}: {_describe(err, bodies)}"
                     ) from None
                 last = err
             except Exception as err:  # connection refused, timeouts, DNS...
@@ -79,11 +87,12 @@ class LabelStudioAPI:
             if attempt < self.retries:
                 delay = self.backoff * 2**attempt
                 logger.warning(
-                    "could not %s (%s); retrying in %.0f s", what, _describe(last), delay
+                    "could not %s (%s); retrying in %.0f s", what, _describe(last, bodies), delay
                 )
                 time.sleep(delay)
         raise LabelStudioUnavailable(
-            f"could not {what} at {self.url} after {self.retries + 1} attempts: {_describe(last)}"
+            f"could not {what} at {self.url} after {self.retries + 1} attempts: "
+            f"{_describe(last, bodies)}"
         )
 
     def label_config(self, project: int) -> str:
@@ -139,3 +148,127 @@ class LabelStudioAPI:
                 id=project, model_version=version, request_options=ONCE
             ),
         )
+
+    def ml_backends(self, project: int) -> list[dict]:
+        """The ML backends connected to ``project`` (``GET /api/ml?project=P``): ``url``,
+        ``auth_method`` (``NONE``, ``BASIC_AUTH``), ``basic_auth_user``."""
+        listed = self._call(
+            f"list the ML backends of project {project}",
+            lambda: self.client.ml.list(project=project, request_options=ONCE),
+        )
+        return [
+            {
+                "url": backend.url,
+                "auth_method": backend.auth_method,
+                "basic_auth_user": backend.basic_auth_user,
+            }
+            for backend in listed
+            if backend.url
+        ]
+
+    def webhooks(self, project: int) -> list[dict]:
+        """The webhooks of ``project`` (``GET /api/webhooks?project=P``): ``id``, ``url``,
+        ``headers``, ``actions``."""
+        listed = self._call(
+            f"list the webhooks of project {project}",
+            lambda: self.client.webhooks.list(project=str(project), request_options=ONCE),
+        )
+        return [
+            {
+                "id": hook.id,
+                "url": hook.url,
+                "headers": hook.headers if isinstance(hook.headers, dict) else {},
+                "actions": list(hook.actions or []),
+            }
+            for hook in listed
+        ]
+
+    def set_webhook_headers(self, webhook: Mapping, headers: Mapping[str, str]) -> None:
+        """Replace ``webhook``'s (from :meth:`webhooks`) headers with ``headers``
+        (``PATCH /api/webhooks/{id}``). Its actions are sent again: Label Studio clears those a
+        PATCH leaves out. Errors name the status only (the headers hold a credential)."""
+        self._call(
+            f"update the headers of webhook {webhook['id']} ({webhook['url']})",
+            lambda: self.client.webhooks.update(
+                id=webhook["id"],
+                headers=dict(headers),
+                actions=list(webhook["actions"]),
+                request_options=ONCE,
+            ),
+            bodies=False,
+        )
+
+
+# ------------------------------------------------------------ the backend's own webhook, with auth
+# Label Studio calls /setup, /predict and START_TRAINING with the ML backend's basic-auth
+# credentials, but the project webhook it creates on connect (<backend url>/webhook, every
+# action) is sent with its own headers only: annotation events get 401 from a backend behind
+# basic auth. A training adds the header to that webhook (:func:`authorize_ml_webhooks`).
+
+
+def basic_auth_header(user: str, password: str) -> str:
+    """The ``Authorization`` value for HTTP basic auth as ``user``:``password``."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def has_basic_auth(headers: Mapping, user: str, password: str) -> bool:
+    """Whether ``headers`` (a webhook's) authenticate as ``user``:``password`` (the header's
+    name in any case, the scheme too, as the backend reads them)."""
+    for name, value in headers.items():
+        if str(name).lower() != "authorization" or not isinstance(value, str):
+            continue
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() != "basic":
+            continue
+        try:
+            decoded = base64.b64decode(token.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if hmac.compare_digest(decoded, f"{user}:{password}".encode()):
+            return True
+    return False
+
+
+def with_basic_auth(headers: Mapping, user: str, password: str) -> dict:
+    """``headers`` with an ``Authorization`` header for ``user``:``password`` in place of any
+    other (a stale password, say)."""
+    out = {k: v for k, v in headers.items() if str(k).lower() != "authorization"}
+    out["Authorization"] = basic_auth_header(user, password)
+    return out
+
+
+def ml_webhook_url(backend_url: str) -> str:
+    """The webhook Label Studio creates when ``backend_url`` is connected to a project."""
+    return backend_url.rstrip("/") + "/webhook"
+
+
+def webhooks_missing_auth(
+    webhooks: Iterable[Mapping], backends: Iterable[Mapping], user: str, password: str
+) -> list[Mapping]:
+    """The ``webhooks`` (as :meth:`LabelStudioAPI.webhooks` lists them) that lack the basic
+    auth ``user``:``password`` and call one of the ``backends`` (as
+    :meth:`LabelStudioAPI.ml_backends` lists them) that Label Studio calls with basic auth as
+    ``user``: this backend's connection, which already holds the password. Another backend's
+    webhook is never given them."""
+    urls = {
+        ml_webhook_url(backend["url"])
+        for backend in backends
+        if backend.get("auth_method") == "BASIC_AUTH" and backend.get("basic_auth_user") == user
+    }
+    return [
+        hook
+        for hook in webhooks
+        if hook.get("url") in urls and not has_basic_auth(hook.get("headers") or {}, user, password)
+    ]
+
+
+def authorize_ml_webhooks(api: LabelStudioAPI, project: int, user: str, password: str) -> list:
+    """Add basic auth ``user``:``password`` to the webhooks of ``project`` that call this
+    backend (:func:`webhooks_missing_auth`), where it is missing; the URLs of those updated.
+
+    Raises :class:`LabelStudioUnavailable` when Label Studio cannot list or update them.
+    """
+    hooks = webhooks_missing_auth(api.webhooks(project), api.ml_backends(project), user, password)
+    for hook in hooks:
+        api.set_webhook_headers(hook, with_basic_auth(hook["headers"], user, password))
+    return [hook["url"] for hook in hooks]

@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, authorize_ml_webhooks
 from backend.settings import SCOUT, Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
 from backend.tasks import (
@@ -271,6 +271,37 @@ def _users(api: LabelStudioAPI, project: str) -> dict[int, str]:
         return {}
 
 
+def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) -> None:
+    """With basic auth on, make the project's webhook to this backend carry the credentials
+    (Label Studio sends its ML webhook without them, so annotation events would get 401 and
+    never trigger a retraining). Never fails the training: a WARNING says how to do it by hand.
+    Neither the credentials nor the header are logged."""
+    if not settings.basic_auth_user:
+        return
+    try:
+        fixed = authorize_ml_webhooks(
+            api, int(project), settings.basic_auth_user, settings.basic_auth_pass
+        )
+    except Exception as err:  # Label Studio refused, an older API, ...: the training goes on
+        logger.warning(
+            "project %s: could not check that Label Studio's webhook to this backend carries "
+            "its basic-auth credentials (%s); without them annotation changes get 401 here and "
+            "never trigger a retraining. Add them by hand: in the project's Settings > Webhooks, "
+            "edit the webhook to <backend url>/webhook and add the header Authorization: Basic "
+            "<base64 of BASIC_AUTH_USER:BASIC_AUTH_PASS>",
+            project,
+            err if isinstance(err, LabelStudioUnavailable) else type(err).__name__,
+        )
+        return
+    for url in fixed:
+        logger.info(
+            "project %s: added this backend's basic-auth credentials to Label Studio's webhook %s "
+            "(annotation changes now reach the backend)",
+            project,
+            url,
+        )
+
+
 def _annotations(project: str, settings: Settings, what: str):
     """``(api, spec, items, n_annotated, refusal)``: the project's tasks read from Label Studio
     (read only), and why ``what`` cannot start yet (None if it can)."""
@@ -315,6 +346,7 @@ def version_meta(
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock = _PhaseClock()
     api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
+    authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
     annotated = [ex for item in items for ex in item.examples]
     if refusal:

@@ -3,11 +3,15 @@ the backend with basic auth, one real training, and headless Chromium.
 
 One NER project (CoNLL-2003 sentences) is built with known annotators and known errors
 (:func:`tests.projects.team_ner_tasks`): alice and bob annotate 15 tasks each, carol annotates
-10 of them again and retypes a recurring entity in 5. Every test below reads that one training.
+10 of them again and retypes a recurring entity in 5. Every test below reads that one training;
+the last one then edits annotations through Label Studio and waits for the retraining they start
+(``SRW_RETRAIN_AFTER=2``), so it must stay last.
 """
 
 from __future__ import annotations
 
+import base64
+import time
 from collections import Counter
 from urllib.parse import quote
 
@@ -15,10 +19,20 @@ import numpy as np
 import pytest
 
 from tests.browser import Page, require_chromium
-from tests.projects import TEAM, TEAM_ENV, field, score_below, team_project, wait_selftest
+from tests.projects import (
+    TEAM,
+    TEAM_ENV,
+    TYPES,
+    field,
+    score_below,
+    team_project,
+    wait_selftest,
+    wait_trained,
+)
 from tests.servers import BackendServer, LabelStudioServer, require_label_studio
 
 AUTH = ("lead", "report-pass-5e1f")
+RETRAIN_AFTER = 2  # annotation changes; only the last test makes any
 
 
 class Project:
@@ -48,6 +62,7 @@ def project(tmp_path_factory):
     with LabelStudioServer() as ls_server:
         env = {
             **TEAM_ENV,
+            "SRW_RETRAIN_AFTER": str(RETRAIN_AFTER),
             "LABEL_STUDIO_URL": ls_server.url,
             "LABEL_STUDIO_API_KEY": ls_server.token,
             "BASIC_AUTH_USER": AUTH[0],
@@ -215,3 +230,58 @@ def test_selftest_job_reports_without_touching_label_studio(project):
     code, page = project.backend.get(f"/report?project={project.id}", auth=AUTH)
     assert code == 200 and 'id="selftest"' in page
     assert f"{result['found_in_top']} of 10</b>" in page
+
+
+def _retype_first_entity(ls_server, task_id: int) -> None:
+    """Edit the task's first annotation through Label Studio's API (ANNOTATION_UPDATED)."""
+    annotation = ls_server.api("GET", f"/api/tasks/{task_id}")["annotations"][0]
+    first, *rest = annotation["result"]
+    label = first["value"]["labels"][0]
+    value = {**first["value"], "labels": [TYPES[(TYPES.index(label) + 1) % len(TYPES)]]}
+    ls_server.api(
+        "PATCH",
+        f"/api/annotations/{annotation['id']}",
+        {"result": [{**first, "value": value}, *rest]},
+    )
+
+
+def _events_counted(project, n: int, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = project.get(f"/status?project={project.id}")
+        if status["events_since_training"] >= n or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
+
+
+# Last: it retrains the project the tests above read.
+def test_annotation_changes_reach_the_backend_behind_basic_auth_and_retrain(project):
+    """Label Studio sends the webhook it created on connect (<backend>/webhook, every action)
+    without the ML backend's basic-auth credentials; the first training (started through Label
+    Studio's API, above) added them, so annotation edits are counted and retrain the scout."""
+    version = project.status["current_version"]
+    token = base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+    hooks = project.ls_server.api("GET", f"/api/webhooks?project={project.id}")
+    (hook,) = [h for h in hooks if h["url"] == f"{project.backend.url}/webhook"]
+
+    _retype_first_entity(project.ls_server, project.task_ids[0])
+    status = _events_counted(project, 1)
+    assert status["events_since_training"] == 1, (
+        f"the ANNOTATION_UPDATED webhook did not reach the backend (its headers: "
+        f"{sorted(hook['headers'])}); the backend saw:\n"
+        + "\n".join(line for line in project.backend.log(400).splitlines() if "/webhook" in line)
+    )
+    assert hook["headers"] == {"Authorization": f"Basic {token}"}
+    assert hook["send_for_all_actions"] and hook["is_active"]  # the rest as Label Studio made it
+    log = project.backend.log_path.read_text()
+    assert log.count("added this backend's basic-auth credentials") == 1
+    assert AUTH[1] not in log and token not in log
+
+    _retype_first_entity(project.ls_server, project.task_ids[1])  # the RETRAIN_AFTER-th change
+    again = wait_trained(project.backend, project.id, auth=AUTH, previous=version)
+    assert again["current_version"] != version and again["events_since_training"] == 0
+    assert project.ls.projects.get(id=project.id).model_version == again["current_version"]
+    # Already there: the retraining changed nothing in Label Studio's webhook.
+    hooks = project.ls_server.api("GET", f"/api/webhooks?project={project.id}")
+    assert [h["headers"] for h in hooks] == [hook["headers"]]
+    assert project.backend.log_path.read_text().count("basic-auth credentials") == 1
