@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +36,13 @@ if str(REPO) not in sys.path:
 
 import numpy as np  # noqa: E402  (after the sys.path entry above)
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, PipeCDP  # noqa: E402
+from tests.browser import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PipeCDP,
+    screenshot_file,
+    stop_screenshot_servers,
+)
 from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained  # noqa: E402
 from tests.servers import (  # noqa: E402
     INSTALL_HINT,
@@ -225,22 +230,11 @@ def main() -> None:
         found = sum(t["id"] in wrong_ids for t in top)
         print(f"{found} of {len(wrong)} wrong annotations among the {len(top)} lowest scores")
 
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        partial = args.out.with_name(f".{args.out.stem}.tmp{args.out.suffix}")
-        try:
+        with screenshot_file(args.out) as partial:
             shoot(ls_server.url, project.id, partial)
-            os.replace(partial, args.out)
-        finally:
-            partial.unlink(missing_ok=True)
         print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
     finally:
-        if backend is not None:
-            backend.stop()
-        ls_server.stop()
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        stop_screenshot_servers(backend, ls_server, tmp, args.keep)
 
 
 if __name__ == "__main__":

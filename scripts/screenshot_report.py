@@ -16,8 +16,6 @@ Prerequisites: the test servers and Chromium (``bash scripts/install-test-server
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 import tempfile
 import time
@@ -27,7 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.browser import CHROMIUM, Page, chromium_available  # noqa: E402
+from tests.browser import (  # noqa: E402
+    CHROMIUM,
+    Page,
+    chromium_available,
+    screenshot_file,
+    stop_screenshot_servers,
+)
 from tests.projects import TEAM_ENV, team_project, wait_selftest  # noqa: E402
 from tests.servers import INSTALL_HINT, BackendServer, LabelStudioServer, ls_available  # noqa: E402
 
@@ -61,24 +65,12 @@ def main() -> None:
         assert code == 202, body
         print(f"self-test: {wait_selftest(backend, project)['message']}")
 
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        partial = args.out.with_name(f".{args.out.stem}.tmp{args.out.suffix}")
-        try:
-            with Page(width=1100, height=900) as page:
-                page.goto(f"{backend.url}/report?project={project}&top={args.top}")
-                page.screenshot(partial)
-            os.replace(partial, args.out)
-        finally:
-            partial.unlink(missing_ok=True)
+        with screenshot_file(args.out) as partial, Page(width=1100, height=900) as page:
+            page.goto(f"{backend.url}/report?project={project}&top={args.top}")
+            page.screenshot(partial)
         print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
     finally:
-        if backend is not None:
-            backend.stop()
-        ls_server.stop()
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        stop_screenshot_servers(backend, ls_server, tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Debian (``apt-get install -y chromium``, which scripts/install-test-servers.sh r
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -214,3 +215,28 @@ class Page:
             )
         png = self.cdp.call("Page.captureScreenshot", **params)["data"]
         Path(path).write_bytes(base64.b64decode(png))
+
+
+@contextlib.contextmanager
+def screenshot_file(out: Path):
+    """Yield a hidden path beside ``out`` to write a screenshot to; it becomes ``out`` only if
+    the block finishes, so a failed run never leaves a half-written image."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.stem}.tmp{out.suffix}")
+    try:
+        yield partial
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def stop_screenshot_servers(backend, ls_server, tmp: Path, keep: bool) -> None:
+    """The screenshot scripts' teardown: stop the backend (if started) and Label Studio, and
+    remove their work directory unless ``keep``."""
+    if backend is not None:
+        backend.stop()
+    ls_server.stop()
+    if keep:
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
