@@ -434,7 +434,7 @@ def test_cli_weigh_and_train_an_export(tmp_path, capsys, sentences):
         )
         == 0
     )
-    assert "of 19 examples have probability" in capsys.readouterr().out
+    assert "of 19 examples have deterministic" in capsys.readouterr().out
     rows = [json.loads(line) for line in weights.read_text().splitlines()]
     assert [r["id"] for r in rows] == [str(t["id"]) for k, t in enumerate(tasks) if k != 3]
     assert all(r["k"] <= 3 and 1 / 3 <= r["weight"] <= 1 for r in rows)
