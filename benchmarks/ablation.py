@@ -30,11 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import DATASETS, NOISE, RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
-from provenance import footer, run_seeds  # noqa: E402
+from provenance import footer, run_seeds, start  # noqa: E402
 
 from subregweigh.scout import Scout  # noqa: E402
 from subregweigh.selection import METHODS  # noqa: E402
@@ -152,10 +150,7 @@ def markdown(result) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start(args.threads)
     run_seeds(args, "ablation.py", argv, run_seed, summarize, markdown)
     return 0
 

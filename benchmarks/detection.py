@@ -58,7 +58,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 from tqdm.auto import tqdm
 
@@ -77,7 +76,7 @@ from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import command, earlier_result, footer, machine, save, stamp  # noqa: E402
+from provenance import command, earlier_result, footer, machine, save, stamp, start  # noqa: E402
 
 logger = logging.getLogger("detection")
 
@@ -432,12 +431,7 @@ def finished_runs(args) -> list[dict]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)  # one line per run is enough
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start(args.threads)
     command_line = command("detection.py", argv)
     plan = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
     runs = finished_runs(args)

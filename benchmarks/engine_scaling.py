@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
+from provenance import command, earlier_result, footer, save, stamp, start  # noqa: E402
 
 from subregweigh.io import read_conll  # noqa: E402
 from subregweigh.scout import Scout  # noqa: E402
@@ -163,12 +163,7 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start(args.threads)
     command_line = command("engine_scaling.py", argv)
     earlier = earlier_result(args.out, args.name, args.resume)
     if earlier is not None and earlier["settings"] != settings(args):

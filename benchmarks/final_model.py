@@ -63,9 +63,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 from detection import DATA, RESULTS, _mean_sd, _pm, corrupt, load, ranking
-from provenance import command, machine, now
+from provenance import command, machine, now, start
 from tqdm.auto import tqdm
 
 from subregweigh.crossweigh import CrossWeigh
@@ -513,12 +512,7 @@ def markdown(result) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start(args.threads)
     bench = Benchmark(args, command("final_model.py", argv))
     eval_sets = {name: read_conll(path)[: args.test_limit] for name, path in EVAL_SETS.items()}
     if not args.dev:

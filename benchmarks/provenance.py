@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import os
 import platform
 import shlex
@@ -16,6 +17,17 @@ import tempfile
 from pathlib import Path
 
 import torch
+
+
+def start(threads: int | None) -> None:
+    """What every benchmark does first: INFO logs with the time, the engine's own logs at
+    WARNING (one line per run is enough), and ``threads`` torch threads if given."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    logging.getLogger("subregweigh").setLevel(logging.WARNING)
+    if threads:
+        torch.set_num_threads(threads)
 
 
 def machine() -> str:

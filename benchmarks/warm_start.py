@@ -36,11 +36,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
-from provenance import footer, run_seeds  # noqa: E402
+from provenance import footer, run_seeds, start  # noqa: E402
 
 from subregweigh.scout import Scout  # noqa: E402
 from subregweigh.weigh import SubRegWeigh  # noqa: E402
@@ -180,10 +179,7 @@ def markdown(result) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    start(args.threads)
     run_seeds(args, "warm_start.py", argv, run_seed, summarize, markdown)
     return 0
 
