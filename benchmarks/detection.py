@@ -129,6 +129,11 @@ def parse_args(argv=None):
         help="run cleanlab OOF and CrossWeigh only at sizes <= SIZE (default: every size)",
     )
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
+    parser.add_argument(
+        "--batching",
+        choices=["random"],
+        help="the scout's training batches: random (default: grouped by length, the scout's)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
@@ -147,6 +152,7 @@ def parse_args(argv=None):
         args.name = f"detection-{args.dataset}-{args.noise}"
         args.name += "-curve" if len(args.sizes) > 1 else ""
         args.name += "-cw" if args.crossweigh else ""
+        args.name += "-random-batches" if args.batching else ""
     return args
 
 
@@ -184,7 +190,12 @@ def run_one(args, size: int, seed: int) -> dict:
     task, examples = load(args.dataset, size, seed)
     noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
     scout = Scout(
-        model=args.model, task=task, epochs=args.epochs, random_state=seed, progress=False
+        model=args.model,
+        task=task,
+        epochs=args.epochs,
+        group_by_length=args.batching != "random",
+        random_state=seed,
+        progress=False,
     )
     srw = SubRegWeigh(
         scout,
@@ -312,6 +323,7 @@ def markdown(result) -> str:
             if cfg.get("costly_up_to")
             else ""
         )
+        + (", the scout trained on random batches" if cfg.get("batching") else "")
         + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
         "noise and scout). Scores rank lower quality first.",
         "",
@@ -407,7 +419,7 @@ def write(args, runs, command, planned) -> dict:
 # Settings that change results: a resumed run must match them; sizes, seeds, threads may differ.
 RESULT_SETTINGS = (
     "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
-    "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to",
+    "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to", "batching",
 )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ Also: candidates predicted per second, the peak resident memory of the process (
 the largest so far) and, on CUDA, the peak GPU memory of each size.
 
     python benchmarks/engine_scaling.py --sizes 300 1000 3000 14000
+    python benchmarks/engine_scaling.py --sizes 300 1000 --batching random   # the old batches
     python benchmarks/engine_scaling.py --sizes 60 --epochs 1 -k 3 --n-samples 6 \\
         --out /tmp/engine-smoke                             # smoke test, under a minute
 
@@ -69,6 +70,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--n-jobs", type=int, default=None, help="processes for selection (default: 1)"
     )
+    parser.add_argument(
+        "--batching",
+        choices=["length", "random"],
+        default="length",
+        help="the scout's training batches (default: length, grouped by length, the scout's)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: engine-scaling-cpu|gpu)")
@@ -76,6 +83,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.name is None:
         args.name = "engine-scaling-" + ("gpu" if torch.cuda.is_available() else "cpu")
+        args.name += "-random-batches" if args.batching == "random" else ""
     return args
 
 
@@ -86,6 +94,7 @@ def settings(args) -> dict:
         "k": args.k,
         "n_samples": args.n_samples,
         "n_jobs": args.n_jobs,
+        "batching": args.batching,
     }
 
 
@@ -102,7 +111,14 @@ def measure(sentences, size: int, args) -> dict:
             raise SystemExit("--n-jobs: this SubRegWeigh has no n_jobs parameter")
         params["n_jobs"] = args.n_jobs
     srw = SubRegWeigh(
-        Scout(task="ner", epochs=args.epochs, random_state=args.seed, progress=False), **params
+        Scout(
+            task="ner",
+            epochs=args.epochs,
+            group_by_length=args.batching == "length",
+            random_state=args.seed,
+            progress=False,
+        ),
+        **params,
     )
     cuda = torch.cuda.is_available()
     if cuda:
@@ -143,7 +159,9 @@ def markdown(result: dict) -> str:
         "",
         f"CoNLL-2003 (CoNLL++) training sentences, seed {s['seed']}; default MiniLM scout, "
         f"epochs {s['epochs'] or 'default'}, K={s['k']}, N={s['n_samples']}, K-means, "
-        f"selection in {s['n_jobs'] or 1} process(es). No Label Studio: fetch and write are not "
+        f"selection in {s['n_jobs'] or 1} process(es), training batches "
+        f"{'grouped by length' if s.get('batching', 'length') == 'length' else 'random'}. "
+        "No Label Studio: fetch and write are not "
         "included (see scaling.md). Peak RSS is the largest so far in the process.",
         "",
         "| sentences | train (s) | select (s) | predict (s) | total (s) | candidates/s "

@@ -31,6 +31,7 @@ from transformers import (
     get_linear_schedule_with_warmup,
 )
 from transformers import logging as hf_logging
+from transformers.trainer_pt_utils import get_length_grouped_indices
 
 from subregweigh.example import Example, Task
 from subregweigh.subword import Segmentation, SubwordSampler, make_sampler
@@ -123,6 +124,11 @@ class Scout:
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
+    group_by_length : bool, default=True
+        Training batches hold texts of similar length (shuffled, then sorted within groups of
+        up to 50 batches, as ``transformers``' ``group_by_length``), so they pad little and
+        train faster. ``False``: plain shuffled batches (``benchmarks/engine_scaling.py
+        --batching random`` times them).
     learning_rate : float or None, default=None
         ``None``: 3e-4 for NER (the 6-layer MiniLM needs it to fit tags in few epochs), 1e-4
         for classification (the mean-pooled sentence vector learns fast and memorizes flipped
@@ -161,6 +167,7 @@ class Scout:
         freeze_encoder: bool = False,
         epochs: int | None = None,
         batch_size: int = 16,
+        group_by_length: bool = True,
         learning_rate: float | None = None,
         max_length: int | None = None,
         warm_start: bool = False,
@@ -175,6 +182,7 @@ class Scout:
         self.freeze_encoder = freeze_encoder
         self.epochs = epochs
         self.batch_size = batch_size
+        self.group_by_length = group_by_length
         self.learning_rate = learning_rate
         self.max_length = max_length
         self.warm_start = warm_start
@@ -194,6 +202,7 @@ class Scout:
                 "freeze_encoder",
                 "epochs",
                 "batch_size",
+                "group_by_length",
                 "learning_rate",
                 "max_length",
                 "warm_start",
@@ -332,10 +341,11 @@ class Scout:
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
+        lengths = [len(ids) for ids, _ in encoded]
         for epoch in range(epochs):
             running = 0.0
             for rows, input_ids, mask in self._batches(
-                encoded, rng.permutation(len(examples)), self.batch_size
+                encoded, self._training_order(lengths, rng), self.batch_size
             ):
                 logits = self.model_(
                     input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
@@ -361,6 +371,13 @@ class Scout:
         self.model_.eval()
         self._quantized = None
         return self
+
+    def _training_order(self, lengths: list[int], rng: np.random.Generator) -> np.ndarray:
+        """One epoch's order of the training texts: shuffled, grouped by length if asked."""
+        if not self.group_by_length:
+            return rng.permutation(len(lengths))
+        generator = torch.Generator().manual_seed(int(rng.integers(2**63)))
+        return np.asarray(get_length_grouped_indices(lengths, self.batch_size, generator=generator))
 
     def _can_warm_start(self, labels: list[str]) -> bool:
         if not (self.warm_start and hasattr(self, "model_")):

@@ -426,6 +426,26 @@ def test_from_scout_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_pa
         SubRegWeigh.from_scout(tiny_scout, k=30, n_samples=20)
 
 
+def test_weigh_ordinary_is_the_deterministic_part_of_weigh(tiny_scout, tiny_ner_data):
+    """weigh_ordinary: one forward pass per example gives the very deterministic score weigh()
+    computes, and its majority is the scout's ordinary prediction (K=1)."""
+    params = dict(p=0.1, n_samples=20, k=4, method="kmeans", random_state=3, progress=False)
+    examples = tiny_ner_data[:12]
+    srw = SubRegWeigh.from_scout(tiny_scout, **params)
+    full, ordinary = srw.weigh(examples), srw.weigh_ordinary(examples)
+    np.testing.assert_allclose(
+        ordinary.deterministic_probability, full.deterministic_probability, rtol=1e-6
+    )
+    np.testing.assert_array_equal(ordinary.score(), ordinary.probability)
+    np.testing.assert_array_equal(ordinary.k, np.ones(len(examples)))
+    assert ordinary.majority == tiny_scout.predict(examples)
+    assert set(ordinary.reliability.tolist()) <= {0.0, 1.0}
+    np.testing.assert_array_equal(
+        ordinary.reliability, [m == ex.label for m, ex in zip(ordinary.majority, examples)]
+    )
+    assert ordinary.ids == full.ids and len(ordinary.entity_probability) == len(examples)
+
+
 def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
     # 500 rows, not 300: with 30 flipped labels the AP of the mean-pooling scout swings with the
     # noise seed (0.17-0.30); with 50 it is stable (0.34-0.37 for seeds 0-2). More epochs or a
