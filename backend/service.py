@@ -221,6 +221,9 @@ class _PhaseClock:
         self.seconds[phase] = round(now - self._last, 3)
         self._last = now
 
+    def total(self) -> float:
+        return round(sum(self.seconds.values()), 3)
+
     def __str__(self) -> str:
         return ", ".join(f"{phase} {s:.1f} s" for phase, s in self.seconds.items())
 
@@ -367,9 +370,12 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(message=f"{how} on {len(annotated)} annotations")
     srw = engine(settings, spec, warm_from=warm_from).fit(annotated)
     clock.lap("train")
-    store.update_status(message=f"scoring {len(items)} tasks")
-    scores = score_tasks(srw, spec, items, settings.score)
-    clock.lap("weigh")
+    # Ranked by the ordinary segmentation's p(gold) (the default), the review queue needs one
+    # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
+    quick = settings.score == "deterministic"
+    store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
+    scores = score_tasks(srw, spec, items, settings.score, quick=quick)
+    clock.lap("score" if quick else "weigh")
     version = new_version_name()
     staging = store.staging_dir()
     srw.scout_.save(staging / "scout")
@@ -382,21 +388,29 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
 
     store.update_status(message="writing predictions to Label Studio")
-    api.write_predictions(
-        int(project),
-        [
-            {
-                "task": int(task_id),
-                "result": entry["result"],
-                "score": entry["score"],
-                "model_version": version,
-            }
-            for task_id, entry in scores.items()
-        ],
-    )
+    _write_predictions(api, project, version, scores)
     api.set_model_version(int(project), version)
     clock.lap("write")
-    doubtful = sum(1 for e in scores.values() if e["reliability"] and e["score"] < 0.5)
+    store.update_status(scores_in_label_studio=version, scores_seconds=clock.total())
+    if quick:
+        logger.info(
+            "project %s: the review queue is sorted by version %s's scores (%s); weighing K "
+            "candidates of %d tasks",
+            project,
+            version,
+            clock,
+            len(items),
+        )
+        store.update_status(
+            message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
+        )
+        full = score_tasks(srw, spec, items, settings.score)
+        clock.lap("weigh")
+        new = _complete_version(store, version, scores, full)
+        _write_predictions(api, project, version, new)
+        clock.lap("complete")
+        scores = full
+    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
     message = (
         f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
         f"{settings.score} score < 0.5; {len(scores) - n_annotated} pre-annotated"
@@ -412,6 +426,38 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "warm_start": warm_from is not None,
         "warm_retrains": store.status().get("warm_retrains", 0) + 1 if warm_from else 0,
     }
+
+
+def _write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> None:
+    api.write_predictions(
+        int(project),
+        [
+            {
+                "task": int(task_id),
+                "result": entry["result"],
+                "score": entry["score"],
+                "model_version": version,
+            }
+            for task_id, entry in scores.items()
+        ],
+    )
+
+
+def _complete_version(store: ProjectStore, version: str, quick: dict, full: dict) -> dict:
+    """Store the K-candidate pass ``full`` in ``version``, over the ``quick`` pass it completes;
+    returns the entries Label Studio has no prediction of: the tasks the quick pass left out
+    (unannotated). An entry /predict stored meanwhile (a task changed since the fetch, or one
+    Label Studio asked for) is newer, or already shown: it stays."""
+    with store.locked():
+        stored = store.scores(version)
+        merged, new = dict(stored), {}
+        for task, entry in full.items():
+            if task not in stored:
+                merged[task] = new[task] = entry
+            elif task in quick and stored[task]["fingerprint"] == entry["fingerprint"]:
+                merged[task] = entry
+        atomic_write_json(store.versions / version / "scores.json", merged)
+    return new
 
 
 def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec, annotated):

@@ -10,6 +10,7 @@ rest: they come back as warnings naming the task.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -148,6 +149,10 @@ def annotation_record(
     return record
 
 
+# Columns a quick scoring (SubRegWeigh.weigh_ordinary, K=1) would give meaningless values.
+_K_ONLY = ("reliability", "probability")
+
+
 def stored_prediction(
     item: LabelStudioTask,
     spec: LabelingSpec,
@@ -156,48 +161,57 @@ def stored_prediction(
     count: int,
     score_name: str = SCORES[0],
     columns: dict | None = None,
+    ordinary=None,
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
     Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
-    annotations, result = the scout's majority prediction for that least reliable one, each of
-    its regions noting where that annotation differs (:func:`~backend.convert.doubt_notes`);
-    every annotation is kept with its own scores and annotator (``annotations``, for the
-    report; ``columns`` is ``result.columns()``, computed once per call of the caller).
+    annotations, result = the scout's prediction for that least reliable one, each of its
+    regions noting where that annotation differs (:func:`~backend.convert.doubt_notes`); every
+    annotation is kept with its own scores and annotator (``annotations``, for the report;
+    ``columns`` is ``result.columns()``, computed once per call of the caller). The prediction
+    is read from ``ordinary`` when given (:meth:`SubRegWeigh.weigh_ordinary` of the same
+    examples: the scout's ordinary prediction, as the "deterministic" score judges it), else
+    from ``result`` (the K candidates' majority). ``result`` may be ``ordinary`` itself (a
+    quick scoring): then the annotations carry no c/K or K-candidate probability.
     Unannotated: score = the share of the K predictions agreeing with the majority prediction
     (self-consistency).
     """
     rows = range(first, first + count)
+    shown = result if ordinary is None else ordinary
     if item.examples:
-        quality = result.score(score_name)
+        quality = shown.score(score_name)
         row = min(rows, key=lambda r: quality[r])
         score = float(quality[row])
     else:
         row = first
-        score = float(result.majority_share[row])
-    majority = result.majority[row]
+        score = float(shown.majority_share[row])
+    majority = shown.majority[row]
     if spec.task == "ner":
-        entities = result.majority_entities[row]
+        entities = shown.majority_entities[row]
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
-        notes = doubt_notes(entities, result.entity_probability[row]) if item.examples else None
+        notes = doubt_notes(entities, shown.entity_probability[row]) if item.examples else None
         regions = labels_result(
             item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
         )
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
+    quick = result is ordinary
     entry = {
         "result": regions,
         "score": score,
         "fingerprint": fingerprint(item),
         "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows}
-        if item.examples
+        if item.examples and not quick
         else {},
         "probability": {result.ids[r]: float(result.probability[r]) for r in rows}
-        if item.examples
+        if item.examples and not quick
         else {},
     }
     if item.examples:
         columns = columns if columns is not None else result.columns()
+        if quick:
+            columns = {k: v for k, v in columns.items() if k not in _K_ONLY}
         entry["annotations"] = [
             annotation_record(ex, spec.task, float(quality[r]), columns, r)
             for ex, r in zip(item.examples, rows)
@@ -206,20 +220,46 @@ def stored_prediction(
 
 
 def score_tasks(
-    srw, spec: LabelingSpec, items: Sequence[LabelStudioTask], score_name: str = SCORES[0]
+    srw,
+    spec: LabelingSpec,
+    items: Sequence[LabelStudioTask],
+    score_name: str = SCORES[0],
+    *,
+    quick: bool = False,
 ) -> dict[str, dict]:
     """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
 
-    Returns task id (str) -> stored prediction, scored by ``score_name``.
+    Returns task id (str) -> stored prediction (:func:`stored_prediction`), scored by
+    ``score_name``. With the "deterministic" score, what Label Studio shows of an annotated task
+    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_ordinary`);
+    the K candidates add c/K and the K-candidate probability to its annotations (report and
+    export) and score the unannotated tasks. ``quick=True`` ("deterministic" only) stops after
+    that one pass: annotated tasks only, scored and shown as a full call scores and shows them,
+    for about 1/K of the forward passes; a full call completes them.
     """
+    if quick and score_name != "deterministic":
+        raise ValueError(f"a quick scoring ranks by 'deterministic', not {score_name!r}")
+    if quick:
+        items = [item for item in items if item.examples]
     groups = [weighed(item) for item in items]
     examples = [ex for group in groups for ex in group]
     if not examples:
         return {}
-    result = srw.weigh(examples)
+    ordinary = srw.weigh_ordinary(examples) if score_name == "deterministic" else None
+    if quick:
+        result = ordinary
+    elif ordinary is None:
+        result = srw.weigh(examples)
+    else:  # the ordinary pass is done: weigh only the candidates
+        candidates_only = copy.copy(srw)
+        candidates_only.deterministic = False
+        result = candidates_only.weigh(examples)
+        result.deterministic_probability = ordinary.deterministic_probability
     columns = result.columns()
     out, first = {}, 0
     for item, group in zip(items, groups):
-        out[item.id] = stored_prediction(item, spec, result, first, len(group), score_name, columns)
+        out[item.id] = stored_prediction(
+            item, spec, result, first, len(group), score_name, columns, ordinary
+        )
         first += len(group)
     return out

@@ -166,7 +166,9 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             ls.ml.train(id=ml.id)
             again = wait_trained(backend, project.id, previous=version)
             assert again["warm_start"] is True and again["warm_retrains"] == 1, again
-            assert set(again["phase_seconds"]) == {"fetch", "train", "weigh", "save", "write"}
+            assert set(again["phase_seconds"]) == {
+                *("fetch", "train", "score", "save", "write", "weigh", "complete")
+            }
             assert ls.projects.get(id=project.id).model_version == again["current_version"]
     finally:
         backend.stop()
@@ -174,3 +176,62 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             worker.stop()
         if redis is not None:
             redis.stop()
+
+
+def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_path):
+    """With the default "deterministic" score, a training writes the annotated tasks' scores
+    after one pass over their ordinary segmentations, then weighs the K candidates: it adds
+    c/K to the stored annotations and writes the unannotated tasks' pre-annotations. In the
+    end every task has exactly one prediction of the version, the annotated ones scored by
+    the lowest p(gold) of the ordinary segmentation."""
+    from label_studio_sdk.client import LabelStudio
+
+    env = {
+        **ENGINE_ENV,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
+    tasks, _ = ner_tasks(np.random.default_rng(11), 30, 3)
+    unannotated = {2, 9, 17, 25}
+    for i in unannotated:
+        tasks[i] = {"data": tasks[i]["data"]}
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+        project = ls.projects.create(title="quick scores", label_config=NER_CONFIG)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+        ls.ml.train(id=ml.id)
+        status = wait_trained(backend, project.id)
+        version = status["current_version"]
+
+        assert status["scores_in_label_studio"] == version
+        phases = status["phase_seconds"]
+        assert set(phases) == {"fetch", "train", "score", "save", "write", "weigh", "complete"}
+        assert 0 < status["scores_seconds"] < sum(phases.values())
+        log = backend.log(200)
+        assert log.index("the review queue is sorted by version") < log.index(
+            "annotated tasks weighed"
+        )
+
+        stored = json.loads(
+            (
+                tmp_path / "models" / str(project.id) / "versions" / version / "scores.json"
+            ).read_text()
+        )
+        predictions = {}
+        for task in ls.tasks.list(project=project.id, fields="all"):
+            mine = [p for p in task.predictions or [] if field(p, "model_version") == version]
+            assert len(mine) == 1, f"task {task.id}: {task.predictions}"
+            predictions[task.id] = field(mine[0], "score")
+        assert set(predictions) == set(ids)
+        for i, task_id in enumerate(ids):
+            entry = stored[str(task_id)]
+            assert predictions[task_id] == pytest.approx(entry["score"])
+            if i in unannotated:
+                assert "annotations" not in entry and 0 < entry["score"] <= 1  # self-consistency
+                continue
+            (annotation,) = entry["annotations"]
+            assert entry["score"] == pytest.approx(annotation["deterministic_probability"])
+            assert 0 <= annotation["reliability"] <= 1 and 0 <= annotation["probability"] <= 1
