@@ -240,7 +240,10 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
     assert first["version"] != retrain["version"]
     for run in result["runs"]:
         assert set(run["phase_seconds"]) == set(scaling.PHASES)
-        assert run["end_to_end_seconds"] >= sum(run["phase_seconds"].values())
+        to_scores = sum(run["phase_seconds"][p] for p in scaling.SCORED)
+        assert run["end_to_end_seconds"] >= to_scores and run["overhead_seconds"] >= 0
+        assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
+        assert run["all_done_seconds"] > run["end_to_end_seconds"]
         assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["epochs"] == 1
     assert (tmp_path / "scaling.png").stat().st_size > 0
     assert "| 20 (+2 edits) | retrain after changes |" in (tmp_path / "scaling.md").read_text()
