@@ -41,6 +41,7 @@ def labels_result(
 def doubt_notes(
     suggested: Sequence[tuple[str, int, int, float]],
     annotated: Sequence[tuple[str, int, int, float]],
+    per: str = "copies",
 ) -> list[str | None]:
     """Per suggested entity, how the annotation differs there (None where it agrees).
 
@@ -48,7 +49,8 @@ def doubt_notes(
     ----------
     suggested : sequence of (type, start, end, agreement)
         The scout's majority entities (word offsets), with the share of the K copies that
-        predict each.
+        predict each (``per="copies"``), or its ordinary prediction's entities with the
+        scout's probability of each (``per="probability"``).
     annotated : sequence of (type, start, end, probability)
         The annotation's entities, with the scout's p(gold) of each.
     """
@@ -56,7 +58,11 @@ def doubt_notes(
     for etype, start, end, share in suggested:
         same = [a for a in annotated if (a[1], a[2]) == (start, end)]
         overlapping = [a for a in annotated if a[1] < end and start < a[2]]
-        scout = f"the scout says {etype} on {share:.0%} of the copies"
+        scout = (
+            f"the scout says {etype} on {share:.0%} of the copies"
+            if per == "copies"
+            else f"the scout says {etype} (p {share:.2f})"
+        )
         if same and same[0][0] == etype:
             notes.append(None)
         elif same:

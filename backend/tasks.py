@@ -190,7 +190,8 @@ def stored_prediction(
     if spec.task == "ner":
         entities = shown.majority_entities[row]
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
-        notes = doubt_notes(entities, shown.entity_probability[row]) if item.examples else None
+        per = "copies" if ordinary is None else "probability"
+        notes = doubt_notes(entities, shown.entity_probability[row], per) if item.examples else None
         regions = labels_result(
             item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
         )

@@ -411,24 +411,24 @@ class SubRegWeigh:
 
     def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
         """Weigh ``examples`` on the scout's ordinary segmentation alone: K=1, nothing sampled,
-        one forward pass per example (about 1/K of :meth:`weigh`'s).
+        one forward pass per example (NER: two), about 1/K of :meth:`weigh`'s.
 
         Enough for the default ranking: ``deterministic_probability`` (equal to
         ``probability`` here) is what :meth:`weigh` computes. The rest describes that single
         prediction: ``majority`` is the scout's ordinary prediction, ``reliability`` is 0 or 1
-        and ``majority_share`` 1; for c/K and the training weights, use :meth:`weigh`.
+        and ``majority_share`` 1; NER ``majority_entities`` give, for each predicted entity,
+        the scout's lowest probability of its predicted tags (not a share of copies). For c/K
+        and the training weights, use :meth:`weigh`.
         """
         if not hasattr(self, "scout_"):
             raise RuntimeError("call fit() before weigh_ordinary()")
+        segmentations = [self.scout_.segment(ex.words) for ex in examples]
+        params = dict(batch_size=self.batch_size, where=[ex.id for ex in examples])
         predicted, gold_proba = self.scout_.score_segmentations(
-            [self.scout_.segment(ex.words) for ex in examples],
-            [ex.label for ex in examples],
-            batch_size=self.batch_size,
-            where=[ex.id for ex in examples],
-            desc="predicting ordinary segmentations",
+            segmentations, [ex.label for ex in examples], desc="predicting ordinary", **params
         )
         one = np.ones(len(examples), dtype=np.int64)
-        return _collect(
+        result = _collect(
             examples,
             predicted,
             np.arange(len(examples)),
@@ -438,6 +438,14 @@ class SubRegWeigh:
             gold_proba=gold_proba,
             deterministic_proba=gold_proba,
         )
+        if self.scout_.task == "ner":
+            _, predicted_proba = self.scout_.score_segmentations(
+                segmentations, predicted, desc="scoring the predicted tags", **params
+            )
+            result.majority_entities = [
+                entity_probability([p], [1], pred) for p, pred in zip(predicted_proba, predicted)
+            ]
+        return result
 
     def weigh_candidates(
         self, examples: Sequence[Example], segmentations, owner, multiplicity

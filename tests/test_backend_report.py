@@ -218,6 +218,10 @@ def test_doubt_notes():
         "annotated as LOC over other words; the scout says LOC on 60% of the copies",
         "not annotated; the scout says MISC on 30% of the copies",
     ]
+    assert doubt_notes(suggested, annotated, per="probability")[::3] == [
+        "annotated as ORG (p 0.04); the scout says LOC (p 1.00)",
+        "not annotated; the scout says MISC (p 0.30)",
+    ]
 
 
 def test_runners_of_two_kinds_do_not_see_each_other(tmp_path):

@@ -20,7 +20,7 @@ from subregweigh.example import Example
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
 from subregweigh.scout import STATE_FILE, Scout
-from subregweigh.tags import entity_types
+from subregweigh.tags import entity_spans, entity_types
 from subregweigh.weigh import SubRegWeigh
 
 # ------------------------------------------------------------------------------ (a) Scout NER
@@ -444,6 +444,14 @@ def test_weigh_ordinary_is_the_deterministic_part_of_weigh(tiny_scout, tiny_ner_
         ordinary.reliability, [m == ex.label for m, ex in zip(ordinary.majority, examples)]
     )
     assert ordinary.ids == full.ids and len(ordinary.entity_probability) == len(examples)
+    # each predicted entity: the scout's lowest p(predicted tag) over its words
+    proba = tiny_scout.predict_proba(examples)
+    index = {label: j for j, label in enumerate(tiny_scout.labels_)}
+    for p, pred, entities in zip(proba, ordinary.majority, ordinary.majority_entities):
+        assert [e[:3] for e in entities] == entity_spans(pred)
+        for _, start, end, score in entities:
+            expected = min(p[w, index[pred[w]]] for w in range(start, end))
+            assert score == pytest.approx(expected, abs=1e-5) and 0 < score <= 1
 
 
 def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
