@@ -26,6 +26,7 @@ from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, authoriz
 from backend.settings import SCOUT, Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
 from backend.tasks import (
+    annotated_examples,
     fingerprint,
     name_annotators,
     parse_label_config,
@@ -351,7 +352,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
-    annotated = [ex for item in items for ex in item.examples]
+    annotated = annotated_examples(items)
     if refusal:
         return {"message": refusal, "trained": False}
 
@@ -374,7 +375,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
     quick = settings.score == "deterministic"
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
-    scores = score_tasks(srw, spec, items, settings.score, quick=quick)
+    ordinary = srw.weigh_ordinary(annotated) if quick else None  # for both steps
+    scores = score_tasks(srw, spec, items, settings.score, quick=quick, ordinary=ordinary)
     clock.lap("score" if quick else "weigh")
     version = new_version_name()
     staging = store.staging_dir()
@@ -404,7 +406,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         store.update_status(
             message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
         )
-        full = score_tasks(srw, spec, items, settings.score)
+        full = score_tasks(srw, spec, items, settings.score, ordinary=ordinary)
         clock.lap("weigh")
         new = _complete_version(store, version, scores, full)
         _write_predictions(api, project, version, new)

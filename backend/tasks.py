@@ -16,6 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from backend.convert import choices_result, doubt_notes, labels_result
 from backend.settings import SCORES
 from subregweigh.example import Example
@@ -161,7 +163,7 @@ def stored_prediction(
     count: int,
     score_name: str = SCORES[0],
     columns: dict | None = None,
-    ordinary=None,
+    shown=None,
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
@@ -169,35 +171,37 @@ def stored_prediction(
     annotations, result = the scout's prediction for that least reliable one, each of its
     regions noting where that annotation differs (:func:`~backend.convert.doubt_notes`); every
     annotation is kept with its own scores and annotator (``annotations``, for the report;
-    ``columns`` is ``result.columns()``, computed once per call of the caller). The prediction
-    is read from ``ordinary`` when given (:meth:`SubRegWeigh.weigh_ordinary` of the same
-    examples: the scout's ordinary prediction, as the "deterministic" score judges it), else
-    from ``result`` (the K candidates' majority). ``result`` may be ``ordinary`` itself (a
-    quick scoring): then the annotations carry no c/K or K-candidate probability.
-    Unannotated: score = the share of the K predictions agreeing with the majority prediction
-    (self-consistency).
+    ``columns`` is ``result.columns()``, computed once per call of the caller). The score and
+    the prediction are read from ``shown`` when given (``(ordinary, row)``: the
+    :meth:`SubRegWeigh.weigh_ordinary` holding the task's annotations from ``row`` on, the
+    scout's ordinary prediction as the "deterministic" score judges it), else from ``result``
+    (the K candidates' majority). ``ordinary`` may be ``result`` itself (a quick scoring): then
+    the annotations carry no c/K or K-candidate probability.
+    Unannotated: from ``result``, score = the share of the K predictions agreeing with the
+    majority prediction (self-consistency).
     """
     rows = range(first, first + count)
-    shown = result if ordinary is None else ordinary
+    from_ordinary = bool(item.examples) and shown is not None
+    view, view_first = shown if from_ordinary else (result, first)
     if item.examples:
-        quality = shown.score(score_name)
-        row = min(rows, key=lambda r: quality[r])
-        score = float(quality[row])
+        quality = view.score(score_name)[view_first : view_first + count]
+        worst = int(np.argmin(quality))  # the first of equals, as min() would
+        row, score = view_first + worst, float(quality[worst])
     else:
         row = first
-        score = float(shown.majority_share[row])
-    majority = shown.majority[row]
+        score = float(view.majority_share[row])
+    majority = view.majority[row]
     if spec.task == "ner":
-        entities = shown.majority_entities[row]
+        entities = view.majority_entities[row]
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
-        per = "copies" if ordinary is None else "probability"
-        notes = doubt_notes(entities, shown.entity_probability[row], per) if item.examples else None
+        per = "probability" if from_ordinary else "copies"
+        notes = doubt_notes(entities, view.entity_probability[row], per) if item.examples else None
         regions = labels_result(
             item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
         )
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
-    quick = result is ordinary
+    quick = shown is not None and shown[0] is result
     entry = {
         "result": regions,
         "score": score,
@@ -214,10 +218,16 @@ def stored_prediction(
         if quick:
             columns = {k: v for k, v in columns.items() if k not in _K_ONLY}
         entry["annotations"] = [
-            annotation_record(ex, spec.task, float(quality[r]), columns, r)
-            for ex, r in zip(item.examples, rows)
+            annotation_record(ex, spec.task, float(q), columns, r)
+            for ex, q, r in zip(item.examples, quality, rows)
         ]
     return entry
+
+
+def annotated_examples(items: Sequence[LabelStudioTask]) -> list[Example]:
+    """The annotations of ``items``, in order: what :meth:`SubRegWeigh.weigh_ordinary` scores
+    for :func:`score_tasks`."""
+    return [ex for item in items for ex in item.examples]
 
 
 def score_tasks(
@@ -227,26 +237,29 @@ def score_tasks(
     score_name: str = SCORES[0],
     *,
     quick: bool = False,
+    ordinary=None,
 ) -> dict[str, dict]:
     """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
 
     Returns task id (str) -> stored prediction (:func:`stored_prediction`), scored by
     ``score_name``. With the "deterministic" score, what Label Studio shows of an annotated task
-    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_ordinary`);
-    the K candidates add c/K and the K-candidate probability to its annotations (report and
-    export) and score the unannotated tasks. ``quick=True`` ("deterministic" only) stops after
-    that one pass: annotated tasks only, scored and shown as a full call scores and shows them,
-    for about 1/K of the forward passes; a full call completes them.
+    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_ordinary` of
+    :func:`annotated_examples`; pass it as ``ordinary`` when already computed); the K
+    candidates add c/K and the K-candidate probability to its annotations (report and export)
+    and score the unannotated tasks. ``quick=True`` ("deterministic" only) stops after that
+    one pass: annotated tasks only, scored and shown as a full call scores and shows them, for
+    about 1/K of the forward passes; a full call completes them.
     """
-    if quick and score_name != "deterministic":
-        raise ValueError(f"a quick scoring ranks by 'deterministic', not {score_name!r}")
+    if (quick or ordinary is not None) and score_name != "deterministic":
+        raise ValueError(f"the ordinary pass ranks by 'deterministic', not {score_name!r}")
     if quick:
         items = [item for item in items if item.examples]
     groups = [weighed(item) for item in items]
     examples = [ex for group in groups for ex in group]
     if not examples:
         return {}
-    ordinary = srw.weigh_ordinary(examples) if score_name == "deterministic" else None
+    if score_name == "deterministic" and ordinary is None:
+        ordinary = srw.weigh_ordinary(annotated_examples(items))
     if quick:
         result = ordinary
     elif ordinary is None:
@@ -255,12 +268,15 @@ def score_tasks(
         candidates_only = copy.copy(srw)
         candidates_only.deterministic = False
         result = candidates_only.weigh(examples)
-        result.deterministic_probability = ordinary.deterministic_probability
+        annotated = np.array([bool(item.examples) for item, g in zip(items, groups) for _ in g])
+        result.deterministic_probability[annotated] = ordinary.deterministic_probability
     columns = result.columns()
-    out, first = {}, 0
+    out, first, first_annotated = {}, 0, 0
     for item, group in zip(items, groups):
+        shown = (ordinary, first_annotated) if ordinary is not None else None
         out[item.id] = stored_prediction(
-            item, spec, result, first, len(group), score_name, columns, ordinary
+            item, spec, result, first, len(group), score_name, columns, shown
         )
         first += len(group)
+        first_annotated += len(item.examples)
     return out

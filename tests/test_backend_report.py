@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 
 from backend.convert import doubt_notes
@@ -15,7 +16,16 @@ from backend.server import ABANDONED_SELFTEST, create_app
 from backend.service import version_meta
 from backend.settings import Settings
 from backend.store import ProjectStore
-from backend.tasks import name_annotators, parse_label_config, read_tasks, score_tasks
+from backend.tasks import (
+    annotated_examples,
+    name_annotators,
+    parse_label_config,
+    read_tasks,
+    score_tasks,
+    stored_prediction,
+)
+from subregweigh.example import Example
+from subregweigh.weigh import _collect
 from tests.doubles import FakeRunner
 from tests.projects import publish_scout
 from tests.test_backend_server import GOOD, NER_CONFIG
@@ -73,6 +83,43 @@ def stored(tmp_path_factory, tiny_scout):
         meta=lambda name: version_meta(name, spec, Settings(k=3, n_samples=10), items, 4),
     )
     return model_dir, version, scores
+
+
+def test_unannotated_tasks_keep_the_k_copies_score_beside_ordinary_ones(tiny_scout):
+    """With the default score an annotated task is scored and shown from the ordinary pass,
+    an unannotated one by the K copies' self-consistency; a quick call gives the annotated
+    tasks exactly what the full call gives them, and one ordinary pass serves both calls."""
+    from subregweigh.weigh import SubRegWeigh
+
+    spec = parse_label_config(NER_CONFIG)
+    tasks = team_tasks() + [{"id": 200, "data": {"text": TEXTS[1][0]}}]
+    items = [i for i in read_tasks(name_annotators(tasks, USERS), spec).tasks if i]
+    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    full = score_tasks(srw, spec, items)
+    assert "annotations" not in full["200"]
+
+    # an unannotated task is scored from the K copies even when an ordinary pass is shown
+    blank = items[-1]
+    words = tuple(word for word, _, _ in blank.words)
+    tags = [("O",) * len(words), ("B-PER", "I-PER") + ("O",) * (len(words) - 2)]
+    placeholder = [Example(blank.id, words, ())]
+    k_copies = _collect(
+        placeholder, [tags[0], tags[1], tags[1]], np.zeros(3, int), np.ones(3, int), 1 / 3, "ner"
+    )
+    one = _collect(placeholder, [tags[0]], np.zeros(1, int), np.ones(1, int), 1 / 3, "ner")
+    entry = stored_prediction(blank, spec, k_copies, 0, 1, shown=(one, 0))
+    assert entry["score"] == pytest.approx(2 / 3) and len(entry["result"]) == 1
+
+    ordinary = srw.weigh_ordinary(annotated_examples(items))
+    quick = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
+    again = score_tasks(srw, spec, items, ordinary=ordinary)
+    assert set(quick) == {"100", "101", "102"}
+    for task, entry in quick.items():
+        assert (entry["result"], entry["score"]) == (full[task]["result"], full[task]["score"])
+        assert "reliability" not in entry["annotations"][0]
+    assert again == full
+    with pytest.raises(ValueError, match="deterministic"):
+        score_tasks(srw, spec, items, "agreement", ordinary=ordinary)
 
 
 def make(model_dir, **overrides):
