@@ -123,6 +123,19 @@ class LabelStudioAPI:
 
         return self._call(f"list the tasks of project {project}", fetch)
 
+    def task(self, task: int) -> dict:
+        """One task with its annotations, as :meth:`tasks` lists them."""
+        found = self._call(
+            f"read task {task}", lambda: self.client.tasks.get(id=str(task), request_options=ONCE)
+        )
+        return {
+            "id": found.id,
+            "data": found.data or {},
+            "annotations": [
+                a if isinstance(a, dict) else a.dict() for a in (found.annotations or [])
+            ],
+        }
+
     def users(self) -> dict[int, str]:
         """User id -> email, for naming annotators (an annotation's ``completed_by`` is an id)."""
         listed = self._call("list the users", lambda: self.client.users.list(request_options=ONCE))
@@ -138,6 +151,50 @@ class LabelStudioAPI:
                     id=project, request=batch, request_options=ONCE
                 ),
             )
+
+    def replace_predictions(self, predictions: Sequence[dict]) -> None:
+        """Make each ``{task, result, score, model_version}`` the task's one prediction of its
+        model version: the existing one is updated (extras deleted), or one is created. Label
+        Studio's prediction score averages every prediction of the project's version, so an
+        added second one would blur the new score with the old."""
+        for new in predictions:
+            task, version = new["task"], new["model_version"]
+            mine = [
+                p
+                for p in self._call(
+                    f"list the predictions of task {task}",
+                    lambda task=task: self.client.predictions.list(task=task, request_options=ONCE),
+                )
+                if p.model_version == version
+            ]
+            for extra in mine[1:]:
+                self._call(
+                    f"delete prediction {extra.id} of task {task}",
+                    lambda extra=extra: self.client.predictions.delete(
+                        id=extra.id, request_options=ONCE
+                    ),
+                )
+            if mine:
+                self._call(
+                    f"update prediction {mine[0].id} of task {task}",
+                    lambda first=mine[0], new=new: self.client.predictions.update(
+                        id=first.id,
+                        result=new["result"],
+                        score=new["score"],
+                        request_options=ONCE,
+                    ),
+                )
+            else:
+                self._call(
+                    f"create a prediction of task {task}",
+                    lambda new=new: self.client.predictions.create(
+                        task=new["task"],
+                        result=new["result"],
+                        score=new["score"],
+                        model_version=version,
+                        request_options=ONCE,
+                    ),
+                )
 
     def set_model_version(self, project: int, version: str) -> None:
         """Make ``version`` the project's model version, so the Data Manager's prediction score

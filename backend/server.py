@@ -66,6 +66,20 @@ def wants_training(store: ProjectStore, settings: Settings, event: str) -> bool:
     return status["events_since_training"] >= settings.retrain_after
 
 
+def changed_task(body: dict) -> str | None:
+    """The task id of an ANNOTATION_CREATED / ANNOTATION_UPDATED webhook, else None (a
+    deletion names only annotation ids: the next training sees it)."""
+    if body.get("action") not in {"ANNOTATION_CREATED", "ANNOTATION_UPDATED"}:
+        return None
+    task = body.get("task") if isinstance(body.get("task"), dict) else {}
+    annotation = body.get("annotation") if isinstance(body.get("annotation"), dict) else {}
+    try:  # the same rule as a project id: digits, or {"id": digits}
+        return project_id(task.get("id", annotation.get("task")))
+    except ValueError:
+        logger.warning("%s webhook names no task id; the next training rescores it", body["action"])
+        return None
+
+
 class BadRequest(ValueError):
     """A request the backend cannot act on; becomes a 400 with this message."""
 
@@ -122,10 +136,13 @@ def _number(name: str, default, kind, low, high):
     return value
 
 
-def create_app(settings: Settings | None = None, runner=None, selftest_runner=None) -> Flask:
+def create_app(
+    settings: Settings | None = None, runner=None, selftest_runner=None, rescore_runner=None
+) -> Flask:
     """Build the app, serving and training with ``settings`` (default: from the environment).
 
-    ``runner`` (trainings) and ``selftest_runner`` (self-tests) default to rq when
+    ``runner`` (trainings), ``selftest_runner`` (self-tests) and ``rescore_runner`` (changed
+    tasks scored with the current version) default to rq when
     ``settings.redis_url`` is set, else in-process threads; their jobs run with ``settings``
     (on rq: its training part, see :mod:`backend.settings`).
     """
@@ -136,12 +153,17 @@ def create_app(settings: Settings | None = None, runner=None, selftest_runner=No
         selftest_runner = _runner(
             settings, "selftest", service.run_queued_selftest, service.selftest_project
         )
+    if rescore_runner is None:
+        rescore_runner = _runner(
+            settings, "rescore", service.run_queued_rescore, service.rescore_project
+        )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024
     app.extensions["subregweigh"] = {
         "settings": settings,
         "runner": runner,
         "selftest_runner": selftest_runner,
+        "rescore_runner": rescore_runner,
     }
     logger.info(
         "subregweigh backend: %s jobs, settings %s",
@@ -245,11 +267,17 @@ def create_app(settings: Settings | None = None, runner=None, selftest_runner=No
                 return jsonify(status="ignored", action=event), 200
             raise BadRequest(f"unknown webhook action {event!r}")
         store = store_for(body.get("project"))
+        reply = {"action": event}
+        task = changed_task(body)
+        if task is not None:
+            store.note_changed(task)
+            if store.current_version() is not None:  # else the first training scores it
+                reply["rescore"] = rescore_runner.submit(store.project)
         if not wants_training(store, settings, event):
-            return jsonify(status="counted", action=event), 200
+            return jsonify(status="counted", **reply), 200
         outcome = runner.submit(store.project)
         logger.info("project %s: %s -> training %s", store.project, event, outcome)
-        return jsonify(status=outcome, action=event), 201
+        return jsonify(status=outcome, **reply), 201
 
     def _reconciled(store: ProjectStore, jobs, running, why: str, **failed) -> tuple[dict, str]:
         """The status and the job's state, the job marked ``failed`` if recorded ``running``

@@ -241,6 +241,7 @@ def train_project(project: str, settings: Settings) -> dict:
         started_at=time.time(),
         message="fetching annotations",
         events_since_training=0,
+        changed_since_fetch={},  # the fetch below reads every change made until now
     )
     try:
         result = _train(project, store, settings)
@@ -263,6 +264,81 @@ def run_queued_training(project: str, training: dict) -> dict:
     from :meth:`Settings.training`, carried in the job) over this worker's environment, which
     says where things are and holds the credentials."""
     return train_project(project, Settings.from_env(**training))
+
+
+# --------------------------------------------------------------------------------- rescore
+
+
+def rescore_project(project: str, settings: Settings) -> dict:
+    """Score the tasks whose annotations changed (:meth:`ProjectStore.note_changed`) with the
+    version serving now, and replace their predictions in Label Studio: a changed annotation's
+    score follows it within seconds instead of waiting for the next training (the scout not
+    retrained lands within 0.016 AP of a retrained one: README, Retraining speed).
+
+    What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
+    from the status when the job starts; if it fails they are put back for the next one.
+    """
+    store = ProjectStore(settings.model_dir, project)
+    pending = store.take_status("rescore_pending")
+    version = store.current_version()
+    if not pending or version is None:  # no version: the first training scores them
+        return {"rescored": 0}
+    start = time.perf_counter()
+    try:
+        api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
+        spec = parse_label_config(api.label_config(int(project)))
+        written = _rescore(api, store, settings, spec, pending)
+    except Exception as err:
+        store.update_status(rescore_pending=lambda old: {**pending, **(old or {})})
+        logger.error(
+            "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",
+            project,
+            len(pending),
+            type(err).__name__,
+            err,
+        )
+        raise
+    seconds = round(time.perf_counter() - start, 3)
+    last = {"tasks": written, "version": version, "seconds": seconds, "finished_at": time.time()}
+    store.update_status(last_rescore=last)
+    return {"rescored": written, "seconds": seconds}
+
+
+def run_queued_rescore(project: str, training: dict) -> dict:
+    """The rq job of a rescore, as :func:`run_queued_training` is of a training."""
+    return rescore_project(project, Settings.from_env(**training))
+
+
+def _rescore(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
+) -> int:
+    """Read ``tasks`` (ids) from Label Studio, score them with the current version (only what
+    changed is computed, see :func:`predict`) and make each score the task's one prediction of
+    that version. Returns how many were written; a task Label Studio no longer has is skipped."""
+    read = []
+    for task in sorted(tasks, key=int):
+        try:
+            read.append(api.task(int(task)))
+        except LabelStudioUnavailable as err:
+            logger.warning("project %s: task %s not rescored: %s", store.project, task, err)
+    read = name_annotators(read, _users(api, store.project)) if read else []
+    with store.locked("writing"):  # not between a training's writes: one prediction per task
+        results = predict(settings, store.project, spec, read)
+        written = [
+            {"task": int(task["id"]), **result}
+            for task, result in zip(read, results, strict=True)
+            if "score" in result
+        ]
+        api.replace_predictions(written)
+    if written:
+        logger.info(
+            "project %s: rescored %d changed tasks with version %s: %s",
+            store.project,
+            len(written),
+            written[0]["model_version"],
+            ", ".join(f"task {w['task']} {w['score']:.3f}" for w in written[:10]),
+        )
+    return len(written)
 
 
 def _users(api: LabelStudioAPI, project: str) -> dict[int, str]:
@@ -390,8 +466,13 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
 
     store.update_status(message="writing predictions to Label Studio")
-    _write_predictions(api, project, version, scores)
-    api.set_model_version(int(project), version)
+    with store.locked("writing"):
+        _write_predictions(api, project, version, scores)
+        api.set_model_version(int(project), version)
+    # Changed before the fetch: scored above. After it: scored from what they were before.
+    changed = store.take_status("changed_since_fetch", "rescore_pending")
+    if changed:
+        _rescore(api, store, settings, spec, changed)
     clock.lap("write")
     store.update_status(scores_in_label_studio=version, scores_seconds=clock.total())
     if quick:
@@ -409,7 +490,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         full = score_tasks(srw, spec, items, settings.score, ordinary=ordinary)
         clock.lap("weigh")
         new = _complete_version(store, version, scores, full)
-        _write_predictions(api, project, version, new)
+        with store.locked("writing"):
+            _write_predictions(api, project, version, new)
         clock.lap("complete")
         scores = full
     doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)

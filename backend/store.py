@@ -2,7 +2,8 @@
 
     MODEL_DIR/<project>/
         CURRENT                     name of the version being served
-        status.json                 state, last error, event counter (see ProjectStore.status)
+        status.json                 state, last error, event counter, tasks changed since the
+                                    last scores (see ProjectStore.status, note_changed)
         versions/<version>/
             COMPLETE                written last: the size of every file; without it, never served
             BROKEN                  why a complete version failed to load; never served again
@@ -192,9 +193,11 @@ class ProjectStore:
 
     # -- status -------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def locked(self):
+    def locked(self, name: str = "status"):
+        """An exclusive lock across processes sharing MODEL_DIR: ``"status"`` (status.json and
+        a version's scores.json), or ``"writing"`` (a version's predictions in Label Studio)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as lock:
+        with open(self.root / (".lock" if name == "status" else f".{name}.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -230,3 +233,25 @@ class ProjectStore:
             status["updated_at"] = time.time()
             atomic_write_json(self.root / "status.json", status)
             return status
+
+    def take_status(self, *keys: str) -> dict:
+        """Remove ``keys`` (dicts) from status.json and return the first one's value ({} if
+        absent), under one lock: what one job takes, no other job takes too."""
+        with self.locked():
+            status = self.status()
+            taken = [status.pop(key, None) or {} for key in keys]
+            if any(taken):
+                status["updated_at"] = time.time()
+                atomic_write_json(self.root / "status.json", status)
+            return taken[0]
+
+    def note_changed(self, task: str) -> dict:
+        """Record that ``task``'s annotations changed: it waits to be rescored with the version
+        serving now (``rescore_pending``), and with the version of a training that read the
+        annotations before the change (``changed_since_fetch``, cleared when a training
+        starts)."""
+        now = time.time()
+        return self.update_status(
+            rescore_pending=lambda old: {**(old or {}), task: now},
+            changed_since_fetch=lambda old: {**(old or {}), task: now},
+        )

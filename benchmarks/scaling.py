@@ -56,7 +56,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
 
-from tests.projects import NER_CONFIG, TYPES, TrainingFailed, conll_tasks, wait_trained  # noqa: E402
+from tests.projects import (  # noqa: E402
+    NER_CONFIG,
+    TrainingFailed,
+    conll_tasks,
+    retyped,
+    wait_trained,
+)
 from tests.servers import (  # noqa: E402
     BackendServer,
     BackgroundProcess,
@@ -189,14 +195,6 @@ def check_predictions(ls: LabelStudioServer, project: int, version: str, task_id
         raise AssertionError(
             f"project {project}: {len(tasks)} predictions of {version} for {len(task_ids)} tasks"
         )
-
-
-def retyped(result: list[dict]) -> list[dict]:
-    """An annotation's regions with the first entity given the next type of :data:`TYPES`."""
-    first = result[0]
-    label = first["value"]["labels"][0]
-    value = {**first["value"], "labels": [TYPES[(TYPES.index(label) + 1) % len(TYPES)]]}
-    return [{**first, "value": value}] + result[1:]
 
 
 def edits(ls: LabelStudioServer, task_ids, n: int) -> list:

@@ -257,6 +257,14 @@ def wait_trained(
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
 
 
+def retyped(result: list[dict]) -> list[dict]:
+    """An annotation's regions with the first entity given the next type of :data:`TYPES`."""
+    first = result[0]
+    label = first["value"]["labels"][0]
+    value = {**first["value"], "labels": [TYPES[(TYPES.index(label) + 1) % len(TYPES)]]}
+    return [{**first, "value": value}] + result[1:]
+
+
 def score_below(value: float) -> str:
     """The Data Manager's filter "Prediction score < value", as the JSON ``query`` of
     ``/api/tasks`` (and of label-studio-sdk's ``tasks.list``)."""

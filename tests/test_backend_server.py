@@ -44,7 +44,12 @@ def make_app(tmp_path, **overrides):
     )
     settings.update(overrides)
     runner = FakeRunner()
-    app = create_app(Settings(**settings), runner=runner, selftest_runner=FakeRunner())
+    app = create_app(
+        Settings(**settings),
+        runner=runner,
+        selftest_runner=FakeRunner(),
+        rescore_runner=FakeRunner(),
+    )
     return app, app.test_client(), runner
 
 
@@ -359,6 +364,49 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
         "/webhook", json={"action": "ANNOTATION_CREATED", "project": {"id": 6}}, headers=GOOD
     )
     assert response.status_code == 200 and runner.submitted == ["5"]
+
+
+def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_path):
+    from backend.store import ProjectStore
+    from subregweigh.io.atomic import atomic_write_json
+
+    app, client, runner = make_app(tmp_path, retrain_after=100)
+    rescores = app.extensions["subregweigh"]["rescore_runner"]
+
+    def send(action, **body):
+        response = client.post(
+            "/webhook", json={"action": action, "project": {"id": 5}, **body}, headers=GOOD
+        )
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()
+
+    # Before the first training: remembered for it, but nothing to rescore with.
+    assert send("ANNOTATION_CREATED", task={"id": 100}, annotation={"id": 1}) == {
+        "status": "counted",
+        "action": "ANNOTATION_CREATED",
+    }
+    assert rescores.submitted == []
+    store = ProjectStore(tmp_path / "models", 5)
+    assert set(store.status()["changed_since_fetch"]) == {"100"}
+
+    staging = store.staging_dir()
+    atomic_write_json(staging / "scores.json", {})
+    store.publish(staging, "v1")
+    reply = send("ANNOTATION_UPDATED", task={"id": 101}, annotation={"id": 2, "task": 101})
+    assert reply == {"status": "counted", "action": "ANNOTATION_UPDATED", "rescore": "started"}
+    # An annotation without its nested task still names it.
+    send("ANNOTATION_UPDATED", annotation={"id": 3, "task": 102})
+    assert rescores.submitted == ["5", "5"]
+    status = store.status()
+    assert set(status["rescore_pending"]) == {"100", "101", "102"}
+    assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
+    # A deletion names no task; one without a usable task id is only counted.
+    send("ANNOTATIONS_DELETED", annotations=[{"id": 3}])
+    send("ANNOTATION_UPDATED", task={"id": "../7"}, annotation={"id": 4})
+    assert rescores.submitted == ["5", "5"]
+    assert store.take_status("rescore_pending").keys() == {"100", "101", "102"}
+    assert "rescore_pending" not in store.status() and store.take_status("rescore_pending") == {}
+    assert runner.submitted == []  # 5 changes of 100 before a retrain
 
 
 # --------------------------------------------------------------------------- /status, /is_training

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from tests.projects import (
     classification_tasks,
     field,
     ner_tasks,
+    retyped,
     wait_trained,
 )
 from tests.servers import (
@@ -235,3 +237,87 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
             (annotation,) = entry["annotations"]
             assert entry["score"] == pytest.approx(annotation["deterministic_probability"])
             assert 0 <= annotation["reliability"] <= 1 and 0 <= annotation["probability"] <= 1
+
+
+def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_path):
+    """An annotation edited while the scout trains is scored by the version that training
+    publishes, from its edited labels. One edited afterwards is rescored by that version a few
+    seconds later, without a retrain: its one prediction of the version gets the new score,
+    and the project's model version stays."""
+    from label_studio_sdk.client import LabelStudio
+
+    from backend.tasks import fingerprint, parse_label_config, read_tasks
+
+    env = {
+        **ENGINE_ENV,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
+    spec = parse_label_config(NER_CONFIG)
+    tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+        project = ls.projects.create(title="rescored edits", label_config=NER_CONFIG)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        with_entities = [
+            task
+            for task in map(lambda i: label_studio.api("GET", f"/api/tasks/{i}"), ids)
+            if task["annotations"][0]["result"]
+        ]
+        during, after = with_entities[0], with_entities[1]
+
+        def edit(task: dict) -> str:
+            """Retype the task's first entity; the fingerprint of the task as edited."""
+            annotation = task["annotations"][0]
+            body = {"result": retyped(annotation["result"])}
+            label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", body)
+            edited = label_studio.api("GET", f"/api/tasks/{task['id']}")
+            (item,) = read_tasks([edited], spec).tasks
+            return fingerprint(item)
+
+        def stored(version: str) -> dict:
+            path = tmp_path / "models" / str(project.id) / "versions" / version / "scores.json"
+            return json.loads(path.read_text())
+
+        def prediction(task_id: int, version: str):
+            mine = [
+                p for p in ls.predictions.list(task=task_id) if field(p, "model_version") == version
+            ]
+            assert len(mine) == 1, f"task {task_id}: {mine}"
+            return mine[0]
+
+        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+        ls.ml.train(id=ml.id)
+        deadline = time.monotonic() + 120
+        while not backend.get(f"/status?project={project.id}")[1]["message"].startswith(
+            "training on"
+        ):  # the annotations are read: the edit below is not among them
+            assert time.monotonic() < deadline, backend.log()
+            time.sleep(0.2)
+        edited_during = edit(during)
+        status = wait_trained(backend, project.id)
+        version = status["current_version"]
+        entry = stored(version)[str(during["id"])]
+        assert entry["fingerprint"] == edited_during
+        assert field(prediction(during["id"], version), "score") == pytest.approx(entry["score"])
+        assert "rescored 1 changed tasks with version" in backend.log(300)
+
+        before = field(prediction(after["id"], version), "score")
+        edited_after = edit(after)
+        deadline = time.monotonic() + 120
+        while stored(version)[str(after["id"])]["fingerprint"] != edited_after:
+            assert time.monotonic() < deadline, backend.log()
+            time.sleep(0.5)
+        wait = time.monotonic() + 30  # stored, then written to Label Studio
+        status = backend.get(f"/status?project={project.id}")[1]
+        while (status.get("last_rescore") or {}).get("tasks") != 1:
+            assert time.monotonic() < wait, (status, backend.log(60))
+            time.sleep(0.2)
+            status = backend.get(f"/status?project={project.id}")[1]
+        entry = stored(version)[str(after["id"])]
+        assert field(prediction(after["id"], version), "score") == pytest.approx(entry["score"])
+        assert entry["score"] != pytest.approx(before)  # the scout disagrees with the new type
+        assert status["current_version"] == version and status["events_since_training"] == 2
+        assert ls.projects.get(id=project.id).model_version == version
