@@ -16,7 +16,9 @@ the rest of the end-to-end time: the webhook, the job's start and the polling.
 At ``--retrain-at`` (default 1,000 tasks) a second row: ``--changes`` annotations are edited
 through the API (a task's first entity retyped), Label Studio sends each as an
 ANNOTATION_UPDATED webhook, and the last change makes the backend retrain (SRW_RETRAIN_AFTER =
-``--changes``); timed from that last change to the new version in Label Studio.
+``--changes``); timed from that last change to the new version in Label Studio. The edits
+before the last are made one at a time, each timed until the backend has rewritten that task's
+prediction with the version serving (the rescore of a changed annotation, no retrain).
 
 Peak memory: the largest peak resident set (VmHWM, restarted before each training) of the
 process that trains (embedded: the backend server; redis: the rq work horse), sampled every
@@ -45,6 +47,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -197,8 +200,9 @@ def check_predictions(ls: LabelStudioServer, project: int, version: str, task_id
         )
 
 
-def edits(ls: LabelStudioServer, task_ids, n: int) -> list:
-    """``n`` edits, each a function that retypes an entity of another task's annotation."""
+def edits(ls: LabelStudioServer, task_ids, n: int) -> list[tuple[int, Callable[[], object]]]:
+    """``n`` edits ``(task id, edit)``, each edit a function that retypes an entity of another
+    task's annotation."""
 
     def edit(annotation: dict):
         body = {"result": retyped(annotation["result"])}
@@ -208,10 +212,33 @@ def edits(ls: LabelStudioServer, task_ids, n: int) -> list:
     for task_id in task_ids:
         annotation = ls.api("GET", f"/api/tasks/{task_id}")["annotations"][0]
         if annotation["result"]:
-            found.append(edit(annotation))
+            found.append((task_id, edit(annotation)))
         if len(found) == n:
             return found
     raise ValueError(f"fewer than {n} tasks have an entity to retype")
+
+
+def rescore_seconds(ls: LabelStudioServer, task_id: int, edit, version: str, timeout) -> float:
+    """Make ``edit`` and time it until the task's prediction of ``version`` in Label Studio
+    is rewritten (the backend rescored the changed annotation; no retrain)."""
+
+    def written() -> str:
+        mine = [
+            p["updated_at"]
+            for p in ls.api("GET", f"/api/predictions?task={task_id}")
+            if p["model_version"] == version
+        ]
+        assert len(mine) == 1, f"task {task_id}: {len(mine)} predictions of {version}"
+        return mine[0]
+
+    before = written()
+    started = time.perf_counter()
+    edit()
+    while written() == before:
+        if time.perf_counter() - started > timeout:
+            raise TrainingFailed(f"task {task_id}: not rescored {timeout:.0f} s after its edit")
+        time.sleep(0.1)
+    return time.perf_counter() - started
 
 
 # ----------------------------------------------------------------------------- the backend
@@ -306,11 +333,23 @@ def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dic
         rows = [{**first, "kind": FIRST, "import_seconds": round(import_seconds, 1)}]
         logger.info("size %d: %s", size, describe(rows[-1]))
         if size == args.retrain_at:
-            *before, last = edits(ls, task_ids, args.changes)
-            for edit in before:
-                edit()
+            *before, (_, last) = edits(ls, task_ids, args.changes)
+            # One at a time, so that each is timed alone: what an annotator sees after an edit.
+            rescored = [
+                round(rescore_seconds(ls, task, edit, first["version"], 120), 2)
+                for task, edit in tqdm(before, desc="edits", unit="edit", leave=False)
+            ]
+            logger.info(
+                "size %d: %d edits rescored in Label Studio after median %.1f s, max %.1f s",
+                size,
+                len(rescored),
+                np.median(rescored),
+                max(rescored),
+            )
             again = timed_training(ls, backend, trainer_pid, project, task_ids, last, args)
-            rows.append({**again, "kind": RETRAIN, "changes": args.changes})
+            rows.append(
+                {**again, "kind": RETRAIN, "changes": args.changes, "rescore_seconds": rescored}
+            )
             logger.info("size %d: %s", size, describe(rows[-1]))
     return rows
 
@@ -373,6 +412,16 @@ def markdown(result: dict) -> str:
         f"done. Load avg: the 1-minute load average at the row's start ({os.cpu_count()} CPUs "
         "here; above that, other jobs shared the machine).",
     ]
+    for row in result["runs"]:
+        if row.get("rescore_seconds"):
+            seconds = row["rescore_seconds"]
+            lines.append(
+                f"Edits before the retrain ({row['size']:,} tasks): each changed annotation's "
+                f"score was rewritten in Label Studio, by the serving version without a retrain, "
+                f"after median {np.median(seconds):.1f} s, max {max(seconds):.1f} s over "
+                f"{len(seconds)} edits (from the edit through the API to the new score; one "
+                f"edit at a time)."
+            )
     if missing:
         lines.append(f"Not measured yet: {', '.join(missing)} tasks.")
     if "plot" in result:

@@ -221,7 +221,8 @@ def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
 
 def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
     """benchmarks/scaling.py on a 20-task project: Start Training, then a retrain that 2 edits
-    in Label Studio start through its webhooks, both timed to the scores in Label Studio."""
+    in Label Studio start through its webhooks, both timed to the scores in Label Studio; the
+    first edit is also timed until the backend rescored it."""
     from tests.servers import require_label_studio
 
     require_label_studio()
@@ -246,4 +247,8 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
         assert run["all_done_seconds"] > run["end_to_end_seconds"]
         assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["epochs"] == 1
     assert (tmp_path / "scaling.png").stat().st_size > 0
-    assert "| 20 (+2 edits) | retrain after changes |" in (tmp_path / "scaling.md").read_text()
+    table = (tmp_path / "scaling.md").read_text()
+    assert "| 20 (+2 edits) | retrain after changes |" in table
+    (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
+    assert 0 < rescored < retrain["end_to_end_seconds"] + 120
+    assert "over 1 edits" in table
