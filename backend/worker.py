@@ -1,12 +1,13 @@
-"""An rq worker for the backend's training and self-test jobs: ``python -m backend.worker``.
+"""An rq worker for the backend's training, rescore and self-test jobs.
 
-Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME, MODEL_DIR, LABEL_STUDIO_URL and
-LABEL_STUDIO_API_KEY from its environment: where things are, and the credentials; and
-SRW_N_JOBS, the processes that sample candidates on this machine. What a training computes
-(K, N, the scout, ...) comes with each job, from the server that queued it, so a worker trains
-exactly as that server would whatever its own SRW_* say. Start as many as you like, on this
-machine or others (a GPU box, say) that share MODEL_DIR and Redis; each runs one training at a
-time, and a per-project lock keeps two from training the same project.
+Run ``python -m backend.worker``. Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME,
+MODEL_DIR, LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY from its environment: where things are,
+and the credentials; and SRW_N_JOBS, the processes that sample candidates on this machine.
+What a training computes (K, N, the scout, ...) comes with each job, from the server that
+queued it, so a worker trains exactly as that server would whatever its own SRW_* say. Start
+as many as you like, on this machine or others (a GPU box, say) that share MODEL_DIR and
+Redis; each runs one job at a time (a rescore queued behind a training waits for it, unless
+another worker is free), and a per-project lock keeps two from training the same project.
 If Redis goes away the worker waits and reconnects (rq retries with backoff).
 """
 
