@@ -121,6 +121,9 @@ class Scout:
         For small projects (a few hundred examples or fewer), where fine-tuning the encoder
         memorizes the very labels SubRegWeigh should doubt; pair it with more epochs and a
         higher learning rate (e.g. 20 epochs at 3e-3).
+    freeze_embeddings : bool, default=False
+        Keep the encoder's word-embedding matrix (half of MiniLM's weights) as pretrained:
+        its gradient and optimizer update are about a quarter of a training step on CPU.
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
@@ -165,6 +168,7 @@ class Scout:
         task: Task = "ner",
         multi_label: bool = False,
         freeze_encoder: bool = False,
+        freeze_embeddings: bool = False,
         epochs: int | None = None,
         batch_size: int = 16,
         group_by_length: bool = True,
@@ -180,6 +184,7 @@ class Scout:
         self.task = task
         self.multi_label = multi_label
         self.freeze_encoder = freeze_encoder
+        self.freeze_embeddings = freeze_embeddings
         self.epochs = epochs
         self.batch_size = batch_size
         self.group_by_length = group_by_length
@@ -200,6 +205,7 @@ class Scout:
                 "task",
                 "multi_label",
                 "freeze_encoder",
+                "freeze_embeddings",
                 "epochs",
                 "batch_size",
                 "group_by_length",
@@ -334,6 +340,7 @@ class Scout:
             if self.task != "classification":
                 raise ValueError("freeze_encoder applies to classification only")
             self.model_.encoder.requires_grad_(False)
+        self.model_.get_input_embeddings().requires_grad_(not self.freeze_embeddings)
         trainable = [p for p in self.model_.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=lr)
         steps = epochs * -(-len(examples) // self.batch_size)
@@ -480,7 +487,8 @@ class Scout:
         batch_size: int = 64,
         where: Sequence[str] | None = None,
         desc: str = "predicting",
-    ) -> tuple[list[tuple[str, ...]], list[np.ndarray]]:
+        predicted_proba: bool = False,
+    ) -> tuple[list[tuple[str, ...]], list[np.ndarray]] | tuple[list, list, list]:
         """Labels for given segmentations and the probability of the gold label, in one pass.
 
         Parameters
@@ -500,6 +508,9 @@ class Scout:
             p(the class's gold membership): the sigmoid for a gold class, one minus it for
             the others. A gold label the scout does not know has probability 0 (multi-label:
             one extra entry of 0 per unknown gold class).
+        predicted_proba : list of ndarray of float32, length m
+            Only with ``predicted_proba=True``: the same for the predicted label, from the
+            same pass.
         """
         self._check_fitted()
         if len(gold) != len(segmentations):
@@ -507,10 +518,14 @@ class Scout:
         index = {label: i for i, label in enumerate(self.labels_)}
 
         def reduce(logits, first, i):
-            return self._decode(logits, first), self._gold_proba(logits, first, gold[i], index)
+            label = self._decode(logits, first)
+            out = (label, self._gold_proba(logits, first, gold[i], index))
+            if predicted_proba:
+                out += (self._gold_proba(logits, first, label, index),)
+            return out
 
-        pairs = self._run(segmentations, batch_size, where, desc, reduce)
-        return [label for label, _ in pairs], [p for _, p in pairs]
+        rows = self._run(segmentations, batch_size, where, desc, reduce)
+        return tuple([row[j] for row in rows] for j in range(3 if predicted_proba else 2))
 
     @torch.inference_mode()
     def _run(self, segmentations, batch_size, where, desc, reduce) -> list:

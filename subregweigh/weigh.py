@@ -411,7 +411,7 @@ class SubRegWeigh:
 
     def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
         """Weigh ``examples`` on the scout's ordinary segmentation alone: K=1, nothing sampled,
-        one forward pass per example (NER: two), about 1/K of :meth:`weigh`'s.
+        one forward pass per example, about 1/K of :meth:`weigh`'s.
 
         Enough for the default ranking: ``deterministic_probability`` (equal to
         ``probability`` here) is what :meth:`weigh` computes. The rest describes that single
@@ -424,8 +424,12 @@ class SubRegWeigh:
             raise RuntimeError("call fit() before weigh_ordinary()")
         segmentations = [self.scout_.segment(ex.words) for ex in examples]
         params = dict(batch_size=self.batch_size, where=[ex.id for ex in examples])
-        predicted, gold_proba = self.scout_.score_segmentations(
-            segmentations, [ex.label for ex in examples], desc="predicting ordinary", **params
+        predicted, gold_proba, predicted_proba = self.scout_.score_segmentations(
+            segmentations,
+            [ex.label for ex in examples],
+            desc="predicting ordinary",
+            predicted_proba=True,
+            **params,
         )
         one = np.ones(len(examples), dtype=np.int64)
         result = _collect(
@@ -439,9 +443,6 @@ class SubRegWeigh:
             deterministic_proba=gold_proba,
         )
         if self.scout_.task == "ner":
-            _, predicted_proba = self.scout_.score_segmentations(
-                segmentations, predicted, desc="scoring the predicted tags", **params
-            )
             result.majority_entities = [
                 entity_probability([p], [1], pred) for p, pred in zip(predicted_proba, predicted)
             ]

@@ -212,6 +212,25 @@ def test_scout_multi_label_classification():
         np.testing.assert_allclose(g, np.where(member, p, 1 - p), rtol=1e-4, atol=1e-6)
 
 
+def test_predicted_proba_is_the_gold_proba_of_the_prediction_from_one_pass(
+    tiny_scout, tiny_ner_data
+):
+    data = tiny_ner_data[:12]
+    segs = [tiny_scout.segment(ex.words) for ex in data]
+    labels, gold, predicted = tiny_scout.score_segmentations(
+        segs, [ex.label for ex in data], predicted_proba=True
+    )
+    again, of_predicted = tiny_scout.score_segmentations(segs, labels)
+    assert again == labels and len(predicted) == len(data)
+    for p, q in zip(predicted, of_predicted):
+        np.testing.assert_allclose(p, q, rtol=1e-5)
+    _, alone = tiny_scout.score_segmentations(segs, [ex.label for ex in data])
+    for p, q in zip(gold, alone):
+        np.testing.assert_allclose(p, q, rtol=1e-5)
+    # a wrong gold tag somewhere: the two probabilities differ there
+    assert any(not np.allclose(g, p) for g, p in zip(gold, predicted))
+
+
 def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner_data):
     # Each distinct candidate is scored once and counted with its multiplicity; scoring every
     # one of the K slots separately must give the same numbers.
