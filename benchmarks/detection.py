@@ -134,6 +134,19 @@ def parse_args(argv=None):
         choices=["random"],
         help="the scout's training batches: random (default: grouped by length, the scout's)",
     )
+    embeddings = parser.add_mutually_exclusive_group()  # default: the scout's, by task
+    embeddings.add_argument(
+        "--freeze-embeddings",
+        action="store_true",
+        default=None,  # absent from earlier results' settings: None, as they read
+        help="the scout's word embeddings frozen (the NER default since 2026-11-23)",
+    )
+    embeddings.add_argument(
+        "--train-embeddings",
+        action="store_true",
+        default=None,
+        help="the scout's word embeddings trained (NER results before 2026-11-23)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
@@ -153,6 +166,8 @@ def parse_args(argv=None):
         args.name += "-curve" if len(args.sizes) > 1 else ""
         args.name += "-cw" if args.crossweigh else ""
         args.name += "-random-batches" if args.batching else ""
+        args.name += "-frozen-embeddings" if args.freeze_embeddings else ""
+        args.name += "-trained-embeddings" if args.train_embeddings else ""
     return args
 
 
@@ -185,6 +200,13 @@ def ranking(quality, corrupted) -> dict:
     }
 
 
+def frozen_embeddings(args) -> bool | None:
+    """The scout's ``freeze_embeddings``: as asked, else None (its default for the task)."""
+    if args.freeze_embeddings or args.train_embeddings:
+        return bool(args.freeze_embeddings)
+    return None
+
+
 def run_one(args, size: int, seed: int) -> dict:
     """One (size, seed) run: every method's AP, AUROC and wall time."""
     task, examples = load(args.dataset, size, seed)
@@ -194,6 +216,7 @@ def run_one(args, size: int, seed: int) -> dict:
         task=task,
         epochs=args.epochs,
         group_by_length=args.batching != "random",
+        freeze_embeddings=frozen_embeddings(args),
         random_state=seed,
         progress=False,
     )
@@ -324,6 +347,8 @@ def markdown(result) -> str:
             else ""
         )
         + (", the scout trained on random batches" if cfg.get("batching") else "")
+        + (", the scout's word embeddings frozen" if cfg.get("freeze_embeddings") else "")
+        + (", the scout's word embeddings trained" if cfg.get("train_embeddings") else "")
         + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
         "noise and scout). Scores rank lower quality first.",
         "",
@@ -420,6 +445,7 @@ def write(args, runs, command, planned) -> dict:
 RESULT_SETTINGS = (
     "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
     "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to", "batching",
+    "freeze_embeddings", "train_embeddings",
 )  # fmt: skip
 
 

@@ -579,6 +579,36 @@ def test_freeze_encoder_trains_only_the_head(sst2_train, tmp_path):
     assert Scout.load(tmp_path / "frozen", progress=False).freeze_encoder is True
 
 
+def test_ner_scouts_keep_their_word_embeddings_by_default(tiny_scout):
+    assert tiny_scout.freeze_embeddings is None  # the task's default: frozen for NER
+    assert not tiny_scout.model_.get_input_embeddings().weight.requires_grad
+    assert tiny_scout.model_.classifier.weight.requires_grad
+
+
+@pytest.mark.parametrize("task", ["ner", "classification"])
+def test_freeze_embeddings_keeps_the_word_embeddings_and_trains_the_rest(
+    task, conll_train, sst2_train
+):
+    from transformers import AutoModel
+
+    from subregweigh.scout import default_model
+
+    base = AutoModel.from_pretrained(default_model())
+    data = conll_train[:24] if task == "ner" else sst2_train[:24]
+    scout = Scout(task=task, freeze_embeddings=True, epochs=1, progress=False).fit(data)
+    embeddings = scout.model_.get_input_embeddings().weight.detach().clone()
+    assert torch.equal(embeddings, base.get_input_embeddings().weight)
+    assert not scout.model_.get_input_embeddings().weight.requires_grad
+    trained = dict(scout.model_.named_parameters())
+    layer = next(name for name in trained if "layer.0.attention.self.query.weight" in name)
+    assert not torch.equal(trained[layer], dict(base.named_parameters())[layer.split(".", 1)[1]])
+    # A warm-started refit without the setting trains the embeddings again.
+    scout.freeze_embeddings, scout.warm_start = False, True
+    scout.fit(data)
+    assert scout.model_.get_input_embeddings().weight.requires_grad
+    assert not torch.equal(scout.model_.get_input_embeddings().weight, embeddings)
+
+
 def test_freeze_encoder_is_for_classification(conll_train):
     with pytest.raises(ValueError, match="classification only"):
         Scout(task="ner", freeze_encoder=True, epochs=1, progress=False).fit(conll_train[:8])
