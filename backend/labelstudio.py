@@ -37,6 +37,15 @@ def _describe(err: Exception, body: bool = True) -> str:
     return f"{type(err).__name__}: {str(err)[:300]}"
 
 
+def _plain_task(task) -> dict:
+    """An SDK task as the plain dict the backend reads: ``id``, ``data``, ``annotations``."""
+    return {
+        "id": task.id,
+        "data": task.data or {},
+        "annotations": [a if isinstance(a, dict) else a.dict() for a in (task.annotations or [])],
+    }
+
+
 class LabelStudioAPI:
     """A thin, retrying client.
 
@@ -106,20 +115,10 @@ class LabelStudioAPI:
         """All tasks of ``project`` with their annotations, as plain dicts."""
 
         def fetch():
-            out = []
-            for task in self.client.tasks.list(
+            listed = self.client.tasks.list(
                 project=project, fields="all", page_size=500, request_options=ONCE
-            ):
-                out.append(
-                    {
-                        "id": task.id,
-                        "data": task.data or {},
-                        "annotations": [
-                            a if isinstance(a, dict) else a.dict() for a in (task.annotations or [])
-                        ],
-                    }
-                )
-            return out
+            )
+            return [_plain_task(task) for task in listed]
 
         return self._call(f"list the tasks of project {project}", fetch)
 
@@ -128,13 +127,7 @@ class LabelStudioAPI:
         found = self._call(
             f"read task {task}", lambda: self.client.tasks.get(id=str(task), request_options=ONCE)
         )
-        return {
-            "id": found.id,
-            "data": found.data or {},
-            "annotations": [
-                a if isinstance(a, dict) else a.dict() for a in (found.annotations or [])
-            ],
-        }
+        return _plain_task(found)
 
     def users(self) -> dict[int, str]:
         """User id -> email, for naming annotators (an annotation's ``completed_by`` is an id)."""
