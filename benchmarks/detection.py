@@ -147,6 +147,12 @@ def parse_args(argv=None):
         default=None,
         help="the scout's word embeddings trained (NER results before 2026-11-23)",
     )
+    parser.add_argument(
+        "--freeze-layers",
+        type=int,
+        metavar="N",
+        help="the scout's lowest N transformer layers frozen (default: the scout's, 0)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
@@ -168,6 +174,7 @@ def parse_args(argv=None):
         args.name += "-random-batches" if args.batching else ""
         args.name += "-frozen-embeddings" if args.freeze_embeddings else ""
         args.name += "-trained-embeddings" if args.train_embeddings else ""
+        args.name += f"-{args.freeze_layers}-frozen-layers" if args.freeze_layers else ""
     return args
 
 
@@ -217,6 +224,7 @@ def run_one(args, size: int, seed: int) -> dict:
         epochs=args.epochs,
         group_by_length=args.batching != "random",
         freeze_embeddings=frozen_embeddings(args),
+        freeze_layers=args.freeze_layers or 0,
         random_state=seed,
         progress=False,
     )
@@ -348,6 +356,11 @@ def markdown(result) -> str:
         )
         + (", the scout trained on random batches" if cfg.get("batching") else "")
         + (", the scout's word embeddings frozen" if cfg.get("freeze_embeddings") else "")
+        + (
+            f", the scout's lowest {cfg['freeze_layers']} layers frozen"
+            if cfg.get("freeze_layers")
+            else ""
+        )
         + (", the scout's word embeddings trained" if cfg.get("train_embeddings") else "")
         + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
         "noise and scout). Scores rank lower quality first.",
@@ -445,7 +458,7 @@ def write(args, runs, command, planned) -> dict:
 RESULT_SETTINGS = (
     "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
     "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to", "batching",
-    "freeze_embeddings", "train_embeddings",
+    "freeze_embeddings", "train_embeddings", "freeze_layers",
 )  # fmt: skip
 
 

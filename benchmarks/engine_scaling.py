@@ -76,6 +76,13 @@ def parse_args(argv=None):
         default="length",
         help="the scout's training batches (default: length, grouped by length, the scout's)",
     )
+    parser.add_argument(
+        "--freeze-layers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the scout's lowest N transformer layers frozen (default: 0, the scout's)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: engine-scaling-cpu|gpu)")
@@ -84,6 +91,7 @@ def parse_args(argv=None):
     if args.name is None:
         args.name = "engine-scaling-" + ("gpu" if torch.cuda.is_available() else "cpu")
         args.name += "-random-batches" if args.batching == "random" else ""
+        args.name += f"-{args.freeze_layers}-frozen-layers" if args.freeze_layers else ""
     return args
 
 
@@ -95,6 +103,8 @@ def settings(args) -> dict:
         "n_samples": args.n_samples,
         "n_jobs": args.n_jobs,
         "batching": args.batching,
+        # absent from results made before the option: a resume of those still matches
+        **({"freeze_layers": args.freeze_layers} if args.freeze_layers else {}),
     }
 
 
@@ -115,6 +125,7 @@ def measure(sentences, size: int, args) -> dict:
             task="ner",
             epochs=args.epochs,
             group_by_length=args.batching == "length",
+            freeze_layers=args.freeze_layers,
             random_state=args.seed,
             progress=False,
         ),
@@ -160,7 +171,8 @@ def markdown(result: dict) -> str:
         f"CoNLL-2003 (CoNLL++) training sentences, seed {s['seed']}; default MiniLM scout, "
         f"epochs {s['epochs'] or 'default'}, K={s['k']}, N={s['n_samples']}, K-means, "
         f"selection in {s['n_jobs'] or 1} process(es), training batches "
-        f"{'grouped by length' if s.get('batching', 'length') == 'length' else 'random'}. "
+        f"{'grouped by length' if s.get('batching', 'length') == 'length' else 'random'}"
+        f"{f', lowest {n} layers frozen' if (n := s.get('freeze_layers')) else ''}. "
         "No Label Studio: fetch and write are not "
         "included (see scaling.md). Peak RSS is the largest so far in the process.",
         "",

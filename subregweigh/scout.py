@@ -109,6 +109,13 @@ class MeanPoolClassifier(torch.nn.Module):
         torch.save(self.head.state_dict(), Path(directory) / self.HEAD_FILE)
 
 
+def _transformer_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The encoder's transformer layers, lowest first: the longest ``ModuleList`` in ``model``
+    (BERT-like ``encoder.layer``, DistilBERT's ``transformer.layer``...)."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    return list(max(lists, key=len)) if lists else []
+
+
 class Scout:
     """Fine-tune an encoder for tagging or classification.
 
@@ -130,6 +137,9 @@ class Scout:
         ``None``: True for NER (detection AP on CoNLL-2003 within 0.01 of training them,
         ``benchmarks/detection.py --freeze-embeddings``), False for classification (not
         measured).
+    freeze_layers : int, default=0
+        Keep the encoder's lowest ``freeze_layers`` transformer layers as pretrained (with the
+        word embeddings frozen too, backward passes stop above them).
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
@@ -175,6 +185,7 @@ class Scout:
         multi_label: bool = False,
         freeze_encoder: bool = False,
         freeze_embeddings: bool | None = None,
+        freeze_layers: int = 0,
         epochs: int | None = None,
         batch_size: int = 16,
         group_by_length: bool = True,
@@ -191,6 +202,7 @@ class Scout:
         self.multi_label = multi_label
         self.freeze_encoder = freeze_encoder
         self.freeze_embeddings = freeze_embeddings
+        self.freeze_layers = freeze_layers
         self.epochs = epochs
         self.batch_size = batch_size
         self.group_by_length = group_by_length
@@ -212,6 +224,7 @@ class Scout:
                 "multi_label",
                 "freeze_encoder",
                 "freeze_embeddings",
+                "freeze_layers",
                 "epochs",
                 "batch_size",
                 "group_by_length",
@@ -354,6 +367,8 @@ class Scout:
         )
         if freeze_embeddings:
             self.model_.get_input_embeddings().requires_grad_(False)
+        for layer in _transformer_layers(self.model_)[: self.freeze_layers]:
+            layer.requires_grad_(False)
         trainable = [p for p in self.model_.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=lr)
         steps = epochs * -(-len(examples) // self.batch_size)
@@ -500,9 +515,9 @@ class Scout:
         batch_size: int = 64,
         where: Sequence[str] | None = None,
         desc: str = "predicting",
-        predicted_proba: bool = False,
-    ) -> tuple[list[tuple[str, ...]], list[np.ndarray]] | tuple[list, list, list]:
-        """Labels for given segmentations and the probability of the gold label, in one pass.
+    ) -> tuple[list[tuple[str, ...]], list[np.ndarray], list[np.ndarray]]:
+        """Labels for given segmentations, the probability of the gold label and that of the
+        predicted one, in one pass.
 
         Parameters
         ----------
@@ -522,8 +537,7 @@ class Scout:
             the others. A gold label the scout does not know has probability 0 (multi-label:
             one extra entry of 0 per unknown gold class).
         predicted_proba : list of ndarray of float32, length m
-            Only with ``predicted_proba=True``: the same for the predicted label, from the
-            same pass.
+            The same for the predicted label.
         """
         self._check_fitted()
         if len(gold) != len(segmentations):
@@ -532,13 +546,15 @@ class Scout:
 
         def reduce(logits, first, i):
             label = self._decode(logits, first)
-            out = (label, self._gold_proba(logits, first, gold[i], index))
-            if predicted_proba:
-                out += (self._gold_proba(logits, first, label, index),)
-            return out
+            return (
+                label,
+                self._gold_proba(logits, first, gold[i], index),
+                self._gold_proba(logits, first, label, index),
+            )
 
         rows = self._run(segmentations, batch_size, where, desc, reduce)
-        return tuple([row[j] for row in rows] for j in range(3 if predicted_proba else 2))
+        labels, gold_proba, predicted_proba = ([row[j] for row in rows] for j in range(3))
+        return labels, gold_proba, predicted_proba
 
     @torch.inference_mode()
     def _run(self, segmentations, batch_size, where, desc, reduce) -> list:

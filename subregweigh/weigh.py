@@ -428,7 +428,6 @@ class SubRegWeigh:
             segmentations,
             [ex.label for ex in examples],
             desc="predicting ordinary",
-            predicted_proba=True,
             **params,
         )
         one = np.ones(len(examples), dtype=np.int64)
@@ -453,7 +452,7 @@ class SubRegWeigh:
     ) -> WeighResult:
         """Weigh ``examples`` on given candidates, as :meth:`candidates` returns them."""
         # One pass gives both the labels (for c/K) and p(gold) (for the probability scores).
-        predicted, gold_proba = self.scout_.score_segmentations(
+        predicted, gold_proba, _ = self.scout_.score_segmentations(
             segmentations,
             [examples[i].label for i in owner],
             batch_size=self.batch_size,
@@ -462,7 +461,7 @@ class SubRegWeigh:
         )
         deterministic = None
         if self.deterministic:
-            _, deterministic = self.scout_.score_segmentations(
+            _, deterministic, _ = self.scout_.score_segmentations(
                 [self.scout_.segment(ex.words) for ex in examples],
                 [ex.label for ex in examples],
                 batch_size=self.batch_size,

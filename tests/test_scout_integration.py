@@ -156,7 +156,7 @@ def test_scout_single_label_classification(sst2_train, tmp_path):
     assert all(p.shape == (2,) for p in proba)
     np.testing.assert_allclose([p.sum() for p in proba], 1.0, rtol=1e-5)
     assert [(scout.labels_[int(p.argmax())],) for p in proba] == predicted
-    labels, gold = scout.score_segmentations(
+    labels, gold, _ = scout.score_segmentations(
         [scout.segment(ex.words) for ex in train], [ex.label for ex in train]
     )
     assert labels == predicted and all(g.shape == (1,) for g in gold)
@@ -204,7 +204,7 @@ def test_scout_multi_label_classification():
     # membership probabilities: sigmoids; p(gold) = sigmoid for gold classes, 1 - it otherwise
     proba = scout.predict_proba(train)
     assert [tuple(np.array(scout.labels_)[p > 0.5]) for p in proba] == predicted
-    _, gold = scout.score_segmentations(
+    _, gold, _ = scout.score_segmentations(
         [scout.segment(ex.words) for ex in train], [ex.label for ex in train]
     )
     for p, g, ex in zip(proba, gold, train):
@@ -217,15 +217,10 @@ def test_predicted_proba_is_the_gold_proba_of_the_prediction_from_one_pass(
 ):
     data = tiny_ner_data[:12]
     segs = [tiny_scout.segment(ex.words) for ex in data]
-    labels, gold, predicted = tiny_scout.score_segmentations(
-        segs, [ex.label for ex in data], predicted_proba=True
-    )
-    again, of_predicted = tiny_scout.score_segmentations(segs, labels)
+    labels, gold, predicted = tiny_scout.score_segmentations(segs, [ex.label for ex in data])
+    again, of_predicted, _ = tiny_scout.score_segmentations(segs, labels)
     assert again == labels and len(predicted) == len(data)
     for p, q in zip(predicted, of_predicted):
-        np.testing.assert_allclose(p, q, rtol=1e-5)
-    _, alone = tiny_scout.score_segmentations(segs, [ex.label for ex in data])
-    for p, q in zip(gold, alone):
         np.testing.assert_allclose(p, q, rtol=1e-5)
     # a wrong gold tag somewhere: the two probabilities differ there
     assert any(not np.allclose(g, p) for g, p in zip(gold, predicted))
@@ -242,7 +237,7 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
     expanded = [s for s, m in zip(segs, mult) for _ in range(m)]
     slot_owner = np.repeat(owner, mult)
     labels = tiny_scout.predict_segmentations(expanded)
-    scored, probs = tiny_scout.score_segmentations(expanded, [data[i].label for i in slot_owner])
+    scored, probs, _ = tiny_scout.score_segmentations(expanded, [data[i].label for i in slot_owner])
     assert scored == labels
     index = {t: j for j, t in enumerate(tiny_scout.labels_)}
     full = tiny_scout.predict_proba(data)
@@ -607,6 +602,26 @@ def test_freeze_embeddings_keeps_the_word_embeddings_and_trains_the_rest(
     scout.fit(data)
     assert scout.model_.get_input_embeddings().weight.requires_grad
     assert not torch.equal(scout.model_.get_input_embeddings().weight, embeddings)
+
+
+def test_freeze_layers_keeps_the_lowest_layers_and_trains_the_ones_above(conll_train):
+    from transformers import AutoModel
+
+    from subregweigh.scout import default_model
+
+    base = dict(AutoModel.from_pretrained(default_model()).named_parameters())
+    scout = Scout(freeze_layers=2, epochs=1, progress=False).fit(conll_train[:24])
+    trained = dict(scout.model_.named_parameters())
+
+    def query(layer):
+        name = next(n for n in trained if f"layer.{layer}.attention.self.query.weight" in n)
+        return trained[name], base[name.split(".", 1)[1]]
+
+    for layer in (0, 1):
+        weight, pretrained = query(layer)
+        assert torch.equal(weight, pretrained) and not weight.requires_grad
+    weight, pretrained = query(2)
+    assert not torch.equal(weight, pretrained) and weight.requires_grad
 
 
 def test_freeze_encoder_is_for_classification(conll_train):
