@@ -319,7 +319,7 @@ phase "stack up"
 export SRW_CONTAINER_STACK=1 SRW_STACK_PROJECT="$PROJECT" SRW_STACK_REPO="$REPO"
 log "running tests/test_container_stack.py"
 status=0
-"$PYTHON" -m pytest tests/test_container_stack.py -v -s -p no:cacheprovider || status=$?
+"$PYTHON" -m pytest tests/test_container_stack.py -v -s -n 0 -p no:cacheprovider || status=$?
 if [ "$status" != 0 ]; then
     for service in backend worker redis label-studio; do
         echo "----- last log lines of $service"

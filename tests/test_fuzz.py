@@ -10,7 +10,7 @@ a 5xx, every error is a JSON object with an "error" string, and afterwards the a
 
 In process through Flask's test client (1,500 cases), then 410 over real HTTP
 against ``python _wsgi.py`` in its own process. Deterministic: derandomized, no example database.
-``pytest tests/test_fuzz.py -s`` prints the case counts.
+``pytest tests/test_fuzz.py -s -n 0`` prints the case counts.
 """
 
 from __future__ import annotations
