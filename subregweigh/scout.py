@@ -367,7 +367,12 @@ class Scout:
         )
         if freeze_embeddings:
             self.model_.get_input_embeddings().requires_grad_(False)
-        for layer in _transformer_layers(self.model_)[: self.freeze_layers]:
+        layers = _transformer_layers(self.model_)
+        if not 0 <= self.freeze_layers <= len(layers):
+            raise ValueError(
+                f"freeze_layers={self.freeze_layers}: the encoder has {len(layers)} layers"
+            )
+        for layer in layers[: self.freeze_layers]:
             layer.requires_grad_(False)
         trainable = [p for p in self.model_.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=lr)

@@ -622,6 +622,8 @@ def test_freeze_layers_keeps_the_lowest_layers_and_trains_the_ones_above(conll_t
         assert torch.equal(weight, pretrained) and not weight.requires_grad
     weight, pretrained = query(2)
     assert not torch.equal(weight, pretrained) and weight.requires_grad
+    with pytest.raises(ValueError, match="freeze_layers=7: the encoder has 6 layers"):
+        Scout(freeze_layers=7, epochs=1, progress=False).fit(conll_train[:4])
 
 
 def test_freeze_encoder_is_for_classification(conll_train):
