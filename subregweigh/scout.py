@@ -139,7 +139,9 @@ class Scout:
         measured).
     freeze_layers : int, default=0
         Keep the encoder's lowest ``freeze_layers`` transformer layers as pretrained (with the
-        word embeddings frozen too, backward passes stop above them).
+        word embeddings frozen too, backward passes stop above them). Off by default: 2 of
+        MiniLM's 6 saved 11% of the training time and moved detection AP by -0.03 to +0.07
+        across seeds (README, Retraining speed).
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
     batch_size : int, default=16
