@@ -553,10 +553,11 @@ class Scout:
 
         def reduce(logits, first, i):
             label = self._decode(logits, first)
+            proba = self._proba(logits, first).numpy()  # once: both labels read from it
             return (
                 label,
-                self._gold_proba(logits, first, gold[i], index),
-                self._gold_proba(logits, first, label, index),
+                self._gold_proba(proba, gold[i], index),
+                self._gold_proba(proba, label, index),
             )
 
         rows = self._run(segmentations, batch_size, where, desc, reduce)
@@ -629,9 +630,8 @@ class Scout:
             return torch.sigmoid(logits)
         return torch.softmax(logits, dim=-1)
 
-    def _gold_proba(self, logits, first_positions, gold, index) -> np.ndarray:
-        """See :meth:`score_segmentations`."""
-        proba = self._proba(logits, first_positions).numpy()
+    def _gold_proba(self, proba: np.ndarray, gold, index) -> np.ndarray:
+        """p(``gold``) from one text's :meth:`_proba`; see :meth:`score_segmentations`."""
         if self.task == "ner":
             cols = np.array([index.get(tag, -1) for tag in gold], dtype=np.int64)
             p = proba[np.arange(len(cols)), np.maximum(cols, 0)]

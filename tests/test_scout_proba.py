@@ -18,7 +18,8 @@ def fake_scout(task, labels, multi_label=False):
 
 def gold_proba(scout, logits, first, gold):
     index = {label: i for i, label in enumerate(scout.labels_)}
-    return scout._gold_proba(torch.tensor(logits, dtype=torch.float32), first, gold, index)
+    proba = scout._proba(torch.tensor(logits, dtype=torch.float32), first).numpy()
+    return scout._gold_proba(proba, gold, index)
 
 
 def test_ner_gold_probability_at_first_subwords():
