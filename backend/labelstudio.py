@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,6 +28,8 @@ ONCE = {"max_retries": 0}
 # A timed-out import may still land, and its retry would then add a second prediction per task
 # (which blurs the score Label Studio averages), so imports get time to finish.
 IMPORT_ONCE = {"max_retries": 0, "timeout": 600.0}
+# The export of a large project is one long request (14,000 tasks: about a minute).
+EXPORT_ONCE = {"max_retries": 0, "timeout": 600.0}
 
 
 class LabelStudioUnavailable(RuntimeError):
@@ -45,7 +48,14 @@ def _describe(err: Exception, body: bool = True) -> str:
 
 
 def _plain_task(task) -> dict:
-    """An SDK task as the plain dict the backend reads: ``id``, ``data``, ``annotations``."""
+    """A task, exported (a dict) or listed by the SDK, as the plain dict the backend reads:
+    ``id``, ``data``, ``annotations``."""
+    if isinstance(task, dict):
+        return {
+            "id": task["id"],
+            "data": task.get("data") or {},
+            "annotations": list(task.get("annotations") or []),
+        }
     return {
         "id": task.id,
         "data": task.data or {},
@@ -119,15 +129,40 @@ class LabelStudioAPI:
         return project_.label_config
 
     def tasks(self, project: int) -> list[dict]:
-        """All tasks of ``project`` with their annotations, as plain dicts."""
+        """All tasks of ``project`` with their annotations, as plain dicts, in task id order.
 
-        def fetch():
-            listed = self.client.tasks.list(
+        Read with Label Studio's JSON export of all tasks: annotations come prefetched, where
+        the task list's ``fields=all`` computes every Data Manager column of every task (3,000
+        tasks: 12.5 s against 31 s). Label Studio Enterprise answers the export with 404; then
+        the task list.
+        """
+        from label_studio_sdk.core.api_error import ApiError
+
+        def export():
+            try:
+                chunks = self.client.projects.exports.download_sync(
+                    id=project,
+                    download_all_tasks=True,
+                    export_type="JSON",
+                    request_options=EXPORT_ONCE,
+                )
+                return json.loads(b"".join(chunks))
+            except ApiError as err:
+                if err.status_code == 404:
+                    return None
+                raise
+
+        def listed():
+            pages = self.client.tasks.list(
                 project=project, fields="all", page_size=500, request_options=ONCE
             )
-            return [_plain_task(task) for task in listed]
+            return list(pages)
 
-        return self._call(f"list the tasks of project {project}", fetch)
+        found = self._call(f"export the tasks of project {project}", export)
+        if found is None:
+            logger.info("project %s: no export here (404); reading the task list", project)
+            found = self._call(f"list the tasks of project {project}", listed)
+        return sorted((_plain_task(task) for task in found), key=lambda task: task["id"])
 
     def task(self, task: int) -> dict:
         """One task with its annotations, as :meth:`tasks` lists them."""

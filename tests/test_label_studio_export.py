@@ -480,11 +480,17 @@ def test_cli_errors_and_text_field(tmp_path, capsys):
 # ----------------------------------------------------------------------------- real Label Studio
 
 
-def test_real_label_studio_export(tmp_path, sentences, reviews):
-    """Import annotated tasks into a real Label Studio 1.23, export them as JSON, read back."""
+@pytest.fixture(scope="module")
+def label_studio():
     from tests.servers import LabelStudioServer, require_label_studio
 
     require_label_studio()
+    with LabelStudioServer() as server:
+        yield server
+
+
+def test_real_label_studio_export(tmp_path, sentences, reviews, label_studio):
+    """Import annotated tasks into a real Label Studio 1.23, export them as JSON, read back."""
     from label_studio_sdk.client import LabelStudio
 
     from tests.projects import CLS_CONFIG, NER_CONFIG
@@ -525,28 +531,26 @@ def test_real_label_studio_export(tmp_path, sentences, reviews):
         }
         for ex in cls
     ]
-    with LabelStudioServer() as server:
-        ls = LabelStudio(base_url=server.url, api_key=server.token)
-        exports = {}
-        for name, config, tasks in (
-            ("ner", NER_CONFIG, ner_tasks),
-            ("sentiment", CLS_CONFIG, cls_tasks),
-        ):
-            project = ls.projects.create(title=f"export {name}", label_config=config)
-            ids = list(
-                ls.projects.import_tasks(
-                    id=project.id, request=tasks, return_task_ids=True
-                ).task_ids
-            )
-            if name == "ner":  # a later annotation of task 0 replaces the imported one
-                ls.annotations.create(id=ids[0], result=[], was_cancelled=False)
-            exports[name] = (
-                ids,
-                server.api(
-                    "GET",
-                    f"/api/projects/{project.id}/export?exportType=JSON&download_all_tasks=true",
-                ),
-            )
+    server = label_studio
+    ls = LabelStudio(base_url=server.url, api_key=server.token)
+    exports = {}
+    for name, config, tasks in (
+        ("ner", NER_CONFIG, ner_tasks),
+        ("sentiment", CLS_CONFIG, cls_tasks),
+    ):
+        project = ls.projects.create(title=f"export {name}", label_config=config)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        if name == "ner":  # a later annotation of task 0 replaces the imported one
+            ls.annotations.create(id=ids[0], result=[], was_cancelled=False)
+        exports[name] = (
+            ids,
+            server.api(
+                "GET",
+                f"/api/projects/{project.id}/export?exportType=JSON&download_all_tasks=true",
+            ),
+        )
 
     ids, exported = exports["ner"]
     path = write_export(tmp_path / "ner.json", exported)
@@ -566,6 +570,69 @@ def test_real_label_studio_export(tmp_path, sentences, reviews):
     assert [(ex.id, ex.words, ex.label) for ex in examples] == [
         (str(i), ex.words, (SENTIMENT[ex.label[0]],)) for i, ex in zip(ids, cls)
     ]
+
+
+def test_backend_reads_a_project_by_export_or_else_by_task_list(label_studio, monkeypatch):
+    """The backend reads every task of a real project with Label Studio's export; where the
+    export answers 404 (Label Studio Enterprise, which cannot run here: its refusal is
+    simulated), with the task list. Both give the same tasks, in id order."""
+    from label_studio_sdk.core.api_error import ApiError
+
+    from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+    from tests.projects import NER_CONFIG
+
+    server = label_studio
+    project = server.api("POST", "/api/projects", {"title": "fetch", "label_config": NER_CONFIG})
+    text = "EU rejects German call"
+    ids = server.api(
+        "POST",
+        f"/api/projects/{project['id']}/import?return_task_ids=true",
+        [
+            {
+                "data": {"text": text},
+                "annotations": [{"result": [labels_region(0, text, 0, 2, "ORG")]}],
+            },
+            {"data": {"text": "Not annotated ."}},
+            {"data": {"text": "Skipped ."}, "annotations": [{"result": [], "was_cancelled": True}]},
+        ],
+    )["task_ids"]
+    server.api("POST", f"/api/tasks/{ids[0]}/annotations", {"result": [], "was_cancelled": False})
+    api = LabelStudioAPI(server.url, server.token, retries=0)
+
+    def essentials(tasks):
+        return [
+            (
+                t["id"],
+                t["data"],
+                [
+                    (a["id"], a["result"], a["was_cancelled"], a["completed_by"])
+                    for a in t["annotations"]
+                ],
+            )
+            for t in tasks
+        ]
+
+    exported = api.tasks(project["id"])
+    assert [t["id"] for t in exported] == sorted(ids)
+    assert [len(t["annotations"]) for t in exported] == [2, 0, 1]
+    assert exported[0]["annotations"][0]["result"][0]["value"]["labels"] == ["ORG"]
+    assert exported[2]["annotations"][0]["was_cancelled"] is True
+
+    def refused(status):
+        def download_sync(**kwargs):
+            raise ApiError(status_code=status, body={"detail": "refused"})
+
+        return download_sync
+
+    monkeypatch.setattr(api.client.projects.exports, "download_sync", refused(404))
+    assert essentials(api.tasks(project["id"])) == essentials(exported)
+    with pytest.raises(LabelStudioUnavailable, match="list the tasks of project 99999: HTTP 404"):
+        api.tasks(99999)
+    monkeypatch.setattr(api.client.projects.exports, "download_sync", refused(403))
+    with pytest.raises(
+        LabelStudioUnavailable, match=f"export the tasks of project {project['id']}: HTTP 403"
+    ):
+        api.tasks(project["id"])
 
 
 # ----------------------------------------------------------------------------- the backend
