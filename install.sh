@@ -31,6 +31,17 @@ echo "install.sh: installing into $("$PYTHON" -c 'import sys; print(sys.prefix)'
 PIP="$PYTHON -m pip --disable-pip-version-check"
 $PIP install --quiet --upgrade pip
 
+# --- tests: the real servers the integration tests start on 127.0.0.1 -------------------------
+# redis-server and the other apt packages, and Label Studio in its own .ls-venv
+# (tests/servers.py): nothing shared with the project's environment, so they install alongside
+# it (saves the 1.5 min Label Studio's install takes).
+servers_pid=""
+if [ "$MODE" = "full" ]; then
+    bash scripts/install-test-servers.sh &
+    servers_pid=$!
+    trap 'kill "$servers_pid" 2>/dev/null || true' EXIT  # this script failed before waiting
+fi
+
 # --- runtime: the backend and the engine ------------------------------------------------------
 # torch first and pinned: an unpinned torch pulls several GB of CUDA packages.
 $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH_SPEC:-torch==2.13.0}"
@@ -62,5 +73,5 @@ $PIP install --quiet -e ".[$EXTRAS]"
 echo "subregweigh installed: $("$PYTHON" -m subregweigh --help | head -n 1)"
 [ "$MODE" = "--runtime" ] && exit 0
 
-# --- tests: the real servers the integration tests start on 127.0.0.1 -------------------------
-bash scripts/install-test-servers.sh  # redis-server + Label Studio in .ls-venv for tests/servers.py
+wait "$servers_pid" || { echo "install.sh: installing the test servers failed (above)" >&2; exit 1; }
+trap - EXIT
