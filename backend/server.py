@@ -50,12 +50,15 @@ IGNORED_EVENTS = {
 }
 
 
-def wants_training(store: ProjectStore, settings: Settings, event: str) -> bool:
-    """Count ``event`` (one of :data:`TRAIN_EVENTS`); True when it should start a training: at
-    once, or after ``settings.retrain_after`` annotation changes."""
+def wants_training(
+    store: ProjectStore, settings: Settings, event: str, task: str | None = None
+) -> bool:
+    """Count ``event`` (one of :data:`TRAIN_EVENTS`; ``task``: the task it changed, see
+    :func:`changed_task`); True when it should start a training: at once, or after
+    ``settings.retrain_after`` annotation changes."""
     if event in TRAIN_NOW:
         return True
-    status = store.update_status(events_since_training=lambda n: (n or 0) + 1)
+    status = store.note_event(task)
     logger.info(
         "project %s: %s (%d of %d changes before retraining)",
         store.project,
@@ -269,11 +272,10 @@ def create_app(
         store = store_for(body.get("project"))
         reply = {"action": event}
         task = changed_task(body)
-        if task is not None:
-            store.note_changed(task)
-            if store.current_version() is not None:  # else the first training scores it
-                reply["rescore"] = rescore_runner.submit(store.project)
-        if not wants_training(store, settings, event):
+        train = wants_training(store, settings, event, task)
+        if task is not None and store.current_version() is not None:
+            reply["rescore"] = rescore_runner.submit(store.project)  # else the training scores it
+        if not train:
             return jsonify(status="counted", **reply), 200
         outcome = runner.submit(store.project)
         logger.info("project %s: %s -> training %s", store.project, event, outcome)

@@ -3,7 +3,7 @@
     MODEL_DIR/<project>/
         CURRENT                     name of the version being served
         status.json                 state, last error, event counter, tasks changed since the
-                                    last scores (see ProjectStore.status, note_changed)
+                                    last scores (see ProjectStore.status, note_event)
         versions/<version>/
             COMPLETE                written last: the size of every file; without it, never served
             BROKEN                  why a complete version failed to load; never served again
@@ -245,13 +245,15 @@ class ProjectStore:
                 atomic_write_json(self.root / "status.json", status)
             return taken[0]
 
-    def note_changed(self, task: str) -> dict:
-        """Record that ``task``'s annotations changed: it waits to be rescored with the version
-        serving now (``rescore_pending``), and with the version of a training that read the
+    def note_event(self, task: str | None = None) -> dict:
+        """Count an annotation event (``events_since_training``) and, when it names the task
+        whose annotations changed, record that ``task`` waits to be rescored with the version
+        serving now (``rescore_pending``) and with the version of a training that read the
         annotations before the change (``changed_since_fetch``, cleared when a training
-        starts)."""
-        now = time.time()
-        return self.update_status(
-            rescore_pending=lambda old: {**(old or {}), task: now},
-            changed_since_fetch=lambda old: {**(old or {}), task: now},
-        )
+        starts). Both map the task to when its change arrived. One write of the status."""
+        changes = {"events_since_training": lambda n: (n or 0) + 1}
+        if task is not None:
+            now = time.time()
+            changes["rescore_pending"] = lambda old: {**(old or {}), task: now}
+            changes["changed_since_fetch"] = lambda old: {**(old or {}), task: now}
+        return self.update_status(**changes)

@@ -252,3 +252,21 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
     (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
     assert 0 < rescored < retrain["end_to_end_seconds"] + 120
     assert "over 1 edits" in table
+
+
+def test_fetch_times_both_reads_of_a_project(tmp_path, monkeypatch):
+    """benchmarks/fetch.py on a 12-task project: the export and the task list read the same
+    tasks (it asserts so), each timed."""
+    from tests.servers import require_label_studio
+
+    require_label_studio()
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import fetch
+
+    assert fetch.main(["--sizes", "12", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    (run,) = json.loads((tmp_path / "fetch.json").read_text())["runs"]
+    assert run["size"] == 12
+    assert all(
+        len(run["seconds"][read]) == 1 and run["seconds"][read][0] > 0 for read in fetch.READS
+    )
+    assert "| 12 |" in (tmp_path / "fetch.md").read_text()

@@ -341,5 +341,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
         entry = stored(version)[str(after["id"])]
         assert field(prediction(after["id"], version), "score") == pytest.approx(entry["score"])
         assert entry["score"] != pytest.approx(before)  # the scout disagrees with the new type
+        rescore = status["last_rescore"]
+        assert 0 < rescore["seconds"] <= rescore["since_change_seconds"] < 150  # waited above
         assert status["current_version"] == version and status["events_since_training"] == 2
         assert ls.projects.get(id=project.id).model_version == version
