@@ -48,18 +48,16 @@ def _describe(err: Exception, body: bool = True) -> str:
 
 
 def _plain_task(task) -> dict:
-    """A task, exported (a dict) or listed by the SDK, as the plain dict the backend reads:
-    ``id``, ``data``, ``annotations``."""
-    if isinstance(task, dict):
-        return {
-            "id": task["id"],
-            "data": task.get("data") or {},
-            "annotations": list(task.get("annotations") or []),
-        }
+    """A task, exported (a dict) or read through the SDK (a model), as the plain dict the
+    backend reads: ``id``, ``data``, ``annotations``."""
+    if not isinstance(task, dict):
+        task = {"id": task.id, "data": task.data, "annotations": task.annotations}
     return {
-        "id": task.id,
-        "data": task.data or {},
-        "annotations": [a if isinstance(a, dict) else a.dict() for a in (task.annotations or [])],
+        "id": task["id"],
+        "data": task.get("data") or {},
+        "annotations": [
+            a if isinstance(a, dict) else a.dict() for a in (task.get("annotations") or [])
+        ],
     }
 
 
