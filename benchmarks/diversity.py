@@ -30,7 +30,7 @@ from tokenizers import models, pre_tokenizers, trainers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import DATA, RESULTS  # noqa: E402
-from provenance import command, footer, save, stamp  # noqa: E402
+from provenance import command, config, footer, save, stamp  # noqa: E402
 
 from subregweigh.io import read_conll  # noqa: E402
 from subregweigh.selection import choose  # noqa: E402
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     }
     result = {
         **stamp(command("diversity.py", argv)),
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "config": config(args),
         "kinds": {},
     }
     for kind, tokenizer in kinds.items():

@@ -36,7 +36,7 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import RESULTS, corrupt, load, ranking  # noqa: E402
-from provenance import command, footer, save, stamp  # noqa: E402
+from provenance import command, config, footer, save, stamp  # noqa: E402
 
 from subregweigh.scout import Scout  # noqa: E402
 from subregweigh.weigh import SubRegWeigh  # noqa: E402
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
         logger.info("%s", rows[-1])
     out = {
         **stamp(command_line),
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "config": config(args),
         "passes": passes,
         "base_rate": float(corrupted.mean()),
         "reference_ap": rows[0]["ap"],

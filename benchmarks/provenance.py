@@ -52,6 +52,11 @@ def stamp(command_line: str) -> dict:
     return {"command": command_line, "machine": machine(), "date": now()}
 
 
+def config(args) -> dict:
+    """A benchmark's parsed arguments as JSON values (paths as strings)."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+
 def footer(result: dict) -> list[str]:
     """Markdown lines naming the command, machine and date of ``result``."""
     return [
@@ -94,7 +99,7 @@ def run_seeds(args, script: str, argv, run_seed, summarize, markdown) -> dict:
         runs.append(run_seed(args, seed))
         result = {
             **stamp(command_line),
-            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "config": config(args),
             "complete": len(runs) == args.seeds,
             "summary": summarize(runs),
             "runs": runs,

@@ -377,7 +377,10 @@ class Scout:
         for layer in layers[: self.freeze_layers]:
             layer.requires_grad_(False)
         trainable = [p for p in self.model_.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=lr)
+        # One fused kernel per step; torch's default on CPU loops over the weights, one pass per
+        # elementwise op (benchmarks/training_step.py times both).
+        fused = self._device.type in ("cpu", "cuda")
+        optimizer = torch.optim.AdamW(trainable, lr=lr, fused=fused)
         steps = epochs * -(-len(examples) // self.batch_size)
         schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
         rng = np.random.default_rng(self.random_state)

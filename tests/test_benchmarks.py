@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # 30 sentences, 1 epoch, K=3 of N=6, CrossWeigh 2 folds x 1, 30 test and 30 dev sentences
@@ -200,6 +201,20 @@ def test_engine_scaling_times_each_phase(benchmark_module, tmp_path):
     # resuming with other settings is refused rather than mixed into one table
     with pytest.raises(SystemExit, match="other settings"):
         engine_scaling.main([*args[:-1], "2", "--out", str(tmp_path), "--name", "eng", "--resume"])
+
+
+def test_training_step_times_both_optimizers_and_profiles_one_fit(benchmark_module, tmp_path):
+    training_step = benchmark_module("training_step")
+    args = ["--sentences", "24", "--repeats", "1", "--out", str(tmp_path), "--name", "ts"]
+    assert training_step.main(args) == 0
+    result = json.loads((tmp_path / "ts.json").read_text())
+    assert [r["optimizer"] for r in result["runs"]] == ["for-loop", "fused"]
+    assert all(r["wall"] > 0 and 0 < r["optimizer_step"] < r["wall"] for r in result["runs"])
+    assert result["op_shares"]["matrix products"] > 0
+    assert abs(sum(result["op_shares"].values()) - 1) < 1e-9
+    # the wrapper is gone afterwards: the scout's own optimizer is torch's again
+    assert torch.optim.AdamW.__name__ == "AdamW"
+    assert "| fused |" in (tmp_path / "ts.md").read_text()
 
 
 def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):

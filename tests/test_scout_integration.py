@@ -629,3 +629,14 @@ def test_freeze_layers_keeps_the_lowest_layers_and_trains_the_ones_above(conll_t
 def test_freeze_encoder_is_for_classification(conll_train):
     with pytest.raises(ValueError, match="classification only"):
         Scout(task="ner", freeze_encoder=True, epochs=1, progress=False).fit(conll_train[:8])
+
+
+def test_fit_is_deterministic_given_random_state(tiny_ner_data):
+    # the fused AdamW kernel included: two fits with one seed give the same weights, bit for bit
+    def weights(random_state):
+        scout = Scout(epochs=1, random_state=random_state, progress=False).fit(tiny_ner_data)
+        return torch.cat([p.detach().flatten() for p in scout.model_.parameters()])
+
+    first = weights(0)
+    assert torch.equal(first, weights(0))
+    assert not torch.equal(first, weights(1))
