@@ -44,7 +44,8 @@ def now() -> str:
 
 def command(script: str, argv=None) -> str:
     """The command line that ran ``script`` (``argv``: main()'s arguments, else sys.argv)."""
-    return f"python benchmarks/{script} " + shlex.join(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", f"benchmarks/{script}", *map(shlex.quote, args)])
 
 
 def stamp(command_line: str) -> dict:
