@@ -7,6 +7,7 @@ written atomically, so an interrupted run never leaves a half-written table.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import platform
 import shlex
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -38,6 +40,23 @@ def machine() -> str:
     )
 
 
+def matmul_gflops(seconds: float = 1.0, n: int = 1024) -> float:
+    """This machine's speed now: float32 GFLOP/s of ``n`` x ``n`` matrix products on torch's
+    threads, over about ``seconds``. A scout's training is mostly such products (69% of its CPU
+    time, ``training_step.py``), so results measured at different speeds are not compared."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):  # warm up the BLAS threads
+        torch.mm(a, b)
+    products, began = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - began) < seconds:
+        torch.mm(a, b)
+        products += 1
+    return round(2 * n**3 * products / elapsed / 1e9, 1)
+
+
+_speed_at_first_stamp = functools.cache(matmul_gflops)
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -50,7 +69,12 @@ def command(script: str, argv=None) -> str:
 
 def stamp(command_line: str) -> dict:
     """The provenance fields a result starts with."""
-    return {"command": command_line, "machine": machine(), "date": now()}
+    return {
+        "command": command_line,
+        "machine": machine(),
+        "date": now(),
+        "matmul_gflops": _speed_at_first_stamp(),
+    }
 
 
 def config(args) -> dict:
@@ -62,7 +86,12 @@ def footer(result: dict) -> list[str]:
     """Markdown lines naming the command, machine and date of ``result``."""
     return [
         f"Command: `{result['command']}`",
-        f"Machine: {result['machine']}.",
+        f"Machine: {result['machine']}."
+        + (
+            f" Speed check: {result['matmul_gflops']} GFLOP/s (float32 matrix products)."
+            if "matmul_gflops" in result
+            else ""
+        ),
         f"Date: {result['date']}.",
     ]
 

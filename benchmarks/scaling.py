@@ -57,7 +57,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from provenance import command, earlier_result, footer, save, stamp  # noqa: E402
+from provenance import command, earlier_result, footer, matmul_gflops, save, stamp  # noqa: E402
 
 from tests.projects import (  # noqa: E402
     NER_CONFIG,
@@ -292,7 +292,7 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     cpu_before = cpu_seconds(trainer_pid)
     memory = PeakMemory({"trainer": trainer_pid}, measure=largest_peak_mb, interval=0.2)
     memory.start()
-    load = os.getloadavg()[0]
+    load, speed = os.getloadavg()[0], matmul_gflops()
     started = time.perf_counter()
     trigger()
     version = wait_scores(ls, backend, project, old, args.timeout)
@@ -316,6 +316,7 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
         "epochs": epochs_used(backend, project, version),
         "version": version,
         "load_average": round(load, 2),
+        "matmul_gflops": speed,
     }
 
 
@@ -391,8 +392,8 @@ def markdown(result: dict) -> str:
         + " | ".join(SCORED)
         + " | overhead | "
         + " | ".join(PHASES[len(SCORED) :])
-        + " | all done s | CPU s | peak RSS MiB | epochs | load avg | target |",
-        "|---|---|" + "---:|" * (len(PHASES) + 8) + "---|",
+        + " | all done s | CPU s | peak RSS MiB | epochs | load avg | GFLOP/s | target |",
+        "|---|---|" + "---:|" * (len(PHASES) + 9) + "---|",
     ]
     for row in result["runs"]:
         sec = row["phase_seconds"]
@@ -403,14 +404,17 @@ def markdown(result: dict) -> str:
             + " | ".join(f"{sec.get(p, 0.0):.1f}" for p in PHASES[len(SCORED) :])
             + f" | {row.get('all_done_seconds', row['end_to_end_seconds']):.1f} "
             f"| {row['cpu_seconds']:.0f} | {row['peak_rss_mb']} | "
-            f"{row['epochs']} | {row['load_average']:.1f} | {target(row)} |"
+            f"{row['epochs']} | {row['load_average']:.1f} | {row.get('matmul_gflops', '-')} "
+            f"| {target(row)} |"
         )
     missing = [f"{s:,}" for s in SIZES if s not in {r["size"] for r in result["runs"]}]
     lines += [
         "",
         "CPU s: CPU seconds (user + system) of the training process from the trigger to all "
         f"done. Load avg: the 1-minute load average at the row's start ({os.cpu_count()} CPUs "
-        "here; above that, other jobs shared the machine).",
+        "here; above that, other jobs shared the machine). GFLOP/s: the machine's speed at the "
+        "row's start, float32 matrix products in the benchmark's process (rows made before it "
+        "was recorded: -).",
     ]
     for row in result["runs"]:
         if row.get("rescore_seconds"):

@@ -214,7 +214,9 @@ def test_training_step_times_both_optimizers_and_profiles_one_fit(benchmark_modu
     assert abs(sum(result["op_shares"].values()) - 1) < 1e-9
     # the wrapper is gone afterwards: the scout's own optimizer is torch's again
     assert torch.optim.AdamW.__name__ == "AdamW"
-    assert "| fused |" in (tmp_path / "ts.md").read_text()
+    markdown = (tmp_path / "ts.md").read_text()
+    assert "| fused |" in markdown
+    assert f"Speed check: {result['matmul_gflops']} GFLOP/s" in markdown
 
 
 def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
@@ -261,6 +263,8 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
         assert run["all_done_seconds"] > run["end_to_end_seconds"]
         assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["epochs"] == 1
+        assert run["matmul_gflops"] > 0  # the machine's speed at the row's start
+    assert result["matmul_gflops"] > 0
     assert (tmp_path / "scaling.png").stat().st_size > 0
     table = (tmp_path / "scaling.md").read_text()
     assert "| 20 (+2 edits) | retrain after changes |" in table
