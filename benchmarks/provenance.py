@@ -13,6 +13,7 @@ import logging
 import os
 import platform
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -40,18 +41,22 @@ def machine() -> str:
     )
 
 
-def matmul_gflops(seconds: float = 1.0, n: int = 1024) -> float:
+def matmul_gflops(windows: int = 8, window: float = 0.25, n: int = 1024) -> float:
     """This machine's speed now: float32 GFLOP/s of ``n`` x ``n`` matrix products on torch's
-    threads, over about ``seconds``. A scout's training is mostly such products (69% of its CPU
-    time, ``training_step.py``), so results measured at different speeds are not compared."""
+    threads, the median of ``windows`` windows of ``window`` seconds (single windows moved by
+    up to 40% within a few seconds here). A scout's training is mostly such products (69% of its
+    CPU time, ``training_step.py``), so results measured at different speeds are not compared."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     for _ in range(3):  # warm up the BLAS threads
         torch.mm(a, b)
-    products, began = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - began) < seconds:
-        torch.mm(a, b)
-        products += 1
-    return round(2 * n**3 * products / elapsed / 1e9, 1)
+    rates = []
+    for _ in range(windows):
+        products, began = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - began) < window:
+            torch.mm(a, b)
+            products += 1
+        rates.append(2 * n**3 * products / elapsed / 1e9)
+    return round(statistics.median(rates), 1)
 
 
 _speed_at_first_stamp = functools.cache(matmul_gflops)
