@@ -57,6 +57,11 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="warm retrains in a row")
     parser.add_argument("--change", type=int, default=10, help="sentences added per retrain")
     parser.add_argument("--warm-epochs", type=int, default=1)
+    parser.add_argument(
+        "--warm-learning-rate",
+        type=float,
+        help="the warm retrains' peak learning rate (default: the scout's, 3e-4 for NER)",
+    )
     parser.add_argument("--epochs", type=int, help="full training (default: the scout's)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--n-samples", type=int, default=500)
@@ -90,6 +95,8 @@ def run_seed(args, seed: int) -> dict:
     initial, initial_time = timed_fit(scout(), noisy[:first])
     warm = copy.deepcopy(initial)  # the initial scout stays as it is: the "stale" row
     warm.warm_start, warm.epochs = True, args.warm_epochs
+    if args.warm_learning_rate is not None:
+        warm.learning_rate = args.warm_learning_rate
     warm_times = []
     for step in range(1, args.steps + 1):
         warm, seconds = timed_fit(warm, noisy[: first + step * args.change])
@@ -156,7 +163,13 @@ def markdown(result) -> str:
         f"## Warm-start retraining: CoNLL-2003, {cfg['examples']} sentences, 15% with one error",
         "",
         f"Initial scout on {first} sentences; then {cfg['steps']} retrains, {cfg['change']} "
-        f"sentences more each, warm-started for {cfg['warm_epochs']} epoch(s) (`warm`), against "
+        f"sentences more each, warm-started for {cfg['warm_epochs']} epoch(s)"
+        + (
+            f" at peak learning rate {cfg['warm_learning_rate']:g}"
+            if cfg.get("warm_learning_rate") is not None
+            else ""
+        )
+        + " (`warm`), against "
         f"one scout from scratch on all {cfg['examples']} (`full`) and the initial scout not "
         f"retrained (`stale`). Every scout weighs all {cfg['examples']} sentences on the same "
         f"K-means candidates (K={cfg['k']}, N={cfg['n_samples']}). Mean ± sd over "

@@ -219,6 +219,23 @@ def test_training_step_times_both_optimizers_and_profiles_one_fit(benchmark_modu
     assert f"Speed check: {result['matmul_gflops']} GFLOP/s" in markdown
 
 
+def test_warm_start_compares_three_scouts_on_the_same_candidates(benchmark_module, tmp_path):
+    warm_start = benchmark_module("warm_start")
+    args = ["--examples", "30", "--steps", "1", "--change", "5", "--seeds", "1", "--epochs", "1"]
+    args += ["--n-samples", "6", "-k", "3", "--warm-learning-rate", "3e-5", "--out", str(tmp_path)]
+    assert warm_start.main(args) == 0
+    result = json.loads((tmp_path / "warm-start-conll.json").read_text())
+    (run,) = result["runs"]
+    assert set(run["scores"]) == {"full", "warm", "stale"}
+    full = run["scores"]["full"]["probability"]["ap"]
+    assert result["summary"]["full"]["probability_ap_vs_full"]["mean"] == 0
+    assert result["summary"]["warm"]["probability_ap_vs_full"]["mean"] == pytest.approx(
+        run["scores"]["warm"]["probability"]["ap"] - full
+    )
+    assert run["train"]["warm"]["wall_seconds"] > 0 and run["train"]["full"]["cpu_seconds"] > 0
+    assert "at peak learning rate 3e-05" in (tmp_path / "warm-start-conll.md").read_text()
+
+
 def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
     ablation = benchmark_module("ablation")
     args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
