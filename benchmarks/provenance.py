@@ -43,9 +43,10 @@ def machine() -> str:
 
 def matmul_gflops(windows: int = 8, window: float = 0.25, n: int = 1024) -> float:
     """This machine's speed now: float32 GFLOP/s of ``n`` x ``n`` matrix products on torch's
-    threads, the median of ``windows`` windows of ``window`` seconds (single windows moved by
-    up to 40% within a few seconds here). A scout's training is mostly such products (69% of its
-    CPU time, ``training_step.py``), so results measured at different speeds are not compared."""
+    threads, the median of ``windows`` windows of ``window`` seconds (on a shared machine a
+    single window can be far off from the next). A scout's training is mostly such products
+    (69% of its CPU time, ``training_step.py``), so results measured at different speeds are
+    not compared."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     for _ in range(3):  # warm up the BLAS threads
         torch.mm(a, b)
