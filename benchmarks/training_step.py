@@ -105,11 +105,12 @@ def scout(args) -> Scout:
 
 
 def timed_fit(examples, args, optimizer: str) -> dict:
+    model = scout(args)
     with _StepClock(fused=optimizer == "fused") as clock:
         wall, cpu = time.perf_counter(), time.process_time()
-        scout(args).fit(examples)
+        model.fit(examples)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    steps = args.epochs * -(-len(examples) // scout(args).batch_size)
+    steps = args.epochs * -(-len(examples) // model.batch_size)
     return {
         "optimizer": optimizer,
         "wall": wall,
