@@ -29,7 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -37,13 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from detection import RESULTS, load  # noqa: E402
 from provenance import command, config, footer, save, stamp, start  # noqa: E402
 
-from subregweigh.io import read_conll  # noqa: E402
 from subregweigh.scout import Scout  # noqa: E402
 
-RESULTS = REPO / "benchmarks" / "results"
-DATA = REPO.parent / "shared" / "data" / "conllpp" / "conllpp_train.txt"
 OPTIMIZERS = ("for-loop", "fused")
 # profiler op name -> kind; anything else is "other"
 OP_KINDS = {
@@ -171,10 +168,7 @@ def markdown(result: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    sentences = read_conll(DATA)
-    rng = np.random.default_rng(args.seed)
-    pick = np.sort(rng.choice(len(sentences), args.sentences, replace=False))
-    examples = [sentences[i] for i in pick]
+    _, examples = load("conll", args.sentences, args.seed)
     runs = [
         timed_fit(examples, args, optimizer)
         for _ in range(args.repeats)
