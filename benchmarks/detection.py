@@ -153,6 +153,11 @@ def parse_args(argv=None):
         metavar="N",
         help="the scout's lowest N transformer layers frozen (default: the scout's, 0)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=["bfloat16", "auto"],
+        help="the scout's forward passes (default: the scout's, float32)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
@@ -175,6 +180,7 @@ def parse_args(argv=None):
         args.name += "-frozen-embeddings" if args.freeze_embeddings else ""
         args.name += "-trained-embeddings" if args.train_embeddings else ""
         args.name += f"-{args.freeze_layers}-frozen-layers" if args.freeze_layers else ""
+        args.name += f"-{args.precision}" if args.precision else ""
     return args
 
 
@@ -225,6 +231,7 @@ def run_one(args, size: int, seed: int) -> dict:
         group_by_length=args.batching != "random",
         freeze_embeddings=frozen_embeddings(args),
         freeze_layers=args.freeze_layers or 0,
+        precision=args.precision or "float32",
         random_state=seed,
         progress=False,
     )
@@ -362,6 +369,7 @@ def markdown(result) -> str:
             else ""
         )
         + (", the scout's word embeddings trained" if cfg.get("train_embeddings") else "")
+        + (f", the scout's precision {cfg['precision']}" if cfg.get("precision") else "")
         + f". Mean ± sd over seeds {', '.join(map(str, range(cfg['seeds'])))} (seed = subset, "
         "noise and scout). Scores rank lower quality first.",
         "",
@@ -458,7 +466,7 @@ def write(args, runs, command, planned) -> dict:
 RESULT_SETTINGS = (
     "dataset", "noise", "rate", "epochs", "n_samples", "k", "p", "method", "folds",
     "crossweigh", "cw_folds", "cw_iterations", "model", "costly_up_to", "batching",
-    "freeze_embeddings", "train_embeddings", "freeze_layers",
+    "freeze_embeddings", "train_embeddings", "freeze_layers", "precision",
 )  # fmt: skip
 
 

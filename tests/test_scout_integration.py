@@ -19,7 +19,7 @@ from subregweigh.crossweigh import CrossWeigh, entity_surfaces, fold_splits
 from subregweigh.example import Example
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
-from subregweigh.scout import STATE_FILE, Scout
+from subregweigh.scout import STATE_FILE, Scout, bfloat16_native
 from subregweigh.tags import entity_spans, entity_types
 from subregweigh.weigh import SubRegWeigh
 
@@ -362,6 +362,43 @@ def test_quantized_scout_predicts_close_to_the_float_one(tiny_scout, tiny_ner_da
         np.concatenate([p.ravel() for p in int8_proba]),
         atol=1e-6,
     )
+
+
+def test_bfloat16_scout_predicts_close_to_the_float_one(tiny_scout, tiny_ner_data, tmp_path):
+    def flat(proba):
+        return np.concatenate([p.ravel() for p in proba])
+
+    bf16 = copy.deepcopy(tiny_scout)
+    bf16.precision = "bfloat16"
+    float_proba = flat(tiny_scout.predict_proba(tiny_ner_data))
+    bf16_proba = flat(bf16.predict_proba(tiny_ner_data))
+    diff = np.abs(bf16_proba - float_proba)
+    assert 0 < diff.max() < 0.25 and diff.mean() < 0.02  # another arithmetic, the same model
+    assert all(p.dtype == torch.float32 for p in bf16.model_.parameters())  # weights untouched
+    loaded = Scout.load(bf16.save(tmp_path / "bf16"), progress=False)
+    assert loaded.precision == "bfloat16"
+    np.testing.assert_array_equal(flat(loaded.predict_proba(tiny_ner_data)), bf16_proba)
+    # "auto": bfloat16 exactly where the machine multiplies it natively
+    auto = copy.deepcopy(tiny_scout)
+    auto.precision = "auto"
+    expected = bf16_proba if bfloat16_native(torch.device("cpu")) else float_proba
+    np.testing.assert_array_equal(flat(auto.predict_proba(tiny_ner_data)), expected)
+
+
+def test_bfloat16_training_keeps_float32_weights_and_its_seed(tiny_ner_data):
+    def fit(precision, random_state=0):
+        settings = dict(epochs=1, precision=precision, random_state=random_state)
+        return Scout(**settings, progress=False).fit(tiny_ner_data)
+
+    def weights(scout):
+        return torch.cat([p.detach().flatten() for p in scout.model_.parameters()])
+
+    bf16 = weights(fit("bfloat16"))
+    assert bf16.dtype == torch.float32
+    assert torch.equal(bf16, weights(fit("bfloat16")))  # deterministic given random_state
+    assert not torch.equal(bf16, weights(fit("float32")))  # and not the float32 arithmetic
+    with pytest.raises(ValueError, match="precision='half': expected one of"):
+        Scout(precision="half", epochs=1, progress=False).fit(tiny_ner_data[:4])
 
 
 # ------------------------------------------------------------------------------ (e) detection
