@@ -69,7 +69,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
     if warm_from is not None:
         scout = copy.deepcopy(warm_from)
         scout.warm_start, scout.epochs, scout.progress = True, settings.warm_epochs, False
-        scout.quantize = settings.quantize
+        scout.quantize, scout.precision = settings.quantize, settings.precision
         return SubRegWeigh(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
     scout = Scout(
         model=settings.scout_model or None,
@@ -81,6 +81,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         learning_rate=settings.learning_rate or None,
         max_length=settings.max_length or None,
         quantize=settings.quantize,
+        precision=settings.precision,
         random_state=settings.seed,
         progress=False,
     )
@@ -115,7 +116,8 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
             raise CorruptVersion(
                 version, f"the scout does not load ({type(err).__name__}: {err})"
             ) from err
-        scout.quantize = settings.quantize  # how this server predicts, whatever trained it
+        # how this server predicts, whatever trained it
+        scout.quantize, scout.precision = settings.quantize, settings.precision
         srw = SubRegWeigh.from_scout(scout, **_weigh_params(settings))
         _weighers[key] = srw
         while len(_weighers) > settings.cached_models:

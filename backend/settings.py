@@ -27,6 +27,8 @@ LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 # The engine's selection methods (subregweigh.selection.METHODS, held equal by a test): importing
 # that module would load scikit-learn here, in every process, before anything is served.
 METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
+# The same for the scout's arithmetic (subregweigh.scout.PRECISIONS): importing it loads torch.
+PRECISIONS = ("float32", "bfloat16", "auto")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("deterministic", "probability", "agreement")
 
@@ -55,6 +57,7 @@ TRAINING = (
     "warm_epochs",
     "full_retrain_every",
     "quantize",
+    "precision",
 )
 
 
@@ -126,6 +129,7 @@ class Settings:
     warm_epochs: int = 1
     full_retrain_every: int = 5
     quantize: bool = False  # int8 forward passes on CPU (faster weighing, scores move a little)
+    precision: str = "auto"  # bfloat16 forward passes where the hardware has them, else float32
     # processes sampling a training's candidates (-1: one per core); the same scores for any
     # value, so it is this machine's setting (an rq worker's own), not one a job carries
     n_jobs: int = 1
@@ -145,6 +149,7 @@ class Settings:
 
         require(self.method in METHODS, "method", f"choose one of {', '.join(METHODS)}")
         require(self.score in SCORES, "score", f"choose one of {', '.join(SCORES)}")
+        require(self.precision in PRECISIONS, "precision", f"choose one of {', '.join(PRECISIONS)}")
         require(self.k >= 1, "k", "K must be at least 1")
         require(
             self.n_samples >= self.k,
@@ -208,6 +213,7 @@ class Settings:
             seed=_env("SRW_SEED", cls.seed, int),
             warm_start=_flag("SRW_WARM_START", cls.warm_start),
             quantize=_flag("SRW_QUANTIZE"),
+            precision=_env("SRW_PRECISION", cls.precision),
             n_jobs=_env("SRW_N_JOBS", cls.n_jobs, int),
             warm_epochs=_env("SRW_WARM_EPOCHS", cls.warm_epochs, int),
             full_retrain_every=_env("SRW_FULL_RETRAIN_EVERY", cls.full_retrain_every, int),
@@ -253,6 +259,7 @@ class Settings:
 _NAMES = {
     "method": "SRW_METHOD (--method)",
     "score": "SRW_SCORE (--score)",
+    "precision": "SRW_PRECISION",
     "k": "SRW_K (-k)",
     "n_samples": "SRW_N (--n-samples)",
     "p": "SRW_P (-p)",

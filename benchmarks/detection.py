@@ -155,8 +155,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--precision",
-        choices=["bfloat16", "auto"],
-        help="the scout's forward passes (default: the scout's, float32)",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",  # results before it (float32 throughout) have none: not resumed with it
+        help="the scout's forward passes (default: auto, the scout's; results before "
+        "2026-11-24 are float32)",
     )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -180,7 +182,7 @@ def parse_args(argv=None):
         args.name += "-frozen-embeddings" if args.freeze_embeddings else ""
         args.name += "-trained-embeddings" if args.train_embeddings else ""
         args.name += f"-{args.freeze_layers}-frozen-layers" if args.freeze_layers else ""
-        args.name += f"-{args.precision}" if args.precision else ""
+        args.name += f"-{args.precision}" if args.precision != "auto" else ""
     return args
 
 
@@ -231,7 +233,7 @@ def run_one(args, size: int, seed: int) -> dict:
         group_by_length=args.batching != "random",
         freeze_embeddings=frozen_embeddings(args),
         freeze_layers=args.freeze_layers or 0,
-        precision=args.precision or "float32",
+        precision=args.precision,
         random_state=seed,
         progress=False,
     )

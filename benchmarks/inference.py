@@ -1,9 +1,9 @@
 """CPU inference for the weighing pass: what makes the scout's forward passes cheaper, and what
 it costs in scores.
 
-One scout (the default MiniLM, default epochs) is fitted on ``--examples`` CoNLL-2003 sentences,
-15% of them given one error (as ``benchmarks/detection.py``); its K-means candidates are drawn
-once. Then the same candidates are weighed under each variant:
+One scout (the default MiniLM, default epochs and precision) is fitted on ``--examples``
+CoNLL-2003 sentences, 15% of them given one error (as ``benchmarks/detection.py``); its K-means
+candidates are drawn once. Then the same candidates are weighed under each variant:
 
 * ``float32``: today's model, at ``--threads`` torch threads (each value one row);
 * ``int8``: the scout with ``quantize=True``: PyTorch's dynamic int8 quantization of the linear
@@ -127,10 +127,11 @@ def main(argv=None) -> int:
     )
     candidates = srw.candidates(noisy)
     passes = len(candidates[0]) + len(noisy)
-    variants = [("float32", scout, t, 64) for t in args.threads]
+    float32 = variant(scout, precision="float32")
+    variants = [("float32", float32, t, 64) for t in args.threads]
     variants += [("int8", variant(scout, quantize=True), t, 64) for t in args.threads]
     variants += [("bfloat16", variant(scout, precision="bfloat16"), t, 64) for t in args.threads]
-    variants += [("float32", scout, args.threads[0], b) for b in args.batch_sizes]
+    variants += [("float32", float32, args.threads[0], b) for b in args.batch_sizes]
     rows, reference = [], None
     for name, model, threads, batch_size in variants:
         result, wall, cpu = weigh(srw, model, noisy, candidates, threads, batch_size)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from subregweigh.scout import bfloat16_native
+
 
 def start(threads: int | None) -> None:
     """What every benchmark does first: INFO logs with the time, the engine's own logs at
@@ -34,9 +36,12 @@ def start(threads: int | None) -> None:
 
 
 def machine() -> str:
+    """The machine in words; "bfloat16 native" says what a scout's ``precision="auto"`` ran."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return (
         f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, "
-        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}"
+        f"{', bfloat16 native' if bfloat16_native(device) else ''}, "
         f"torch {torch.__version__}, Python {platform.python_version()}"
     )
 

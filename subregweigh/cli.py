@@ -180,6 +180,13 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
         help="subwords per text; longer texts are truncated with a warning",
     )
     group.add_argument("--device", help="cpu, cuda, cuda:1... (default: cuda if available)")
+    group.add_argument(
+        "--precision",
+        choices=["float32", "bfloat16", "auto"],
+        default="auto",
+        help="forward passes' arithmetic; auto: bfloat16 where the hardware multiplies it "
+        "natively, else float32 (default: auto)",
+    )
     group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
 
@@ -364,6 +371,7 @@ def _scout(args, task, examples):
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         max_length=args.max_length,
+        precision=args.precision,
         random_state=args.seed,
         device=args.device,
         progress=not args.quiet,
@@ -394,6 +402,7 @@ def _weigh(args, examples, task):
     start = time.perf_counter()
     if getattr(args, "scout", None):
         scout = Scout.load(args.scout, device=args.device, progress=not args.quiet)
+        scout.precision = args.precision
         srw = SubRegWeigh.from_scout(scout, **_weigh_params(args))
         logger.info("loaded scout from %s", args.scout)
     else:

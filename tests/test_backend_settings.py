@@ -40,6 +40,7 @@ NER_CONFIG = """<View>
         ({"n_jobs": 0}, "SRW_N_JOBS is 0; it must be at least 1, or -1 for one process per"),
         ({"n_jobs": -2}, "SRW_N_JOBS is -2; it must be at least 1, or -1"),
         ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''"),
+        ({"precision": "fp16"}, "SRW_PRECISION is 'fp16'; choose one of float32, bfloat16, auto"),
     ],
 )
 def test_settings_that_cannot_work_fail_when_built(values, message):
@@ -52,6 +53,13 @@ def test_methods_are_the_engines():
     from subregweigh.selection import METHODS as ENGINE_METHODS
 
     assert set(METHODS) == set(ENGINE_METHODS)
+
+
+def test_precisions_are_the_scouts():
+    from backend.settings import PRECISIONS
+    from subregweigh.scout import PRECISIONS as SCOUT_PRECISIONS
+
+    assert PRECISIONS == SCOUT_PRECISIONS
 
 
 def test_scores_are_the_engines_with_its_default_first():
@@ -221,3 +229,17 @@ def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
     srw = service.engine(Settings(model_dir=str(tmp_path), n_jobs=3, k=4, n_samples=20), spec)
     assert (srw.n_jobs, srw.k, srw.n_samples) == (3, 4, 20)
     assert service.engine(Settings(model_dir=str(tmp_path)), spec).n_jobs == 1
+
+
+def test_trainings_compute_in_the_servers_precision(tmp_path, monkeypatch):
+    from backend.tasks import parse_label_config
+
+    spec = parse_label_config(NER_CONFIG)
+    assert Settings().precision == "auto"  # bfloat16 where the hardware has it
+    monkeypatch.setenv("SRW_PRECISION", "bfloat16")
+    settings = Settings.from_env(model_dir=str(tmp_path))
+    assert settings.training()["precision"] == "bfloat16"  # travels with a queued training
+    assert service.engine(settings, spec).scout.precision == "bfloat16"
+    monkeypatch.setenv("SRW_PRECISION", "half")
+    with pytest.raises(SettingsError, match="SRW_PRECISION is 'half'"):
+        Settings.from_env()
