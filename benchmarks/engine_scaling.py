@@ -18,6 +18,7 @@ the largest so far) and, on CUDA, the peak GPU memory of each size.
 
     python benchmarks/engine_scaling.py --sizes 300 1000 3000 14000
     python benchmarks/engine_scaling.py --sizes 300 1000 --batching random   # the old batches
+    python benchmarks/engine_scaling.py --sizes 1000 --precision float32     # before bfloat16
     python benchmarks/engine_scaling.py --sizes 60 --epochs 1 -k 3 --n-samples 6 \\
         --out /tmp/engine-smoke                             # smoke test, under a minute
 
@@ -83,6 +84,13 @@ def parse_args(argv=None):
         metavar="N",
         help="the scout's lowest N transformer layers frozen (default: 0, the scout's)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="the scout's forward passes (default: auto, the scout's; results before "
+        "2026-11-24 are float32)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: engine-scaling-cpu|gpu)")
@@ -92,6 +100,7 @@ def parse_args(argv=None):
         args.name = "engine-scaling-" + ("gpu" if torch.cuda.is_available() else "cpu")
         args.name += "-random-batches" if args.batching == "random" else ""
         args.name += f"-{args.freeze_layers}-frozen-layers" if args.freeze_layers else ""
+        args.name += f"-{args.precision}" if args.precision != "auto" else ""
     return args
 
 
@@ -105,6 +114,7 @@ def settings(args) -> dict:
         "batching": args.batching,
         # absent from results made before the option: a resume of those still matches
         **({"freeze_layers": args.freeze_layers} if args.freeze_layers else {}),
+        "precision": args.precision,  # absent before it (float32): those do not resume with it
     }
 
 
@@ -126,6 +136,7 @@ def measure(sentences, size: int, args) -> dict:
             epochs=args.epochs,
             group_by_length=args.batching == "length",
             freeze_layers=args.freeze_layers,
+            precision=args.precision,
             random_state=args.seed,
             progress=False,
         ),
