@@ -72,7 +72,7 @@ from subregweigh.baselines import (
 from subregweigh.crossweigh import CrossWeigh
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
-from subregweigh.scout import Scout
+from subregweigh.scout import PRECISIONS, Scout
 from subregweigh.weigh import SubRegWeigh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -153,13 +153,7 @@ def parse_args(argv=None):
         metavar="N",
         help="the scout's lowest N transformer layers frozen (default: the scout's, 0)",
     )
-    parser.add_argument(
-        "--precision",
-        choices=["auto", "float32", "bfloat16"],
-        default="auto",  # results before it (float32 throughout) have none: not resumed with it
-        help="the scout's forward passes (default: auto, the scout's; results before "
-        "2026-11-24 are float32)",
-    )
+    add_precision_argument(parser)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: see above)")
@@ -213,6 +207,18 @@ def ranking(quality, corrupted) -> dict:
         "ap": float(average_precision_score(corrupted, doubt)),
         "auroc": float(roc_auc_score(corrupted, doubt)),
     }
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """``--precision``, the scout's, default auto. Results recorded before it (float32
+    throughout) have no precision in their settings, so they do not resume under it."""
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="the scout's forward passes (default: auto, the scout's; results before "
+        "2026-11-24 are float32)",
+    )
 
 
 def frozen_embeddings(args) -> bool | None:

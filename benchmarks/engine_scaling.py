@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from detection import add_precision_argument  # noqa: E402
 from provenance import command, earlier_result, footer, save, stamp, start  # noqa: E402
 
 from subregweigh.io import read_conll  # noqa: E402
@@ -84,13 +85,7 @@ def parse_args(argv=None):
         metavar="N",
         help="the scout's lowest N transformer layers frozen (default: 0, the scout's)",
     )
-    parser.add_argument(
-        "--precision",
-        choices=["auto", "float32", "bfloat16"],
-        default="auto",
-        help="the scout's forward passes (default: auto, the scout's; results before "
-        "2026-11-24 are float32)",
-    )
+    add_precision_argument(parser)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name", help="output file stem (default: engine-scaling-cpu|gpu)")
@@ -114,7 +109,7 @@ def settings(args) -> dict:
         "batching": args.batching,
         # absent from results made before the option: a resume of those still matches
         **({"freeze_layers": args.freeze_layers} if args.freeze_layers else {}),
-        "precision": args.precision,  # absent before it (float32): those do not resume with it
+        "precision": args.precision,  # see add_precision_argument
     }
 
 

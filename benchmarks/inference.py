@@ -5,7 +5,8 @@ One scout (the default MiniLM, default epochs and precision) is fitted on ``--ex
 CoNLL-2003 sentences, 15% of them given one error (as ``benchmarks/detection.py``); its K-means
 candidates are drawn once. Then the same candidates are weighed under each variant:
 
-* ``float32``: today's model, at ``--threads`` torch threads (each value one row);
+* ``float32``: the scout with ``precision="float32"``, at ``--threads`` torch threads (each
+  value one row);
 * ``int8``: the scout with ``quantize=True``: PyTorch's dynamic int8 quantization of the linear
   layers (``torch.ao.quantization.quantize_dynamic``), which hold almost all of the compute;
 * ``bfloat16``: the scout with ``precision="bfloat16"``: its forward passes under

@@ -290,6 +290,11 @@ def test_collapsed_candidates_are_warned_about(tiny_scout, tiny_ner_data, caplog
 # ------------------------------------------------------------------------------ (d) sample weights
 
 
+def _weights(scout) -> torch.Tensor:
+    """All of a fitted scout's parameters, flattened into one tensor."""
+    return torch.cat([p.detach().flatten() for p in scout.model_.parameters()])
+
+
 def _logits(scout, examples):
     enc = scout.tokenizer_(
         [list(ex.words) for ex in examples],
@@ -386,17 +391,13 @@ def test_bfloat16_scout_predicts_close_to_the_float_one(tiny_scout, tiny_ner_dat
 
 
 def test_bfloat16_training_keeps_float32_weights_and_its_seed(tiny_ner_data):
-    def fit(precision, random_state=0):
-        settings = dict(epochs=1, precision=precision, random_state=random_state)
-        return Scout(**settings, progress=False).fit(tiny_ner_data)
+    def weights(precision):
+        return _weights(Scout(epochs=1, precision=precision, progress=False).fit(tiny_ner_data))
 
-    def weights(scout):
-        return torch.cat([p.detach().flatten() for p in scout.model_.parameters()])
-
-    bf16 = weights(fit("bfloat16"))
+    bf16 = weights("bfloat16")
     assert bf16.dtype == torch.float32
-    assert torch.equal(bf16, weights(fit("bfloat16")))  # deterministic given random_state
-    assert not torch.equal(bf16, weights(fit("float32")))  # and not the float32 arithmetic
+    assert torch.equal(bf16, weights("bfloat16"))  # deterministic given random_state
+    assert not torch.equal(bf16, weights("float32"))  # and not the float32 arithmetic
     with pytest.raises(ValueError, match="precision='half': expected one of"):
         Scout(precision="half", epochs=1, progress=False).fit(tiny_ner_data[:4])
 
@@ -671,8 +672,9 @@ def test_freeze_encoder_is_for_classification(conll_train):
 def test_fit_is_deterministic_given_random_state(tiny_ner_data):
     # the fused AdamW kernel included: two fits with one seed give the same weights, bit for bit
     def weights(random_state):
-        scout = Scout(epochs=1, random_state=random_state, progress=False).fit(tiny_ner_data)
-        return torch.cat([p.detach().flatten() for p in scout.model_.parameters()])
+        return _weights(
+            Scout(epochs=1, random_state=random_state, progress=False).fit(tiny_ner_data)
+        )
 
     first = weights(0)
     assert torch.equal(first, weights(0))
