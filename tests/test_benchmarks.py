@@ -293,7 +293,10 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
         to_scores = sum(run["phase_seconds"][p] for p in scaling.SCORED)
         assert run["end_to_end_seconds"] >= to_scores and run["overhead_seconds"] >= 0
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
-        assert run["all_done_seconds"] > run["end_to_end_seconds"]
+        # the K candidates were weighed, after the scores (the end-to-end times are rounded to
+        # 10 ms and polled every 0.5 s, so a K pass this small can end within the same poll)
+        assert run["phase_seconds"]["weigh"] > 0
+        assert run["all_done_seconds"] >= run["end_to_end_seconds"]
         assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["epochs"] == 1
         assert run["matmul_gflops"] > 0  # the machine's speed at the row's start
     assert result["matmul_gflops"] > 0
