@@ -33,7 +33,7 @@ $PIP install --quiet --upgrade pip
 
 # --- tests: the real servers the integration tests start on 127.0.0.1 -------------------------
 # redis-server and the other apt packages, and Label Studio in its own .ls-venv
-# (tests/servers.py): nothing shared with the project's environment, so they install alongside
+# (testbed/servers.py): nothing shared with the project's environment, so they install alongside
 # it (saves the 1.5 min Label Studio's install takes).
 servers_pid=""
 if [ "$MODE" = "full" ]; then

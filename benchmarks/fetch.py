@@ -33,7 +33,7 @@ from provenance import command, footer, save, stamp  # noqa: E402
 from scaling import import_project  # noqa: E402
 
 from backend.labelstudio import LabelStudioAPI  # noqa: E402
-from tests.servers import LabelStudioServer  # noqa: E402
+from testbed.servers import LabelStudioServer  # noqa: E402
 
 logger = logging.getLogger("fetch")
 RESULTS = REPO / "benchmarks" / "results"

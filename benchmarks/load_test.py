@@ -1,6 +1,6 @@
 """Load test: concurrent /predict for a scored project while a training job runs.
 
-Everything is real and on loopback: Label Studio 1.23 (tests/servers.py), redis-server, our
+Everything is real and on loopback: Label Studio 1.23 (testbed/servers.py), redis-server, our
 backend under gunicorn (gunicorn.conf.py) with an rq worker (python -m backend.worker). A
 CoNLL NER project of --tasks tasks is trained once; then a second training starts on the worker
 and, while it runs, --concurrency clients send Label Studio's /predict call (all tasks, served
@@ -29,8 +29,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.projects import NER_CONFIG, ner_tasks  # noqa: E402
-from tests.servers import (  # noqa: E402
+from testbed.projects import NER_CONFIG, ner_tasks  # noqa: E402
+from testbed.servers import (  # noqa: E402
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,

@@ -1,6 +1,6 @@
 """Scaling benchmark: from Label Studio's "Start Training" to scores in Label Studio, by size.
 
-Everything is real and on loopback: Label Studio 1.23 (tests/servers.py) and our backend
+Everything is real and on loopback: Label Studio 1.23 (testbed/servers.py) and our backend
 (``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m backend.worker``).
 For each size, a new NER project gets that many CoNLL-2003 training sentences drawn at random,
 each a task annotated with its gold entities (imported in batches; the import is not timed), a
@@ -59,14 +59,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from provenance import command, earlier_result, footer, matmul_gflops, save, stamp  # noqa: E402
 
-from tests.projects import (  # noqa: E402
+from testbed.projects import (  # noqa: E402
     NER_CONFIG,
     TrainingFailed,
     conll_tasks,
     retyped,
     wait_trained,
 )
-from tests.servers import (  # noqa: E402
+from testbed.servers import (  # noqa: E402
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,

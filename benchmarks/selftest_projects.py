@@ -1,9 +1,9 @@
 """The self-test on the test projects: how far each could trust its flags.
 
-Builds the CoNLL-2003 NER and SST-2 sentiment projects of tests/projects.py (50 tasks each, 5
+Builds the CoNLL-2003 NER and SST-2 sentiment projects of testbed/projects.py (50 tasks each, 5
 of them deliberately mis-annotated, as tests/test_e2e_label_studio.py builds them for its rq
 runs) as Label Studio JSON exports, and runs ``subregweigh selftest`` on each with the scout
-settings of those end-to-end tests (tests.projects.ENGINE_ENV and each project's own). The
+settings of those end-to-end tests (testbed.projects.ENGINE_ENV and each project's own). The
 self-test injects 10% known errors into a copy (NER: the paper's word-label noise, and
 sentence-level noise; sentiment: flipped labels) and measures how the ranking finds them. The
 projects' own 5 wrong annotations count as clean there, so the numbers are a floor.
@@ -32,8 +32,7 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 
 from subregweigh import cli  # noqa: E402
-from tests.projects import ENGINE_ENV, classification_tasks, ner_tasks  # noqa: E402
-from tests.test_e2e_label_studio import PROJECTS  # noqa: E402
+from testbed.projects import ENGINE_ENV, PROJECTS, classification_tasks, ner_tasks  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 # The backend's variables -> the command line's flags (the same settings).

@@ -1,14 +1,14 @@
 """Screenshot of Label Studio's Data Manager sorted by subregweigh's prediction score.
 
 Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the NER
-test project of tests/projects.py (50 CoNLL sentences, 5 deliberately wrong annotations),
+test project of testbed/projects.py (50 CoNLL sentences, 5 deliberately wrong annotations),
 trains the backend through Label Studio, sets the project's default Data Manager tab to a few
 columns ordered by prediction score ascending (doubtful annotations first), and photographs
 that tab in headless Chromium. Prints the lowest scores and whether they are the wrong ones.
 
 Run from the repository root (1 to 2 minutes on 2 CPU cores)::
 
-    python scripts/screenshot_data_manager.py [--out docs/data-manager.png] [--keep]
+    python -m scripts.screenshot_data_manager [--out docs/data-manager.png] [--keep]
 
 ``--keep`` keeps the temp dir (server data dirs and logs) and prints its path.
 
@@ -30,21 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402  (after the sys.path entry above)
-
-from tests.browser import (  # noqa: E402
+from testbed.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PipeCDP,
     screenshot_file,
     stop_screenshot_servers,
 )
-from tests.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained  # noqa: E402
-from tests.servers import (  # noqa: E402
+from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from testbed.servers import (
     INSTALL_HINT,
     LS_PASSWORD,
     LS_USERNAME,
@@ -53,6 +49,7 @@ from tests.servers import (  # noqa: E402
     ls_available,
 )
 
+REPO = Path(__file__).resolve().parents[1]
 VIEWPORT = {"width": 1400, "height": 800}
 SCORE = "tasks:predictions_score"
 # Data Manager column keys ("tasks:" + column id, "data." for task data) shown; all else hidden.

@@ -1,14 +1,14 @@
 """Screenshot of the backend's project report (docs/report.png), from a real training.
 
 Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the team
-NER project of tests/projects.py (30 CoNLL sentences; alice and bob annotate 15 each, carol 10
+NER project of testbed/projects.py (30 CoNLL sentences; alice and bob annotate 15 each, carol 10
 of them again, retyping a recurring entity in 5), trains the backend through Label Studio, runs
 a self-test (sentence-level noise), and photographs ``/report?project=ID`` in headless
 Chromium, the whole page. The same project and settings as tests/test_e2e_report.py.
 
 Run from the repository root (3 to 4 minutes on 2 CPU cores)::
 
-    python scripts/screenshot_report.py [--out docs/report.png] [--top 6] [--keep]
+    python -m scripts.screenshot_report [--out docs/report.png] [--top 6] [--keep]
 
 Prerequisites: the test servers and Chromium (``bash scripts/install-test-servers.sh``).
 """
@@ -21,19 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tests.browser import (  # noqa: E402
+from testbed.browser import (
     CHROMIUM,
     Page,
     chromium_available,
     screenshot_file,
     stop_screenshot_servers,
 )
-from tests.projects import TEAM_ENV, team_project, wait_selftest  # noqa: E402
-from tests.servers import INSTALL_HINT, BackendServer, LabelStudioServer, ls_available  # noqa: E402
+from testbed.projects import TEAM_ENV, team_project, wait_selftest
+from testbed.servers import INSTALL_HINT, BackendServer, LabelStudioServer, ls_available
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

@@ -167,7 +167,7 @@ def test_wait_times_out_while_running():
 
 @pytest.fixture(scope="module")
 def redis_server():
-    from tests.servers import RedisServer, require_redis
+    from testbed.servers import RedisServer, require_redis
 
     require_redis()  # skips locally, fails under CI=true
     with RedisServer() as server:

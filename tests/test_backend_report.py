@@ -26,8 +26,8 @@ from backend.tasks import (
 )
 from subregweigh.example import Example
 from subregweigh.weigh import _collect
+from testbed.projects import publish_scout
 from tests.doubles import FakeRunner
-from tests.projects import publish_scout
 from tests.test_backend_server import GOOD, NER_CONFIG
 
 TEXTS = [

@@ -272,7 +272,7 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
     """benchmarks/scaling.py on a 20-task project: Start Training, then a retrain that 2 edits
     in Label Studio start through its webhooks, both timed to the scores in Label Studio; the
     first edit is also timed until the backend rescored it."""
-    from tests.servers import require_label_studio
+    from testbed.servers import require_label_studio
 
     require_label_studio()
     monkeypatch.syspath_prepend(str(BENCHMARKS))
@@ -311,7 +311,7 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
 def test_fetch_times_both_reads_of_a_project(tmp_path, monkeypatch):
     """benchmarks/fetch.py on a 12-task project: the export and the task list read the same
     tasks (it asserts so), each timed."""
-    from tests.servers import require_label_studio
+    from testbed.servers import require_label_studio
 
     require_label_studio()
     monkeypatch.syspath_prepend(str(BENCHMARKS))

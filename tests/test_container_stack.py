@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.projects import NER_CONFIG, field, ner_tasks, wait_trained
-from tests.servers import _http
+from testbed.projects import NER_CONFIG, field, ner_tasks, wait_trained
+from testbed.servers import _http
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SRW_CONTAINER_STACK") != "1",
@@ -122,7 +122,7 @@ class Stack:
 
 
 class StackBackend:
-    """The containerized backend as :func:`tests.projects.wait_trained` reads it."""
+    """The containerized backend as :func:`testbed.projects.wait_trained` reads it."""
 
     def __init__(self, stack: Stack) -> None:
         self.stack = stack

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from backend.settings import Settings, configure_logging
-from tests.servers import BackendServer, free_port
+from testbed.servers import BackendServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -117,7 +117,7 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
     the compose schema and resolves it, with every profile; it needs no Docker engine for this."""
     import shutil
 
-    from tests.servers import _skip_or_fail
+    from testbed.servers import _skip_or_fail
 
     if shutil.which("docker-compose") is None:
         _skip_or_fail("docker-compose is not installed; run scripts/install-test-servers.sh")

@@ -2,7 +2,7 @@
 the backend with basic auth, one real training, and headless Chromium.
 
 One NER project (CoNLL-2003 sentences) is built with known annotators and known errors
-(:func:`tests.projects.team_ner_tasks`): alice and bob annotate 15 tasks each, carol annotates
+(:func:`testbed.projects.team_ner_tasks`): alice and bob annotate 15 tasks each, carol annotates
 10 of them again and retypes a recurring entity in 5. Every test below reads that one training;
 the last one then edits annotations through Label Studio and waits for the retraining they start
 (``SRW_RETRAIN_AFTER=2``), so it must stay last.
@@ -18,8 +18,8 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from tests.browser import Page, require_chromium
-from tests.projects import (
+from testbed.browser import Page, require_chromium
+from testbed.projects import (
     TEAM,
     TEAM_ENV,
     TYPES,
@@ -29,7 +29,7 @@ from tests.projects import (
     wait_selftest,
     wait_trained,
 )
-from tests.servers import BackendServer, LabelStudioServer, require_label_studio
+from testbed.servers import BackendServer, LabelStudioServer, require_label_studio
 
 AUTH = ("lead", "report-pass-5e1f")
 RETRAIN_AFTER = 2  # annotation changes; only the last test makes any

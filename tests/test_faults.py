@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.projects import (
+from testbed.projects import (
     CLS_CONFIG,
     NER_CONFIG,
     classification_tasks,
@@ -26,7 +26,7 @@ from tests.projects import (
     ner_tasks,
     publish_scout,
 )
-from tests.servers import (
+from testbed.servers import (
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,

@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 
 from backend.server import create_app
 from backend.settings import Settings
+from testbed.projects import publish_scout
+from testbed.servers import BackendServer, free_port
 from tests.doubles import FakeRunner
-from tests.projects import publish_scout
-from tests.servers import BackendServer, free_port
 
 USER, PASSWORD = "fuzz-user", "fuzz-pass-3c1d8e"
 API_KEY = "fuzz-apikey-9f8e7d6c5b4a39281706"

@@ -10,8 +10,8 @@ import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.projects import NER_CONFIG, ner_task, publish_scout
-from tests.servers import BackendServer
+from testbed.projects import NER_CONFIG, ner_task, publish_scout
+from testbed.servers import BackendServer
 
 TEXTS = [
     "Angela Merkel visited Paris on Monday .",

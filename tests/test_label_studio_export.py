@@ -482,7 +482,7 @@ def test_cli_errors_and_text_field(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def label_studio():
-    from tests.servers import LabelStudioServer, require_label_studio
+    from testbed.servers import LabelStudioServer, require_label_studio
 
     require_label_studio()
     with LabelStudioServer() as server:
@@ -493,7 +493,7 @@ def test_real_label_studio_export(tmp_path, sentences, reviews, label_studio):
     """Import annotated tasks into a real Label Studio 1.23, export them as JSON, read back."""
     from label_studio_sdk.client import LabelStudio
 
-    from tests.projects import CLS_CONFIG, NER_CONFIG
+    from testbed.projects import CLS_CONFIG, NER_CONFIG
 
     ner = sentences[:15]
     cls = reviews[:10]
@@ -579,7 +579,7 @@ def test_backend_reads_a_project_by_export_or_else_by_task_list(label_studio, mo
     from label_studio_sdk.core.api_error import ApiError
 
     from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-    from tests.projects import NER_CONFIG
+    from testbed.projects import NER_CONFIG
 
     server = label_studio
     project = server.api("POST", "/api/projects", {"title": "fetch", "label_config": NER_CONFIG})
@@ -693,7 +693,7 @@ def test_cli_and_backend_read_an_export_alike(tmp_path, sentences, reviews, proj
     ML backend's conversion of the same tasks (from Label Studio's API), gives the same examples,
     so the backend's scores and the exported weights are the same reliability."""
     from backend.tasks import parse_label_config, read_tasks
-    from tests.projects import CLS_CONFIG, NER_CONFIG
+    from testbed.projects import CLS_CONFIG, NER_CONFIG
 
     tasks = _parity_exports(sentences, reviews)[project]
     path = write_export(tmp_path / "export.json", tasks)
@@ -731,7 +731,7 @@ def test_backend_default_reads_every_annotation(tmp_path, sentences, reviews):
     its latest annotation; the backend weighs every annotator's. A task's latest annotation is
     the same example in both, under its task id or task/annotation id."""
     from backend.tasks import parse_label_config, read_tasks
-    from tests.projects import CLS_CONFIG
+    from testbed.projects import CLS_CONFIG
 
     tasks = _parity_exports(sentences, reviews)["sentiment"]
     cli_examples, _ = read_label_studio(write_export(tmp_path / "export.json", tasks))

@@ -31,9 +31,9 @@ from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
 from backend.tasks import ConfigError
+from testbed.projects import publish_scout
+from testbed.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
 from tests.doubles import FakeRunner
-from tests.projects import publish_scout
-from tests.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
 
 USER, PASSWORD = "sec-user", "sec-pass-8d1e4b"
 API_KEY = "sec-apikey-4e5f6a7b8c9d0e1f2a3b4c5d"

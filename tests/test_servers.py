@@ -1,4 +1,4 @@
-"""The test-server harness (tests/servers.py) against real redis-server and Label Studio 1.23.2.
+"""The test-server harness (testbed/servers.py) against real redis-server and Label Studio 1.23.2.
 
 The Label Studio part also pins down the label-studio-sdk calls an ML backend needs: create a
 project, import tasks with annotations, write scored predictions, set the project's
@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.servers import (
+from testbed.servers import (
     LS_VENV,
     LabelStudioServer,
     RedisServer,

@@ -1,8 +1,8 @@
-"""Real servers on 127.0.0.1 for integration tests: redis-server and Label Studio 1.23.2.
+"""Real servers on 127.0.0.1 for tests, benchmarks and scripts: redis-server, Label Studio 1.23.2.
 
 Install them with ``bash scripts/install-test-servers.sh`` (install.sh calls it). Usage::
 
-    from tests.servers import LabelStudioServer, RedisServer, require_label_studio
+    from testbed.servers import LabelStudioServer, RedisServer, require_label_studio
 
     def test_x(tmp_path):
         require_label_studio()                  # skip locally / fail in CI when not installed

@@ -14,7 +14,7 @@ import numpy as np
 
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
-from tests.servers import BackendServer
+from testbed.servers import BackendServer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 N_TASKS, N_WRONG = 50, 5
@@ -228,6 +228,22 @@ def classification_tasks(
             }
         )
     return tasks, wrong
+
+
+# The end-to-end tests' projects (tests/test_e2e_label_studio.py; benchmarks/selftest_projects.py
+# runs the self-test on the same): name, labeling config, task maker, scout settings for 50-100
+# tasks on 2 CPU cores.
+PROJECTS = [
+    ("ner", NER_CONFIG, ner_tasks, {"SRW_EPOCHS": "15"}),
+    # 50 tasks: fine-tuning memorizes the flipped labels (mean score 0.96 wrong vs 1.00
+    # correct); a head on the frozen encoder does not.
+    (
+        "sentiment",
+        CLS_CONFIG,
+        classification_tasks,
+        {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "20", "SRW_LEARNING_RATE": "3e-3"},
+    ),
+]
 
 
 class TrainingFailed(AssertionError):

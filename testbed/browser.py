@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.servers import INSTALL_HINT, _skip_or_fail
+from testbed.servers import INSTALL_HINT, _skip_or_fail
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
