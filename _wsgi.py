@@ -2,6 +2,7 @@
 
     python _wsgi.py                      # http://0.0.0.0:9090, embedded job runner, ./models
     python _wsgi.py --port 9091 --model-dir /data/models --log-level DEBUG
+    python _wsgi.py --webhook-token 4    # the header for project 4's webhook, to paste by hand
     gunicorn -c gunicorn.conf.py _wsgi:app   # production (settings from the environment)
 
 Every flag has an environment variable (see the README's configuration table); flags win.
@@ -68,15 +69,37 @@ def main(argv=None) -> None:
         "--retrain-after", type=int, help="SRW_RETRAIN_AFTER annotation changes (default 10)"
     )
     parser.add_argument("--min-annotations", type=int, help="SRW_MIN_ANNOTATIONS (default 10)")
+    parser.add_argument(
+        "--webhook-token",
+        metavar="PROJECT",
+        help="print the header that lets Label Studio's webhook of PROJECT through basic auth "
+        "(for the project's Settings > Webhooks, where a training could not add it) and exit",
+    )
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env(**{name: getattr(args, name) for name in SETTINGS_FLAGS})
     except SettingsError as err:
         parser.error(str(err))
+    if args.webhook_token is not None:
+        print_webhook_token(parser, settings, args.webhook_token)
+        return
     configure_logging(args.log_level)
     from backend.server import create_app
 
     create_app(settings).run(host=args.host, port=args.port, threaded=True)
+
+
+def print_webhook_token(parser, settings: Settings, project: str) -> None:
+    from backend import webhook_auth
+    from backend.store import project_id
+
+    try:
+        project = project_id(project)
+        secret = webhook_auth.webhook_secret(settings)
+    except (ValueError, webhook_auth.WebhookSecretUnavailable) as err:
+        parser.error(str(err))
+    token = webhook_auth.webhook_token(secret, project)
+    print(f"{webhook_auth.TOKEN_HEADER}: {token}")
 
 
 if __name__ == "__main__":

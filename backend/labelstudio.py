@@ -6,13 +6,10 @@ LABEL_STUDIO_URL / LABEL_STUDIO_API_KEY from the environment, not the request's 
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 logger = logging.getLogger(__name__)
@@ -287,78 +284,3 @@ class LabelStudioAPI:
             ),
             bodies=False,
         )
-
-
-# ------------------------------------------------------------ the backend's own webhook, with auth
-# Label Studio calls /setup, /predict and START_TRAINING with the ML backend's basic-auth
-# credentials, but the project webhook it creates on connect (<backend url>/webhook, every
-# action) is sent with its own headers only: annotation events get 401 from a backend behind
-# basic auth. A training adds the header to that webhook (:func:`authorize_ml_webhooks`).
-
-
-def basic_auth_header(user: str, password: str) -> str:
-    """The ``Authorization`` value for HTTP basic auth as ``user``:``password``."""
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-
-
-def has_basic_auth(headers: Mapping, user: str, password: str) -> bool:
-    """Whether ``headers`` (a webhook's) authenticate as ``user``:``password`` (the header's
-    name in any case, the scheme too, as the backend reads them)."""
-    for name, value in headers.items():
-        if str(name).lower() != "authorization" or not isinstance(value, str):
-            continue
-        scheme, _, token = value.strip().partition(" ")
-        if scheme.lower() != "basic":
-            continue
-        try:
-            decoded = base64.b64decode(token.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        if hmac.compare_digest(decoded, f"{user}:{password}".encode()):
-            return True
-    return False
-
-
-def with_basic_auth(headers: Mapping, user: str, password: str) -> dict:
-    """``headers`` with an ``Authorization`` header for ``user``:``password`` in place of any
-    other (a stale password, say)."""
-    out = {k: v for k, v in headers.items() if str(k).lower() != "authorization"}
-    out["Authorization"] = basic_auth_header(user, password)
-    return out
-
-
-def ml_webhook_url(backend_url: str) -> str:
-    """The webhook Label Studio creates when ``backend_url`` is connected to a project."""
-    return backend_url.rstrip("/") + "/webhook"
-
-
-def webhooks_missing_auth(
-    webhooks: Iterable[Mapping], backends: Iterable[Mapping], user: str, password: str
-) -> list[Mapping]:
-    """The ``webhooks`` (as :meth:`LabelStudioAPI.webhooks` lists them) that lack the basic
-    auth ``user``:``password`` and call one of the ``backends`` (as
-    :meth:`LabelStudioAPI.ml_backends` lists them) that Label Studio calls with basic auth as
-    ``user``: this backend's connection, which already holds the password. Another backend's
-    webhook is never given them."""
-    urls = {
-        ml_webhook_url(backend["url"])
-        for backend in backends
-        if backend.get("auth_method") == "BASIC_AUTH" and backend.get("basic_auth_user") == user
-    }
-    return [
-        hook
-        for hook in webhooks
-        if hook.get("url") in urls and not has_basic_auth(hook.get("headers") or {}, user, password)
-    ]
-
-
-def authorize_ml_webhooks(api: LabelStudioAPI, project: int, user: str, password: str) -> list:
-    """Add basic auth ``user``:``password`` to the webhooks of ``project`` that call this
-    backend (:func:`webhooks_missing_auth`), where it is missing; the URLs of those updated.
-
-    Raises :class:`LabelStudioUnavailable` when Label Studio cannot list or update them.
-    """
-    hooks = webhooks_missing_auth(api.webhooks(project), api.ml_backends(project), user, password)
-    for hook in hooks:
-        api.set_webhook_headers(hook, with_basic_auth(hook["headers"], user, password))
-    return [hook["url"] for hook in hooks]

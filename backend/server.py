@@ -20,7 +20,7 @@ from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from backend import report as reports
-from backend import service
+from backend import service, webhook_auth
 from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
 from backend.store import ProjectStore, project_id
@@ -111,6 +111,21 @@ def _project(value) -> str:
         raise BadRequest(str(err)) from None
 
 
+def _webhook_token_ok(settings: Settings) -> bool:
+    """Whether the request carries the webhook token of the project its body names
+    (:mod:`backend.webhook_auth`): it opens ``POST /webhook`` of that project, nothing else."""
+    token = request.headers.get(webhook_auth.TOKEN_HEADER)
+    body = _request_json()
+    if request.method != "POST" or not token or not isinstance(body, dict):
+        return False
+    try:
+        project = project_id(body.get("project"))
+        secret = webhook_auth.webhook_secret(settings)
+    except (ValueError, webhook_auth.WebhookSecretUnavailable):
+        return False
+    return webhook_auth.valid_token(secret, project, token)
+
+
 def _runner(settings: Settings, kind: str, queued, in_process):
     """rq when ``settings.redis_url`` is set (the job ``queued`` with the training settings),
     else in-process threads (``in_process`` with ``settings``)."""
@@ -181,6 +196,8 @@ def create_app(
     def basic_auth():
         if not settings.basic_auth_user or request.path == "/health":
             return None
+        if request.path == "/webhook" and _webhook_token_ok(settings):
+            return None
         try:
             auth = request.authorization
         except ValueError:  # werkzeug raises on a non-ASCII Basic token instead of returning None
@@ -214,6 +231,7 @@ def create_app(
         return jsonify(error=str(err)), 404
 
     @app.errorhandler(JobQueueUnavailable)
+    @app.errorhandler(webhook_auth.WebhookSecretUnavailable)
     def queue_unavailable(err):
         logger.error("%s %s: 503: %s", request.method, request.path, err)
         return jsonify(error=str(err)), 503
@@ -230,7 +248,15 @@ def create_app(
     @app.get("/health")
     @app.get("/")
     def health():
-        return jsonify(status="UP", model_class="SubRegWeighModel")
+        reply = {"status": "UP", "model_class": "SubRegWeighModel"}
+        nonce = request.args.get("challenge")
+        if nonce is not None:  # a training asks whether a webhook's URL is this backend
+            if not webhook_auth.NONCE.fullmatch(nonce):
+                raise BadRequest("challenge must be 16-128 characters of A-Z, a-z, 0-9, _ and -")
+            reply["challenge_response"] = webhook_auth.challenge_response(
+                webhook_auth.webhook_secret(settings), nonce
+            )
+        return jsonify(reply)
 
     @app.post("/setup")
     def setup():

@@ -22,7 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, authorize_ml_webhooks
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.settings import SCOUT, Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
 from backend.tasks import (
@@ -32,6 +32,12 @@ from backend.tasks import (
     parse_label_config,
     read_tasks,
     score_tasks,
+)
+from backend.webhook_auth import (
+    WebhookSecretUnavailable,
+    redact_url,
+    secure_webhooks,
+    webhook_secret,
 )
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
@@ -370,33 +376,64 @@ def _users(api: LabelStudioAPI, project: str) -> dict[int, str]:
 
 
 def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) -> None:
-    """With basic auth on, make the project's webhook to this backend carry the credentials
-    (Label Studio sends its ML webhook without them, so annotation events would get 401 and
-    never trigger a retraining). Never fails the training: a WARNING says how to do it by hand.
-    Neither the credentials nor the header are logged."""
+    """With basic auth on, give the project's webhook to this backend its own token (Label
+    Studio sends its ML webhook without the connection's credentials, so annotation events would
+    get 401 and never trigger a retraining), and take this backend's basic-auth password off
+    every webhook (see :mod:`backend.webhook_auth`). Never fails the training: a WARNING says
+    how to do it by hand. Neither credentials nor tokens are logged."""
     if not settings.basic_auth_user:
         return
+    by_hand = (
+        "annotation changes get 401 here and never trigger a retraining until the webhook to "
+        "<backend url>/webhook in the project's Settings > Webhooks carries the header that "
+        f"`python _wsgi.py --webhook-token {project}` prints where the backend runs"
+    )
     try:
-        fixed = authorize_ml_webhooks(
-            api, int(project), settings.basic_auth_user, settings.basic_auth_pass
+        secret = webhook_secret(settings)
+        planned = secure_webhooks(
+            api, project, secret, settings.basic_auth_user, settings.basic_auth_pass
         )
-    except Exception as err:  # Label Studio refused, an older API, ...: the training goes on
+    except Exception as err:  # Label Studio refused, an older API, no secret: the training goes on
         logger.warning(
-            "project %s: could not check that Label Studio's webhook to this backend carries "
-            "its basic-auth credentials (%s); without them annotation changes get 401 here and "
-            "never trigger a retraining. Add them by hand: in the project's Settings > Webhooks, "
-            "edit the webhook to <backend url>/webhook and add the header Authorization: Basic "
-            "<base64 of BASIC_AUTH_USER:BASIC_AUTH_PASS>",
+            "project %s: could not give Label Studio's webhook to this backend its token (%s); %s",
             project,
-            err if isinstance(err, LabelStudioUnavailable) else type(err).__name__,
+            # Their messages hold no credential; any other error is named by its type only.
+            err
+            if isinstance(err, (LabelStudioUnavailable, WebhookSecretUnavailable))
+            else type(err).__name__,
+            by_hand,
         )
         return
-    for url in fixed:
-        logger.info(
-            "project %s: added this backend's basic-auth credentials to Label Studio's webhook %s "
-            "(annotation changes now reach the backend)",
+    for change in planned.changes:
+        url = redact_url(str(change.webhook.get("url")))
+        if change.password_removed:
+            logger.warning(
+                "project %s: removed this backend's basic-auth password from the webhook to %s "
+                "(%s); an earlier version of the backend put it there: rotate BASIC_AUTH_PASS",
+                project,
+                url,
+                "this backend" if change.is_self else "NOT this backend",
+            )
+        if change.token_added:
+            logger.info(
+                "project %s: gave the webhook to %s (proven to be this backend) its webhook token; "
+                "annotation changes now reach the backend",
+                project,
+                url,
+            )
+    if planned.with_token == 0:
+        unproven = "; ".join(f"{url}: {why}" for url, why in planned.unproven.items())
+        logger.warning(
+            "project %s: no webhook could be proven to call this backend (%s); %s",
             project,
-            url,
+            unproven or "no ML backend connected with basic auth",
+            by_hand,
+        )
+    elif planned.unproven:
+        logger.info(
+            "project %s: webhooks left without a token (not this backend): %s",
+            project,
+            "; ".join(f"{url}: {why}" for url, why in planned.unproven.items()),
         )
 
 

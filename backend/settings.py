@@ -107,6 +107,9 @@ class Settings:
     model_dir: str = "./models"
     basic_auth_user: str = ""
     basic_auth_pass: str = field(default="", repr=False)
+    # Label Studio's webhook authenticates with a token derived from this, not the password
+    # (backend.webhook_auth); empty: generated once into MODEL_DIR/.webhook-secret
+    webhook_secret: str = field(default="", repr=False)
     redis_url: str = field(default="", repr=False)
     queue_name: str = "subregweigh"
     # engine
@@ -177,6 +180,9 @@ class Settings:
         ):
             require(getattr(self, name) >= 1, name, "it must be at least 1")
         require(bool(self.queue_name), "queue_name", "the queue needs a name")
+        if self.webhook_secret and len(self.webhook_secret) < 16:
+            # Not require(): the message would repeat the secret.
+            raise SettingsError("SRW_WEBHOOK_SECRET is shorter than 16 characters")
 
     @classmethod
     def from_env(cls, **flags) -> Settings:
@@ -196,6 +202,7 @@ class Settings:
             model_dir=_env("MODEL_DIR", cls.model_dir),
             basic_auth_user=_env("BASIC_AUTH_USER", ""),
             basic_auth_pass=_env("BASIC_AUTH_PASS", ""),
+            webhook_secret=_env("SRW_WEBHOOK_SECRET", ""),
             redis_url=redis_url,
             queue_name=_env("RQ_QUEUE_NAME", cls.queue_name),
             scout_model=_env("SRW_MODEL", ""),
@@ -247,7 +254,7 @@ class Settings:
 
     def public(self) -> dict:
         """The settings without secrets, for logs and the status endpoint."""
-        hidden = {"label_studio_api_key", "basic_auth_pass"}
+        hidden = {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
         if self.redis_url and "@" in self.redis_url:  # redis://:password@host
             scheme, rest = self.redis_url.split("://", 1)

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from backend.webhook_auth import TOKEN_HEADER
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
     TEAM,
@@ -258,7 +259,8 @@ def _events_counted(project, n: int, timeout: float = 20.0) -> dict:
 def test_annotation_changes_reach_the_backend_behind_basic_auth_and_retrain(project):
     """Label Studio sends the webhook it created on connect (<backend>/webhook, every action)
     without the ML backend's basic-auth credentials; the first training (started through Label
-    Studio's API, above) added them, so annotation edits are counted and retrain the scout."""
+    Studio's API, above) gave it the backend's webhook token, so annotation edits are counted
+    and retrain the scout."""
     version = project.status["current_version"]
     token = base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
     hooks = project.ls_server.api("GET", f"/api/webhooks?project={project.id}")
@@ -271,10 +273,10 @@ def test_annotation_changes_reach_the_backend_behind_basic_auth_and_retrain(proj
         f"{sorted(hook['headers'])}); the backend saw:\n"
         + "\n".join(line for line in project.backend.log(400).splitlines() if "/webhook" in line)
     )
-    assert hook["headers"] == {"Authorization": f"Basic {token}"}
+    assert list(hook["headers"]) == [TOKEN_HEADER]  # the token, never the password
     assert hook["send_for_all_actions"] and hook["is_active"]  # the rest as Label Studio made it
     log = project.backend.log_path.read_text()
-    assert log.count("added this backend's basic-auth credentials") == 1
+    assert log.count("its webhook token") == 1
     assert AUTH[1] not in log and token not in log
 
     _retype_first_entity(project.ls_server, project.task_ids[1])  # the RETRAIN_AFTER-th change
@@ -284,4 +286,4 @@ def test_annotation_changes_reach_the_backend_behind_basic_auth_and_retrain(proj
     # Already there: the retraining changed nothing in Label Studio's webhook.
     hooks = project.ls_server.api("GET", f"/api/webhooks?project={project.id}")
     assert [h["headers"] for h in hooks] == [hook["headers"]]
-    assert project.backend.log_path.read_text().count("basic-auth credentials") == 1
+    assert project.backend.log_path.read_text().count("its webhook token") == 1
