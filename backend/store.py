@@ -45,14 +45,15 @@ KEEP_VERSIONS = 3
 
 def project_id(value) -> str:
     """The project id in what Label Studio sends: ``"12.1700000000"`` (id.created) or
-    ``{"id": 12}`` -> ``"12"``. ValueError, naming the value, for anything else."""
+    ``{"id": 12}`` -> ``"12"``, canonical (``"012"`` -> ``"12"``: one project, one name).
+    ValueError, naming the value, for anything else."""
     if isinstance(value, dict):
         value = value.get("id")
     text = str(value if value is not None else "").split(".", 1)[0]
     # It names a directory: ASCII digits only ("١".isdigit() is True), and short.
     if not (text.isascii() and text.isdigit() and len(text) <= 20):
         raise ValueError(f"no valid project id in {str(value)[:40]!r}")
-    return text
+    return str(int(text))
 
 
 def new_version_name() -> str:
@@ -86,6 +87,7 @@ class ProjectStore:
         project = str(project)
         if not _PROJECT.fullmatch(project):  # the id becomes a path: digits only
             raise ValueError(f"invalid project id {project!r}")
+        project = str(int(project))  # "04" and "4" are one project, one directory
         self.project = project
         self.root = Path(model_dir) / project
         self.versions = self.root / "versions"

@@ -332,6 +332,20 @@ def test_webhook_bad_project_400(backend):
     assert runner.submitted == []
 
 
+def test_one_project_has_one_name_whatever_zeros_lead_its_id(backend, tmp_path):
+    _, client, runner = backend
+    for raw in ({"id": 4}, "04.1700000000", {"id": "004"}):  # retrain_after=3
+        event = {"action": "ANNOTATION_CREATED", "project": raw, "task": {"id": 9}}
+        assert client.post("/webhook", json=event, headers=GOOD).status_code in (200, 201)
+    assert runner.submitted == ["4"]  # the third change of project 4, not three projects
+    assert sorted(
+        p.name for p in (tmp_path / "models").iterdir() if not p.name.startswith(".")
+    ) == ["4"]
+    for query in ("4", "04", "0004"):
+        status = client.get(f"/status?project={query}", headers=GOOD).get_json()
+        assert status["events_since_training"] == 3
+
+
 def test_webhook_annotation_events_counted_until_retrain_after(backend):
     _, client, runner = backend
     events = ["ANNOTATION_CREATED", "ANNOTATION_UPDATED"]

@@ -37,11 +37,11 @@ def test_rejects_project_id_with_trailing_newline(tmp_path):
         ProjectStore(tmp_path, "12\n")
 
 
-@pytest.mark.parametrize("project", [7, "7", "0012"])
-def test_accepts_digit_ids(tmp_path, project):
+@pytest.mark.parametrize("project, name", [(7, "7"), ("7", "7"), ("0012", "12"), ("000", "0")])
+def test_accepts_digit_ids_in_one_canonical_form(tmp_path, project, name):
     store = ProjectStore(tmp_path, project)
-    assert store.project == str(project)
-    assert store.root == tmp_path / str(project)
+    assert store.project == name
+    assert store.root == tmp_path / name
 
 
 def test_new_store_has_no_version(tmp_path):
