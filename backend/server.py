@@ -19,8 +19,8 @@ from functools import partial
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from backend import redact, service, webhook_auth
 from backend import report as reports
-from backend import service, webhook_auth
 from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
 from backend.store import ProjectStore, project_id
@@ -29,6 +29,7 @@ from subregweigh.selftest import NOISES
 
 logger = logging.getLogger(__name__)
 
+TEXT_RESPONSES = {"application/json", "text/html"}
 ABANDONED = "the training stopped before finishing (its process was killed or crashed)"
 ABANDONED_SELFTEST = ABANDONED.replace("training", "self-test")
 
@@ -183,6 +184,24 @@ def create_app(
         "selftest_runner": selftest_runner,
         "rescore_runner": rescore_runner,
     }
+    redact.install(settings)
+    secrets = redact.secrets_of(settings)
+
+    @app.after_request
+    def no_credential_in_a_response(response):
+        if not response.direct_passthrough and response.mimetype in {
+            "application/json",
+            "text/html",
+        }:
+            body = response.get_data(as_text=True)
+            clean = redact.redact(body, secrets)
+            if clean != body:
+                logger.warning(
+                    "%s %s: a credential was masked in the reply", request.method, request.path
+                )
+                response.set_data(clean)
+        return response
+
     logger.info(
         "subregweigh backend: %s jobs, settings %s",
         "rq" if isinstance(runner, RQRunner) else "in-process",

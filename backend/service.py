@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.redact import redact, secrets_of
 from backend.settings import SCOUT, Settings
 from backend.store import CorruptVersion, ProjectStore, new_version_name
 from backend.tasks import (
@@ -35,7 +36,6 @@ from backend.tasks import (
 )
 from backend.webhook_auth import (
     WebhookSecretUnavailable,
-    redact_url,
     secure_webhooks,
     webhook_secret,
 )
@@ -254,7 +254,7 @@ def train_project(project: str, settings: Settings) -> dict:
     try:
         result = _train(project, store, settings)
     except Exception as err:
-        message = f"{type(err).__name__}: {err}"
+        message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         store.update_status(
             state="failed",
             last_error=message,
@@ -405,7 +405,7 @@ def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) ->
         )
         return
     for change in planned.changes:
-        url = redact_url(str(change.webhook.get("url")))
+        url = redact(str(change.webhook.get("url")))
         if change.password_removed:
             logger.warning(
                 "project %s: removed this backend's basic-auth password from the webhook to %s "
@@ -642,7 +642,7 @@ def selftest_project(project: str, settings: Settings) -> dict:
     try:
         outcome = _selftest(project, store, settings)
     except Exception as err:
-        message = f"{type(err).__name__}: {err}"
+        message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         store.update_status(
             selftest=lambda old: {
                 **(old or {}),

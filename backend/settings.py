@@ -255,10 +255,11 @@ class Settings:
     def public(self) -> dict:
         """The settings without secrets, for logs and the status endpoint."""
         hidden = {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
+        from backend.redact import redact
+
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
-        if self.redis_url and "@" in self.redis_url:  # redis://:password@host
-            scheme, rest = self.redis_url.split("://", 1)
-            out["redis_url"] = f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+        for name in ("label_studio_url", "label_studio_public_url", "redis_url"):
+            out[name] = redact(out[name])  # scheme://user:password@host
         return out
 
 

@@ -36,7 +36,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from backend.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -130,19 +132,6 @@ def valid_token(secret: bytes, project: str, token: str) -> bool:
 
 def new_nonce() -> str:
     return secrets.token_urlsafe(24)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password in it (``http://user:pw@host`` -> ``http://user:***@host``),
-    for logs and messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<an unparsable URL>"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def proves_self(base_url: str, secret: bytes, get: Callable | None = None) -> tuple[bool, str]:
@@ -277,7 +266,7 @@ def plan(
                 proofs[base] = is_self(base)
             ours, why = proofs[base]
             if not ours:
-                unproven[redact_url(base)] = why
+                unproven[redact(base)] = why
         new = {
             k: v
             for k, v in headers.items()

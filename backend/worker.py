@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+from backend import redact
 from backend.settings import Settings, SettingsError, configure_logging
 
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as err:
         print(f"backend.worker: {err}", file=sys.stderr)
         return 2
+    redact.install(settings)
     if not settings.redis_url:
         print(
             "backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         "training settings)",
         settings.queue_name,
         settings.model_dir,
-        settings.label_studio_url or "(LABEL_STUDIO_URL unset)",
+        redact.redact(settings.label_studio_url) or "(LABEL_STUDIO_URL unset)",
     )
     Worker([queue], connection=connection).work(
         burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper()

@@ -168,13 +168,19 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     api_key = "ls-key-" + secrets.token_hex(16)
     basic_password = "basic-pw-" + secrets.token_hex(8)
     basic_token = base64.b64encode(f"{USER}:{basic_password}".encode()).decode()
+    url_password = "ls-url-pw-" + secrets.token_hex(8)
+    webhook_secret = "wh-secret-" + secrets.token_hex(12)
     secret_values = {
         "LABEL_STUDIO_API_KEY": api_key,
         "BASIC_AUTH_PASS": basic_password,
         "REDIS_PASSWORD": redis_password,
         "basic auth header": basic_token,
+        "LABEL_STUDIO_URL's password": url_password,
+        "SRW_WEBHOOK_SECRET": webhook_secret,
     }
-    ls_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    # Nothing listens there; its user:password@ must be masked wherever the URL is shown.
+    ls_host = f"127.0.0.1:{free_port()}"
+    ls_url = f"http://lsadmin:{url_password}@{ls_host}"
     auth = (USER, basic_password)
 
     redis = RedisServer(password=redis_password).start()
@@ -188,6 +194,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
         "LABEL_STUDIO_API_KEY": api_key,
         "BASIC_AUTH_USER": USER,
         "BASIC_AUTH_PASS": basic_password,
+        "SRW_WEBHOOK_SECRET": webhook_secret,
         "LOG_LEVEL": "DEBUG",
         "SRW_K": "3",
         "SRW_N": "10",
@@ -285,7 +292,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
             time.sleep(0.5)
         assert status["state"] == "failed", (status, worker.log(), backend.log())
         assert (
-            "LabelStudioUnavailable" in status["last_error"] and ls_url in status["last_error"]
+            "LabelStudioUnavailable" in status["last_error"] and ls_host in status["last_error"]
         ), status
         assert status["current_version"] is not None  # the published version keeps serving
         call("GET", "/is_training?project=1", expect=200)
@@ -300,6 +307,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     worker_log = worker.log_path.read_text(errors="replace")
     # We read real debug output, including the training's failure on the worker.
     assert " DEBUG " in backend_log and "subregweigh backend" in backend_log
+    assert f"http://lsadmin:***@{ls_host}" in backend_log  # the start-up line, masked
     assert "LabelStudioUnavailable" in worker_log, worker_log[-3000:]
     for name, value in secret_values.items():
         assert value not in backend_log, f"{name} in the backend's log"

@@ -1,0 +1,79 @@
+"""Credentials out of every log line, response and stored message.
+
+The code never logs a credential on purpose; this is the net under it. A URL's password
+(``http://user:pw@host``, Label Studio's or Redis's), and each configured secret (the Label
+Studio API key, the basic-auth password and its header, the webhook secret) are replaced with
+``***`` wherever they appear: in log records (a filter on the process's handlers, tracebacks
+included), in every response body (the app's ``after_request``), and in the error a failed job
+keeps in its status.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
+
+MASK = "***"
+# scheme://user:password@ -> scheme://user:***@ (any scheme; the password may hold "@": the last
+# one before the host ends it, as URL parsers read it)
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^\s/]+@")
+# Shorter values would mask ordinary words in every line; a password that short is not masked.
+MIN_LENGTH = 4
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with URL passwords and each of ``secrets`` replaced by :data:`MASK`."""
+    text = _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+    for secret in sorted(set(secrets), key=len, reverse=True):  # a secret inside another
+        if len(secret) >= MIN_LENGTH:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def secrets_of(settings) -> list[str]:
+    """The credentials in a :class:`backend.settings.Settings`, in every form they travel in:
+    as given, URL-decoded from a URL, and the basic-auth header's base64."""
+    values = [settings.label_studio_api_key, settings.basic_auth_pass, settings.webhook_secret]
+    for url in (settings.label_studio_url, settings.label_studio_public_url, settings.redis_url):
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            password = None
+        if password:
+            values += [password, unquote(password)]
+    if settings.basic_auth_user and settings.basic_auth_pass:
+        pair = f"{settings.basic_auth_user}:{settings.basic_auth_pass}".encode()
+        values.append(base64.b64encode(pair).decode())
+    return [v for v in values if v]
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites each record's message (and traceback) through :func:`redact`."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        super().__init__()
+        self.secrets = list(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage(), self.secrets)
+        record.args = ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, self.secrets)
+        return True
+
+
+def install(settings) -> None:
+    """Put a :class:`RedactingFilter` for ``settings``' secrets on every handler of the root
+    logger (records of every module pass through them), replacing one installed before."""
+    handlers = logging.getLogger().handlers
+    for handler in handlers:
+        for old in [f for f in handler.filters if isinstance(f, RedactingFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(RedactingFilter(secrets_of(settings)))
