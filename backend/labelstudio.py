@@ -172,15 +172,43 @@ class LabelStudioAPI:
         return {user.id: user.email for user in listed if user.id is not None and user.email}
 
     def write_predictions(self, project: int, predictions: Sequence[dict]) -> None:
-        """Import ``{task, result, score, model_version}`` dicts in batches."""
+        """Import ``{task, result, score, model_version}`` dicts in batches, idempotently: an
+        attempt after a failed one first drops the tasks that already have a prediction of that
+        model version (a timed-out import may have landed), so a retry never adds a second
+        prediction of one version to a task."""
         for start in range(0, len(predictions), PREDICTION_BATCH):
             batch = list(predictions[start : start + PREDICTION_BATCH])
-            self._call(
-                f"write {len(batch)} predictions to project {project}",
-                lambda batch=batch: self.client.projects.import_predictions(
-                    id=project, request=batch, request_options=IMPORT_ONCE
-                ),
-            )
+            attempts = 0
+
+            def send(batch=batch) -> None:
+                nonlocal attempts
+                attempts += 1
+                todo = batch if attempts == 1 else self._not_yet_written(project, batch)
+                if todo:
+                    self.client.projects.import_predictions(
+                        id=project, request=todo, request_options=IMPORT_ONCE
+                    )
+                if len(todo) < len(batch):
+                    logger.info(
+                        "project %s: %d of %d predictions had landed before the retry; "
+                        "imported the other %d",
+                        project,
+                        len(batch) - len(todo),
+                        len(batch),
+                        len(todo),
+                    )
+
+            self._call(f"write {len(batch)} predictions to project {project}", send)
+
+    def _not_yet_written(self, project: int, batch: Sequence[dict]) -> list[dict]:
+        """The predictions of ``batch`` whose task has none of their model version yet."""
+        versions = {p["model_version"] for p in batch}
+        written = {
+            (p.task, p.model_version)
+            for p in self.client.predictions.list(project=project, request_options=EXPORT_ONCE)
+            if p.model_version in versions
+        }
+        return [p for p in batch if (p["task"], p["model_version"]) not in written]
 
     def replace_predictions(self, predictions: Sequence[dict]) -> None:
         """Make each ``{task, result, score, model_version}`` the task's one prediction of its

@@ -1,0 +1,86 @@
+"""Writing predictions to a real Label Studio 1.23 is idempotent (issue 26, item 8): an import
+that lands but whose reply is lost (a proxy in between answers 504 after forwarding it) is
+retried without adding a second prediction of the same model version to any task."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+import pytest
+
+from backend.labelstudio import LabelStudioAPI
+from testbed.projects import NER_CONFIG
+from testbed.servers import LabelStudioServer, free_port, require_label_studio
+
+
+def _proxy(target: str, lose_first_import: bool):
+    """A forwarding proxy to ``target``; with ``lose_first_import``, the first prediction
+    import reaches Label Studio but its reply is replaced by a 504. Records (method, path)."""
+    host, port = urlsplit(target).hostname, urlsplit(target).port
+    seen: list[tuple[str, str]] = []
+    lost = []
+
+    class Forward(BaseHTTPRequestHandler):
+        def _forward(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append((self.command, self.path))
+            conn = http.client.HTTPConnection(host, port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            reply = conn.getresponse()
+            data = reply.read()
+            if lose_first_import and "import/predictions" in self.path and not lost:
+                lost.append(self.path)
+                self.send_response(504)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(reply.status)
+            for name, value in reply.getheaders():
+                if name.lower() not in {"transfer-encoding", "connection", "content-length"}:
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = _forward  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}", seen, lost
+
+
+@pytest.mark.parametrize("lose_first_import", [True, False])
+def test_a_retried_import_adds_no_second_prediction(lose_first_import):
+    require_label_studio()
+    with LabelStudioServer() as ls:
+        project = ls.api("POST", "/api/projects", {"title": "retry", "label_config": NER_CONFIG})
+        ls.api(
+            "POST",
+            f"/api/projects/{project['id']}/import",
+            [{"data": {"text": f"Task number {i}"}} for i in range(3)],
+        )
+        tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{project['id']}/tasks")]
+        server, url, seen, lost = _proxy(ls.url, lose_first_import)
+        try:
+            api = LabelStudioAPI(url, ls.token, retries=2, backoff=0.05)
+            predictions = [
+                {"task": t, "result": [], "score": 0.5, "model_version": "srw-v1"} for t in tasks
+            ]
+            api.write_predictions(project["id"], predictions)
+        finally:
+            server.shutdown()
+            server.server_close()
+        stored = ls.api("GET", f"/api/predictions?project={project['id']}")
+    per_task = Counter(p["task"] for p in stored if p["model_version"] == "srw-v1")
+    assert per_task == Counter(tasks)  # exactly one each
+    imports = [path for method, path in seen if "import/predictions" in path]
+    assert bool(lost) is lose_first_import
+    assert len(imports) == 1  # the retry found them landed and sent nothing
