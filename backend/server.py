@@ -23,7 +23,7 @@ from backend import redact, service, webhook_auth
 from backend import report as reports
 from backend.jobs import IDLE, JobQueueUnavailable, RQRunner, ThreadRunner
 from backend.settings import Settings
-from backend.store import ProjectStore, project_id
+from backend.store import ProjectStore, TooManyProjects, project_id
 from backend.tasks import ConfigError, parse_label_config
 from subregweigh.selftest import NOISES
 
@@ -250,6 +250,7 @@ def create_app(
         return jsonify(error=str(err)), 404
 
     @app.errorhandler(JobQueueUnavailable)
+    @app.errorhandler(TooManyProjects)
     @app.errorhandler(webhook_auth.WebhookSecretUnavailable)
     def queue_unavailable(err):
         logger.error("%s %s: 503: %s", request.method, request.path, err)
@@ -417,8 +418,14 @@ def create_app(
         store = store_for(request.args.get("project", body.get("project")))
         raw = request.args.get("noise", body.get("noise", ",".join(NOISES)))
         noises = raw.split(",") if isinstance(raw, str) else raw
-        if not isinstance(noises, list) or not noises or not set(noises) <= set(NOISES):
+        # Each kind once, in the order asked: one training per kind, however often it is named.
+        if (
+            not isinstance(noises, list)
+            or not noises
+            or not all(isinstance(n, str) and n in NOISES for n in noises)
+        ):
             raise BadRequest(f"noise must be among {', '.join(NOISES)}, got {str(raw)[:60]!r}")
+        noises = list(dict.fromkeys(noises))
         # The job reads what was asked last (submissions of one project collapse into one job).
         store.update_status(selftest_request={"noises": noises, "at": time.time()})
         outcome = selftest_runner.submit(store.project)

@@ -200,8 +200,7 @@ def _predict(
             len(tasks),
             time.perf_counter() - start,
         )
-    for warning in parsed.warnings:
-        logger.warning("project %s: %s", store.project, warning)
+    log_warnings(store.project, parsed.warnings)
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None
@@ -365,6 +364,23 @@ def _rescore(
     return len(written)
 
 
+# A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.
+WARNINGS_SHOWN = 5
+
+
+def log_warnings(project: str, warnings: Sequence[str]) -> None:
+    """Log the first :data:`WARNINGS_SHOWN` of ``warnings`` and count the rest in one line."""
+    for warning in warnings[:WARNINGS_SHOWN]:
+        logger.warning("project %s: %s", project, warning)
+    if len(warnings) > WARNINGS_SHOWN:
+        logger.warning(
+            "project %s: and %d more warnings like these (%d in all)",
+            project,
+            len(warnings) - WARNINGS_SHOWN,
+            len(warnings),
+        )
+
+
 def _users(api: LabelStudioAPI, project: str) -> dict[int, str]:
     """User id -> email, to name annotators; {} (annotators named by id) if Label Studio will
     not list its users to this token."""
@@ -444,8 +460,7 @@ def _annotations(project: str, settings: Settings, what: str):
     spec = parse_label_config(api.label_config(int(project)))
     tasks = name_annotators(api.tasks(int(project)), _users(api, project))
     parsed = read_tasks(tasks, spec)
-    for warning in parsed.warnings:
-        logger.warning("project %s: %s", project, warning)
+    log_warnings(project, parsed.warnings)
     items = [item for item in parsed.tasks if item is not None]
     n_annotated = sum(bool(item.examples) for item in items)
     refusal = None

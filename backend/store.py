@@ -40,6 +40,15 @@ from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 logger = logging.getLogger(__name__)
 
 _PROJECT = re.compile(r"[0-9]+")
+# Project directories are made on the first event of a project; this bounds what any number of
+# made-up project ids can make (a real deployment serves far fewer projects).
+MAX_PROJECTS = 10_000
+
+
+class TooManyProjects(RuntimeError):
+    """The model directory holds :data:`MAX_PROJECTS` projects: no new one is made."""
+
+
 KEEP_VERSIONS = 3
 
 
@@ -198,13 +207,27 @@ class ProjectStore:
     def locked(self, name: str = "status"):
         """An exclusive lock across processes sharing MODEL_DIR: ``"status"`` (status.json and
         a version's scores.json), or ``"writing"`` (a version's predictions in Label Studio)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            self._make_root()
         with open(self.root / (".lock" if name == "status" else f".{name}.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _make_root(self) -> None:
+        model_dir = self.root.parent
+        if model_dir.is_dir():
+            with os.scandir(model_dir) as entries:
+                n = sum(1 for e in entries if e.is_dir() and _PROJECT.fullmatch(e.name))
+            if n >= MAX_PROJECTS:
+                raise TooManyProjects(
+                    f"the backend already keeps {n} projects in {model_dir} (at most "
+                    f"{MAX_PROJECTS}); project {self.project} is not made: remove the "
+                    "directories of projects that no longer exist"
+                )
+        self.root.mkdir(parents=True, exist_ok=True)
 
     def status(self) -> dict:
         """``{state, message, last_error, events_since_training, ...}``; read-only snapshot."""
