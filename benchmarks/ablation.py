@@ -1,6 +1,6 @@
 """Ablations the paper leaves open: how the K candidates are chosen, and the dropout rate p.
 
-Per seed, ONE scout is fitted on a noisy subset (as in ``benchmarks/detection.py``); then every
+Per seed, ONE scout is fitted on a noisy subset (as in ``benchmarks.detection``); then every
 variant weighs the same data with that scout, so the rows differ only in the candidates:
 
 * selection (``--methods``): ``random`` (K draws), ``cossim`` (greedy max-min, ours),
@@ -14,8 +14,8 @@ wall time (sampling, selection and the forward passes, without the scout's train
 distinct candidates predicted per example, and the share of the K slots held by the
 deterministic segmentation (a variant that keeps choosing it adds little to one pass).
 
-    python benchmarks/ablation.py --dataset conll --noise sentence
-    python benchmarks/ablation.py --dataset sst2 --noise flip
+    python -m benchmarks.ablation --dataset conll --noise sentence
+    python -m benchmarks.ablation --dataset sst2 --noise flip
 
 Writes ``benchmarks/results/ablation-DATASET-NOISE.{json,md}`` after every seed. At one thread
 on a shared 2-core machine a CoNLL seed takes about 2 min for the scout plus about 1 min per
@@ -24,43 +24,57 @@ variant.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import DATASETS, NOISE, RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
-from provenance import footer, run_seeds, start  # noqa: E402
-
-from subregweigh.scout import Scout  # noqa: E402
-from subregweigh.selection import METHODS  # noqa: E402
-from subregweigh.weigh import SubRegWeigh  # noqa: E402
+from benchmarks.harness import (
+    DATASETS,
+    NOISE,
+    SEEDS,
+    arguments,
+    corrupt,
+    footer,
+    load,
+    mean_sd,
+    pm,
+    ranking,
+    run_seeds,
+    start,
+    summarize_rows,
+    table,
+    timed,
+)
+from subregweigh.scout import Scout
+from subregweigh.selection import METHODS
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("ablation")
+# per variant, mean ± sd over the seeds
+SUMMARY = (
+    "agreement_ap",
+    "probability_ap",
+    "weigh_seconds",
+    "distinct_per_example",
+    "deterministic_share",
+)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--dataset", choices=DATASETS, default="conll")
-    parser.add_argument("--noise", choices=NOISE, default=None, help="(default: as detection.py)")
-    parser.add_argument("--rate", type=float, help="noise rate (default: as detection.py)")
+    parser.add_argument("--noise", choices=NOISE, default=None, help="(default: as detection)")
+    parser.add_argument("--rate", type=float, help="noise rate (default: as detection)")
     parser.add_argument("--examples", type=int, default=500)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--ps", type=float, nargs="+", default=[0.1, 0.3])
     parser.add_argument("--n-samples", type=int, default=500)
     parser.add_argument("-k", type=int, default=10)
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.noise = args.noise or ("sentence" if args.dataset == "conll" else "flip")
     args.rate = NOISE[args.noise][1] if args.rate is None else args.rate
-    args.name = f"ablation-{args.dataset}-{args.noise}"
+    args.name = args.name or f"ablation-{args.dataset}-{args.noise}"
     return args
 
 
@@ -75,10 +89,9 @@ def weigh_variant(scout, noisy, corrupted, method, p, args, seed) -> dict:
         progress=False,
         deterministic=False,
     )
-    start = time.perf_counter()
-    segmentations, owner, multiplicity = srw.candidates(noisy)
-    result = srw.weigh_candidates(noisy, segmentations, owner, multiplicity)
-    seconds = time.perf_counter() - start
+    (segmentations, owner, multiplicity), select_s = timed(srw.candidates, noisy)
+    result, predict_s = timed(srw.weigh_candidates, noisy, segmentations, owner, multiplicity)
+    seconds = select_s + predict_s
     ordinary = [scout.segment(noisy[i].words) for i in owner]
     held = sum(m for seg, ref, m in zip(segmentations, ordinary, multiplicity) if seg == ref)
     return {
@@ -93,8 +106,9 @@ def weigh_variant(scout, noisy, corrupted, method, p, args, seed) -> dict:
 def run_seed(args, seed) -> dict:
     task, examples = load(args.dataset, args.examples, seed)
     noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
-    start = time.perf_counter()
-    scout = Scout(task=task, epochs=args.epochs, random_state=seed, progress=False).fit(noisy)
+    scout, scout_s = timed(
+        Scout(task=task, epochs=args.epochs, random_state=seed, progress=False).fit, noisy
+    )
     variants = {}
     for p in args.ps:
         for method in args.methods:
@@ -105,7 +119,7 @@ def run_seed(args, seed) -> dict:
     return {
         "seed": seed,
         "base_rate": float(corrupted.mean()),
-        "scout_seconds": round(time.perf_counter() - start, 2),
+        "scout_seconds": round(scout_s, 2),
         "variants": variants,
     }
 
@@ -114,44 +128,54 @@ def summarize(runs) -> dict:
     out = {}
     for name in runs[0]["variants"]:
         rows = [r["variants"][name] for r in runs]
-        out[name] = {
-            "agreement_ap": _mean_sd([r["agreement"]["ap"] for r in rows]),
-            "probability_ap": _mean_sd([r["probability"]["ap"] for r in rows]),
-            "weigh_seconds": _mean_sd([r["weigh_seconds"] for r in rows]),
-            "distinct_per_example": _mean_sd([r["distinct_per_example"] for r in rows]),
-            "deterministic_share": _mean_sd([r["deterministic_share"] for r in rows]),
-        }
+        flat = [
+            {**r, "agreement_ap": r["agreement"]["ap"], "probability_ap": r["probability"]["ap"]}
+            for r in rows
+        ]
+        out[name] = summarize_rows(flat, SUMMARY)
     return out
 
 
 def markdown(result) -> str:
     cfg = result["config"]
     summary = result["summary"]
-    base = _mean_sd([r["base_rate"] for r in result["runs"]])
+    base = mean_sd([r["base_rate"] for r in result["runs"]])
     lines = [
         f"## Ablation: {cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}, "
         f"{cfg['examples']} examples, K={cfg['k']}, N={cfg['n_samples']}",
         "",
         f"One scout per seed shared by every row; mean ± sd over {len(result['runs'])} seeds. "
-        f"Base rate {_pm(base)}. Weighing time: sampling, selection and forward passes only.",
+        f"Base rate {pm(base)}. Weighing time: sampling, selection and forward passes only.",
         "",
-        "| selection, p | AP c/K | AP probability | weighing (s) | distinct / example "
-        "| deterministic share of K |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, s in summary.items():
-        lines.append(
-            f"| {name} | {_pm(s['agreement_ap'])} | {_pm(s['probability_ap'])} "
-            f"| {_pm(s['weigh_seconds'], 1)} | {_pm(s['distinct_per_example'], 1)} "
-            f"| {_pm(s['deterministic_share'], 2)} |"
-        )
+    lines += table(
+        [
+            "selection, p",
+            "AP c/K",
+            "AP probability",
+            "weighing (s)",
+            "distinct / example",
+            "deterministic share of K",
+        ],
+        [
+            [
+                name,
+                pm(s["agreement_ap"]),
+                pm(s["probability_ap"]),
+                pm(s["weigh_seconds"], 1),
+                pm(s["distinct_per_example"], 1),
+                pm(s["deterministic_share"], 2),
+            ]
+            for name, s in summary.items()
+        ],
+    )
     return "\n".join(lines + [""] + footer(result)) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    run_seeds(args, "ablation.py", argv, run_seed, summarize, markdown)
+    run_seeds(args, "ablation", argv, run_seed, summarize, markdown)
     return 0
 
 

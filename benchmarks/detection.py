@@ -3,7 +3,8 @@
 For every project size and seed ``s`` (0, 1, ...), a random subset of ``size`` examples is drawn
 with seed ``s``, label noise is injected with seed ``s`` and a scout (``random_state=s``) is fitted
 on the noisy subset. Every score is a quality score (lower = more doubtful) ranked against the
-corrupted flags; AP and AUROC are reported as mean ± sd over the seeds:
+corrupted flags (``harness.ranking``: AP, AUROC, the share of errors among the 50 most doubtful,
+R-precision), reported as mean ± sd over the seeds:
 
 * ``agreement c/K``: SubRegWeigh's reliability (the paper's agreement ratio);
 * ``p(gold), K candidates``: mean over the K candidates of the lowest p(gold) of a part (NER:
@@ -30,12 +31,12 @@ interrupted run leaves the finished ones, marked incomplete) and, with several s
 ``-cw`` with ``--crossweigh``. ``--resume`` keeps the finished runs of an earlier NAME.json made
 with the same settings, so a long curve can be finished over several sessions. The full results:
 
-    python benchmarks/detection.py --dataset conll --noise sentence
-    python benchmarks/detection.py --dataset conll --noise paper
-    python benchmarks/detection.py --dataset sst2 --noise flip
-    python benchmarks/detection.py --dataset conll --noise sentence --sizes 100 300 1000 3000
-    python benchmarks/detection.py --dataset sst2 --noise flip --sizes 100 300 1000 3000
-    python benchmarks/detection.py --dataset conll --noise sentence --crossweigh
+    python -m benchmarks.detection --dataset conll --noise sentence
+    python -m benchmarks.detection --dataset conll --noise paper
+    python -m benchmarks.detection --dataset sst2 --noise flip
+    python -m benchmarks.detection --dataset conll --noise sentence --sizes 100 300 1000 3000
+    python -m benchmarks.detection --dataset sst2 --noise flip --sizes 100 300 1000 3000
+    python -m benchmarks.detection --dataset conll --noise sentence --crossweigh
 
 (defaults: 500 examples, 3 seeds, K=10, N=500, p=0.1, K-means, the scout's default epochs,
 5 OOF folds). On a shared 2-core CPU add ``--threads 1`` (two torch threads slow down badly when
@@ -45,52 +46,52 @@ about 6 min per seed; each ``--sizes 100 300 1000 3000`` curve about 9x its 500 
 about 5 h, SST-2 about 2.5 h); ``--crossweigh`` adds 15-35 min per CoNLL seed. Smoke test (about
 a minute):
 
-    python benchmarks/detection.py --sizes 60 --seeds 1 --epochs 1 --n-samples 20 -k 5 \\
+    python -m benchmarks.detection --sizes 60 --seeds 1 --epochs 1 --n-samples 20 -k 5 \\
         --folds 2 --out /tmp/detection-smoke
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import average_precision_score, roc_auc_score
 from tqdm.auto import tqdm
 
-from subregweigh.baselines import (
-    cleanlab_scores,
-    entity_count_scores,
-    label_indices,
-    length_scores,
-    out_of_fold_proba,
-    random_scores,
+from benchmarks.harness import (
+    DATASETS,
+    NOISE,
+    SEEDS,
+    TOP,
+    add_precision_argument,
+    arguments,
+    cleanlab_in_sample,
+    cleanlab_out_of_fold,
+    command,
+    config,
+    corrupt,
+    earlier_result,
+    figure,
+    footer,
+    load,
+    machine,
+    pm,
+    ranking,
+    save,
+    stamp,
+    start,
+    summarize_rows,
+    table,
+    timed,
+    trivial_baselines,
 )
 from subregweigh.crossweigh import CrossWeigh
-from subregweigh.io import read_conll, read_tsv
-from subregweigh.noise import inject_ner_noise, inject_sentence_noise
-from subregweigh.scout import PRECISIONS, Scout
+from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import command, earlier_result, footer, machine, save, stamp, start  # noqa: E402
 
 logger = logging.getLogger("detection")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results"
-DATASETS = {
-    "conll": ("ner", DATA / "conllpp" / "conllpp_train.txt"),
-    "sst2": ("classification", DATA / "sst2" / "train.tsv"),
-}
-NOISE = {  # noise -> (datasets it applies to, default rate)
-    "sentence": (("conll", "sst2"), 0.15),
-    "paper": (("conll",), 0.10),
-    "flip": (("sst2",), 0.10),
-}
 METHODS = [
     "agreement c/K",
     "p(gold), K candidates",
@@ -102,17 +103,18 @@ METHODS = [
     "cleanlab OOF",
     "CrossWeigh",
 ]
+# what each run reports per method, summarized over the seeds (the rank metrics beyond AP and
+# AUROC are absent from results made before the harness computed them)
+STATS = ("ap", "auroc", f"precision_at_{TOP}", "r_precision", "seconds")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--dataset", choices=DATASETS, default="conll")
     parser.add_argument("--noise", choices=NOISE, default=None, help="(default: sentence)")
     parser.add_argument("--rate", type=float, help="noise rate (default: 0.15 sentence, else 0.1)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[500], help="(default: 500)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..SEEDS-1 (default: 3)")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="seeds 0..SEEDS-1 (default: 3)")
     parser.add_argument("--epochs", type=int, help="(default: the scout's, 3 NER / 2 cls.)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
@@ -154,9 +156,6 @@ def parse_args(argv=None):
         help="the scout's lowest N transformer layers frozen (default: the scout's, 0)",
     )
     add_precision_argument(parser)
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", help="output file stem (default: see above)")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -180,47 +179,6 @@ def parse_args(argv=None):
     return args
 
 
-def load(dataset: str, n: int, seed: int):
-    """A seeded random subset (the first n sentences would be a handful of documents)."""
-    task, path = DATASETS[dataset]
-    examples = read_conll(path) if task == "ner" else read_tsv(path)
-    if n > len(examples):
-        raise ValueError(f"{dataset} has {len(examples)} examples, fewer than {n}")
-    pick = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
-    return task, [examples[i] for i in pick]
-
-
-def corrupt(examples, task, noise, rate, seed):
-    if noise == "paper":
-        return inject_ner_noise(examples, rate, random_state=seed)
-    return inject_sentence_noise(examples, rate, task=task, random_state=seed)
-
-
-def ranking(quality, corrupted) -> dict:
-    """AP and AUROC of ``-quality`` (lower quality first) against the corrupted flags."""
-    doubt = -np.asarray(quality, dtype=float)
-    if np.isnan(doubt).any():
-        raise ValueError("NaN score")
-    if corrupted.all() or not corrupted.any():
-        return {"ap": float("nan"), "auroc": float("nan")}
-    return {
-        "ap": float(average_precision_score(corrupted, doubt)),
-        "auroc": float(roc_auc_score(corrupted, doubt)),
-    }
-
-
-def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    """``--precision``, the scout's, default auto. Results recorded before it (float32
-    throughout) have no precision in their settings, so they do not resume under it."""
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="auto",
-        help="the scout's forward passes (default: auto, the scout's; results before "
-        "2026-11-24 are float32)",
-    )
-
-
 def frozen_embeddings(args) -> bool | None:
     """The scout's ``freeze_embeddings``: as asked, else None (its default for the task)."""
     if args.freeze_embeddings or args.train_embeddings:
@@ -229,7 +187,7 @@ def frozen_embeddings(args) -> bool | None:
 
 
 def run_one(args, size: int, seed: int) -> dict:
-    """One (size, seed) run: every method's AP, AUROC and wall time."""
+    """One (size, seed) run: every method's ranking metrics and wall time."""
     task, examples = load(args.dataset, size, seed)
     noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
     scout = Scout(
@@ -252,48 +210,33 @@ def run_one(args, size: int, seed: int) -> dict:
         random_state=seed,
         progress=False,
     )
-    clock = time.perf_counter
-    start = clock()
-    srw.fit(noisy)
-    train_s = clock() - start
-    start = clock()
-    result = srw.weigh(noisy)
-    weigh_s = clock() - start
-    start = clock()
-    proba = srw.scout_.predict_proba(noisy)
-    proba_s = clock() - start
-    given = label_indices(noisy, srw.scout_.labels_, task)
-    start = clock()
-    in_sample = cleanlab_scores(given, proba, task)
-    cleanlab_s = clock() - start
+    _, train_s = timed(srw.fit, noisy)
+    result, weigh_s = timed(srw.weigh, noisy)
+    proba, proba_s = timed(srw.scout_.predict_proba, noisy)
+    in_sample, cleanlab_s = timed(cleanlab_in_sample, srw.scout_, noisy, task, proba)
 
     scores = {
         "agreement c/K": (result.reliability, train_s + weigh_s),
         "p(gold), K candidates": (result.probability, train_s + weigh_s),
         "p(gold), deterministic": (result.deterministic_probability, train_s + proba_s),
-        "random": (random_scores(len(noisy), seed), 0.0),
-        "length": (length_scores(noisy), 0.0),
+        **{name: (quality, 0.0) for name, quality in trivial_baselines(noisy, task, seed).items()},
         "cleanlab in-sample": (in_sample, train_s + proba_s + cleanlab_s),
     }
-    if task == "ner":
-        scores["entity count"] = (entity_count_scores(noisy), 0.0)
     costly = args.costly_up_to is None or size <= args.costly_up_to
     if args.folds and costly:
-        start = clock()
-        oof = out_of_fold_proba(
-            noisy, scout, srw.scout_.labels_, n_folds=args.folds, random_state=seed, progress=False
+        scores["cleanlab OOF"] = timed(
+            cleanlab_out_of_fold, scout, srw.scout_.labels_, noisy, task, args.folds, seed
         )
-        scores["cleanlab OOF"] = (cleanlab_scores(given, oof, task), clock() - start)
     if args.crossweigh and costly:
-        start = clock()
         cw = CrossWeigh(
             scout,
             n_folds=args.cw_folds,
             n_iterations=args.cw_iterations,
             random_state=seed,
             progress=False,
-        ).weigh(noisy)
-        scores["CrossWeigh"] = (cw.reliability, clock() - start)
+        )
+        weighed, seconds = timed(cw.weigh, noisy)
+        scores["CrossWeigh"] = (weighed.reliability, seconds)
 
     methods = {}
     for name in METHODS:
@@ -316,17 +259,8 @@ def run_one(args, size: int, seed: int) -> dict:
     }
 
 
-def _mean_sd(values) -> dict:
-    v = np.asarray(values, dtype=float)
-    return {
-        "mean": float(np.mean(v)),
-        "sd": float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"),
-        "n": int(len(v)),
-    }
-
-
 def summarize(runs) -> dict:
-    """Per size: base rate and, per method, AP, AUROC and seconds as mean/sd over the seeds."""
+    """Per size: base rate and, per method, each of STATS as mean/sd over the seeds."""
     out = {}
     for size in sorted({r["size"] for r in runs}):
         these = [r for r in runs if r["size"] == size]
@@ -334,21 +268,21 @@ def summarize(runs) -> dict:
         for name in METHODS:
             rows = [r["methods"][name] for r in these if name in r["methods"]]
             if rows:
-                methods[name] = {
-                    key: _mean_sd([row[key] for row in rows]) for key in ("ap", "auroc", "seconds")
-                }
+                methods[name] = summarize_rows(rows, STATS)
         out[str(size)] = {
-            "base_rate": _mean_sd([r["base_rate"] for r in these]),
-            "n_corrupted": _mean_sd([r["n_corrupted"] for r in these]),
+            **summarize_rows(these, ("base_rate", "n_corrupted")),
             "methods": methods,
         }
     return out
 
 
-def _pm(stat, digits=3) -> str:
-    if stat["n"] > 1:
-        return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
-    return f"{stat['mean']:.{digits}f}"
+# the columns of a size's table: (title, key in a method's summary); absent keys are left out
+COLUMNS = (
+    ("AP", "ap"),
+    ("AUROC", "auroc"),
+    (f"precision top {TOP}", f"precision_at_{TOP}"),
+    ("R-precision", "r_precision"),
+)
 
 
 def markdown(result) -> str:
@@ -386,15 +320,19 @@ def markdown(result) -> str:
         lines += [f"**Incomplete**: {len(result['runs'])} of {result['planned_runs']} runs.", ""]
     for size, summary in result["summary"].items():
         lines += [
-            f"### {size} examples: base rate {_pm(summary['base_rate'])} "
-            f"({_pm(summary['n_corrupted'], 1)} corrupted)",
+            f"### {size} examples: base rate {pm(summary['base_rate'])} "
+            f"({pm(summary['n_corrupted'], 1)} corrupted)",
             "",
-            "| score | AP | AUROC | wall time (s) |",
-            "|---|---:|---:|---:|",
         ]
-        for name, stat in summary["methods"].items():
-            seconds = _pm(stat["seconds"], 1) if stat["seconds"]["mean"] else "-"
-            lines.append(f"| {name} | {_pm(stat['ap'])} | {_pm(stat['auroc'])} | {seconds} |")
+        stats = summary["methods"].values()
+        columns = [(title, key) for title, key in COLUMNS if all(key in s for s in stats)]
+        rows = [
+            [name]
+            + [pm(stat[key]) for _, key in columns]
+            + [pm(stat["seconds"], 1) if stat["seconds"]["mean"] else "-"]
+            for name, stat in summary["methods"].items()
+        ]
+        lines += table(["score", *(title for title, _ in columns), "wall time (s)"], rows)
         lines.append("")
     if "plot" in result:
         lines += [f"![AP against project size]({result['plot']})", ""]
@@ -415,53 +353,45 @@ def machines(result) -> list[str]:
 
 def plot(result, path: Path) -> None:
     """AP (mean ± sd over seeds) against project size, one line per score, log x axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    summary = result["summary"]
+    summary, cfg = result["summary"], result["config"]
     sizes = [int(s) for s in summary]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in METHODS:
-        # OOF and CrossWeigh may stop at --costly-up-to: draw the sizes they have
-        have = [(s, summary[str(s)]["methods"].get(name)) for s in sizes]
-        have = [(s, stat) for s, stat in have if stat is not None]
-        if not have:
-            continue
-        xs, stats = zip(*have)
-        mean = [s["ap"]["mean"] for s in stats]
-        sd = [0.0 if np.isnan(s["ap"]["sd"]) else s["ap"]["sd"] for s in stats]
-        # SubRegWeigh's scores solid, trivial baselines dotted, the rest dash-dotted
-        style = "-" if name in METHODS[:3] else ":" if name in METHODS[3:6] else "-."
-        ax.errorbar(xs, mean, yerr=sd, marker="o", capsize=3, linestyle=style, label=name)
-    base = [summary[str(s)]["base_rate"]["mean"] for s in sizes]
-    ax.plot(sizes, base, "k--", label="base rate")
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.set_xticks(sizes, [str(s) for s in sizes])
-    ax.set_xlabel("project size (examples)")
-    ax.set_ylabel("average precision")
-    cfg = result["config"]
-    ax.set_title(f"{cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path) as ax:
+        for name in METHODS:
+            # OOF and CrossWeigh may stop at --costly-up-to: draw the sizes they have
+            have = [(s, summary[str(s)]["methods"].get(name)) for s in sizes]
+            have = [(s, stat) for s, stat in have if stat is not None]
+            if not have:
+                continue
+            xs, stats = zip(*have)
+            mean = [s["ap"]["mean"] for s in stats]
+            sd = [0.0 if np.isnan(s["ap"]["sd"]) else s["ap"]["sd"] for s in stats]
+            # SubRegWeigh's scores solid, trivial baselines dotted, the rest dash-dotted
+            style = "-" if name in METHODS[:3] else ":" if name in METHODS[3:6] else "-."
+            ax.errorbar(xs, mean, yerr=sd, marker="o", capsize=3, linestyle=style, label=name)
+        base = [summary[str(s)]["base_rate"]["mean"] for s in sizes]
+        ax.plot(sizes, base, "k--", label="base rate")
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.set_xlabel("project size (examples)")
+        ax.set_ylabel("average precision")
+        ax.set_title(f"{cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
 
 
 def write(args, runs, command, planned) -> dict:
     result = {
         **stamp(command),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "config": config(args),
         "complete": len(runs) == planned,
         "planned_runs": planned,
         "summary": summarize(runs),
         "runs": runs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)  # for the plot, before save()
     if len(args.sizes) > 1 and len(result["summary"]) > 1:
         png = args.out / f"{args.name}.png"
         plot(result, png)
@@ -499,7 +429,7 @@ def finished_runs(args) -> list[dict]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    command_line = command("detection.py", argv)
+    command_line = command("detection", argv)
     plan = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
     runs = finished_runs(args)
     done = {(r["size"], r["seed"]) for r in runs}

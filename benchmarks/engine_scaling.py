@@ -16,10 +16,10 @@ K-means), as the backend uses them. Phases:
 Also: candidates predicted per second, the peak resident memory of the process (cumulative:
 the largest so far) and, on CUDA, the peak GPU memory of each size.
 
-    python benchmarks/engine_scaling.py --sizes 300 1000 3000 14000
-    python benchmarks/engine_scaling.py --sizes 300 1000 --batching random   # the old batches
-    python benchmarks/engine_scaling.py --sizes 1000 --precision float32     # before bfloat16
-    python benchmarks/engine_scaling.py --sizes 60 --epochs 1 -k 3 --n-samples 6 \\
+    python -m benchmarks.engine_scaling --sizes 300 1000 3000 14000
+    python -m benchmarks.engine_scaling --sizes 300 1000 --batching random   # the old batches
+    python -m benchmarks.engine_scaling --sizes 1000 --precision float32     # before bfloat16
+    python -m benchmarks.engine_scaling --sizes 60 --epochs 1 -k 3 --n-samples 6 \\
         --out /tmp/engine-smoke                             # smoke test, under a minute
 
 Writes ``benchmarks/results/NAME.{json,md}`` (NAME: ``engine-scaling-cpu`` or
@@ -29,41 +29,50 @@ same settings.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import logging
 import resource
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from detection import add_precision_argument  # noqa: E402
-from provenance import command, earlier_result, footer, save, stamp, start  # noqa: E402
-
-from subregweigh.io import read_conll  # noqa: E402
-from subregweigh.scout import Scout  # noqa: E402
-from subregweigh.weigh import SubRegWeigh  # noqa: E402
+from benchmarks.harness import (
+    add_precision_argument,
+    arguments,
+    command,
+    earlier_result,
+    footer,
+    read_dataset,
+    sample,
+    save,
+    stamp,
+    start,
+    table,
+    timed,
+)
+from subregweigh.scout import Scout
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("engine_scaling")
 
-RESULTS = REPO / "benchmarks" / "results"
-DATA = REPO.parent / "shared" / "data" / "conllpp" / "conllpp_train.txt"
 SIZES = [300, 1000, 3000, 14000]
 PHASES = ("train", "select", "predict")
+COLUMNS = (
+    "sentences",
+    "train (s)",
+    "select (s)",
+    "predict (s)",
+    "total (s)",
+    "candidates/s",
+    "peak RSS (MiB)",
+    "peak GPU (MiB)",
+)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="sentences")
     parser.add_argument("--seed", type=int, default=0, help="subset and scout seed (default: 0)")
     parser.add_argument("--epochs", type=int, help="(default: the scout's, 3 for NER)")
@@ -86,9 +95,6 @@ def parse_args(argv=None):
         help="the scout's lowest N transformer layers frozen (default: 0, the scout's)",
     )
     add_precision_argument(parser)
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", help="output file stem (default: engine-scaling-cpu|gpu)")
     parser.add_argument("--resume", action="store_true", help="keep sizes already measured")
     args = parser.parse_args(argv)
     if args.name is None:
@@ -118,8 +124,7 @@ def peak_rss_mb() -> float:
 
 
 def measure(sentences, size: int, args) -> dict:
-    pick = np.sort(np.random.default_rng(args.seed).choice(len(sentences), size, replace=False))
-    examples = [sentences[i] for i in pick]
+    examples = sample(sentences, size, args.seed)
     params = dict(k=args.k, n_samples=args.n_samples, random_state=args.seed, progress=False)
     if args.n_jobs is not None:
         if "n_jobs" not in inspect.signature(SubRegWeigh).parameters:
@@ -141,15 +146,11 @@ def measure(sentences, size: int, args) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     seconds = {}
-    start = time.perf_counter()
-    srw.fit(examples)
-    seconds["train"] = time.perf_counter() - start
-    start = time.perf_counter()
-    segmentations, owner, multiplicity = srw.candidates(examples)
-    seconds["select"] = time.perf_counter() - start
-    start = time.perf_counter()
-    result = srw.weigh_candidates(examples, segmentations, owner, multiplicity)
-    seconds["predict"] = time.perf_counter() - start
+    _, seconds["train"] = timed(srw.fit, examples)
+    (segmentations, owner, multiplicity), seconds["select"] = timed(srw.candidates, examples)
+    result, seconds["predict"] = timed(
+        srw.weigh_candidates, examples, segmentations, owner, multiplicity
+    )
     total = sum(seconds.values())
     logger.info(
         "%d sentences: %s, total %.1f s",
@@ -182,30 +183,36 @@ def markdown(result: dict) -> str:
         "No Label Studio: fetch and write are not "
         "included (see scaling.md). Peak RSS is the largest so far in the process.",
         "",
-        "| sentences | train (s) | select (s) | predict (s) | total (s) | candidates/s "
-        "| peak RSS (MiB) | peak GPU (MiB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for r in result["runs"]:
         sec = r["seconds"]
         gpu = "-" if r["peak_gpu_mb"] is None else f"{r['peak_gpu_mb']:,.0f}"
-        lines.append(
-            f"| {r['size']:,} | {sec['train']:.1f} | {sec['select']:.1f} | {sec['predict']:.1f} "
-            f"| {r['total_seconds']:.1f} | {r['candidates_per_second']:,.0f} "
-            f"| {r['peak_rss_mb']:,.0f} | {gpu} |"
+        rows.append(
+            [
+                f"{r['size']:,}",
+                f"{sec['train']:.1f}",
+                f"{sec['select']:.1f}",
+                f"{sec['predict']:.1f}",
+                f"{r['total_seconds']:.1f}",
+                f"{r['candidates_per_second']:,.0f}",
+                f"{r['peak_rss_mb']:,.0f}",
+                gpu,
+            ]
         )
+    lines += table(COLUMNS, rows, align="r" * len(COLUMNS))
     return "\n".join(lines + ["", *footer(result)]) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    command_line = command("engine_scaling.py", argv)
+    command_line = command("engine_scaling", argv)
     earlier = earlier_result(args.out, args.name, args.resume)
     if earlier is not None and earlier["settings"] != settings(args):
         raise SystemExit(f"{args.name}.json was made with other settings: {earlier['settings']}")
     runs = earlier["runs"] if earlier else []
-    sentences = read_conll(DATA)
+    _, sentences = read_dataset("conll")
     for size in tqdm([s for s in args.sizes if s not in {r["size"] for r in runs}], unit="size"):
         if size > len(sentences):
             raise SystemExit(f"--sizes: {size} is more than the {len(sentences)} sentences")

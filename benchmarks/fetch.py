@@ -4,51 +4,39 @@ A training starts by reading every task of the project with its annotations
 (``backend.labelstudio.LabelStudioAPI.tasks``). It reads them with Label Studio's JSON export of
 all tasks; where the export answers 404 (Label Studio Enterprise), with the paged task list
 (``/api/tasks?fields=all``, 500 per page). This benchmark imports a NER project of N annotated
-CoNLL-2003 sentences into a real Label Studio 1.23 on loopback (as benchmarks/scaling.py does;
+CoNLL-2003 sentences into a real Label Studio 1.23 on loopback (as ``benchmarks.scaling`` does;
 the import is not timed) and times both reads of it, alternating, ``--repeats`` times each; the
 fallback is made to run by answering the export with a 404 in-process. Both must return the
 same tasks.
 
-    python benchmarks/fetch.py --sizes 1000 3000 14000     # about 10 min on 2 cores
+    python -m benchmarks.fetch --sizes 1000 3000 14000     # about 10 min on 2 cores
 
 Writes ``benchmarks/results/fetch.{json,md}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from provenance import command, footer, save, stamp  # noqa: E402
-from scaling import import_project  # noqa: E402
-
-from backend.labelstudio import LabelStudioAPI  # noqa: E402
-from testbed.servers import LabelStudioServer  # noqa: E402
+from backend.labelstudio import LabelStudioAPI
+from benchmarks.harness import arguments, command, footer, save, stamp, start, table
+from benchmarks.scaling import import_project
+from testbed.servers import LabelStudioServer
 
 logger = logging.getLogger("fetch")
-RESULTS = REPO / "benchmarks" / "results"
 READS = ("export", "task list")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="fetch", threads=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000])
     parser.add_argument("--repeats", type=int, default=2, help="reads of each kind (default: 2)")
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="fetch")
     return parser.parse_args(argv)
 
 
@@ -97,21 +85,22 @@ def markdown(result: dict) -> str:
         "",
         f"Median of {result['repeats']} reads of each kind, alternating; seconds.",
         "",
-        "| tasks | export (default) | task list, fields=all (Enterprise) | ratio |",
-        "|---:|---:|---:|---:|",
     ]
+    rows = []
     for row in result["runs"]:
         export, listed = (np.median(row["seconds"][read]) for read in READS)
-        lines.append(f"| {row['size']:,} | {export:.1f} | {listed:.1f} | {listed / export:.1f}x |")
+        rows.append(
+            [f"{row['size']:,}", f"{export:.1f}", f"{listed:.1f}", f"{listed / export:.1f}x"]
+        )
+    header = ["tasks", "export (default)", "task list, fields=all (Enterprise)", "ratio"]
+    lines += table(header, rows, align="rrrr")
     return "\n".join([*lines, "", *footer(result), ""])
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    result = {**stamp(command("fetch.py", argv)), "repeats": args.repeats, "runs": []}
+    start(None)
+    result = {**stamp(command("fetch", argv)), "repeats": args.repeats, "runs": []}
     with LabelStudioServer() as ls:
         for size in args.sizes:
             result["runs"].append(measure_size(ls, size, args))

@@ -37,9 +37,9 @@ results count as complete when every seed has every weighting (CrossWeigh: its s
 The full result, in three commands (each continues the one before; the first is the paper's
 question, the second its baseline, the third the diagnostics):
 
-    python benchmarks/final_model.py --threads 1 --weightings vanilla agreement probability
-    python benchmarks/final_model.py --threads 1 --resume --weightings crossweigh
-    python benchmarks/final_model.py --threads 1 --resume
+    python -m benchmarks.final_model --threads 1 --weightings vanilla agreement probability
+    python -m benchmarks.final_model --threads 1 --resume --weightings crossweigh
+    python -m benchmarks.final_model --threads 1 --resume
 
 Times measured on this project's shared 2-core CPU at one thread while other jobs kept it busy
 (load 5 to 7): 300 sentences, 1 seed: scout 153 s, weighing 51 s, a further final training 85 s,
@@ -49,35 +49,48 @@ each normalized weighting and for clean (50 min in all), and 2 to 2.5 h for Cros
 trainings on about 600 sentences each, plus its final model: about 5 h in all.
 Smoke run (about a minute):
 
-    python benchmarks/final_model.py --examples 40 --epochs 1 --n-samples 20 -k 5 --seeds 1 \\
+    python -m benchmarks.final_model --examples 40 --epochs 1 --n-samples 20 -k 5 --seeds 1 \\
         --cw-folds 2 --cw-iterations 1 --test-limit 50 --out /tmp/final-smoke
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
-from detection import DATA, RESULTS, _mean_sd, _pm, corrupt, load, ranking
-from provenance import command, machine, now, start
 from tqdm.auto import tqdm
 
+from benchmarks.harness import (
+    SEEDS,
+    arguments,
+    atomic_write,
+    command,
+    config,
+    corrupt,
+    footer,
+    load,
+    mean_sd,
+    now,
+    pm,
+    ranking,
+    read_dataset,
+    stamp,
+    start,
+    table,
+    timed,
+)
 from subregweigh.crossweigh import CrossWeigh
-from subregweigh.io import atomic_write_text, read_conll
 from subregweigh.metrics import entity_f1
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh, sample_weights
 
 logger = logging.getLogger("final_model")
 
-EVAL_SETS = {
-    "test": DATA / "conllpp" / "conllpp_test.txt",  # CoNLL++: the corrected test set
-    "dev": DATA / "conllpp" / "conllpp_dev.txt",  # the original (clean) CoNLL-2003 dev set
+EVAL_SETS = {  # name -> harness data set
+    "test": "conllpp-test",  # CoNLL++: the corrected test set
+    "dev": "conllpp-dev",  # the original (clean) CoNLL-2003 dev set
 }
 WEIGHTINGS = (
     "vanilla",
@@ -121,12 +134,10 @@ DIGITS = 6  # weights are rounded to this before training, so a resumed run trai
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="final-model-conll")
     parser.add_argument("--examples", type=int, default=1000, help="sentences (default: 1000)")
     parser.add_argument("--rate", type=float, default=0.1, help="paper noise rate (default: 0.1)")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..SEEDS-1 (default: 3)")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="seeds 0..SEEDS-1 (default: 3)")
     parser.add_argument(
         "--weightings",
         nargs="+",
@@ -146,9 +157,6 @@ def parse_args(argv=None):
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
     parser.add_argument("--test-limit", type=int, help="evaluate on the first N sentences only")
     parser.add_argument("--no-dev", dest="dev", action="store_false", help="skip the dev set")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="final-model-conll", help="output file stem")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="continue an existing result")
     group.add_argument("--force", action="store_true", help="replace an existing result")
@@ -170,10 +178,9 @@ def evaluate(model: Scout, sets: dict) -> dict:
     """Entity precision, recall and F1 of ``model`` on each evaluation set, and the time."""
     out = {}
     for name, examples in sets.items():
-        start = time.perf_counter()
-        predicted = model.predict(examples)
+        predicted, seconds = timed(model.predict, examples)
         scores = entity_f1([ex.label for ex in examples], predicted)
-        out[name] = {**scores, "seconds": round(time.perf_counter() - start, 2)}
+        out[name] = {**scores, "seconds": round(seconds, 2)}
     return out
 
 
@@ -195,8 +202,8 @@ class Benchmark:
         self.json_path = args.out / f"{args.name}.json"
         self.weights_path = args.out / f"{args.name}.weights.json"
         self.config = {
-            k: (str(v) if isinstance(v, Path) else v)
-            for k, v in vars(args).items()
+            k: v
+            for k, v in config(args).items()
             if k not in ("resume", "force", "out", "name", "weightings")
         }
         self.commands = [command]
@@ -251,8 +258,7 @@ class Benchmark:
         return {
             "benchmark": "final model trained on noisy CoNLL-2003, entity F1",
             "commands": self.commands,
-            "machine": machine(),
-            "date": now(),
+            **stamp(),
             "config": self.config,
             "complete": not missing,
             "planned_runs": len(plan),
@@ -266,9 +272,9 @@ class Benchmark:
     def write(self) -> dict:
         result = self.result()
         self.args.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.weights_path, json.dumps(self.weights) + "\n")
-        atomic_write_text(self.json_path, json.dumps(result, indent=2) + "\n")
-        atomic_write_text(self.args.out / f"{self.args.name}.md", markdown(result))
+        atomic_write(self.weights_path, json.dumps(self.weights) + "\n")
+        atomic_write(self.json_path, json.dumps(result, indent=2) + "\n")
+        atomic_write(self.args.out / f"{self.args.name}.md", markdown(result))
         return result
 
 
@@ -277,7 +283,6 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
     _, clean = load("conll", args.examples, seed)
     noisy, corrupted = corrupt(clean, "ner", "paper", args.rate, seed)
     settings = Scout(model=args.model, epochs=args.epochs, random_state=seed, progress=False)
-    clock = time.perf_counter
 
     def finish(weighting, model, train_seconds, weights=None, weighing_seconds=0.0):
         run = {
@@ -304,9 +309,7 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
 
     def train(weights):
         final = Scout(**settings.get_params())
-        start = clock()
-        final.fit(noisy, sample_weight=np.asarray(weights, dtype=float))
-        return final, clock() - start
+        return timed(final.fit, noisy, sample_weight=np.asarray(weights, dtype=float))
 
     need_srw = any(bench.cached_weights(seed, FROM_SRW[w]) is None for w in todo if w in FROM_SRW)
     if "vanilla" in todo or need_srw:
@@ -320,15 +323,11 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
             random_state=seed,
             progress=False,
         )
-        start = clock()
-        srw.fit(noisy)  # unit weights: this scout is also the vanilla final model
-        scout_s = clock() - start
+        _, scout_s = timed(srw.fit, noisy)  # unit weights: also the vanilla final model
         if "vanilla" in todo:
             finish("vanilla", srw.scout_, scout_s, np.ones(len(noisy)))
         if need_srw:
-            start = clock()
-            weighed = srw.weigh(noisy)
-            weigh_s = clock() - start
+            weighed, weigh_s = timed(srw.weigh, noisy)
             scores = {"agreement": weighed.reliability, "probability": weighed.probability}
             info = {
                 "scout_seconds": round(scout_s, 2),
@@ -347,22 +346,20 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
             final, seconds = train(weights)
             finish(weighting, final, seconds, weights, bench.weighings[str(seed)]["srw"]["seconds"])
     if "clean" in todo:
-        final = Scout(**settings.get_params())
-        start = clock()
-        final.fit(clean)
-        finish("clean", final, clock() - start)
+        final, seconds = timed(Scout(**settings.get_params()).fit, clean)
+        finish("clean", final, seconds)
     if "crossweigh" in todo:
         if bench.cached_weights(seed, "crossweigh") is None:
-            start = clock()
-            cw = CrossWeigh(
+            crossweigh = CrossWeigh(
                 settings,
                 n_folds=args.cw_folds,
                 n_iterations=args.cw_iterations,
                 random_state=seed,
                 progress=False,
-            ).weigh(noisy)
+            )
+            cw, seconds = timed(crossweigh.weigh, noisy)
             info = {
-                "seconds": round(clock() - start, 2),
+                "seconds": round(seconds, 2),
                 "score_detection": {"crossweigh": ranking(cw.reliability, corrupted)},
             }
             bench.add_weights(seed, "crossweigh", info, {"crossweigh": cw.weight})
@@ -388,31 +385,31 @@ def summarize(runs) -> dict:
         stats = {
             "seeds": [r["seed"] for r in rows],
             **{
-                f"{name}_{metric}": _mean_sd([r["eval"][name][metric] for r in rows])
+                f"{name}_{metric}": mean_sd([r["eval"][name][metric] for r in rows])
                 for name in rows[0]["eval"]
                 for metric in ("f1", "precision", "recall")
             },
-            "train_seconds": _mean_sd([r["train_seconds"] for r in rows]),
-            "weighing_seconds": _mean_sd([r["weighing_seconds"] for r in rows]),
+            "train_seconds": mean_sd([r["train_seconds"] for r in rows]),
+            "weighing_seconds": mean_sd([r["weighing_seconds"] for r in rows]),
         }
         paired = [r for r in rows if r["seed"] in vanilla]
         if weighting != "vanilla" and paired:
-            stats["delta_test_f1"] = _mean_sd(
+            stats["delta_test_f1"] = mean_sd(
                 [r["eval"]["test"]["f1"] - vanilla[r["seed"]]["eval"]["test"]["f1"] for r in paired]
             )
         if rows[0]["weights"] is not None:
             for key in ("ap", "mean_weight_clean", "mean_weight_corrupted"):
-                stats[f"weight_{key}"] = _mean_sd([r["weights"][key] for r in rows])
+                stats[f"weight_{key}"] = mean_sd([r["weights"][key] for r in rows])
         out[weighting] = stats
     return out
 
 
-def _cell(stats: dict, key: str, digits: int = 3, scale: float = 1.0) -> str:
+def cell(stats: dict, key: str, digits: int = 3, scale: float = 1.0) -> str:
     stat = stats.get(key)
     if stat is None:
         return "-"
     stat = {**stat, "mean": stat["mean"] * scale, "sd": stat["sd"] * scale}
-    return _pm(stat, digits)
+    return pm(stat, digits)
 
 
 def markdown(result) -> str:
@@ -441,43 +438,39 @@ def markdown(result) -> str:
             f"(seed, weighting) runs; missing: {missing}.",
             "",
         ]
-    header = "| weighting | seeds | test F1 | Δ test F1 vs vanilla |"
-    rule = "|---|---|---:|---:|"
-    if cfg["dev"]:
-        header += " dev F1 |"
-        rule += "---:|"
-    header += " weight AP | mean weight clean / corrupted | weighing (s) | final training (s) |"
-    rule += "---:|---:|---:|---:|"
-    lines += [header, rule]
+    header = ["weighting", "seeds", "test F1", "Δ test F1 vs vanilla"]
+    header += ["dev F1"] if cfg["dev"] else []
+    header += ["weight AP", "mean weight clean / corrupted", "weighing (s)", "final training (s)"]
+    rows = []
     for weighting, stats in summary.items():
-        row = (
-            f"| {LABELS[weighting]} | {', '.join(map(str, stats['seeds']))} "
-            f"| {_cell(stats, 'test_f1', 2, 100)} | {_cell(stats, 'delta_test_f1', 2, 100)} |"
-        )
-        if cfg["dev"]:
-            row += f" {_cell(stats, 'dev_f1', 2, 100)} |"
         means = "-"
         if "weight_mean_weight_clean" in stats:
             means = (
-                f"{_cell(stats, 'weight_mean_weight_clean')} / "
-                f"{_cell(stats, 'weight_mean_weight_corrupted')}"
+                f"{cell(stats, 'weight_mean_weight_clean')} / "
+                f"{cell(stats, 'weight_mean_weight_corrupted')}"
             )
-        weighing = (
-            _cell(stats, "weighing_seconds", 0) if weighting not in ("vanilla", "clean") else "-"
+        rows.append(
+            [
+                LABELS[weighting],
+                ", ".join(map(str, stats["seeds"])),
+                cell(stats, "test_f1", 2, 100),
+                cell(stats, "delta_test_f1", 2, 100),
+                *([cell(stats, "dev_f1", 2, 100)] if cfg["dev"] else []),
+                cell(stats, "weight_ap"),
+                means,
+                "-" if weighting in ("vanilla", "clean") else cell(stats, "weighing_seconds", 0),
+                cell(stats, "train_seconds", 0),
+            ]
         )
-        row += (
-            f" {_cell(stats, 'weight_ap')} | {means} | {weighing} "
-            f"| {_cell(stats, 'train_seconds', 0)} |"
-        )
-        lines.append(row)
+    lines += table(header, rows, align="ll" + "r" * (len(header) - 2))
     if runs:
         per_seed = {r["seed"]: r for r in runs}  # the same subset and noise in every run
-        base = _mean_sd([r["base_rate"] for r in per_seed.values()])
-        corrupted = _mean_sd([r["n_corrupted"] for r in per_seed.values()])
+        base = mean_sd([r["base_rate"] for r in per_seed.values()])
+        corrupted = mean_sd([r["n_corrupted"] for r in per_seed.values()])
         lines += [
             "",
-            f"Corrupted sentences: {_pm(corrupted, 1)} of {cfg['examples']} (base rate, the AP of "
-            f"a random ranking: {_pm(base)}).",
+            f"Corrupted sentences: {pm(corrupted, 1)} of {cfg['examples']} (base rate, the AP of "
+            f"a random ranking: {pm(base)}).",
         ]
         raw = {}  # score -> AP of the score itself, before the floor w_min
         for weighing in result["weighings"].values():
@@ -487,34 +480,28 @@ def markdown(result) -> str:
         if raw:
             lines.append(
                 "AP of the scores themselves (before the floor w_min): "
-                + ", ".join(f"{k} {_pm(_mean_sd(v))} (n={len(v)})" for k, v in raw.items())
+                + ", ".join(f"{k} {pm(mean_sd(v))} (n={len(v)})" for k, v in raw.items())
                 + "."
             )
         seeds = sorted({r["seed"] for r in runs})
-        lines += [
-            "",
-            "Test F1 per seed:",
-            "",
-            "| weighting | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-            "|---|" + "---:|" * len(seeds),
-        ]
+        lines += ["", "Test F1 per seed:", ""]
+        rows = []
         for weighting in summary:
             f1 = {r["seed"]: r["eval"]["test"]["f1"] for r in runs if r["weighting"] == weighting}
-            cells = [f"{100 * f1[s]:.2f}" if s in f1 else "-" for s in seeds]
-            lines.append(f"| {LABELS[weighting]} | " + " | ".join(cells) + " |")
+            rows.append(
+                [LABELS[weighting]] + [f"{100 * f1[s]:.2f}" if s in f1 else "-" for s in seeds]
+            )
+        lines += table(["weighting", *(f"seed {s}" for s in seeds)], rows)
         evals = [e["seconds"] for r in runs for e in r["eval"].values()]
         lines += ["", f"Evaluation: {np.mean(evals):.0f} s per model and set on average."]
-    lines += ["", "Commands:", ""]
-    lines += [f"    {command}" for command in result["commands"]]
-    lines += ["", f"Machine: {result['machine']}.", f"Date: {result['date']}."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", *footer(result)]) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    bench = Benchmark(args, command("final_model.py", argv))
-    eval_sets = {name: read_conll(path)[: args.test_limit] for name, path in EVAL_SETS.items()}
+    bench = Benchmark(args, command("final_model", argv))
+    eval_sets = {name: read_dataset(data)[1][: args.test_limit] for name, data in EVAL_SETS.items()}
     if not args.dev:
         del eval_sets["dev"]
     todo = [(s, w) for s, w in planned(args) if w in args.weightings and not bench.done(s, w)]

@@ -2,7 +2,7 @@
 it costs in scores.
 
 One scout (the default MiniLM, default epochs and precision) is fitted on ``--examples``
-CoNLL-2003 sentences, 15% of them given one error (as ``benchmarks/detection.py``); its K-means
+CoNLL-2003 sentences, 15% of them given one error (as ``benchmarks.detection``); its K-means
 candidates are drawn once. Then the same candidates are weighed under each variant:
 
 * ``float32``: the scout with ``precision="float32"``, at ``--threads`` torch threads (each
@@ -19,46 +19,62 @@ mean absolute difference of the probability score, Spearman's rank correlation, 
 c/K values that change, and the detection AP of the probability score against the corrupted
 flags (float32's AP beside it). CPU seconds count all threads.
 
-    python benchmarks/inference.py
+    python -m benchmarks.inference
 
 Writes ``benchmarks/results/inference-cpu.{json,md}``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import RESULTS, corrupt, load, ranking  # noqa: E402
-from provenance import command, config, footer, save, stamp  # noqa: E402
-
-from subregweigh.scout import Scout  # noqa: E402
-from subregweigh.weigh import SubRegWeigh  # noqa: E402
+from benchmarks.harness import (
+    arguments,
+    command,
+    config,
+    corrupt,
+    footer,
+    load,
+    ranking,
+    save,
+    stamp,
+    start,
+    table,
+    timed_cpu,
+)
+from subregweigh.scout import Scout
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("inference")
+COLUMNS = (
+    "variant",
+    "threads",
+    "batch",
+    "candidates/s",
+    "wall (s)",
+    "CPU (s)",
+    "max abs diff",
+    "mean abs diff",
+    "Spearman",
+    "c/K changed",
+    "AP",
+)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="inference-cpu", threads=False)
     parser.add_argument("--examples", type=int, default=300)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128])
     parser.add_argument("--n-samples", type=int, default=500)
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="inference-cpu")
     return parser.parse_args(argv)
 
 
@@ -73,9 +89,7 @@ def variant(scout: Scout, **params) -> Scout:
 def weigh(srw: SubRegWeigh, scout: Scout, noisy, candidates, threads: int, batch_size: int):
     srw.scout_, srw.batch_size = scout, batch_size
     torch.set_num_threads(threads)
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = srw.weigh_candidates(noisy, *candidates)
-    return result, time.perf_counter() - wall, time.process_time() - cpu
+    return timed_cpu(srw.weigh_candidates, noisy, *candidates)
 
 
 def compare(result, reference, corrupted) -> dict:
@@ -100,25 +114,31 @@ def markdown(result) -> str:
         f"{cfg['threads'][0]} thread(s); AP of float32: {result['reference_ap']:.3f} (base rate "
         f"{result['base_rate']:.3f}).",
         "",
-        "| variant | threads | batch | candidates/s | wall (s) | CPU (s) | max abs diff "
-        "| mean abs diff | Spearman | c/K changed | AP |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in result["rows"]:
-        lines.append(
-            f"| {row['variant']} | {row['threads']} | {row['batch_size']} "
-            f"| {row['candidates_per_second']:.1f} | {row['wall_seconds']:.1f} "
-            f"| {row['cpu_seconds']:.1f} | {row['max_abs_diff']:.4f} | {row['mean_abs_diff']:.4f} "
-            f"| {row['spearman']:.4f} | {row['agreement_changed']} | {row['ap']:.3f} |"
-        )
+    rows = [
+        [
+            row["variant"],
+            row["threads"],
+            row["batch_size"],
+            f"{row['candidates_per_second']:.1f}",
+            f"{row['wall_seconds']:.1f}",
+            f"{row['cpu_seconds']:.1f}",
+            f"{row['max_abs_diff']:.4f}",
+            f"{row['mean_abs_diff']:.4f}",
+            f"{row['spearman']:.4f}",
+            row["agreement_changed"],
+            f"{row['ap']:.3f}",
+        ]
+        for row in result["rows"]
+    ]
+    lines += table(COLUMNS, rows)
     return "\n".join(lines + [""] + footer(result)) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("subregweigh").setLevel(logging.WARNING)
-    command_line = command("inference.py", argv)
+    start(None)  # --threads here is a list: each weighing sets its own
+    command_line = command("inference", argv)
     torch.set_num_threads(args.threads[0])
     _, examples = load("conll", args.examples, args.seed)
     noisy, corrupted = corrupt(examples, "ner", "sentence", 0.15, args.seed)

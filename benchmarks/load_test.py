@@ -1,24 +1,23 @@
 """Load test: concurrent /predict for a scored project while a training job runs.
 
-Everything is real and on loopback: Label Studio 1.23 (testbed/servers.py), redis-server, our
+Everything is real and on loopback: Label Studio 1.23 (``testbed.servers``), redis-server, our
 backend under gunicorn (gunicorn.conf.py) with an rq worker (python -m backend.worker). A
 CoNLL NER project of --tasks tasks is trained once; then a second training starts on the worker
 and, while it runs, --concurrency clients send Label Studio's /predict call (all tasks, served
 from stored scores) until --duration seconds or --max-requests requests have passed.
 
-    python benchmarks/load_test.py                     # 100 tasks, 8 clients, 60 s
-    python benchmarks/load_test.py --workers 4 --threads 8 --concurrency 16
+    python -m benchmarks.load_test                     # 100 tasks, 8 clients, 60 s
+    python -m benchmarks.load_test --workers 4 --threads 8 --concurrency 16
 
-Prints (and writes to benchmarks/results/load-test.{json,md}) requests/s, latency percentiles,
+Prints (and writes to ``benchmarks/results/load-test.{json,md}``) requests/s, latency percentiles,
 errors, and the peak resident memory of the server's processes and of the training worker.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,20 +25,30 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from testbed.projects import NER_CONFIG, ner_tasks  # noqa: E402
-from testbed.servers import (  # noqa: E402
+from benchmarks.harness import arguments, command, config, footer, save, stamp, start, table
+from testbed.projects import NER_CONFIG, ner_tasks
+from testbed.servers import (
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,
     PeakMemory,
     RedisServer,
-    _http,
+    http_json,
 )
 
-RESULTS = REPO / "benchmarks" / "results"
+# the table's columns: title -> key of the result
+COLUMNS = {
+    "requests": "requests",
+    "s": "seconds",
+    "req/s": "requests_per_second",
+    "p50 ms": "p50_ms",
+    "p95 ms": "p95_ms",
+    "p99 ms": "p99_ms",
+    "max ms": "max_ms",
+    "errors": "errors",
+    "peak RSS server": "peak_rss_server_mb",
+    "peak RSS training worker": "peak_rss_training_worker_mb",
+}
 
 
 def _wait_status(backend, project, done, what, timeout=900.0):
@@ -54,10 +63,8 @@ def _wait_status(backend, project, done, what, timeout=900.0):
     raise SystemExit(f"{what}: not within {timeout:.0f} s")
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv=None) -> int:
+    parser = arguments(__doc__, name="load-test", threads=False)
     parser.add_argument(
         "--tasks", type=int, default=100, help="tasks in the project, all sent per /predict"
     )
@@ -68,10 +75,9 @@ def main(argv=None) -> None:
     parser.add_argument("--max-requests", type=int, default=5000, help="requests (upper bound)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn WORKERS")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn THREADS")
-    parser.add_argument("--name", default="load-test", help="results file name")
     args = parser.parse_args(argv)
-
-    import tempfile
+    start(None)
+    command_line = command("load_test", argv)
 
     from label_studio_sdk.client import LabelStudio
 
@@ -162,7 +168,7 @@ def main(argv=None) -> None:
                                 return
                         start = time.perf_counter()
                         try:
-                            code, reply = _http(
+                            code, reply = http_json(
                                 "POST", backend.url + "/predict", body=body, timeout=60
                             )
                             ok = code == 200 and len(reply["results"]) == args.tasks
@@ -186,6 +192,8 @@ def main(argv=None) -> None:
 
     ms = np.array(latencies) * 1000
     result = {
+        **stamp(command_line),
+        "config": config(args),
         "tasks_per_request": args.tasks,
         "concurrency": args.concurrency,
         "gunicorn_workers": args.workers,
@@ -204,28 +212,25 @@ def main(argv=None) -> None:
         "training_ran_throughout": still_training,
         "cpu_count": os.cpu_count(),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = (
-        "| requests | s | req/s | p50 ms | p95 ms | p99 ms | max ms | errors | peak RSS server | "
-        "peak RSS training worker |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"| {result['requests']} | {result['seconds']} | {result['requests_per_second']} | "
-        f"{result['p50_ms']} | "
-        f"{result['p95_ms']} | {result['p99_ms']} | {result['max_ms']} | {result['errors']} | "
-        f"{result['peak_rss_server_mb']} MiB | {result['peak_rss_training_worker_mb']} MiB |\n"
-    )
-    header = (
-        f"/predict of {args.tasks} stored tasks, {args.concurrency} clients, gunicorn "
-        f"{args.workers}x"
-        f"{args.threads}, a training running throughout: {still_training}, {os.cpu_count()} "
-        f"CPUs\n\n"
-    )
-    (RESULTS / f"{args.name}.md").write_text(header + table)
-    print(header + table)
+    save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
     if errors:
         print("errors, first 5:", *errors[:5], sep="\n  ")
+    return 0
+
+
+def markdown(result: dict) -> str:
+    header = (
+        f"/predict of {result['tasks_per_request']} stored tasks, {result['concurrency']} "
+        f"clients, gunicorn {result['gunicorn_workers']}x{result['gunicorn_threads']}, a "
+        f"training running throughout: {result['training_ran_throughout']}, "
+        f"{result['cpu_count']} CPUs"
+    )
+    row = [result[key] for key in COLUMNS.values()]
+    row[-2:] = [f"{mb} MiB" for mb in row[-2:]]
+    lines = table(list(COLUMNS), [row], align="r" * len(COLUMNS))
+    return "\n".join([header, "", *lines, "", *footer(result)]) + "\n"
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

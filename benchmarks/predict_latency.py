@@ -7,36 +7,41 @@ real Flask app, in process) for 1, 10, 100 and 1,000 tasks:
 * cached: every task's score is in the version's stored scores (what Label Studio normally hits);
 * cold: the same tasks with no stored scores, so SubRegWeigh runs (N samples, K predictions).
 
-    python benchmarks/predict_latency.py                 # K=10, N=500, sizes 1,10,100,1000
-    python benchmarks/predict_latency.py --sizes 1,10 --train 100
+    python -m benchmarks.predict_latency                 # K=10, N=500, sizes 1,10,100,1000
+    python -m benchmarks.predict_latency --sizes 1,10 --train 100
+
+Writes ``benchmarks/results/predict-latency.{json,md}``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from backend.server import create_app
+from backend.service import engine
+from backend.settings import Settings
+from backend.store import ProjectStore, new_version_name
+from backend.tasks import parse_label_config, read_tasks, score_tasks
+from benchmarks.harness import (
+    arguments,
+    command,
+    config,
+    footer,
+    read_dataset,
+    save,
+    stamp,
+    start,
+    table,
+    timed,
+)
+from subregweigh.io import atomic_write_json
+from subregweigh.tags import entity_spans
 
-from backend.server import create_app  # noqa: E402
-from backend.service import engine  # noqa: E402
-from backend.settings import Settings  # noqa: E402
-from backend.store import ProjectStore, new_version_name  # noqa: E402
-from backend.tasks import parse_label_config, read_tasks, score_tasks  # noqa: E402
-from subregweigh.io import atomic_write_json, atomic_write_text, read_conll  # noqa: E402
-from subregweigh.tags import entity_spans  # noqa: E402
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-RESULTS = Path(__file__).resolve().parent / "results"
 CONFIG = (
     '<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/>'
     '<Label value="ORG"/><Label value="MISC"/></Labels><Text name="text" value="$text"/></View>'
@@ -70,20 +75,19 @@ class _NoJobs:  # /predict never trains; nothing is submitted in this benchmark
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="predict-latency")
     parser.add_argument("--sizes", default="1,10,100,1000")
     parser.add_argument("--train", type=int, default=300, help="sentences to train the scout on")
     parser.add_argument("-k", type=int, default=10)
     parser.add_argument("-n", type=int, default=500)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each cached call")
-    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    start(args.threads)
+    command_line = command("predict_latency", argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
+    _, sentences = read_dataset("conll")
     tasks = [as_task(i + 1, ex) for i, ex in enumerate(sentences[: max(sizes)])]
     root = Path(tempfile.mkdtemp(prefix="srw-latency-"))
     try:
@@ -93,20 +97,15 @@ def main(argv=None) -> int:
         store = ProjectStore(root, 1)
         staging = store.staging_dir()
         srw.scout_.save(staging / "scout")
-        start = time.perf_counter()
-        stored = score_tasks(srw, spec, read_tasks(tasks, spec).tasks)
-        scoring_seconds = time.perf_counter() - start
+        stored, scoring_seconds = timed(score_tasks, srw, spec, read_tasks(tasks, spec).tasks)
         atomic_write_json(staging / "scores.json", stored)
         version = new_version_name()
         store.publish(staging, version)
         client = create_app(settings, runner=_NoJobs()).test_client()
 
         def predict(batch) -> float:
-            start = time.perf_counter()
-            response = client.post(
-                "/predict", json={"tasks": batch, "project": "1.0", "label_config": CONFIG}
-            )
-            elapsed = time.perf_counter() - start
+            body = {"tasks": batch, "project": "1.0", "label_config": CONFIG}
+            response, elapsed = timed(client.post, "/predict", json=body)
             assert response.status_code == 200 and len(response.json["results"]) == len(batch)
             return elapsed
 
@@ -125,41 +124,33 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    machine = (
-        f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
-    )
-    lines = [
-        f"### /predict latency, MiniLM scout, K={args.k}, N={args.n}",
-        "",
-        "| tasks | served from stored scores (s) | computed cold (s) |",
-        "|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {r['tasks']} | {r['cached_seconds']:.3f} | {r['cold_seconds']:.1f} |" for r in rows
-    ]
-    lines += [
-        "",
-        f"Scoring all {max(sizes)} tasks in the training job: {scoring_seconds:.1f} s. Machine: "
-        f"{machine}.",
-    ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(
-        args.out / "predict-latency.json",
-        json.dumps(
-            {
-                "rows": rows,
-                "scoring_seconds": scoring_seconds,
-                "machine": machine,
-                "command": "python benchmarks/predict_latency.py "
-                + " ".join(sys.argv[1:] if argv is None else argv),
-            },
-            indent=2,
-        )
-        + "\n",
-    )
-    atomic_write_text(args.out / "predict-latency.md", "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    result = {
+        **stamp(command_line),
+        "config": config(args),
+        "rows": rows,
+        "scoring_seconds": scoring_seconds,
+    }
+    save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
     return 0
+
+
+def markdown(result: dict) -> str:
+    cfg, rows = result["config"], result["rows"]
+    lines = [f"### /predict latency, MiniLM scout, K={cfg['k']}, N={cfg['n']}", ""]
+    lines += table(
+        ["tasks", "served from stored scores (s)", "computed cold (s)"],
+        [[r["tasks"], f"{r['cached_seconds']:.3f}", f"{r['cold_seconds']:.1f}"] for r in rows],
+        align="rrr",
+    )
+    lines += [
+        "",
+        f"Scoring all {max(r['tasks'] for r in rows)} tasks in the training job: "
+        f"{result['scoring_seconds']:.1f} s.",
+        "",
+        *footer(result),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

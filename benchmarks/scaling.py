@@ -26,9 +26,9 @@ process that trains (embedded: the backend server; redis: the rq work horse), sa
 other jobs shared the machine. The engine runs with the backend's defaults (default MiniLM,
 K=10, N=500, NER 3 epochs) unless ``--epochs``, ``-k``, ``--n-samples`` say otherwise.
 
-    python benchmarks/scaling.py --sizes 300 1000 3000     # about 25 min on 2 cores
-    python benchmarks/scaling.py --sizes 14000 --resume    # adds a size to the same table
-    python benchmarks/scaling.py --sizes 30 --epochs 1 -k 3 --n-samples 6 --retrain-at 30 \\
+    python -m benchmarks.scaling --sizes 300 1000 3000     # about 25 min on 2 cores
+    python -m benchmarks.scaling --sizes 14000 --resume    # adds a size to the same table
+    python -m benchmarks.scaling --sizes 30 --epochs 1 -k 3 --n-samples 6 --retrain-at 30 \\
         --out /tmp/scaling-smoke                            # smoke test, under a minute
 
 Writes ``benchmarks/results/NAME.{json,md,png}`` (NAME: ``scaling``, ``scaling-redis`` with
@@ -38,7 +38,6 @@ settings.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -53,20 +52,26 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from provenance import command, earlier_result, footer, matmul_gflops, save, stamp  # noqa: E402
-
-from testbed.projects import (  # noqa: E402
+from benchmarks.harness import (
+    arguments,
+    command,
+    earlier_result,
+    figure,
+    footer,
+    matmul_gflops,
+    save,
+    stamp,
+    start,
+    table,
+)
+from testbed.projects import (
     NER_CONFIG,
     TrainingFailed,
     conll_tasks,
     retyped,
     wait_trained,
 )
-from testbed.servers import (  # noqa: E402
+from testbed.servers import (
     BackendServer,
     BackgroundProcess,
     LabelStudioServer,
@@ -80,7 +85,6 @@ from testbed.servers import (  # noqa: E402
 
 logger = logging.getLogger("scaling")
 
-RESULTS = REPO / "benchmarks" / "results"
 SIZES = [300, 1000, 3000, 14000]
 # The backend's phases: until its scores are in Label Studio (with the default "deterministic"
 # score: one ordinary pass, "score"), then the K candidates ("weigh") and what they add
@@ -95,9 +99,7 @@ TARGETS = {(1000, FIRST): 120, (14000, FIRST): 900, (1000, RETRAIN): 60}
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, threads=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="tasks per project")
     parser.add_argument("--mode", choices=("embedded", "redis"), default="embedded")
     parser.add_argument("--retrain-at", type=int, default=1000, help="size of the retrain row")
@@ -107,8 +109,6 @@ def parse_args(argv=None):
     parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", help="output file stem (default: scaling[-redis])")
     parser.add_argument("--resume", action="store_true", help="keep sizes already measured")
     args = parser.parse_args(argv)
     args.name = args.name or ("scaling" if args.mode == "embedded" else "scaling-redis")
@@ -144,11 +144,11 @@ def import_project(ls: LabelStudioServer, size: int, seed: int) -> tuple[int, li
         "POST", "/api/projects", {"title": f"scaling {size}", "label_config": NER_CONFIG}
     )
     task_ids = []
-    for start in tqdm(range(0, size, IMPORT_BATCH), desc=f"import {size}", unit="batch"):
+    for first in tqdm(range(0, size, IMPORT_BATCH), desc=f"import {size}", unit="batch"):
         imported = ls.api(
             "POST",
             f"/api/projects/{project['id']}/import?return_task_ids=true",
-            tasks[start : start + IMPORT_BATCH],
+            tasks[first : first + IMPORT_BATCH],
             timeout=600,
         )
         task_ids += imported["task_ids"]
@@ -388,25 +388,28 @@ def markdown(result: dict) -> str:
         "finished too (c/K stored, unannotated tasks pre-annotated). Peak RSS: the training "
         "process.",
         "",
-        "| tasks | training | scores s | "
-        + " | ".join(SCORED)
-        + " | overhead | "
-        + " | ".join(PHASES[len(SCORED) :])
-        + " | all done s | CPU s | peak RSS MiB | epochs | load avg | GFLOP/s | target |",
-        "|---|---|" + "---:|" * (len(PHASES) + 9) + "---|",
     ]
+    rows = []
     for row in result["runs"]:
         sec = row["phase_seconds"]
-        lines.append(
-            f"| {label(row)} | {row['kind']} | {row['end_to_end_seconds']:.1f} | "
-            + " | ".join(f"{sec.get(p, 0.0):.1f}" for p in SCORED)
-            + f" | {row['overhead_seconds']:.1f} | "
-            + " | ".join(f"{sec.get(p, 0.0):.1f}" for p in PHASES[len(SCORED) :])
-            + f" | {row.get('all_done_seconds', row['end_to_end_seconds']):.1f} "
-            f"| {row['cpu_seconds']:.0f} | {row['peak_rss_mb']} | "
-            f"{row['epochs']} | {row['load_average']:.1f} | {row.get('matmul_gflops', '-')} "
-            f"| {target(row)} |"
+        rows.append(
+            [label(row), row["kind"], f"{row['end_to_end_seconds']:.1f}"]
+            + [f"{sec.get(p, 0.0):.1f}" for p in SCORED]
+            + [f"{row['overhead_seconds']:.1f}"]
+            + [f"{sec.get(p, 0.0):.1f}" for p in PHASES[len(SCORED) :]]
+            + [
+                f"{row.get('all_done_seconds', row['end_to_end_seconds']):.1f}",
+                f"{row['cpu_seconds']:.0f}",
+                row["peak_rss_mb"],
+                row["epochs"],
+                f"{row['load_average']:.1f}",
+                row.get("matmul_gflops", "-"),
+                target(row),
+            ]
         )
+    header = ["tasks", "training", "scores s", *SCORED, "overhead", *PHASES[len(SCORED) :]]
+    header += ["all done s", "CPU s", "peak RSS MiB", "epochs", "load avg", "GFLOP/s", "target"]
+    lines += table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
     missing = [f"{s:,}" for s in SIZES if s not in {r["size"] for r in result["runs"]}]
     lines += [
         "",
@@ -435,38 +438,32 @@ def markdown(result: dict) -> str:
 
 def plot(result: dict, path: Path) -> None:
     """Stacked seconds per phase for every row, and issue 12's targets."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = result["runs"]
     x = np.arange(len(rows))
     parts = {p: [r["phase_seconds"].get(p, 0.0) for r in rows] for p in SCORED}
     parts["overhead"] = [max(r["overhead_seconds"], 0.0) for r in rows]
     parts.update({p: [r["phase_seconds"].get(p, 0.0) for r in rows] for p in PHASES[len(SCORED) :]})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    bottom = np.zeros(len(rows))
-    for name, seconds in parts.items():
-        ax.bar(x, seconds, bottom=bottom, label=name, width=0.6)
-        bottom += seconds
-    for i, row in enumerate(rows):
-        limit = TARGETS.get((row["size"], row["kind"]))
-        if limit is not None:
-            ax.hlines(limit, i - 0.4, i + 0.4, colors="red", linestyles="--")
-    ax.scatter(x, [r["end_to_end_seconds"] for r in rows], marker="_", s=900, c="black", zorder=3)
-    ax.scatter([], [], marker="_", c="black", label="scores in Label Studio")
-    ax.plot([], [], "r--", label="target (issue 12)")
-    ax.set_xticks(x, [label(r) for r in rows])
-    ax.set_xlim(-0.75, len(rows) - 0.25)  # one row: a bar, not a wall
-    ax.set_xlabel("project size (tasks)")
-    ax.set_ylabel("seconds from Start Training")
-    ax.set_title(f"NER, CoNLL-2003, {result['settings']['mode']} jobs, {os.cpu_count()} CPUs")
-    ax.legend(fontsize=8, loc="upper left")
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path) as ax:
+        bottom = np.zeros(len(rows))
+        for name, seconds in parts.items():
+            ax.bar(x, seconds, bottom=bottom, label=name, width=0.6)
+            bottom += seconds
+        for i, row in enumerate(rows):
+            limit = TARGETS.get((row["size"], row["kind"]))
+            if limit is not None:
+                ax.hlines(limit, i - 0.4, i + 0.4, colors="red", linestyles="--")
+        ends = [r["end_to_end_seconds"] for r in rows]
+        ax.scatter(x, ends, marker="_", s=900, c="black", zorder=3)
+        ax.scatter([], [], marker="_", c="black", label="scores in Label Studio")
+        ax.plot([], [], "r--", label="target (issue 12)")
+        ax.set_xticks(x, [label(r) for r in rows])
+        ax.set_xlim(-0.75, len(rows) - 0.25)  # one row: a bar, not a wall
+        ax.set_xlabel("project size (tasks)")
+        ax.set_ylabel("seconds from Start Training")
+        mode = result["settings"]["mode"]
+        ax.set_title(f"NER, CoNLL-2003, {mode} jobs, {os.cpu_count()} CPUs")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(alpha=0.3, axis="y")
 
 
 def write(args, runs: list[dict], command_line: str) -> dict:
@@ -495,10 +492,8 @@ def finished_runs(args) -> list[dict]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
-    )
-    command_line = command("scaling.py", argv)
+    start(None)
+    command_line = command("scaling", argv)
     runs = finished_runs(args)
     todo = [size for size in args.sizes if size not in {r["size"] for r in runs}]
     work = Path(tempfile.mkdtemp(prefix="srw-scaling-"))

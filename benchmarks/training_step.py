@@ -1,8 +1,8 @@
 """Where a scout's training step spends its time here, and what the fused optimizer and
 bfloat16 save.
 
-Training is most of "Start Training" to scores (``scaling.py``), so this benchmark looks inside
-it. A seeded random subset of CoNLL-2003 (CoNLL++) training sentences; a default NER scout
+Training is most of "Start Training" to scores (``benchmarks.scaling``), so this benchmark looks
+inside it. A seeded random subset of CoNLL-2003 (CoNLL++) training sentences; a default NER scout
 (the offline MiniLM, frozen word embeddings, batches of 16 grouped by length) trained for
 ``--epochs`` epochs, timed in each of ``--variants``, alternating (``--repeats`` times each, so
 a machine that slows down mid-run slows them all):
@@ -17,8 +17,8 @@ Per row: wall and CPU seconds of ``Scout.fit``, and the seconds inside ``optimiz
 Then one more fit of each ``--profile`` variant under ``torch.profiler``: the share of CPU time
 of each kind of op (matrix products, dropout's random masks, the optimizer, the rest).
 
-    python benchmarks/training_step.py                      # 1,000 sentences, 1 epoch, 2 repeats
-    python benchmarks/training_step.py --sentences 40 --repeats 1 --out /tmp/ts   # smoke test
+    python -m benchmarks.training_step                    # 1,000 sentences, 1 epoch, 2 repeats
+    python -m benchmarks.training_step --sentences 40 --repeats 1 --out /tmp/ts  # smoke test
 
 Writes ``benchmarks/results/NAME.{json,md}`` (NAME: ``training-step-cpu`` or
 ``training-step-gpu``).
@@ -26,23 +26,26 @@ Writes ``benchmarks/results/NAME.{json,md}`` (NAME: ``training-step-cpu`` or
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from detection import RESULTS, load  # noqa: E402
-from provenance import command, config, footer, save, stamp, start  # noqa: E402
-
-from subregweigh.scout import Scout  # noqa: E402
+from benchmarks.harness import (
+    arguments,
+    command,
+    config,
+    footer,
+    load,
+    save,
+    stamp,
+    start,
+    table,
+    timed_cpu,
+)
+from subregweigh.scout import Scout
 
 # variant -> (fused optimizer, scout precision)
 VARIANTS = {
@@ -61,9 +64,7 @@ OP_KINDS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__)
     parser.add_argument("--sentences", type=int, default=1000, help="(default: 1000)")
     parser.add_argument("--epochs", type=int, default=1, help="per timed fit (default: 1)")
     parser.add_argument("--repeats", type=int, default=2, help="fits per variant (default: 2)")
@@ -82,9 +83,6 @@ def parse_args(argv=None):
         help="variants to profile, one fit each (default: fused)",
     )
     parser.add_argument("--seed", type=int, default=0, help="subset and scout seed (default: 0)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", help="output file stem (default: training-step-cpu|gpu)")
     args = parser.parse_args(argv)
     if args.name is None:
         args.name = "training-step-" + ("gpu" if torch.cuda.is_available() else "cpu")
@@ -129,9 +127,7 @@ def scout(args, variant: str) -> Scout:
 def timed_fit(examples, args, variant: str) -> dict:
     model = scout(args, variant)
     with _StepClock(fused=VARIANTS[variant][0]) as clock:
-        wall, cpu = time.perf_counter(), time.process_time()
-        model.fit(examples)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        _, wall, cpu = timed_cpu(model.fit, examples)
     steps = args.epochs * -(-len(examples) // model.batch_size)
     return {
         "variant": variant,
@@ -175,18 +171,23 @@ def markdown(result: dict) -> str:
         f"{c['epochs']} epoch(s) per fit; {c['repeats']} fit(s) per variant, alternating; "
         "median.",
         "",
-        "| variant | wall (s) | CPU (s) | in optimizer.step (s) | ms per step |",
-        "|---|---:|---:|---:|---:|",
     ]
-    for variant, row in result["summary"].items():
-        lines.append(
-            f"| {variant} | {row['wall']:.1f} | {row['cpu']:.1f} | "
-            f"{row['optimizer_step']:.1f} | {row['ms_per_step']:.0f} |"
-        )
+    lines += table(
+        ["variant", "wall (s)", "CPU (s)", "in optimizer.step (s)", "ms per step"],
+        [
+            [
+                variant,
+                f"{row['wall']:.1f}",
+                f"{row['cpu']:.1f}",
+                f"{row['optimizer_step']:.1f}",
+                f"{row['ms_per_step']:.0f}",
+            ]
+            for variant, row in result["summary"].items()
+        ],
+    )
     for variant, shares in result["op_shares"].items():
         lines += ["", f"One {variant} fit under torch.profiler, share of self CPU time:", ""]
-        lines += ["| op kind | share |", "|---|---:|"]
-        lines += [f"| {kind} | {share:.1%} |" for kind, share in shares.items()]
+        lines += table(["op kind", "share"], [[k, f"{v:.1%}"] for k, v in shares.items()])
     lines += ["", *footer(result), ""]
     return "\n".join(lines)
 
@@ -199,7 +200,7 @@ def main(argv=None) -> int:
         timed_fit(examples, args, variant) for _ in range(args.repeats) for variant in args.variants
     ]
     result = {
-        **stamp(command("training_step.py", argv)),
+        **stamp(command("training_step", argv)),
         "config": config(args),
         "summary": summarize(runs),
         "op_shares": {variant: op_shares(examples, args, variant) for variant in args.profile},

@@ -2,7 +2,7 @@
 of a scout trained from scratch, and how much time does it save?
 
 The backend retrains a project's scout after every ``SRW_RETRAIN_AFTER`` (default 10) annotation
-changes. Per seed ``s``, as in ``benchmarks/detection.py`` (a seeded random subset of
+changes. Per seed ``s``, as in ``benchmarks.detection`` (a seeded random subset of
 ``--examples`` CoNLL-2003 sentences, 15% of them given one error, seed ``s``):
 
 1. ``initial``: a scout trained from the base encoder (the default epochs) on the first
@@ -21,38 +21,53 @@ the corrupted flags, the AP difference to ``full`` on the same seed, and the tra
 one retrain (wall and CPU seconds; CPU seconds are less disturbed by other jobs on a shared
 machine). The weighing pass costs the same for every scout.
 
-    python benchmarks/warm_start.py --threads 1
+    python -m benchmarks.warm_start --threads 1
 
 Writes ``benchmarks/results/warm-start-conll.{json,md}`` after every seed.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import RESULTS, _mean_sd, _pm, corrupt, load, ranking  # noqa: E402
-from provenance import footer, run_seeds, start  # noqa: E402
-
-from subregweigh.scout import Scout  # noqa: E402
-from subregweigh.weigh import SubRegWeigh  # noqa: E402
+from benchmarks.harness import (
+    SEEDS,
+    arguments,
+    corrupt,
+    footer,
+    load,
+    mean_sd,
+    pm,
+    ranking,
+    run_seeds,
+    start,
+    table,
+    timed,
+    timed_cpu,
+)
+from subregweigh.scout import Scout
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("warm_start")
 
 SCOUTS = ("full", "warm", "stale")
+COLUMNS = (
+    "scout",
+    "AP probability",
+    "Δ AP vs full (same seed)",
+    "AUROC probability",
+    "AP c/K",
+    "training wall (s)",
+    "training CPU (s)",
+)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arguments(__doc__, name="warm-start-conll")
     parser.add_argument("--examples", type=int, default=500)
     parser.add_argument("--steps", type=int, default=3, help="warm retrains in a row")
     parser.add_argument("--change", type=int, default=10, help="sentences added per retrain")
@@ -63,12 +78,9 @@ def parse_args(argv=None):
         help="the warm retrains' peak learning rate (default: the scout's, 3e-4 for NER)",
     )
     parser.add_argument("--epochs", type=int, help="full training (default: the scout's)")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--n-samples", type=int, default=500)
     parser.add_argument("-k", type=int, default=10)
-    parser.add_argument("--threads", type=int)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--name", default="warm-start-conll")
     args = parser.parse_args(argv)
     if args.steps * args.change >= args.examples:
         parser.error("--steps x --change must be fewer than --examples")
@@ -76,12 +88,8 @@ def parse_args(argv=None):
 
 
 def timed_fit(scout: Scout, examples) -> tuple[Scout, dict]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    scout.fit(examples)
-    return scout, {
-        "wall_seconds": round(time.perf_counter() - wall, 2),
-        "cpu_seconds": round(time.process_time() - cpu, 2),
-    }
+    _, wall, cpu = timed_cpu(scout.fit, examples)
+    return scout, {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
 
 
 def run_seed(args, seed: int) -> dict:
@@ -106,18 +114,15 @@ def run_seed(args, seed: int) -> dict:
     weigher = SubRegWeigh.from_scout(
         full, n_samples=args.n_samples, k=args.k, random_state=seed, progress=False
     )
-    start = time.perf_counter()
-    candidates = weigher.candidates(noisy)
-    candidate_seconds = time.perf_counter() - start
+    candidates, candidate_seconds = timed(weigher.candidates, noisy)
     scores = {}
     for name, fitted in (("full", full), ("warm", warm), ("stale", initial)):
         weigher.scout_ = fitted
-        start = time.perf_counter()
-        result = weigher.weigh_candidates(noisy, *candidates)
+        result, seconds = timed(weigher.weigh_candidates, noisy, *candidates)
         scores[name] = {
             "probability": ranking(result.probability, corrupted),
             "agreement": ranking(result.reliability, corrupted),
-            "weigh_seconds": round(time.perf_counter() - start, 2),
+            "weigh_seconds": round(seconds, 2),
         }
         logger.info("seed %d %s: %s", seed, name, scores[name])
     return {
@@ -138,26 +143,26 @@ def summarize(runs) -> dict:
     for name in SCOUTS:
         rows = [r["scores"][name] for r in runs]
         out[name] = {
-            f"{score}_{stat}": _mean_sd([row[score][stat] for row in rows])
+            f"{score}_{stat}": mean_sd([row[score][stat] for row in rows])
             for score in ("probability", "agreement")
             for stat in ("ap", "auroc")
         }
-        out[name]["probability_ap_vs_full"] = _mean_sd(
+        out[name]["probability_ap_vs_full"] = mean_sd(
             [
                 r["scores"][name]["probability"]["ap"] - r["scores"]["full"]["probability"]["ap"]
                 for r in runs
             ]
         )
-        out[name]["weigh_seconds"] = _mean_sd([row["weigh_seconds"] for row in rows])
+        out[name]["weigh_seconds"] = mean_sd([row["weigh_seconds"] for row in rows])
     for name in ("full", "warm"):
         for key in ("wall_seconds", "cpu_seconds"):
-            out[name][f"train_{key}"] = _mean_sd([r["train"][name][key] for r in runs])
+            out[name][f"train_{key}"] = mean_sd([r["train"][name][key] for r in runs])
     return out
 
 
 def markdown(result) -> str:
     cfg, summary = result["config"], result["summary"]
-    base = _mean_sd([r["base_rate"] for r in result["runs"]])
+    base = mean_sd([r["base_rate"] for r in result["runs"]])
     first = cfg["examples"] - cfg["steps"] * cfg["change"]
     lines = [
         f"## Warm-start retraining: CoNLL-2003, {cfg['examples']} sentences, 15% with one error",
@@ -173,27 +178,33 @@ def markdown(result) -> str:
         f"one scout from scratch on all {cfg['examples']} (`full`) and the initial scout not "
         f"retrained (`stale`). Every scout weighs all {cfg['examples']} sentences on the same "
         f"K-means candidates (K={cfg['k']}, N={cfg['n_samples']}). Mean ± sd over "
-        f"{len(result['runs'])} seeds; base rate {_pm(base)}. Training time: one retrain.",
+        f"{len(result['runs'])} seeds; base rate {pm(base)}. Training time: one retrain.",
         "",
-        "| scout | AP probability | Δ AP vs full (same seed) | AUROC probability | AP c/K "
-        "| training wall (s) | training CPU (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for name in SCOUTS:
         s = summary[name]
-        wall = _pm(s["train_wall_seconds"], 1) if "train_wall_seconds" in s else "0 (none)"
-        cpu = _pm(s["train_cpu_seconds"], 1) if "train_cpu_seconds" in s else "0 (none)"
-        lines.append(
-            f"| {name} | {_pm(s['probability_ap'])} | {_pm(s['probability_ap_vs_full'])} "
-            f"| {_pm(s['probability_auroc'])} | {_pm(s['agreement_ap'])} | {wall} | {cpu} |"
+        wall = pm(s["train_wall_seconds"], 1) if "train_wall_seconds" in s else "0 (none)"
+        cpu = pm(s["train_cpu_seconds"], 1) if "train_cpu_seconds" in s else "0 (none)"
+        rows.append(
+            [
+                name,
+                pm(s["probability_ap"]),
+                pm(s["probability_ap_vs_full"]),
+                pm(s["probability_auroc"]),
+                pm(s["agreement_ap"]),
+                wall,
+                cpu,
+            ]
         )
+    lines += table(COLUMNS, rows)
     return "\n".join(lines + [""] + footer(result)) + "\n"
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     start(args.threads)
-    run_seeds(args, "warm_start.py", argv, run_seed, summarize, markdown)
+    run_seeds(args, "warm_start", argv, run_seed, summarize, markdown)
     return 0
 
 

@@ -15,7 +15,7 @@ def _default_ks(n: int, n_pos: int) -> list[int]:
     return list(dict.fromkeys(min(max(1, int(k)), n) for k in ks))
 
 
-def _hits_at_k(score: np.ndarray, positive: np.ndarray, k: int) -> float:
+def hits_at_k(score: np.ndarray, positive: np.ndarray, k: int) -> float:
     """Expected number of positives among the ``k`` highest scores.
 
     A tie group cut by the top-``k`` boundary counts in proportion (the expectation over a
@@ -97,7 +97,7 @@ def detection_report(
     for k in ks:
         if not 1 <= k <= n:
             raise ValueError(f"k={k} is outside [1, {n}]")
-        hits = _hits_at_k(score, y, k)
+        hits = hits_at_k(score, y, k)
         precision_at_k[k] = hits / k
         recall_at_k[k] = hits / n_pos if n_pos else float("nan")
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.servers import INSTALL_HINT, _skip_or_fail
+from testbed.servers import INSTALL_HINT, skip_or_fail
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -139,7 +139,7 @@ def chromium_available() -> bool:
 def require_chromium() -> None:
     """Skip (locally) or fail (CI=true) the calling test when Chromium is not installed."""
     if not chromium_available():
-        _skip_or_fail(f"{CHROMIUM} is not installed; {INSTALL_HINT}")
+        skip_or_fail(f"{CHROMIUM} is not installed; {INSTALL_HINT}")
 
 
 class Page:

@@ -74,7 +74,7 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _skip_or_fail(message: str) -> None:
+def skip_or_fail(message: str) -> None:
     """Locally skip with ``message``; in CI (CI=true) fail, so a broken install is never green."""
     import pytest
 
@@ -198,7 +198,7 @@ def redis_available() -> bool:
 
 def require_redis() -> None:
     if not redis_available():
-        _skip_or_fail(f"redis-server is not installed; {INSTALL_HINT}")
+        skip_or_fail(f"redis-server is not installed; {INSTALL_HINT}")
 
 
 def _redis_ping(port: int, timeout: float = 1.0, password: str | None = None) -> bool:
@@ -391,7 +391,7 @@ def require_label_studio() -> None:
     found = ls_installed_version()
     if found != LS_VERSION:
         what = "not installed" if found is None else f"version {found}, need {LS_VERSION}"
-        _skip_or_fail(f"Label Studio in {LS_VENV} is {what}; {INSTALL_HINT}")
+        skip_or_fail(f"Label Studio in {LS_VENV} is {what}; {INSTALL_HINT}")
 
 
 def ls_env(
@@ -441,7 +441,7 @@ def ls_env(
     return env
 
 
-def _http(
+def http_json(
     method: str,
     url: str,
     *,
@@ -450,6 +450,8 @@ def _http(
     timeout: float = 30.0,
     auth: tuple[str, str] | None = None,
 ) -> tuple[int, Any]:
+    """``(HTTP status, JSON body or text)`` of a request with a JSON ``body``; a Label Studio
+    ``token`` or basic ``auth`` if given. An error status is returned, not raised."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
@@ -593,7 +595,9 @@ class LabelStudioServer(_OwnedServer):
         timeout: float = 30.0,
     ) -> Any:
         """Call the REST API with the token; raise ServerError on an unexpected status."""
-        status, data = _http(method, self.url + path, token=self.token, body=body, timeout=timeout)
+        status, data = http_json(
+            method, self.url + path, token=self.token, body=body, timeout=timeout
+        )
         ok = (expect,) if isinstance(expect, int) else expect
         if status not in ok:
             raise ServerError(f"{method} {path} -> {status}: {str(data)[:2000]}")
@@ -662,7 +666,7 @@ class LabelStudioServer(_OwnedServer):
                     f"/health answered; log {self.log_path}:\n{_tail(self.log_path)}"
                 )
             try:
-                status, _ = _http("GET", self.url + "/health", timeout=5.0)
+                status, _ = http_json("GET", self.url + "/health", timeout=5.0)
             except (OSError, urllib.error.URLError):
                 status = None
             if status == 200:
@@ -674,7 +678,7 @@ class LabelStudioServer(_OwnedServer):
         )
 
     def _check_token(self) -> None:
-        status, data = _http("GET", self.url + "/api/current-user/whoami", token=self.token)
+        status, data = http_json("GET", self.url + "/api/current-user/whoami", token=self.token)
         if status != 200 or not isinstance(data, dict) or data.get("email") != self.username:
             raise ServerError(
                 f"the API token is not accepted by {self.url} "
@@ -792,16 +796,16 @@ class BackendServer(BackgroundProcess):
             if self.proc.poll() is not None:
                 raise ServerError(f"backend exited with {self.proc.returncode}:\n{self.log()}")
             with contextlib.suppress(OSError):  # connection refused until it listens
-                if _http("GET", self.url + "/health", timeout=2.0)[0] == 200:
+                if http_json("GET", self.url + "/health", timeout=2.0)[0] == 200:
                     return self
             time.sleep(0.3)
         self.stop()
         raise ServerError(f"backend not healthy after {timeout:.0f} s:\n{self.log()}")
 
     def get(self, path: str, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
-        return _http("GET", self.url + path, timeout=30.0, auth=auth)
+        return http_json("GET", self.url + path, timeout=30.0, auth=auth)
 
     def post(
         self, path: str, body: Any, auth: tuple[str, str] | None = None, timeout: float = 120.0
     ):
-        return _http("POST", self.url + path, body=body, timeout=timeout, auth=auth)
+        return http_json("POST", self.url + path, body=body, timeout=timeout, auth=auth)

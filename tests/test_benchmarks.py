@@ -1,14 +1,17 @@
-"""The benchmark scripts, run end to end at tiny sizes (real data, real MiniLM)."""
+"""The benchmarks, run end to end at tiny sizes (real data, real MiniLM), and their harness."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
-from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from benchmarks import detection, final_model, harness, index
+
 # 30 sentences, 1 epoch, K=3 of N=6, CrossWeigh 2 folds x 1, 30 test and 30 dev sentences
 TINY = [
     "--examples",
@@ -30,13 +33,91 @@ TINY = [
 ]
 
 
-@pytest.fixture
-def final_model(monkeypatch):
-    """benchmarks/final_model.py as a module, importable as when run as a script."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import final_model
+@pytest.mark.parametrize("name", index.benchmark_names())
+def test_every_benchmark_imports_and_runs_as_a_module(name):
+    """Each is ``python -m benchmarks.NAME``: a module of the package with ``main(argv=None)``."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    argv = inspect.signature(module.main).parameters["argv"]
+    assert argv.default is None
+    assert f"python -m benchmarks.{name}" in module.__doc__
 
-    return final_model
+
+def test_the_package_has_the_benchmarks():
+    names = index.benchmark_names()
+    assert {"detection", "final_model", "scaling", "selftest_projects", "load_test"} <= set(names)
+    assert "harness" not in names and "index" not in names
+
+
+def test_ranking_metrics():
+    quality = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])  # lower = more doubtful
+    flags = np.array([True, False, True, False, False, False])
+    r = harness.ranking(quality, flags)
+    assert r["ap"] == pytest.approx((1 + 2 / 3) / 2)
+    assert r["auroc"] == pytest.approx(7 / 8)
+    assert r["r_precision"] == 0.5  # the 2 most doubtful hold 1 of the 2 errors
+    assert r[f"precision_at_{harness.TOP}"] == pytest.approx(2 / 6)  # fewer than 50: all
+    assert harness.precision_at(quality, flags, 3) == pytest.approx(2 / 3)
+    # a tie across the cut counts in proportion: the order of the input does not matter
+    tied = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+    assert harness.precision_at(tied, flags, 2) == pytest.approx(0.5)
+    assert harness.precision_at(tied[::-1], flags[::-1], 2) == pytest.approx(0.5)
+    assert np.isnan(harness.ranking(quality, np.zeros(6, bool))["r_precision"])
+    with pytest.raises(ValueError, match="NaN"):
+        harness.ranking([np.nan, 1.0], [True, False])
+
+
+def test_summaries_tables_and_commands():
+    stat = harness.mean_sd([1.0, 2.0, 3.0])
+    assert stat == {"mean": 2.0, "sd": 1.0, "n": 3}
+    assert harness.pm(stat) == "2.000 ± 1.000" and harness.pm(harness.mean_sd([2])) == "2.000"
+    rows = [{"a": 1, "b": 2}, {"a": 3}]
+    assert harness.summarize_rows(rows, ["a", "b"]) == {"a": harness.mean_sd([1, 3])}
+    assert harness.table(["x", "y"], [[1, "2"]]) == ["| x | y |", "|---|---:|", "| 1 | 2 |"]
+    with pytest.raises(ValueError):
+        harness.table(["x", "y"], [], align="l")
+    assert harness.command("detection", ["--name", "a b"]) == (
+        "python -m benchmarks.detection --name 'a b'"
+    )
+    footer = harness.footer({**harness.stamp("python -m benchmarks.x"), "date": "today"})
+    assert footer[0] == "Command: `python -m benchmarks.x`" and footer[-1] == "Date: today."
+    assert any(line.startswith("Commit: ") for line in footer)  # the checkout's commit
+
+
+def test_data_sets_and_noise():
+    task, examples = harness.load("conll", 20, seed=3)
+    assert task == "ner" and len(examples) == 20
+    assert harness.load("conll", 20, seed=3)[1] == examples  # seeded
+    noisy, flags = harness.corrupt(examples, task, "sentence", 0.15, seed=3)
+    assert len(noisy) == 20 and flags.sum() == 3
+    test, original = (
+        harness.read_dataset("conllpp-test")[1],
+        harness.read_dataset("conll2003-test")[1],
+    )
+    assert len(test) == len(original) and test[0].words == original[0].words
+    baselines = harness.trivial_baselines(noisy, task, seed=0)
+    assert set(baselines) == {"random", "length", "entity count"}
+    assert set(harness.trivial_baselines(noisy, "classification", 0)) == {"random", "length"}
+
+
+def test_index_lists_every_result_and_is_current(tmp_path):
+    """benchmarks/results/INDEX.md is generated: rerun ``python -m benchmarks.index`` after
+    adding, renaming or removing a result."""
+    listed = (harness.RESULTS / index.INDEX).read_text()
+    assert listed == index.render(), "run python -m benchmarks.index"
+    for path in harness.RESULTS.glob("*.json"):
+        assert f"`{index.stem_of(path)}`" in listed
+    # a result's provenance, its benchmark from the command or else from its name
+    (tmp_path / "engine-scaling-gpu.json").write_text(
+        json.dumps({"command": "python benchmarks/engine_scaling.py --sizes 1", "date": "d"})
+    )
+    (tmp_path / "engine-scaling-gpu.md").write_text("")
+    (tmp_path / "warm-start-x.md").write_text("")
+    assert index.main(["--results", str(tmp_path), "--check"]) == 1
+    assert index.main(["--results", str(tmp_path)]) == 0
+    assert index.main(["--results", str(tmp_path), "--check"]) == 0
+    text = (tmp_path / "INDEX.md").read_text()
+    assert "## engine_scaling" in text and "## warm_start" in text
+    assert "`python -m benchmarks.engine_scaling --sizes 1`" in text
 
 
 def _check_runs(result, n_examples):
@@ -53,7 +134,7 @@ def _check_runs(result, n_examples):
             assert 0.0 <= run["weights"]["ap"] <= 1.0
 
 
-def test_final_model_runs_resumes_and_keeps_finished_runs(final_model, tmp_path, monkeypatch):
+def test_final_model_runs_resumes_and_keeps_finished_runs(tmp_path, monkeypatch):
     args = TINY + ["--out", str(tmp_path), "--name", "fm"]
     assert final_model.main(args + ["--weightings", "vanilla", "agreement"]) == 0
 
@@ -129,20 +210,10 @@ def test_final_model_runs_resumes_and_keeps_finished_runs(final_model, tmp_path,
         assert f"| {label} | 0 |" in markdown
 
 
-@pytest.fixture
-def benchmark_module(monkeypatch):
-    """Import a script of benchmarks/ as when run from there."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import importlib
-
-    return importlib.import_module
-
-
 DETECTION_TINY = ["--sizes", "24", "--epochs", "1", "--n-samples", "6", "-k", "3", "--folds", "2"]
 
 
-def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monkeypatch):
-    detection = benchmark_module("detection")
+def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
     args = DETECTION_TINY + ["--out", str(tmp_path), "--name", "det"]
     assert detection.main(args + ["--seeds", "1"]) == 0
     first = json.loads((tmp_path / "det.json").read_text())
@@ -150,6 +221,11 @@ def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monke
     (run,) = first["runs"]
     assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5  # cleanlab's default = p(gold)
     assert run["methods"]["length"]["ap"] >= 0 and "Command:" in (tmp_path / "det.md").read_text()
+    assert {"precision_at_50", "r_precision"} <= set(run["methods"]["length"])
+    assert (
+        "| score | AP | AUROC | precision top 50 | R-precision |"
+        in (tmp_path / "det.md").read_text()
+    )
 
     # other settings: refused; same settings: seed 0 kept as it was, only seed 1 is run
     with pytest.raises(ValueError, match="other settings"):
@@ -169,8 +245,7 @@ def test_detection_resume_keeps_finished_seeds(benchmark_module, tmp_path, monke
     assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
 
 
-def test_detection_curve_runs_costly_scores_up_to_a_size(benchmark_module, tmp_path):
-    detection = benchmark_module("detection")
+def test_detection_curve_runs_costly_scores_up_to_a_size(tmp_path):
     args = [*DETECTION_TINY[2:], "--sizes", "16", "24", "--costly-up-to", "16", "--seeds", "1"]
     assert detection.main([*args, "--out", str(tmp_path), "--name", "curve"]) == 0
     result = json.loads((tmp_path / "curve.json").read_text())
@@ -181,8 +256,7 @@ def test_detection_curve_runs_costly_scores_up_to_a_size(benchmark_module, tmp_p
     assert "up to 16 only" in (tmp_path / "curve.md").read_text()
 
 
-def test_detection_says_which_runs_ran_where(benchmark_module):
-    detection = benchmark_module("detection")
+def test_detection_says_which_runs_ran_where():
     runs = [{"size": 100, "seed": 0, "machine": "gpu box"}, {"size": 100, "seed": 1}]
     runs[1]["machine"] = "cpu box"
     lines = detection.machines({"runs": runs})
@@ -190,8 +264,9 @@ def test_detection_says_which_runs_ran_where(benchmark_module):
     assert detection.machines({"runs": runs[:1]}) == []  # one machine: the footer says it
 
 
-def test_engine_scaling_times_each_phase(benchmark_module, tmp_path):
-    engine_scaling = benchmark_module("engine_scaling")
+def test_engine_scaling_times_each_phase(tmp_path):
+    from benchmarks import engine_scaling
+
     args = ["--sizes", "24", "--epochs", "1", "-k", "3", "--n-samples", "6", "--n-jobs", "1"]
     assert engine_scaling.main([*args, "--out", str(tmp_path), "--name", "eng"]) == 0
     (row,) = json.loads((tmp_path / "eng.json").read_text())["runs"]
@@ -203,8 +278,9 @@ def test_engine_scaling_times_each_phase(benchmark_module, tmp_path):
         engine_scaling.main([*args[:-1], "2", "--out", str(tmp_path), "--name", "eng", "--resume"])
 
 
-def test_training_step_times_each_variant_and_profiles_one_fit(benchmark_module, tmp_path):
-    training_step = benchmark_module("training_step")
+def test_training_step_times_each_variant_and_profiles_one_fit(tmp_path):
+    from benchmarks import training_step
+
     args = ["--sentences", "24", "--repeats", "1", "--out", str(tmp_path), "--name", "ts"]
     assert training_step.main(args) == 0
     result = json.loads((tmp_path / "ts.json").read_text())
@@ -220,8 +296,9 @@ def test_training_step_times_each_variant_and_profiles_one_fit(benchmark_module,
     assert f"Speed check: {result['matmul_gflops']} GFLOP/s" in markdown
 
 
-def test_inference_weighs_the_same_candidates_in_each_variant(benchmark_module, tmp_path):
-    inference = benchmark_module("inference")
+def test_inference_weighs_the_same_candidates_in_each_variant(tmp_path):
+    from benchmarks import inference
+
     args = ["--examples", "20", "--n-samples", "6", "-k", "3", "--threads", "1"]
     args += ["--batch-sizes", "16", "--out", str(tmp_path), "--name", "inf"]
     assert inference.main(args) == 0
@@ -234,8 +311,9 @@ def test_inference_weighs_the_same_candidates_in_each_variant(benchmark_module, 
     assert all(r["candidates_per_second"] > 0 for r in rows)
 
 
-def test_warm_start_compares_three_scouts_on_the_same_candidates(benchmark_module, tmp_path):
-    warm_start = benchmark_module("warm_start")
+def test_warm_start_compares_three_scouts_on_the_same_candidates(tmp_path):
+    from benchmarks import warm_start
+
     args = ["--examples", "30", "--steps", "1", "--change", "5", "--seeds", "1", "--epochs", "1"]
     args += ["--n-samples", "6", "-k", "3", "--warm-learning-rate", "3e-5", "--out", str(tmp_path)]
     assert warm_start.main(args) == 0
@@ -251,8 +329,9 @@ def test_warm_start_compares_three_scouts_on_the_same_candidates(benchmark_modul
     assert "at peak learning rate 3e-05" in (tmp_path / "warm-start-conll.md").read_text()
 
 
-def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
-    ablation = benchmark_module("ablation")
+def test_ablation_rows_share_one_scout(tmp_path):
+    from benchmarks import ablation
+
     args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
     args += ["--methods", "random", "kmeans", "--ps", "0", "0.1", "--out", str(tmp_path)]
     assert ablation.main(args) == 0
@@ -268,15 +347,14 @@ def test_ablation_rows_share_one_scout(benchmark_module, tmp_path):
     assert "| kmeans p=0.1 |" in (tmp_path / "ablation-conll-sentence.md").read_text()
 
 
-def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
-    """benchmarks/scaling.py on a 20-task project: Start Training, then a retrain that 2 edits
+def test_scaling_times_training_through_label_studio(tmp_path):
+    """benchmarks.scaling on a 20-task project: Start Training, then a retrain that 2 edits
     in Label Studio start through its webhooks, both timed to the scores in Label Studio; the
     first edit is also timed until the backend rescored it."""
     from testbed.servers import require_label_studio
 
     require_label_studio()
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import scaling
+    from benchmarks import scaling
 
     tiny = ["--sizes", "20", "--retrain-at", "20", "--changes", "2", "--epochs", "1", "-k", "2"]
     assert scaling.main(tiny + ["--n-samples", "4", "--out", str(tmp_path)]) == 0
@@ -308,14 +386,13 @@ def test_scaling_times_training_through_label_studio(tmp_path, monkeypatch):
     assert "over 1 edits" in table
 
 
-def test_fetch_times_both_reads_of_a_project(tmp_path, monkeypatch):
-    """benchmarks/fetch.py on a 12-task project: the export and the task list read the same
+def test_fetch_times_both_reads_of_a_project(tmp_path):
+    """benchmarks.fetch on a 12-task project: the export and the task list read the same
     tasks (it asserts so), each timed."""
     from testbed.servers import require_label_studio
 
     require_label_studio()
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import fetch
+    from benchmarks import fetch
 
     assert fetch.main(["--sizes", "12", "--repeats", "1", "--out", str(tmp_path)]) == 0
     (run,) = json.loads((tmp_path / "fetch.json").read_text())["runs"]

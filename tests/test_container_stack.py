@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from testbed.projects import NER_CONFIG, field, ner_tasks, wait_trained
-from testbed.servers import _http
+from testbed.servers import http_json
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SRW_CONTAINER_STACK") != "1",
@@ -95,7 +95,7 @@ class Stack:
         ).stdout.strip()
 
     def _ls_admin_ok(self) -> bool:
-        code, me = _http("GET", self.ls_url + "/api/current-user/whoami", token=self.token)
+        code, me = http_json("GET", self.ls_url + "/api/current-user/whoami", token=self.token)
         return code == 200 and me["email"] == _compose_default(
             "label-studio", "LABEL_STUDIO_USERNAME"
         )
@@ -106,7 +106,7 @@ class Stack:
         started = time.monotonic()
         checks = [
             ("Label Studio", self._ls_admin_ok),
-            ("backend /health", lambda: _http("GET", self.backend_url + "/health")[0] == 200),
+            ("backend /health", lambda: http_json("GET", self.backend_url + "/health")[0] == 200),
             ("backend HEALTHCHECK", lambda: self.health("backend") == "healthy"),
         ]
         while checks and time.monotonic() < started + timeout:
@@ -128,7 +128,7 @@ class StackBackend:
         self.stack = stack
 
     def get(self, path: str, auth=None):
-        return _http("GET", self.stack.backend_url + path, timeout=30.0, auth=auth)
+        return http_json("GET", self.stack.backend_url + path, timeout=30.0, auth=auth)
 
     def log(self, lines: int = 80) -> str:
         text = self.stack.logs("backend") + "\n----- worker\n" + self.stack.logs("worker")
@@ -229,7 +229,7 @@ def test_models_volume_survives_down_and_up(stack, trained):
     ls = trained["ls"]
     assert ls.projects.get(id=project).model_version == version
     listed = list(ls.tasks.list(project=project, fields="all"))
-    code, body = _http(
+    code, body = http_json(
         "POST",
         stack.backend_url + "/predict",
         body={

@@ -117,10 +117,10 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
     the compose schema and resolves it, with every profile; it needs no Docker engine for this."""
     import shutil
 
-    from testbed.servers import _skip_or_fail
+    from testbed.servers import skip_or_fail
 
     if shutil.which("docker-compose") is None:
-        _skip_or_fail("docker-compose is not installed; run scripts/install-test-servers.sh")
+        skip_or_fail("docker-compose is not installed; run scripts/install-test-servers.sh")
     env = {
         k: v
         for k, v in os.environ.items()

@@ -8,6 +8,7 @@ Read from the source with ``ast``: every import, at module level or inside a fun
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,61 @@ def test_rq_jobs_are_functions_not_paths_into_model():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert not node.value.startswith("model:"), f"{path.name}: {node.value!r}"
+
+
+# Run from the repository root as modules (python -m benchmarks.NAME, python -m scripts.NAME):
+# what they share with the tests is testbed/, never the test suite itself.
+RUN_AS_MODULES = ("benchmarks", "scripts", "testbed")
+OLD_INVOCATION = re.compile(r"\bpython3? +(?:benchmarks|scripts)/\w+\.py\b")
+
+
+def path_edits(source: str) -> list[int]:
+    """Lines of ``source`` that touch ``sys.path`` (or ``site.addsitedir``, ``PYTHONPATH``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in {("sys", "path"), ("site", "addsitedir")}:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module in {"sys", "site"}:
+            if {alias.name for alias in node.names} & {"path", "addsitedir"}:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Constant) and node.value == "PYTHONPATH":
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_benchmarks_and_scripts_leave_sys_path_and_the_tests_alone():
+    files = sorted(path for top in RUN_AS_MODULES for path in (REPO / top).rglob("*.py"))
+    assert len(files) >= 20
+    wrong = []
+    for path in files:
+        name = path.relative_to(REPO)
+        for line in path_edits(path.read_text()):
+            wrong.append(f"{name}:{line} touches sys.path")
+        for module in imported_modules(path, path.parent.name):
+            if module.split(".")[0] == "tests":
+                wrong.append(f"{name} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_sys_path_check_sees_edits():
+    source = "import sys\nsys.path.insert(0, 'x')\nfrom sys import path\nimport os\n"
+    source += "os.environ['PYTHONPATH'] = 'x'\n"
+    assert path_edits(source) == [2, 3, 5]
+    assert path_edits("import sys\nprint(sys.argv)\n") == []
+
+
+def test_docs_run_benchmarks_and_scripts_as_modules():
+    """``python benchmarks/NAME.py`` no longer runs (benchmarks/ is a package): the README, the
+    docs and the modules' docstrings say ``python -m benchmarks.NAME`` (the results in
+    benchmarks/results keep the commands that made them)."""
+    texts = {path: path.read_text() for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]}
+    for top in RUN_AS_MODULES:
+        for path in (REPO / top).rglob("*.py"):
+            texts[path] = ast.get_docstring(ast.parse(path.read_text())) or ""
+    wrong = [
+        f"{path.relative_to(REPO)}: {found}"
+        for path, text in sorted(texts.items())
+        for found in OLD_INVOCATION.findall(text)
+    ]
+    assert len(texts) >= 20 and not wrong, "\n".join(wrong)

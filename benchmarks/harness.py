@@ -1,0 +1,462 @@
+"""What every benchmark shares: data, noise, metrics, baselines, tables, plots and provenance.
+
+A benchmark is a module of this package run from the repository root, ``python -m
+benchmarks.NAME [options]``, with a ``main(argv=None)``; it declares what it compares and calls
+this harness. Each writes ``benchmarks/results/STEM.json`` and ``STEM.md`` (``--out``,
+``--name``), and ``python -m benchmarks.index`` lists them all in ``results/INDEX.md``.
+
+Data and noise
+    ``DATA``, ``RESULTS``, ``REPO``      ../shared/data; benchmarks/results; the repository
+    ``DATASETS``                          name -> (task, file): ``conll`` (CoNLL++ train),
+                                          ``sst2`` (train), ``conllpp-dev``, ``conllpp-test``
+                                          (CoNLL++: the corrected test set), ``conll2003-test``
+                                          (the original eng.testb, sentence by sentence the same)
+    ``read_dataset(dataset)``             (task, every example of the file)
+    ``sample(examples, n, seed)``         a seeded random subset of n, in file order
+    ``load(dataset, n, seed)``            (task, ``sample`` of the data set)
+    ``NOISE``, ``corrupt(...)``           noise kinds (sentence, paper, flip) -> (noisy, flags)
+    ``SEEDS``                             the default number of seeds (runs use 0..SEEDS-1)
+Scores and metrics (a *quality* score: lower = more doubtful)
+    ``ranking(quality, flags)``           AP, AUROC, precision in the top 50, R-precision
+    ``precision_at(quality, flags, k)``   share of errors among the k most doubtful (ties fair)
+    ``trivial_baselines(examples, task, seed)``  random, length, entity count (NER)
+    ``cleanlab_in_sample(fitted, examples, task)``  cleanlab on a fitted scout's probabilities
+    ``cleanlab_out_of_fold(scout, labels, examples, task, folds, seed)``  on K-fold scouts'
+    ``timed(fn, *args, **kwargs)``        (fn's result, wall seconds)
+    ``timed_cpu(fn, *args, **kwargs)``    (fn's result, wall seconds, CPU seconds)
+Summaries, tables, plots
+    ``mean_sd(values)``, ``pm(stat)``     {"mean", "sd", "n"}, and "0.512 ± 0.034"
+    ``summarize_rows(rows, keys)``        mean_sd of each key present in every row
+    ``table(header, rows, align)``        markdown table lines
+    ``figure(path)``                      context manager: matplotlib axes saved to path (PNG)
+Command line
+    ``arguments(doc, name, threads)``     an argparse parser with ``--out``, ``--name``,
+                                          ``--threads``
+    ``add_precision_argument(parser)``    the scout's ``--precision``
+    ``start(threads)``                    logging, and torch threads
+Provenance and results
+    ``command(name, argv)``               "python -m benchmarks.NAME ARGS"
+    ``machine()``, ``matmul_gflops()``    the machine in words; its speed now (GFLOP/s)
+    ``git_commit()``                      the commit the code ran at, and if it had changes
+    ``now()``, ``stamp(command)``         the provenance fields a result starts with
+    ``footer(result)``                    the markdown lines saying command, machine, commit, date
+    ``config(args)``                      arguments as JSON values
+    ``save(out, name, result, markdown)`` writes STEM.json and STEM.md atomically
+    ``atomic_write(path, data)``, ``earlier_result(out, name, resume)``
+    ``run_seeds(args, name, argv, run_seed, summarize, markdown)``  seeds 0.., saved after each
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import functools
+import json
+import logging
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from subregweigh.baselines import (
+    cleanlab_scores,
+    entity_count_scores,
+    label_indices,
+    length_scores,
+    out_of_fold_proba,
+    random_scores,
+)
+from subregweigh.io import read_conll, read_tsv
+from subregweigh.metrics import hits_at_k
+from subregweigh.noise import inject_ner_noise, inject_sentence_noise
+from subregweigh.scout import PRECISIONS, bfloat16_native
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+RESULTS = REPO / "benchmarks" / "results"
+
+# ----------------------------------------------------------------------------- data and noise
+
+DATASETS = {
+    "conll": ("ner", DATA / "conllpp" / "conllpp_train.txt"),
+    "sst2": ("classification", DATA / "sst2" / "train.tsv"),
+    "conllpp-dev": ("ner", DATA / "conllpp" / "conllpp_dev.txt"),
+    "conllpp-test": ("ner", DATA / "conllpp" / "conllpp_test.txt"),
+    "conll2003-test": ("ner", DATA / "conll2003" / "eng.testb"),
+}
+NOISE = {  # noise -> (datasets it applies to, default rate)
+    "sentence": (("conll", "sst2"), 0.15),
+    "paper": (("conll",), 0.10),
+    "flip": (("sst2",), 0.10),
+}
+SEEDS = 3
+TOP = 50  # ranking()'s precision in the top TOP
+
+
+def read_dataset(dataset: str):
+    """``(task, examples)``: every example of ``DATASETS[dataset]``, in file order."""
+    task, path = DATASETS[dataset]
+    return task, read_conll(path) if task == "ner" else read_tsv(path)
+
+
+def sample(examples: Sequence, n: int, seed: int) -> list:
+    """A seeded random subset of ``n`` examples, in file order (the first ``n`` would be a
+    handful of documents)."""
+    if n > len(examples):
+        raise ValueError(f"{n} examples asked for, {len(examples)} there")
+    pick = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
+    return [examples[i] for i in pick]
+
+
+def load(dataset: str, n: int, seed: int):
+    """``(task, examples)``: ``n`` examples of ``dataset`` drawn with ``seed``."""
+    task, examples = read_dataset(dataset)
+    return task, sample(examples, n, seed)
+
+
+def corrupt(examples, task: str, noise: str, rate: float, seed: int):
+    """``(noisy examples, corrupted flags)``: ``paper``, ``rate`` of all word labels replaced
+    (NER); otherwise ``rate`` of the examples get one error each (``sentence``: retype, drop, add
+    or shift one entity, NER; ``flip`` or ``sentence`` for classification: another label)."""
+    if noise == "paper":
+        return inject_ner_noise(examples, rate, random_state=seed)
+    return inject_sentence_noise(examples, rate, task=task, random_state=seed)
+
+
+# ----------------------------------------------------------------------------- scores, metrics
+
+
+def precision_at(quality, flags, k: int) -> float:
+    """The share of flagged examples among the ``k`` lowest ``quality`` (``min(k, n)`` when
+    fewer); a tie group cut by the boundary counts in proportion, so input order is irrelevant."""
+    doubt = -np.asarray(quality, dtype=float)
+    k = min(int(k), len(doubt))
+    if k < 1:
+        return float("nan")
+    return hits_at_k(doubt, np.asarray(flags, dtype=bool), k) / k
+
+
+def ranking(quality, flags) -> dict:
+    """How ``quality`` (lower = more doubtful) ranks the flagged examples first: ``ap``
+    (average precision), ``auroc``, ``precision_at_50`` (errors among the 50 most doubtful, or
+    all when fewer) and ``r_precision`` (errors among as many most doubtful as there are errors:
+    precision = recall there). NaN when every example or none is flagged."""
+    doubt = -np.asarray(quality, dtype=float)
+    flags = np.asarray(flags, dtype=bool)
+    if np.isnan(doubt).any():
+        raise ValueError("NaN score")
+    if flags.all() or not flags.any():
+        nan = float("nan")
+        return {"ap": nan, "auroc": nan, f"precision_at_{TOP}": nan, "r_precision": nan}
+    return {
+        "ap": float(average_precision_score(flags, doubt)),
+        "auroc": float(roc_auc_score(flags, doubt)),
+        f"precision_at_{TOP}": precision_at(quality, flags, TOP),
+        "r_precision": precision_at(quality, flags, int(flags.sum())),
+    }
+
+
+def trivial_baselines(examples, task: str, seed: int) -> dict[str, np.ndarray]:
+    """What a detector gets for free: ``random`` (seeded), ``length`` (longest first) and, for
+    NER, ``entity count`` (most entities first); quality scores."""
+    scores = {"random": random_scores(len(examples), seed), "length": length_scores(examples)}
+    if task == "ner":
+        scores["entity count"] = entity_count_scores(examples)
+    return scores
+
+
+def cleanlab_in_sample(fitted, examples, task: str, proba=None) -> np.ndarray:
+    """cleanlab's label quality on the probabilities of ``fitted``, a scout trained on these
+    very ``examples`` (with cleanlab's defaults: the deterministic p(gold)); ``proba``: its
+    ``predict_proba(examples)`` if already computed."""
+    given = label_indices(examples, fitted.labels_, task)
+    proba = fitted.predict_proba(examples) if proba is None else proba
+    return cleanlab_scores(given, proba, task)
+
+
+def cleanlab_out_of_fold(scout, labels, examples, task: str, folds: int, seed: int) -> np.ndarray:
+    """cleanlab's label quality on out-of-fold probabilities: ``folds`` copies of the unfitted
+    ``scout`` (the same family as SubRegWeigh's), each predicting the fold it did not train on;
+    ``labels``: the label space, e.g. the fitted scout's ``labels_``."""
+    proba = out_of_fold_proba(
+        examples, scout, labels, n_folds=folds, random_state=seed, progress=False
+    )
+    return cleanlab_scores(label_indices(examples, labels, task), proba, task)
+
+
+def timed(fn: Callable, *args, **kwargs):
+    """``(fn(*args, **kwargs), wall seconds)``."""
+    began = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - began
+
+
+def timed_cpu(fn: Callable, *args, **kwargs):
+    """``(fn(*args, **kwargs), wall seconds, CPU seconds)``; CPU seconds: this process's, all
+    threads (less disturbed than wall time by other jobs on a shared machine)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def mean_sd(values) -> dict:
+    """``{"mean", "sd" (sample; NaN for one value), "n"}`` of ``values``."""
+    v = np.asarray(values, dtype=float)
+    return {
+        "mean": float(np.mean(v)),
+        "sd": float(np.std(v, ddof=1)) if len(v) > 1 else float("nan"),
+        "n": int(len(v)),
+    }
+
+
+def pm(stat: dict, digits: int = 3) -> str:
+    """A ``mean_sd`` as "mean ± sd" (the mean alone for one value)."""
+    if stat["n"] > 1:
+        return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
+    return f"{stat['mean']:.{digits}f}"
+
+
+def summarize_rows(rows: Sequence[dict], keys: Sequence[str]) -> dict:
+    """``{key: mean_sd over rows}`` for each of ``keys`` that every row has (results made
+    before a key existed lack it)."""
+    return {key: mean_sd([r[key] for r in rows]) for key in keys if all(key in r for r in rows)}
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence], align: str | None = None) -> list[str]:
+    """A markdown table's lines; ``align``: one letter per column, ``l`` left, ``r`` right
+    (default: the first column left, the rest right)."""
+    align = align or "l" + "r" * (len(header) - 1)
+    if len(align) != len(header):
+        raise ValueError(f"align {align!r} for {len(header)} columns")
+    lines = ["| " + " | ".join(header) + " |"]
+    lines.append("|" + "".join("---:|" if a == "r" else "---|" for a in align))
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+@contextlib.contextmanager
+def figure(path: Path, figsize: tuple[float, float] = (7, 4.5)):
+    """``with figure(path) as ax:`` draw on ``ax``; on leaving, the figure is laid out and
+    written to ``path`` (PNG, 120 dpi) and closed. No display needed (matplotlib's Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=figsize)
+    try:
+        yield ax
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def arguments(doc: str, name: str | None = None, threads: bool = True) -> argparse.ArgumentParser:
+    """A benchmark's parser: ``doc`` as its help; ``--out`` (default ``RESULTS``), ``--name``
+    (the output file stem, default ``name``; None: the benchmark derives it from the other
+    options) and, with ``threads``, ``--threads`` (torch threads)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if threads:
+        parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="(default: benchmarks/results)")
+    parser.add_argument(
+        "--name", default=name, help=f"output file stem (default: {name or 'see above'})"
+    )
+    return parser
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """``--precision``, the scout's, default auto. Results recorded before it (float32
+    throughout) have no precision in their settings, so they do not resume under it."""
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="the scout's forward passes (default: auto, the scout's; results before "
+        "2026-11-24 are float32)",
+    )
+
+
+def start(threads: int | None) -> None:
+    """What every benchmark does first: INFO logs with the time, the engine's own logs at
+    WARNING (one line per run is enough), and ``threads`` torch threads if given."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    logging.getLogger("subregweigh").setLevel(logging.WARNING)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def command(name: str, argv=None) -> str:
+    """The command line that ran benchmark ``name`` (``argv``: main()'s arguments, else
+    sys.argv)."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python", "-m", f"benchmarks.{name}", *map(shlex.quote, args)])
+
+
+def machine() -> str:
+    """The machine in words; "bfloat16 native" says what a scout's ``precision="auto"`` ran."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads, "
+        f"{'CUDA ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}"
+        f"{', bfloat16 native' if bfloat16_native(device) else ''}, "
+        f"torch {torch.__version__}, Python {platform.python_version()}"
+    )
+
+
+def matmul_gflops(windows: int = 8, window: float = 0.25, n: int = 1024) -> float:
+    """This machine's speed now: float32 GFLOP/s of ``n`` x ``n`` matrix products on torch's
+    threads, the median of ``windows`` windows of ``window`` seconds (on a shared machine a
+    single window can be far off from the next). A scout's training is mostly such products
+    (69% of its CPU time, ``training_step``), so results measured at different speeds are
+    not compared."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):  # warm up the BLAS threads
+        torch.mm(a, b)
+    rates = []
+    for _ in range(windows):
+        products, began = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - began) < window:
+            torch.mm(a, b)
+            products += 1
+        rates.append(2 * n**3 * products / elapsed / 1e9)
+    return round(statistics.median(rates), 1)
+
+
+_speed_at_first_stamp = functools.cache(matmul_gflops)
+
+
+@functools.cache
+def git_commit() -> dict:
+    """``{"commit": hash or None, "uncommitted_changes": bool}`` of the repository now
+    (tracked files only; None outside a git checkout)."""
+
+    def git(*args) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    changes = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "uncommitted_changes": bool(changes)}
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def stamp(command_line: str | None = None) -> dict:
+    """The provenance fields a result starts with: ``command`` (if given), ``machine``,
+    ``date``, ``matmul_gflops`` (the speed check, once per process), ``commit``,
+    ``uncommitted_changes``."""
+    return {
+        **({"command": command_line} if command_line is not None else {}),
+        "machine": machine(),
+        "date": now(),
+        "matmul_gflops": _speed_at_first_stamp(),
+        **git_commit(),
+    }
+
+
+def footer(result: dict) -> list[str]:
+    """Markdown lines naming the command(s), machine, commit and date of ``result``."""
+    lines = []
+    if "command" in result:
+        lines.append(f"Command: `{result['command']}`")
+    if "commands" in result:
+        lines += ["Commands:", "", *[f"    {c}" for c in result["commands"]], ""]
+    lines.append(
+        f"Machine: {result['machine']}."
+        + (
+            f" Speed check: {result['matmul_gflops']} GFLOP/s (float32 matrix products)."
+            if "matmul_gflops" in result
+            else ""
+        )
+    )
+    if result.get("commit"):
+        changes = " with uncommitted changes" if result.get("uncommitted_changes") else ""
+        lines.append(f"Commit: {result['commit']}{changes}.")
+    lines.append(f"Date: {result['date']}.")
+    return lines
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def config(args) -> dict:
+    """A benchmark's parsed arguments as JSON values (paths as strings)."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``path`` whole or not at all (a temporary file renamed over it), mode 0644."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would make results unreadable to others
+    os.replace(tmp, path)
+
+
+def earlier_result(out: Path, name: str, resume: bool) -> dict | None:
+    """What an earlier run wrote to ``out/name.json``, for ``--resume`` to continue; None without
+    ``resume`` or without that file."""
+    path = out / f"{name}.json"
+    if not resume or not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def save(out: Path, name: str, result: dict, markdown: str) -> None:
+    """Write ``out/name.json`` and ``out/name.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / f"{name}.json", json.dumps(result, indent=2) + "\n")
+    atomic_write(out / f"{name}.md", markdown)
+
+
+def run_seeds(args, name: str, argv, run_seed, summarize, markdown) -> dict:
+    """Run ``run_seed(args, seed)`` for seeds 0..args.seeds-1, saving ``args.out/args.name``
+    after each (a stopped run keeps its finished seeds); prints and returns the result.
+    ``name``: the benchmark's module, for its command line."""
+    command_line = command(name, argv)
+    runs: list[dict] = []
+    for seed in range(args.seeds):
+        runs.append(run_seed(args, seed))
+        result = {
+            **stamp(command_line),
+            "config": config(args),
+            "complete": len(runs) == args.seeds,
+            "summary": summarize(runs),
+            "runs": runs,
+        }
+        save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
+    return result
