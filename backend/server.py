@@ -15,6 +15,7 @@ import hmac
 import logging
 import time
 from functools import partial
+from pathlib import Path
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
@@ -127,6 +128,20 @@ def _webhook_token_ok(settings: Settings) -> bool:
     return webhook_auth.valid_token(secret, project, token)
 
 
+def _clean_debris(model_dir: str) -> None:
+    """At start-up: what killed trainings, publishes and prunes left in every project (safe
+    while another process trains: see :meth:`ProjectStore.clean_debris`)."""
+    root = Path(model_dir)
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        if entry.is_dir() and entry.name.isascii() and entry.name.isdigit():
+            try:
+                ProjectStore(model_dir, entry.name).clean_debris()
+            except (OSError, ValueError) as err:  # start-up goes on; the next training retries
+                logger.warning("project %s: leftovers not cleaned: %s", entry.name, err)
+
+
 def _runner(settings: Settings, kind: str, queued, in_process):
     """rq when ``settings.redis_url`` is set (the job ``queued`` with the training settings),
     else in-process threads (``in_process`` with ``settings``)."""
@@ -207,6 +222,8 @@ def create_app(
         "rq" if isinstance(runner, RQRunner) else "in-process",
         settings.public(),
     )
+
+    _clean_debris(settings.model_dir)
 
     def store_for(value) -> ProjectStore:
         return ProjectStore(settings.model_dir, _project(value))

@@ -495,6 +495,7 @@ def version_meta(
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock = _PhaseClock()
+    store.clean_debris()  # what a killed training of this project left
     api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
@@ -526,12 +527,16 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock.lap("score" if quick else "weigh")
     version = new_version_name()
     staging = store.staging_dir()
-    srw.scout_.save(staging / "scout")
-    atomic_write_json(staging / "scores.json", scores)
-    atomic_write_json(
-        staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
-    )
-    store.publish(staging, version)
+    try:
+        srw.scout_.save(staging / "scout")
+        atomic_write_json(staging / "scores.json", scores)
+        atomic_write_json(
+            staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
+        )
+        store.publish(staging, version)
+    except BaseException:
+        store.discard(staging)
+        raise
     clock.lap("save")
     logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
 

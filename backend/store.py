@@ -40,6 +40,7 @@ from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 logger = logging.getLogger(__name__)
 
 _PROJECT = re.compile(r"[0-9]+")
+STAGING, TRASH = ".staging-", ".trash-"
 # Project directories are made on the first event of a project; this bounds what any number of
 # made-up project ids can make (a real deployment serves far fewer projects).
 MAX_PROJECTS = 10_000
@@ -63,6 +64,13 @@ def project_id(value) -> str:
     if not (text.isascii() and text.isdigit() and len(text) <= 20):
         raise ValueError(f"no valid project id in {str(value)[:40]!r}")
     return str(int(text))
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return time.time()
 
 
 def new_version_name() -> str:
@@ -100,6 +108,7 @@ class ProjectStore:
         self.project = project
         self.root = Path(model_dir) / project
         self.versions = self.root / "versions"
+        self._staging: dict[Path, int] = {}  # staging directories this object owns -> lock fd
 
     # -- versions -----------------------------------------------------------------------------
     def is_complete(self, version: str) -> bool:
@@ -151,9 +160,30 @@ class ProjectStore:
         return complete[-1] if complete else None
 
     def staging_dir(self) -> Path:
-        """An empty directory to build a new version in (same filesystem as the versions)."""
+        """An empty directory to build a new version in (same filesystem as the versions),
+        owned by this process until :meth:`publish` or :meth:`discard`: it holds an exclusive
+        ``flock`` on ``<dir>.lock``, which the kernel lets go when the process dies, so
+        :meth:`clean_debris` knows a killed training's directory from a running one's."""
         self.versions.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=".staging-", dir=self.versions))
+        # The lock first, then the directory named after it: no moment where the directory
+        # exists unowned.
+        fd, lock_name = tempfile.mkstemp(prefix=STAGING, suffix=".lock", dir=self.versions)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        staging = Path(lock_name).with_suffix("")
+        staging.mkdir()
+        self._staging[staging] = fd
+        return staging
+
+    def _release(self, staging: Path) -> None:
+        fd = self._staging.pop(staging, None)
+        if fd is not None:
+            staging.with_name(staging.name + ".lock").unlink(missing_ok=True)
+            os.close(fd)
+
+    def discard(self, staging: Path) -> None:
+        """Remove a staging directory that will not be published."""
+        shutil.rmtree(staging, ignore_errors=True)
+        self._release(staging)
 
     def publish(self, staging: Path, version: str) -> Path:
         """Mark ``staging`` complete, move it to ``versions/<version>`` and serve it."""
@@ -161,22 +191,91 @@ class ProjectStore:
         atomic_write_json(staging / "COMPLETE", {"version": version, "files": manifest})
         target = self.versions / version
         os.replace(staging, target)
+        self._release(staging)
         atomic_write_text(self.root / "CURRENT", version)
         self._prune(keep=version)
         return target
 
     def _prune(self, keep: str) -> None:
-        complete = sorted(v.name for v in self.versions.glob("srw-*") if self.is_complete(v.name))
-        for old in complete[:-KEEP_VERSIONS]:
+        for old in self._complete_versions()[:-KEEP_VERSIONS]:
             if old != keep:
-                shutil.rmtree(self.versions / old, ignore_errors=True)
-        # Staging dirs left by a killed worker: anything older than a day.
-        for stale in self.versions.glob(".staging-*"):
-            if time.time() - stale.stat().st_mtime > 86400:
-                shutil.rmtree(stale, ignore_errors=True)
+                self._trash(self.versions / old)
+        self.clean_debris()
+
+    def _trash(self, directory: Path) -> None:
+        """Remove ``directory`` so that no moment shows a version half-removed: it is renamed
+        out of the listing first (one atomic step), then deleted."""
+        trash = self.versions / f"{TRASH}{directory.name}-{uuid.uuid4().hex[:6]}"
+        try:
+            os.replace(directory, trash)
+        except FileNotFoundError:
+            return  # another process pruned it
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def clean_debris(self) -> list[str]:
+        """Remove what killed processes left in ``versions/``: staging directories no live
+        process owns, versions being removed (``.trash-*``), and version directories without
+        their ``COMPLETE`` marker (never published: a rename publishes a whole version). Safe
+        while other processes train. Returns the names removed."""
+        removed = []
+        if not self.versions.is_dir():
+            return removed
+        for entry in sorted(self.versions.iterdir()):
+            name = entry.name
+            if name.startswith(TRASH) and entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            elif name.startswith(STAGING) and entry.is_dir():
+                if not self._remove_unowned(entry):
+                    continue
+            elif name.startswith("srw-") and entry.is_dir() and not (entry / "COMPLETE").exists():
+                self._trash(entry)
+            elif name.startswith(STAGING) and name.endswith(".lock"):
+                if entry.with_suffix("").exists() or time.time() - _mtime(entry) < 3600:
+                    continue
+                entry.unlink(missing_ok=True)
+            else:
+                continue
+            removed.append(name)
+        if removed:
+            logger.info(
+                "project %s: removed %d leftovers of killed trainings: %s",
+                self.project,
+                len(removed),
+                ", ".join(removed[:10]),
+            )
+        return removed
+
+    def _remove_unowned(self, staging: Path) -> bool:
+        lock = staging.with_name(staging.name + ".lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # a live training builds it
+            shutil.rmtree(staging, ignore_errors=True)
+            lock.unlink(missing_ok=True)
+            return True
+        finally:
+            os.close(fd)
 
     def all_versions(self) -> list[str]:
+        """The versions that may be served, oldest first: complete, not broken, every file of
+        their manifest in place."""
+        return [v for v in self._complete_versions() if self._intact(v)]
+
+    def _complete_versions(self) -> list[str]:
         return sorted(v.name for v in self.versions.glob("srw-*") if self.is_complete(v.name))
+
+    def _intact(self, version: str) -> bool:
+        try:
+            self.verify(version)
+        except CorruptVersion:
+            return False
+        return True
 
     def scout_dir(self, version: str) -> Path:
         return self.versions / version / "scout"

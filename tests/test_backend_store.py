@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -135,28 +136,62 @@ def test_pruning_keeps_the_last_three(tmp_path):
     assert store.current_version() == _names(6)
 
 
-def test_pruning_leaves_incomplete_versions_and_fresh_staging_alone(tmp_path):
+def test_pruning_keeps_a_live_staging_dir_and_removes_unpublished_versions(tmp_path):
     store = ProjectStore(tmp_path, 1)
-    half = store.versions / "srw-00000000-000000-aaaaaa"
-    half.mkdir(parents=True)
-    fresh_staging = store.staging_dir()
+    half = store.versions / "srw-00000000-000000-aaaaaa"  # no COMPLETE: never published
+    (half / "scout").mkdir(parents=True)
+    fresh_staging = store.staging_dir()  # this process builds it
     for i in range(1, 6):
         _build(store, _names(i))
-    assert half.is_dir()  # never served, never pruned as a complete version
+    assert not half.exists()
     assert fresh_staging.is_dir()
     assert store.all_versions() == [_names(3), _names(4), _names(5)]
+    store.discard(fresh_staging)
+    assert sorted(p.name for p in store.versions.iterdir()) == [_names(3), _names(4), _names(5)]
 
 
-def test_pruning_removes_day_old_staging_dirs(tmp_path):
-    import os
-    import time
+KILLED_WHILE_STAGING = """
+import os, signal, sys
+from backend.store import ProjectStore
+staging = ProjectStore(sys.argv[1], 1).staging_dir()
+(staging / "weights.bin").write_bytes(b"0" * 1_000_000)
+print(staging, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
 
+
+def test_a_killed_training_s_staging_dir_is_cleaned_and_a_live_one_kept(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_STAGING, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert run.returncode == -9, run.stderr
+    killed = Path(run.stdout.strip())
+    assert killed.is_dir() and killed.with_name(killed.name + ".lock").exists()
+    other = ProjectStore(tmp_path, 1)  # another process's view: owns nothing
+    live = ProjectStore(tmp_path, 1).staging_dir()
+    assert other.clean_debris() == [killed.name]
+    assert not killed.exists() and not killed.with_name(killed.name + ".lock").exists()
+    assert live.is_dir()  # its owner is alive
+
+
+def test_a_half_removed_version_is_never_listed_and_start_up_clears_trash(tmp_path):
     store = ProjectStore(tmp_path, 1)
-    stale = store.staging_dir()
-    old = time.time() - 2 * 86400
-    os.utime(stale, (old, old))
-    _build(store, _names(1))
-    assert not stale.exists()
+    for i in range(1, 3):
+        _build(store, _names(i))
+    # What a prune killed half-way by the old code left: COMPLETE, but files gone.
+    (store.versions / _names(1) / "scout" / "weights.bin").unlink()
+    # What a prune killed between its rename and its delete leaves now.
+    trash = store.versions / f".trash-{_names(0)}-abc123"
+    (trash / "scout").mkdir(parents=True)
+    assert store.all_versions() == [_names(2)]
+    assert store.clean_debris() == [trash.name]
+    assert store.current_version() == _names(2)
 
 
 def test_scores_of_missing_version_is_empty(tmp_path):
@@ -236,3 +271,22 @@ def test_update_status_when_the_predicate_holds_only(tmp_path):
     assert kept["state"] == "running" and store.status()["state"] == "running"
     changed = store.update_status(when=lambda s: s["state"] == "running", state="failed")
     assert changed["state"] == "failed" and store.status()["state"] == "failed"
+
+
+def test_start_up_cleans_every_project_and_versions_lists_only_complete(tmp_path):
+    from backend.server import create_app
+    from backend.settings import Settings
+
+    models = tmp_path / "models"
+    store = ProjectStore(models, 4)
+    _build(store, _names(1))
+    _build(store, _names(2))
+    (store.versions / _names(1) / "scout" / "weights.bin").unlink()  # half-pruned by old code
+    unpublished = store.versions / "srw-20990101-000000000-ffffff"
+    (unpublished / "scout").mkdir(parents=True)
+    orphan = store.versions / ".staging-orphan"  # no owner: a killed process's
+    orphan.mkdir()
+    app = create_app(Settings(model_dir=str(models)))
+    assert not unpublished.exists() and not orphan.exists()
+    reply = app.test_client().get("/versions?project=4").get_json()
+    assert reply["versions"] == [_names(2)] and reply["current"] == _names(2)
