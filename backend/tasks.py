@@ -151,7 +151,7 @@ def annotation_record(
     return record
 
 
-# Columns a quick scoring (SubRegWeigh.weigh_ordinary, K=1) would give meaningless values.
+# Columns a quick scoring (SubRegWeigh.weigh_deterministic, K=1) would give meaningless values.
 _K_ONLY = ("reliability", "probability")
 
 
@@ -173,7 +173,7 @@ def stored_prediction(
     annotation is kept with its own scores and annotator (``annotations``, for the report;
     ``columns`` is ``result.columns()``, computed once per call of the caller). The score and
     the prediction are read from ``shown`` when given (``(ordinary, row)``: the
-    :meth:`SubRegWeigh.weigh_ordinary` holding the task's annotations from ``row`` on, the
+    :meth:`SubRegWeigh.weigh_deterministic` holding the task's annotations from ``row`` on, the
     scout's ordinary prediction as the "deterministic" score judges it), else from ``result``
     (the K candidates' majority). ``ordinary`` may be ``result`` itself (a quick scoring): then
     the annotations carry no c/K or K-candidate probability.
@@ -225,7 +225,7 @@ def stored_prediction(
 
 
 def annotated_examples(items: Sequence[LabelStudioTask]) -> list[Example]:
-    """The annotations of ``items``, in order: what :meth:`SubRegWeigh.weigh_ordinary` scores
+    """The annotations of ``items``, in order: what :meth:`SubRegWeigh.weigh_deterministic` scores
     for :func:`score_tasks`."""
     return [ex for item in items for ex in item.examples]
 
@@ -243,7 +243,7 @@ def score_tasks(
 
     Returns task id (str) -> stored prediction (:func:`stored_prediction`), scored by
     ``score_name``. With the "deterministic" score, what Label Studio shows of an annotated task
-    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_ordinary` of
+    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_deterministic` of
     :func:`annotated_examples`; pass it as ``ordinary`` when already computed); the K
     candidates add c/K and the K-candidate probability to its annotations (report and export)
     and score the unannotated tasks. ``quick=True`` ("deterministic" only) stops after that
@@ -259,7 +259,7 @@ def score_tasks(
     if not examples:
         return {}
     if score_name == "deterministic" and ordinary is None:
-        ordinary = srw.weigh_ordinary(annotated_examples(items))
+        ordinary = srw.weigh_deterministic(annotated_examples(items))
     if quick:
         result = ordinary
     elif ordinary is None:

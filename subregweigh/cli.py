@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,21 @@ def _add_data_args(
     parser.add_argument("--limit", type=int, help="use only the first LIMIT examples")
 
 
+class _Deprecated(argparse.Action):
+    """An old spelling of the option ``new``: it still works, for one release, with a warning on
+    stderr (and a DeprecationWarning, for callers of :func:`main`)."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        message = f"{option_string} is deprecated and goes in the next release; use {self.new}"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        print(f"{parser.prog}: warning: {message}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
     """SubRegWeigh's own settings, for every command that weighs."""
     group = parser.add_argument_group("weighing (SubRegWeigh)")
@@ -118,11 +134,20 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         help="subword regularization strength p (default: 0.1)",
     )
     group.add_argument(
-        "-n",
-        "--samples",
+        "--n-samples",
         type=int,
         default=500,
         help="N, samples per example for kmeans/cossim (default: 500)",
+    )
+    group.add_argument(
+        "-n",
+        "--samples",
+        dest="n_samples",
+        type=int,
+        action=_Deprecated,
+        new="--n-samples",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
     )
     group.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
     group.add_argument(
@@ -142,8 +167,8 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         choices=SCORES,
         default=SCORES[0],
         help="the ranking written as the `score` column and printed: deterministic (the "
-        "scout's lowest p(gold) on the ordinary tokenization; default, it finds most errors), "
-        "probability (the same, averaged over the K candidates) or agreement (the paper's "
+        "scout's lowest p(gold) on the deterministic tokenization; default, it finds most "
+        "errors), probability (the same, averaged over the K candidates) or agreement (the paper's "
         "c/K). The training weight stays max(w_min, c/K).",
     )
 
@@ -384,7 +409,7 @@ WEIGHTS_SUFFIXES = (".jsonl", ".csv", ".conll", ".txt")
 def _weigh_params(args) -> dict:
     return dict(
         p=args.dropout,
-        n_samples=args.samples,
+        n_samples=args.n_samples,
         k=args.k,
         method=args.method,
         w_min=args.w_min,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -121,10 +122,11 @@ def entity_probability(
     ]
 
 
-# The quality scores a WeighResult ranks by. "deterministic" (p(gold) on the ordinary
-# tokenization) is the default ranking because it finds the most errors: it ties the K-candidate
-# "probability" on CoNLL-2003 and beats it on SST-2 at every size from 100 to 3,000 (AP 0.627 vs
-# 0.552 at 3,000), and both beat the paper's c/K by far (benchmarks/results/detection-*-curve.md).
+# The quality scores a WeighResult ranks by. "deterministic" (p(gold) on the scout's
+# deterministic tokenization; SubRegWeigh.weigh_deterministic computes it alone) is the default
+# ranking because it finds the most errors: it ties the K-candidate "probability" on CoNLL-2003
+# and beats it on SST-2 at every size from 100 to 3,000 (AP 0.627 vs 0.552 at 3,000), and both
+# beat the paper's c/K by far (benchmarks/results/detection-*-curve.md).
 SCORES = ("deterministic", "probability", "agreement")
 DEFAULT_SCORE = "deterministic"
 
@@ -156,8 +158,8 @@ class WeighResult:
         classification, p(gold class); multi-label, min over classes of p(gold membership).
         Lower is more doubtful. NaN where not computed.
     deterministic_probability : ndarray of float, shape (n,)
-        The same lowest probability on the scout's ordinary (deterministic) segmentation
-        alone. NaN where not computed (``SubRegWeigh(deterministic=False)``).
+        The same lowest probability on the scout's deterministic segmentation alone: the
+        "deterministic" score. NaN where not computed (``SubRegWeigh(deterministic=False)``).
     entity_probability : list of list of (type, start, end, probability)
         NER only: every gold entity with the mean over K of the min over its words of
         p(gold tag) (:func:`entity_probability`).
@@ -243,7 +245,7 @@ class SubRegWeigh:
     random_state : int, default=0
     progress : bool, default=True
     deterministic : bool, default=True
-        Also score the ordinary segmentation (``WeighResult.deterministic_probability``, the
+        Also score the deterministic segmentation (``WeighResult.deterministic_probability``, the
         default ranking of ``WeighResult.score()``): n more forward passes, about 1/K of the
         candidates' cost. False leaves that score NaN; rank by ``"probability"`` then.
     batch_size : int, default=64
@@ -409,25 +411,25 @@ class SubRegWeigh:
             raise RuntimeError("call fit() before weigh()")
         return self.weigh_candidates(examples, *self.candidates(examples))
 
-    def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
-        """Weigh ``examples`` on the scout's ordinary segmentation alone: K=1, nothing sampled,
-        one forward pass per example, about 1/K of :meth:`weigh`'s.
+    def weigh_deterministic(self, examples: Sequence[Example]) -> WeighResult:
+        """Weigh ``examples`` on the scout's deterministic segmentation alone: K=1, nothing
+        sampled, one forward pass per example, about 1/K of :meth:`weigh`'s.
 
-        Enough for the default ranking: ``deterministic_probability`` (equal to
-        ``probability`` here) is what :meth:`weigh` computes. The rest describes that single
-        prediction: ``majority`` is the scout's ordinary prediction, ``reliability`` is 0 or 1
-        and ``majority_share`` 1; NER ``majority_entities`` give, for each predicted entity,
-        the scout's lowest probability of its predicted tags (not a share of copies). For c/K
-        and the training weights, use :meth:`weigh`.
+        Enough for the default ranking, the "deterministic" score: ``deterministic_probability``
+        (equal to ``probability`` here) is what :meth:`weigh` computes. The rest describes that
+        single prediction: ``majority`` is the scout's deterministic prediction, ``reliability``
+        is 0 or 1 and ``majority_share`` 1; NER ``majority_entities`` give, for each predicted
+        entity, the scout's lowest probability of its predicted tags (not a share of copies).
+        For c/K and the training weights, use :meth:`weigh`.
         """
         if not hasattr(self, "scout_"):
-            raise RuntimeError("call fit() before weigh_ordinary()")
+            raise RuntimeError("call fit() before weigh_deterministic()")
         segmentations = [self.scout_.segment(ex.words) for ex in examples]
         params = dict(batch_size=self.batch_size, where=[ex.id for ex in examples])
         predicted, gold_proba, predicted_proba = self.scout_.score_segmentations(
             segmentations,
             [ex.label for ex in examples],
-            desc="predicting ordinary",
+            desc="predicting deterministic segmentations",
             **params,
         )
         one = np.ones(len(examples), dtype=np.int64)
@@ -446,6 +448,15 @@ class SubRegWeigh:
                 entity_probability([p], [1], pred) for p, pred in zip(predicted_proba, predicted)
             ]
         return result
+
+    def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
+        """Deprecated (goes in the next release): :meth:`weigh_deterministic`, its new name."""
+        warnings.warn(
+            "SubRegWeigh.weigh_ordinary is deprecated; use weigh_deterministic",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.weigh_deterministic(examples)
 
     def weigh_candidates(
         self, examples: Sequence[Example], segmentations, owner, multiplicity
@@ -466,7 +477,7 @@ class SubRegWeigh:
                 [ex.label for ex in examples],
                 batch_size=self.batch_size,
                 where=[ex.id for ex in examples],
-                desc="predicting ordinary segmentations",
+                desc="predicting deterministic segmentations",
             )
         result = _collect(
             examples,

@@ -110,7 +110,7 @@ def test_unannotated_tasks_keep_the_k_copies_score_beside_ordinary_ones(tiny_sco
     entry = stored_prediction(blank, spec, k_copies, 0, 1, shown=(one, 0))
     assert entry["score"] == pytest.approx(2 / 3) and len(entry["result"]) == 1
 
-    ordinary = srw.weigh_ordinary(annotated_examples(items))
+    ordinary = srw.weigh_deterministic(annotated_examples(items))
     quick = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     again = score_tasks(srw, spec, items, ordinary=ordinary)
     assert set(quick) == {"100", "101", "102"}

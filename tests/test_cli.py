@@ -111,6 +111,24 @@ def test_n_jobs_reaches_the_engine_and_is_checked(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_flag_spellings_dropout_and_n_samples(capsys):
+    """-p/--dropout is the dropout strength; --n-samples is N, and the old -n/--samples still
+    work for one release, with a warning on stderr."""
+    parser = cli._build_parser()
+    base = ["weigh", "d.conll", "-o", "w.jsonl"]
+    for argv in (["-p", "0.2"], ["--dropout", "0.2"]):
+        assert cli._weigh_params(parser.parse_args(base + argv))["p"] == 0.2
+    assert cli._weigh_params(parser.parse_args(base + ["--n-samples", "40"]))["n_samples"] == 40
+    assert cli._weigh_params(parser.parse_args(base))["n_samples"] == 500
+    assert capsys.readouterr().err == ""
+    for old in ("-n", "--samples"):
+        with pytest.deprecated_call(match="use --n-samples"):
+            args = parser.parse_args(base + [old, "40"])
+        assert cli._weigh_params(args)["n_samples"] == 40
+        assert f"warning: {old} is deprecated" in capsys.readouterr().err
+    assert "--samples" not in parser._subparsers._group_actions[0].choices["weigh"].format_help()
+
+
 def test_unknown_output_extension_leaves_nothing(tmp_path, capsys):
     data = tmp_path / "train.conll"
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:10], task="ner")
@@ -208,7 +226,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
     capsys.readouterr()
 
     weights, scout_dir = tmp_path / "weights.jsonl", tmp_path / "scout"
-    small = ["-n", "30", "-k", "5", "--epochs", "1"]
+    small = ["--n-samples", "30", "-k", "5", "--epochs", "1"]
     assert (
         cli.main(
             ["-q", "weigh", str(noisy), "-o", str(weights), *small, "--save-scout", str(scout_dir)]
@@ -257,7 +275,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
                 str(noisy),
                 "-o",
                 str(again),
-                "-n",
+                "--n-samples",
                 "30",
                 "-k",
                 "5",
@@ -282,7 +300,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
             str(noisy),
             "-o",
             str(tmp_path / "w.xyz"),
-            "-n",
+            "--n-samples",
             "30",
             "-k",
             "5",

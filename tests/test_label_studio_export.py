@@ -424,7 +424,7 @@ def test_cli_weigh_and_train_an_export(tmp_path, capsys, sentences):
                 str(weights),
                 "--epochs",
                 "1",
-                "-n",
+                "--n-samples",
                 "10",
                 "-k",
                 "3",

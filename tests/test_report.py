@@ -372,7 +372,7 @@ def overlap_export(tmp_path_factory, conll_train):
 def test_cli_weigh_all_annotations_then_report(tmp_path, capsys, overlap_export):
     export, tasks = overlap_export
     weights = tmp_path / "weights.jsonl"
-    tiny = ["--epochs", "1", "-n", "10", "-k", "3", "--method", "random"]
+    tiny = ["--epochs", "1", "--n-samples", "10", "-k", "3", "--method", "random"]
     assert (
         cli.main(["-q", "weigh", str(export), "--annotations", "all", "-o", str(weights)] + tiny)
         == 0
@@ -412,7 +412,7 @@ def test_cli_weigh_all_annotations_then_report(tmp_path, capsys, overlap_export)
 def test_cli_report_from_an_export_directly(tmp_path, overlap_export):
     export, _ = overlap_export
     out = tmp_path / "direct.json"
-    tiny = ["--epochs", "1", "-n", "10", "-k", "3", "--method", "random"]
+    tiny = ["--epochs", "1", "--n-samples", "10", "-k", "3", "--method", "random"]
     assert cli.main(["-q", "report", str(export), "-o", str(out)] + tiny) == 0
     report = json.loads(out.read_text())
     assert {r["annotator"]: r["n"] for r in report["annotators"]} == {"user 1": 20, "user 2": 6}
@@ -441,7 +441,7 @@ def test_cli_selftest_on_sst2(tmp_path, capsys, sst2_train):
     data = tmp_path / "sst2.jsonl"
     write_dataset(data, sst2_train[:60], task="classification")
     out = tmp_path / "selftest.json"
-    argv = ["-q", "selftest", str(data), "-o", str(out), "-n", "10", "-k", "3"]
+    argv = ["-q", "selftest", str(data), "-o", str(out), "--n-samples", "10", "-k", "3"]
     argv += ["--freeze-encoder", "--epochs", "5", "--learning-rate", "3e-3"]
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out

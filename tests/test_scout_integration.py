@@ -478,13 +478,15 @@ def test_from_scout_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_pa
         SubRegWeigh.from_scout(tiny_scout, k=30, n_samples=20)
 
 
-def test_weigh_ordinary_is_the_deterministic_part_of_weigh(tiny_scout, tiny_ner_data):
-    """weigh_ordinary: one forward pass per example gives the very deterministic score weigh()
-    computes, and its majority is the scout's ordinary prediction (K=1)."""
+def test_weigh_deterministic_is_the_deterministic_part_of_weigh(tiny_scout, tiny_ner_data):
+    """weigh_deterministic: one forward pass per example gives the very deterministic score
+    weigh() computes, and its majority is the scout's deterministic prediction (K=1)."""
     params = dict(p=0.1, n_samples=20, k=4, method="kmeans", random_state=3, progress=False)
     examples = tiny_ner_data[:12]
     srw = SubRegWeigh.from_scout(tiny_scout, **params)
-    full, ordinary = srw.weigh(examples), srw.weigh_ordinary(examples)
+    full, ordinary = srw.weigh(examples), srw.weigh_deterministic(examples)
+    with pytest.deprecated_call(match="weigh_deterministic"):  # the old name, for one release
+        assert srw.weigh_ordinary(examples[:2]).ids == ordinary.ids[:2]
     np.testing.assert_allclose(
         ordinary.deterministic_probability, full.deterministic_probability, rtol=1e-6
     )
