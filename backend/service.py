@@ -522,7 +522,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
     quick = settings.score == "deterministic"
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
-    ordinary = srw.weigh_ordinary(annotated) if quick else None  # for both steps
+    ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
     scores = score_tasks(srw, spec, items, settings.score, quick=quick, ordinary=ordinary)
     clock.lap("score" if quick else "weigh")
     version = new_version_name()
