@@ -1,85 +1,104 @@
 """Serve the subregweigh Label Studio ML backend.
 
     python _wsgi.py                      # http://0.0.0.0:9090, embedded job runner, ./models
-    python _wsgi.py --port 9091 --model-dir /data/models --log-level DEBUG
+    python _wsgi.py -p 9091 --model-dir /data/models --log-level DEBUG
+    python _wsgi.py --kwargs k=5 score=probability   # settings by field name
+    python _wsgi.py --check              # check the settings, print them, exit 0 (or 2)
     python _wsgi.py --webhook-token 4    # the header for project 4's webhook, to paste by hand
     gunicorn -c gunicorn.conf.py _wsgi:app   # production (settings from the environment)
 
-Every flag has an environment variable (see the README's configuration table); flags win.
-Settings that cannot work (``-k 20 --n-samples 10``, say) stop the start with the reason.
+As in label-studio-ml's ``_wsgi.py``, ``-p`` is the port (the dropout strength is
+``--dropout``). Every setting has an environment variable and most a flag
+(docs/configuration.md); flags win over ``--kwargs``, which wins over the environment. Settings
+that cannot work (``-k 20 --n-samples 10``, say) stop the start with the reason.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
-from backend.settings import METHODS, SCORES, Settings, SettingsError, configure_logging
-
-# Flags that are settings (the rest: --host, --port, --log-level): dest == Settings field.
-SETTINGS_FLAGS = (
-    "model_dir",
-    "label_studio_url",
-    "redis_url",
-    "queue_name",
-    "scout_model",
-    "k",
-    "n_samples",
-    "p",
-    "method",
-    "score",
-    "w_min",
-    "epochs",
-    "retrain_after",
-    "min_annotations",
+from backend.settings import (
+    Settings,
+    SettingsError,
+    add_arguments,
+    configure_logging,
+    from_arguments,
 )
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
-def main(argv=None) -> None:
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        hint = " (-p is the port, as in label-studio-ml; the dropout is --dropout)"
+        raise argparse.ArgumentTypeError(f"invalid port {value!r}{hint}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {value!r}: 0 to 65535")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        usage="%(prog)s [-p PORT] [--host HOST] [--check] [--kwargs FIELD=VALUE ...] [SETTINGS]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "9090")))
-    parser.add_argument("--log-level", default=os.environ.get("LOG_LEVEL", "INFO"))
+    parser.add_argument("--host", default="0.0.0.0", help="the address to listen on")
     parser.add_argument(
-        "--model-dir", help="per-project models and scores (MODEL_DIR, default ./models)"
+        "-p",
+        "--port",
+        type=_port,
+        default=os.environ.get("PORT", "9090"),
+        help="the port to listen on (PORT; default 9090)",
     )
     parser.add_argument(
-        "--label-studio-url", help="LABEL_STUDIO_URL (the API key: LABEL_STUDIO_API_KEY only)"
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=(os.environ.get("LOG_LEVEL") or "INFO").upper(),
+        help="LOG_LEVEL (default INFO)",
     )
     parser.add_argument(
-        "--redis-url", help="REDIS_URL: run training on rq workers instead of in-process"
+        "--kwargs",
+        "--with",
+        nargs="+",
+        metavar="FIELD=VALUE",
+        default=[],
+        help="settings by field name (docs/configuration.md), label-studio-ml's convention: "
+        "--kwargs k=5 score=probability",
     )
-    parser.add_argument("--queue-name", help="RQ_QUEUE_NAME (default subregweigh)")
     parser.add_argument(
-        "--scout-model", help="SRW_MODEL: encoder name or path (default: offline MiniLM)"
+        "--check",
+        action="store_true",
+        help="check the settings, print them with the address to serve on (secrets left out) "
+        "and exit: 0 when they work, 2 when not",
     )
-    parser.add_argument("-k", type=int, help="SRW_K (default 10)")
-    parser.add_argument("--n-samples", type=int, help="SRW_N (default 500)")
-    parser.add_argument("-p", type=float, help="SRW_P (default 0.1)")
-    parser.add_argument("--method", choices=METHODS, help="SRW_METHOD")
-    parser.add_argument(
-        "--score", choices=SCORES, help="SRW_SCORE: a task's prediction score (default probability)"
-    )
-    parser.add_argument("--w-min", type=float, help="SRW_W_MIN (default 1/3)")
-    parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default 3)")
-    parser.add_argument(
-        "--retrain-after", type=int, help="SRW_RETRAIN_AFTER annotation changes (default 10)"
-    )
-    parser.add_argument("--min-annotations", type=int, help="SRW_MIN_ANNOTATIONS (default 10)")
     parser.add_argument(
         "--webhook-token",
         metavar="PROJECT",
         help="print the header that lets Label Studio's webhook of PROJECT through basic auth "
         "(for the project's Settings > Webhooks, where a training could not add it) and exit",
     )
+    add_arguments(parser)
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = Settings.from_env(**{name: getattr(args, name) for name in SETTINGS_FLAGS})
+        settings = from_arguments(args, args.kwargs)
     except SettingsError as err:
-        parser.error(str(err))
+        parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if args.check:
+        served = dict(host=args.host, port=args.port, log_level=args.log_level)
+        print(json.dumps({**served, "settings": settings.public()}, indent=2))
+        return
     if args.webhook_token is not None:
         print_webhook_token(parser, settings, args.webhook_token)
         return

@@ -1,5 +1,12 @@
 """Backend configuration: one :class:`Settings` object, built once, validated when built.
 
+Every setting is declared once, in :data:`SETTINGS`: its field, type, default, bounds or
+choices, help, environment variable, ``_wsgi.py`` flag, and whether it is a secret, a training
+setting or one a project could override. The :class:`Settings` dataclass, :meth:`Settings.from_env`,
+the validation and its messages, ``_wsgi.py``'s flags (:func:`add_arguments`),
+:meth:`Settings.public`, and the generated docs/configuration.md and docker-compose.yml
+environment (:mod:`backend.settings_docs`, held equal by a test) all come from it.
+
 :meth:`Settings.from_env` is the one place that reads it: the environment, then the flags of
 ``_wsgi.py`` (which win). The server, its job runner and the trainings it starts all use that
 object; nothing re-reads the environment behind it. An rq worker is another process, so a
@@ -10,16 +17,21 @@ Redis), which may differ from machine to machine and never travel through Redis,
 processes that sample candidates (SRW_N_JOBS: that machine's cores; the scores do not depend on
 it).
 
-Names shared with the Label Studio ecosystem keep their usual spelling; the engine's own
-settings carry the ``SRW_`` prefix.
+Names shared with the Label Studio ecosystem keep their usual spelling (and label-studio-ml's
+LABEL_STUDIO_HOST and LABEL_STUDIO_ACCESS_TOKEN are read where ours are unset); the engine's
+own settings carry the ``SRW_`` prefix.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
+import numbers
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 # The process id tells gunicorn workers and rq workers apart in one log.
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
@@ -32,33 +44,9 @@ PRECISIONS = ("float32", "bfloat16", "auto")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("deterministic", "probability", "agreement")
 
-# The training settings that shape the scout: a version trained with other values is not
-# refitted (warm-started) but replaced by a training from the base encoder.
-SCOUT = (
-    "scout_model",
-    "freeze_encoder",
-    "epochs",
-    "batch_size",
-    "learning_rate",
-    "max_length",
-    "seed",
-)
-# What a training computes: the server's values go with every training job.
-TRAINING = (
-    *SCOUT,
-    "k",
-    "n_samples",
-    "p",
-    "method",
-    "score",
-    "w_min",
-    "min_annotations",
-    "warm_start",
-    "warm_epochs",
-    "full_retrain_every",
-    "quantize",
-    "precision",
-)
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False"}
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 class SettingsError(ValueError):
@@ -73,166 +61,560 @@ def configure_logging(level: str | None = None) -> None:
     logging.basicConfig(level=getattr(logging, level, logging.INFO), format=LOG_FORMAT)
 
 
-def _flag(name: str, default: bool = False) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw not in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
-        raise SettingsError(f"environment variable {name}={raw!r} is not 1/0, true/false, on/off")
-    return raw in {"1", "true", "yes", "on"}
-
-
-def _env(name: str, default, kind=str):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise SettingsError(
-            f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
-        ) from None
-
-
 @dataclass(frozen=True)
+class Setting:
+    """The declaration of one setting: everything else about it is derived from this."""
+
+    name: str  # the Settings field, and its key in _wsgi.py --kwargs
+    type: type  # str, int, float or bool
+    default: Any
+    help: str  # what it does: the flag's help and the docs' meaning
+    env: str  # the environment variable
+    flags: tuple[str, ...] = ()  # _wsgi.py's; (): environment (and --kwargs) only
+    group: str = "server"  # a key of GROUPS: the docs' section, compose's comment
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    below: float | None = None  # an exclusive maximum
+    also: tuple = ()  # values allowed outside the bounds (SRW_N_JOBS=-1)
+    min_length: int = 0  # str; when the default is empty, empty is allowed (and means unset)
+    rule: str = ""  # the bounds in words, for messages and docs (default: from the bounds)
+    secret: bool = False  # never in public(), repr or an error message
+    url: bool = False  # may hold user:password@: public() masks the password
+    training: bool = False  # what a training computes: travels with a queued job (TRAINING)
+    scout: bool = False  # ... and shapes the scout: another value retrains from scratch (SCOUT)
+    per_project: bool = False  # a setting a project could override (not yet possible)
+    fallbacks: tuple[str, ...] = ()  # other variables read, in order, when env is unset
+    compose: str | None = None  # docker-compose.yml's value; None: ${ENV:-default}
+
+    @property
+    def names(self) -> str:
+        """How it is given, for messages: ``SRW_K (-k)``."""
+        return f"{self.env} ({'/'.join(self.flags)})" if self.flags else self.env
+
+    @property
+    def bounds(self) -> str:
+        """The values it takes, in words ('' when any of its type)."""
+        if self.rule:
+            return self.rule
+        if self.choices:
+            return f"one of {', '.join(map(str, self.choices))}"
+        low = _number(self.minimum)
+        if self.below is not None:
+            return f"in [{low}, {_number(self.below)})"
+        if self.maximum is not None:
+            return f"in [{low}, {_number(self.maximum)}]"
+        if self.minimum is not None:
+            return f"at least {low}"
+        if self.min_length == 1:
+            return "not empty"
+        if self.min_length:
+            return f"at least {self.min_length} characters" + (
+                ", or empty" if not self.default else ""
+            )
+        return ""
+
+    @property
+    def requirement(self) -> str:
+        """What an error message asks for."""
+        if self.choices and not self.rule:
+            return f"choose one of {', '.join(map(str, self.choices))}"
+        return "it must not be empty" if self.bounds == "not empty" else f"it must be {self.bounds}"
+
+    def parse(self, raw: str, source: str):
+        """``raw`` (from the environment or --kwargs) as this setting's type; ``source`` names
+        where it came from in the message."""
+        raw = raw.strip() if self.type is not str else raw
+        if self.type is bool:
+            if raw.lower() not in _TRUE + _FALSE:
+                raise SettingsError(f"{source}={raw!r} is not 1/0, true/false, on/off")
+            return raw.lower() in _TRUE
+        try:
+            return self.type(raw)
+        except ValueError:
+            hint = f" (the setting of {'/'.join(self.flags)})" if self.flags else ""
+            raise SettingsError(
+                f"{source}={raw!r} is not a valid {self.type.__name__}{hint}"
+            ) from None
+
+    def coerce(self, value):
+        """``value`` as this setting's type (an int for a float setting, numpy's numbers), or
+        as it is when it is not of that kind (:meth:`problem` says so)."""
+        kind = {int: numbers.Integral, float: numbers.Real}.get(self.type)
+        if kind and isinstance(value, kind) and not isinstance(value, bool):
+            return self.type(value)
+        return value
+
+    def problem(self, value) -> str | None:
+        """Why ``value`` cannot work, naming the variable and flag; None when it can."""
+        value = self.coerce(value)
+        if type(value) is not self.type:
+            shown = "set" if self.secret else f"{value!r}"
+            return f"{self.names} is {shown}; it must be {_TYPE_WORDS[self.type]}"
+        if value in self.also:
+            return None
+        bad = (
+            (self.choices and value not in self.choices)
+            or (self.minimum is not None and value < self.minimum)
+            or (self.maximum is not None and value > self.maximum)
+            or (self.below is not None and value >= self.below)
+            or (self.type is str and len(value) < self.min_length and (value or self.default != ""))
+        )
+        if not bad:
+            return None
+        if self.secret:  # the message would repeat the secret
+            return f"{self.env} is shorter than {self.min_length} characters"
+        return f"{self.names} is {value!r}; {self.requirement}"
+
+
+def _number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# Sections of the docs and of compose's environment: key -> (heading, compose's comment).
+GROUPS = {
+    "label-studio": (
+        "Label Studio",
+        "Label Studio (LABEL_STUDIO_PUBLIC_URL: as your browser reaches it, for the report)",
+    ),
+    "server": (
+        "The server",
+        "the server (SRW_WEBHOOK_SECRET empty: generated into the shared MODEL_DIR volume)",
+    ),
+    "redis": ("Redis: trainings on rq workers", "Redis and the rq workers"),
+    "engine": ("The engine", "the engine"),
+    "scout": ("The scout", "the scout (empty or 0: the built-in default)"),
+    "retraining": (
+        "When and how to retrain",
+        "when and how to retrain: refit the current scout (warm start), from scratch every Nth",
+    ),
+}
+
+_ENGINE = dict(group="engine", training=True, per_project=True)
+_SCOUT = dict(group="scout", training=True, scout=True, per_project=True)
+
+# Every setting, in the order of the docs and of docker-compose.yml.
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "label_studio_url",
+        str,
+        "",
+        "Label Studio's address, for reading annotations and writing predictions",
+        "LABEL_STUDIO_URL",
+        ("--label-studio-url",),
+        group="label-studio",
+        url=True,
+        fallbacks=("LABEL_STUDIO_HOST",),
+        compose="${LABEL_STUDIO_URL:-http://label-studio:8080}",
+    ),
+    Setting(
+        "label_studio_api_key",
+        str,
+        "",
+        "a legacy token or personal access token of Label Studio",
+        "LABEL_STUDIO_API_KEY",
+        group="label-studio",
+        secret=True,
+        fallbacks=("LABEL_STUDIO_ACCESS_TOKEN",),
+        compose="${LABEL_STUDIO_API_KEY:-0b5e1c0ffee4d2a0a2f6c8e4b1d3f5a7c9e0b2d4}",
+    ),
+    Setting(
+        "label_studio_public_url",
+        str,
+        "",
+        "Label Studio as your browser reaches it (empty: LABEL_STUDIO_URL): the report links "
+        "each task there",
+        "LABEL_STUDIO_PUBLIC_URL",
+        ("--label-studio-public-url",),
+        group="label-studio",
+        url=True,
+        compose="${LABEL_STUDIO_PUBLIC_URL:-http://localhost:8080}",
+    ),
+    Setting(
+        "model_dir",
+        str,
+        "./models",
+        "per-project versions, scores and status",
+        "MODEL_DIR",
+        ("--model-dir",),
+        min_length=1,
+        compose="/data/models",
+    ),
+    Setting(
+        "basic_auth_user",
+        str,
+        "",
+        "when set with BASIC_AUTH_PASS, every endpoint but /health requires them; Label "
+        "Studio's webhook gets a token instead; rq workers need them too, to take the password "
+        "off webhooks that carry it",
+        "BASIC_AUTH_USER",
+        ("--basic-auth-user",),
+    ),
+    Setting(
+        "basic_auth_pass",
+        str,
+        "",
+        "the basic-auth password (the flag shows it to every user of this machine: prefer the "
+        "variable)",
+        "BASIC_AUTH_PASS",
+        ("--basic-auth-pass",),
+        secret=True,
+    ),
+    Setting(
+        "webhook_secret",
+        str,
+        "",
+        "the key of the webhook tokens and challenges (empty: generated into "
+        "MODEL_DIR/.webhook-secret); set the same value on every machine that does not share "
+        "MODEL_DIR; changing it invalidates the tokens, and the next training re-issues them",
+        "SRW_WEBHOOK_SECRET",
+        min_length=16,
+        secret=True,
+    ),
+    Setting(
+        "max_request_mb",
+        int,
+        50,
+        "request size limit in MB (413 above)",
+        "MAX_REQUEST_MB",
+        ("--max-request-mb",),
+        minimum=1,
+    ),
+    Setting(
+        "cached_models",
+        int,
+        4,
+        "scouts kept loaded per server process (the least recently used goes first)",
+        "SRW_CACHED_MODELS",
+        ("--cached-models",),
+        minimum=1,
+    ),
+    Setting(
+        "redis_url",
+        str,
+        "",
+        "run trainings on rq workers through this Redis (empty: in the server's process); "
+        "REDIS_HOST, REDIS_PORT (6379) and REDIS_DB (0) build it when it is unset",
+        "REDIS_URL",
+        ("--redis-url",),
+        group="redis",
+        url=True,
+        fallbacks=("REDIS_HOST", "REDIS_PORT", "REDIS_DB"),
+        compose="redis://redis:6379/0",
+    ),
+    Setting(
+        "queue_name",
+        str,
+        "subregweigh",
+        "the rq queue (one per backend)",
+        "RQ_QUEUE_NAME",
+        ("--queue-name",),
+        group="redis",
+        min_length=1,
+    ),
+    Setting(
+        "job_lock_seconds",
+        int,
+        60,
+        "a training whose rq worker died shows as failed this many seconds later",
+        "SRW_JOB_LOCK_SECONDS",
+        ("--job-lock-seconds",),
+        group="redis",
+        minimum=1,
+    ),
+    Setting(
+        "k",
+        int,
+        10,
+        "K, the candidates weighed per example",
+        "SRW_K",
+        ("-k",),
+        minimum=1,
+        **_ENGINE,
+    ),
+    Setting(
+        "n_samples",
+        int,
+        500,
+        "N, the segmentations sampled per example, from which K are chosen (at least K)",
+        "SRW_N",
+        ("--n-samples",),
+        minimum=1,
+        **_ENGINE,
+    ),
+    Setting(
+        "p",
+        float,
+        0.1,
+        "the subword regularization (dropout) strength p",
+        "SRW_P",
+        ("--dropout",),
+        minimum=0.0,
+        below=1.0,
+        **_ENGINE,
+    ),
+    Setting(
+        "method",
+        str,
+        "kmeans",
+        "how K candidates are chosen from N samples; kmeans-distinct and cossim-sum are the "
+        "authors' code's variants",
+        "SRW_METHOD",
+        ("--method",),
+        choices=METHODS,
+        **_ENGINE,
+    ),
+    Setting(
+        "score",
+        str,
+        SCORES[0],
+        "a task's prediction score (lower: review first): deterministic (the scout's lowest "
+        "p(gold) on the deterministic tokenization; finds the most errors), probability (the "
+        "same averaged over the K candidates) or agreement (the paper's c/K)",
+        "SRW_SCORE",
+        ("--score",),
+        choices=SCORES,
+        **_ENGINE,
+    ),
+    Setting(
+        "w_min",
+        float,
+        1 / 3,
+        "the weight floor: weight = max(w_min, c/K)",
+        "SRW_W_MIN",
+        ("--w-min",),
+        minimum=0.0,
+        maximum=1.0,
+        **_ENGINE,
+    ),
+    Setting(
+        "n_jobs",
+        int,
+        1,
+        "processes that sample and choose a training's candidates (CPU-bound; -1: one per CPU "
+        "core); the scores are the same for any value, so it is each machine's own (an rq "
+        "worker's), not one a job carries",
+        "SRW_N_JOBS",
+        ("--n-jobs",),
+        group="engine",
+        minimum=1,
+        also=(-1,),
+        rule="at least 1, or -1 for one process per CPU core",
+    ),
+    Setting(
+        "scout_model",
+        str,
+        "",
+        "the scout encoder, a Hugging Face name or path (empty: the offline MiniLM)",
+        "SRW_MODEL",
+        ("--scout-model",),
+        **_SCOUT,
+    ),
+    Setting(
+        "freeze_encoder",
+        bool,
+        False,
+        "classification: train only a head on the frozen encoder (small projects)",
+        "SRW_FREEZE_ENCODER",
+        ("--freeze-encoder",),
+        **_SCOUT,
+    ),
+    Setting(
+        "epochs",
+        int,
+        0,
+        "scout training epochs (0: the task's default, NER 3, classification 2)",
+        "SRW_EPOCHS",
+        ("--epochs",),
+        minimum=0,
+        **_SCOUT,
+    ),
+    Setting(
+        "batch_size",
+        int,
+        16,
+        "scout training batch size",
+        "SRW_BATCH_SIZE",
+        ("--batch-size",),
+        minimum=1,
+        **_SCOUT,
+    ),
+    Setting(
+        "learning_rate",
+        float,
+        0.0,
+        "scout learning rate (0: the task's default, NER 3e-4, classification 1e-4)",
+        "SRW_LEARNING_RATE",
+        ("--learning-rate",),
+        minimum=0.0,
+        **_SCOUT,
+    ),
+    Setting(
+        "max_length",
+        int,
+        0,
+        "subwords per text; longer texts are truncated with a warning (0: the model's limit)",
+        "SRW_MAX_LENGTH",
+        ("--max-length",),
+        minimum=0,
+        **_SCOUT,
+    ),
+    Setting(
+        "seed",
+        int,
+        0,
+        "random seed of training and sampling",
+        "SRW_SEED",
+        ("--seed",),
+        minimum=0,
+        **_SCOUT,
+    ),
+    Setting(
+        "quantize",
+        bool,
+        False,
+        "predict with int8 linear layers on CPU: the weighing pass's CPU time 1.7x lower, "
+        "detection AP 0.016 lower on one seed (README, Retraining speed)",
+        "SRW_QUANTIZE",
+        ("--quantize",),
+        group="scout",
+        training=True,
+        per_project=True,
+    ),
+    Setting(
+        "precision",
+        str,
+        "auto",
+        "the scout's forward passes, training and predicting: bfloat16 (matrix products in "
+        "bfloat16 under torch.autocast; weights stay float32), float32, or auto: bfloat16 where "
+        "the hardware multiplies it natively (CPUs with AVX512-BF16 or AMX, GPUs from Ampere "
+        "on), else float32",
+        "SRW_PRECISION",
+        ("--precision",),
+        group="scout",
+        choices=PRECISIONS,
+        training=True,
+        per_project=True,
+    ),
+    Setting(
+        "retrain_after",
+        int,
+        10,
+        "annotation changes before retraining",
+        "SRW_RETRAIN_AFTER",
+        ("--retrain-after",),
+        group="retraining",
+        minimum=1,
+        per_project=True,
+    ),
+    Setting(
+        "min_annotations",
+        int,
+        10,
+        "annotated tasks needed to train",
+        "SRW_MIN_ANNOTATIONS",
+        ("--min-annotations",),
+        group="retraining",
+        minimum=1,
+        training=True,
+        per_project=True,
+    ),
+    Setting(
+        "warm_start",
+        bool,
+        False,
+        "retrain by refitting the current version's scout for SRW_WARM_EPOCHS epochs, when its "
+        "labels and scout settings still hold",
+        "SRW_WARM_START",
+        ("--warm-start",),
+        group="retraining",
+        training=True,
+        per_project=True,
+    ),
+    Setting(
+        "warm_epochs",
+        int,
+        1,
+        "epochs of a warm-start refit",
+        "SRW_WARM_EPOCHS",
+        ("--warm-epochs",),
+        group="retraining",
+        minimum=1,
+        training=True,
+        per_project=True,
+    ),
+    Setting(
+        "full_retrain_every",
+        int,
+        5,
+        "with warm starts, train from the base encoder after this many refits",
+        "SRW_FULL_RETRAIN_EVERY",
+        ("--full-retrain-every",),
+        group="retraining",
+        minimum=1,
+        training=True,
+        per_project=True,
+    ),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# The training settings that shape the scout: a version trained with other values is not
+# refitted (warm-started) but replaced by a training from the base encoder.
+SCOUT = tuple(s.name for s in SETTINGS if s.scout)
+# What a training computes: the server's values go with every training job.
+TRAINING = tuple(s.name for s in SETTINGS if s.training)
+# Settings a project could override (the engine's and training's); nothing reads this yet.
+PER_PROJECT = tuple(s.name for s in SETTINGS if s.per_project)
+SECRETS = tuple(s.name for s in SETTINGS if s.secret)
+
+
+def _declared(cls):
+    """``cls`` as a frozen dataclass with one field per declared setting."""
+    cls.__annotations__ = {s.name: s.type for s in SETTINGS}
+    for s in SETTINGS:
+        setattr(cls, s.name, field(default=s.default))
+    return dataclass(frozen=True)(cls)
+
+
+@_declared
 class Settings:
-    """Every knob of the backend. See the README's configuration table.
+    """Every knob of the backend, one field per :data:`SETTINGS` entry (docs/configuration.md).
 
     Raises :class:`SettingsError` when built with values no training could run with.
     """
 
-    label_studio_url: str = ""
-    label_studio_api_key: str = field(default="", repr=False)
-    label_studio_public_url: str = ""  # Label Studio as browsers reach it (report links)
-    model_dir: str = "./models"
-    basic_auth_user: str = ""
-    basic_auth_pass: str = field(default="", repr=False)
-    # Label Studio's webhook authenticates with a token derived from this, not the password
-    # (backend.webhook_auth); empty: generated once into MODEL_DIR/.webhook-secret
-    webhook_secret: str = field(default="", repr=False)
-    redis_url: str = field(default="", repr=False)
-    queue_name: str = "subregweigh"
-    # engine
-    scout_model: str = ""
-    k: int = 10
-    n_samples: int = 500
-    p: float = 0.1
-    method: str = "kmeans"
-    score: str = SCORES[0]  # what a task's prediction score is (lower = review first)
-    w_min: float = 1 / 3
-    freeze_encoder: bool = False  # classification scouts of small projects
-    epochs: int = 0  # 0: the scout's per-task default
-    batch_size: int = 16
-    learning_rate: float = 0.0  # 0: the scout's per-task default
-    max_length: int = 0
-    seed: int = 0
-    # how to retrain: refit the current version's scout for warm_epochs when its labels and
-    # scout settings still hold, but from the base encoder every full_retrain_every-th time
-    warm_start: bool = False
-    warm_epochs: int = 1
-    full_retrain_every: int = 5
-    quantize: bool = False  # int8 forward passes on CPU (faster weighing, scores move a little)
-    precision: str = "auto"  # bfloat16 forward passes where the hardware has them, else float32
-    # processes sampling a training's candidates (-1: one per core); the same scores for any
-    # value, so it is this machine's setting (an rq worker's own), not one a job carries
-    n_jobs: int = 1
-    # when to train
-    retrain_after: int = 10
-    min_annotations: int = 10
-    max_request_mb: int = 50
-    # serving and jobs
-    cached_models: int = 4  # scouts kept loaded per process (LRU)
-    job_lock_seconds: int = 60  # a dead rq worker's training is declared failed this soon
-
     def __post_init__(self):
         # At start-up, not in a training hours later: say which variable is wrong.
-        def require(ok: bool, name: str, rule: str) -> None:
-            if not ok:
-                raise SettingsError(f"{_NAMES[name]} is {getattr(self, name)!r}; {rule}")
+        for s in SETTINGS:
+            problem = s.problem(getattr(self, s.name))
+            if problem:
+                raise SettingsError(problem)
+            object.__setattr__(self, s.name, s.coerce(getattr(self, s.name)))
+        if self.n_samples < self.k:
+            n, k = BY_NAME["n_samples"], BY_NAME["k"]
+            raise SettingsError(
+                f"{n.names} is {self.n_samples}; N must be at least K ({k.names} is {self.k})"
+            )
 
-        require(self.method in METHODS, "method", f"choose one of {', '.join(METHODS)}")
-        require(self.score in SCORES, "score", f"choose one of {', '.join(SCORES)}")
-        require(self.precision in PRECISIONS, "precision", f"choose one of {', '.join(PRECISIONS)}")
-        require(self.k >= 1, "k", "K must be at least 1")
-        require(
-            self.n_samples >= self.k,
-            "n_samples",
-            f"N must be at least K ({_NAMES['k']} is {self.k})",
-        )
-        require(0.0 <= self.p < 1.0, "p", "p must be in [0, 1)")
-        require(0.0 <= self.w_min <= 1.0, "w_min", "the weight floor must be in [0, 1]")
-        require(
-            self.n_jobs == -1 or self.n_jobs >= 1,
-            "n_jobs",
-            "it must be at least 1, or -1 for one process per CPU core",
-        )
-        for name in ("epochs", "learning_rate", "max_length", "seed"):
-            require(getattr(self, name) >= 0, name, "it must not be negative (0: the default)")
-        for name in (
-            "batch_size",
-            "warm_epochs",
-            "full_retrain_every",
-            "retrain_after",
-            "min_annotations",
-            "max_request_mb",
-            "cached_models",
-            "job_lock_seconds",
-        ):
-            require(getattr(self, name) >= 1, name, "it must be at least 1")
-        require(bool(self.queue_name), "queue_name", "the queue needs a name")
-        if self.webhook_secret and len(self.webhook_secret) < 16:
-            # Not require(): the message would repeat the secret.
-            raise SettingsError("SRW_WEBHOOK_SECRET is shorter than 16 characters")
+    def __repr__(self) -> str:
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in self.public().items())})"
 
     @classmethod
     def from_env(cls, **flags) -> Settings:
         """Settings from the environment, where ``flags`` (field name -> value; None: not
         given), such as ``_wsgi.py``'s command line, win."""
-        unknown = set(flags) - {f.name for f in fields(cls)}
+        unknown = set(flags) - set(BY_NAME)
         if unknown:
             raise TypeError(f"unknown settings {sorted(unknown)}")
-        redis_url = _env("REDIS_URL", "")
-        if not redis_url and os.environ.get("REDIS_HOST"):
-            host, port = os.environ["REDIS_HOST"], _env("REDIS_PORT", 6379, int)
-            redis_url = f"redis://{host}:{port}/{_env('REDIS_DB', 0, int)}"
-        values = dict(
-            label_studio_url=_env("LABEL_STUDIO_URL", ""),
-            label_studio_api_key=_env("LABEL_STUDIO_API_KEY", ""),
-            label_studio_public_url=_env("LABEL_STUDIO_PUBLIC_URL", ""),
-            model_dir=_env("MODEL_DIR", cls.model_dir),
-            basic_auth_user=_env("BASIC_AUTH_USER", ""),
-            basic_auth_pass=_env("BASIC_AUTH_PASS", ""),
-            webhook_secret=_env("SRW_WEBHOOK_SECRET", ""),
-            redis_url=redis_url,
-            queue_name=_env("RQ_QUEUE_NAME", cls.queue_name),
-            scout_model=_env("SRW_MODEL", ""),
-            k=_env("SRW_K", cls.k, int),
-            n_samples=_env("SRW_N", cls.n_samples, int),
-            p=_env("SRW_P", cls.p, float),
-            method=_env("SRW_METHOD", cls.method),
-            score=_env("SRW_SCORE", cls.score),
-            w_min=_env("SRW_W_MIN", cls.w_min, float),
-            freeze_encoder=_flag("SRW_FREEZE_ENCODER"),
-            epochs=_env("SRW_EPOCHS", cls.epochs, int),
-            batch_size=_env("SRW_BATCH_SIZE", cls.batch_size, int),
-            learning_rate=_env("SRW_LEARNING_RATE", cls.learning_rate, float),
-            max_length=_env("SRW_MAX_LENGTH", cls.max_length, int),
-            seed=_env("SRW_SEED", cls.seed, int),
-            warm_start=_flag("SRW_WARM_START", cls.warm_start),
-            quantize=_flag("SRW_QUANTIZE"),
-            precision=_env("SRW_PRECISION", cls.precision),
-            n_jobs=_env("SRW_N_JOBS", cls.n_jobs, int),
-            warm_epochs=_env("SRW_WARM_EPOCHS", cls.warm_epochs, int),
-            full_retrain_every=_env("SRW_FULL_RETRAIN_EVERY", cls.full_retrain_every, int),
-            retrain_after=_env("SRW_RETRAIN_AFTER", cls.retrain_after, int),
-            min_annotations=_env("SRW_MIN_ANNOTATIONS", cls.min_annotations, int),
-            max_request_mb=_env("MAX_REQUEST_MB", cls.max_request_mb, int),
-            cached_models=_env("SRW_CACHED_MODELS", cls.cached_models, int),
-            job_lock_seconds=_env("SRW_JOB_LOCK_SECONDS", cls.job_lock_seconds, int),
-        )
+        values = {}
+        for s in SETTINGS:
+            source, raw = _read_env(s)
+            if raw is not None:
+                values[s.name] = s.parse(raw, f"environment variable {source}")
         values.update((name, value) for name, value in flags.items() if value is not None)
-        values["label_studio_url"] = values["label_studio_url"].rstrip("/")
-        values["label_studio_public_url"] = values["label_studio_public_url"].rstrip("/")
+        for s in SETTINGS:
+            if s.url and s.name in values:
+                values[s.name] = values[s.name].rstrip("/")
         return cls(**values)
 
     @property
@@ -253,37 +635,97 @@ class Settings:
         return dataclasses.replace(self, **training)
 
     def public(self) -> dict:
-        """The settings without secrets, for logs and the status endpoint."""
-        hidden = {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
+        """The settings without secrets, for logs, repr and the status endpoint."""
         from backend.redact import redact
 
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in hidden}
-        for name in ("label_studio_url", "label_studio_public_url", "redis_url"):
-            out[name] = redact(out[name])  # scheme://user:password@host
-        return out
+        return {
+            s.name: redact(getattr(self, s.name)) if s.url else getattr(self, s.name)
+            for s in SETTINGS
+            if not s.secret
+        }
 
 
-# How a setting is given: its environment variable, and _wsgi.py's flag for it.
-_NAMES = {
-    "method": "SRW_METHOD (--method)",
-    "score": "SRW_SCORE (--score)",
-    "precision": "SRW_PRECISION",
-    "k": "SRW_K (-k)",
-    "n_samples": "SRW_N (--n-samples)",
-    "p": "SRW_P (-p)",
-    "w_min": "SRW_W_MIN (--w-min)",
-    "epochs": "SRW_EPOCHS (--epochs)",
-    "learning_rate": "SRW_LEARNING_RATE",
-    "max_length": "SRW_MAX_LENGTH",
-    "seed": "SRW_SEED",
-    "batch_size": "SRW_BATCH_SIZE",
-    "n_jobs": "SRW_N_JOBS",
-    "warm_epochs": "SRW_WARM_EPOCHS",
-    "full_retrain_every": "SRW_FULL_RETRAIN_EVERY",
-    "retrain_after": "SRW_RETRAIN_AFTER (--retrain-after)",
-    "min_annotations": "SRW_MIN_ANNOTATIONS (--min-annotations)",
-    "max_request_mb": "MAX_REQUEST_MB",
-    "cached_models": "SRW_CACHED_MODELS",
-    "job_lock_seconds": "SRW_JOB_LOCK_SECONDS",
-    "queue_name": "RQ_QUEUE_NAME (--queue-name)",
-}
+def _read_env(s: Setting) -> tuple[str, str | None]:
+    """(the variable it came from, the raw value; None: unset) of setting ``s``."""
+    raw = os.environ.get(s.env)
+    if raw:
+        return s.env, raw
+    if s.name == "redis_url":  # the parts label-studio-ml's compose files set
+        host = os.environ.get("REDIS_HOST")
+        if not host:
+            return s.env, None
+        port = _part("REDIS_PORT", 6379)
+        return "REDIS_HOST", f"redis://{host}:{port}/{_part('REDIS_DB', 0)}"
+    for name in s.fallbacks:
+        raw = os.environ.get(name)
+        if raw:
+            return name, raw
+    return s.env, None
+
+
+def _part(name: str, default: int) -> int:
+    raw = os.environ.get(name) or str(default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"environment variable {name}={raw!r} is not a valid int") from None
+
+
+# ------------------------------------------------------------------------- the command line
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """A flag per declared setting that has one (dest: the field; default None: not given, so
+    the environment's value stands), in argument groups as the docs have them."""
+    groups = {
+        key: parser.add_argument_group(f"settings: {heading}")
+        for key, (heading, _) in GROUPS.items()
+    }
+    for s in SETTINGS:
+        if not s.flags:
+            continue
+        default = "empty" if s.default == "" else _number(s.default)
+        if s.type is bool:
+            default = "on" if s.default else "off"
+        help = f"{s.help} ({s.env}; default {default})".replace("%", "%%")
+        kwargs: dict[str, Any] = dict(dest=s.name, default=None, help=help)
+        if s.type is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = s.type
+            if s.choices:
+                kwargs["choices"] = s.choices
+            else:
+                kwargs["metavar"] = s.name.upper()
+        groups[s.group].add_argument(*s.flags, **kwargs)
+
+
+def from_arguments(args: argparse.Namespace, kwargs: Sequence[str] = ()) -> Settings:
+    """Settings from the environment, then ``kwargs`` (``--kwargs key=value ...``, settings by
+    field name), then the flags :func:`add_arguments` made (each wins over what comes before)."""
+    values = parse_kwargs(kwargs)
+    values.update(
+        (s.name, getattr(args, s.name))
+        for s in SETTINGS
+        if s.flags and getattr(args, s.name, None) is not None
+    )
+    return Settings.from_env(**values)
+
+
+def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["k=5", "score=probability"]`` as {field: value}, each value parsed as its setting's
+    type; :class:`SettingsError` names a malformed pair or an unknown field."""
+    out = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise SettingsError(f"--kwargs {pair!r}: expected FIELD=VALUE")
+        if name not in BY_NAME:
+            close = difflib.get_close_matches(name, BY_NAME, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise SettingsError(
+                f"--kwargs {pair!r}: no setting {name!r} ({hint}the fields: docs/configuration.md)"
+            )
+        out[name] = BY_NAME[name].parse(raw, f"--kwargs {name}")
+    return out

@@ -304,7 +304,7 @@ health_pid=$!
 
 free_port() { "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # What a user sets in .env or the shell: free ports on this shared machine, and a small engine
-# (2 CPU cores): the README's configuration table has these.
+# (2 CPU cores): docs/configuration.md has these.
 unset COMPOSE_PROFILES COMPOSE_FILE COMPOSE_PROJECT_NAME  # the committed .env's profile applies
 export BACKEND_PORT LABEL_STUDIO_PORT
 BACKEND_PORT=$(free_port)

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import pickle
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from backend import service
+from backend import service, settings_docs
 from backend.jobs import RQRunner, ThreadRunner
 from backend.server import create_app
-from backend.settings import METHODS, TRAINING, Settings, SettingsError
+from backend.settings import (
+    GROUPS,
+    METHODS,
+    PER_PROJECT,
+    SCOUT,
+    SECRETS,
+    SETTINGS,
+    TRAINING,
+    Setting,
+    Settings,
+    SettingsError,
+    add_arguments,
+    from_arguments,
+    parse_kwargs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 NER_CONFIG = """<View>
@@ -29,18 +47,20 @@ NER_CONFIG = """<View>
     [
         ({"method": "kmeanz"}, "SRW_METHOD (--method) is 'kmeanz'; choose one of random"),
         ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of deterministic"),
-        ({"k": 0}, "SRW_K (-k) is 0; K must be at least 1"),
+        ({"k": 0}, "SRW_K (-k) is 0; it must be at least 1"),
         ({"k": 20, "n_samples": 10}, "SRW_N (--n-samples) is 10; N must be at least K (SRW_K"),
-        ({"p": 1.0}, "SRW_P (-p) is 1.0; p must be in [0, 1)"),
-        ({"w_min": 1.5}, "SRW_W_MIN (--w-min) is 1.5; the weight floor must be in [0, 1]"),
-        ({"epochs": -1}, "SRW_EPOCHS (--epochs) is -1; it must not be negative"),
-        ({"batch_size": 0}, "SRW_BATCH_SIZE is 0; it must be at least 1"),
+        ({"p": 1.0}, "SRW_P (--dropout) is 1.0; it must be in [0, 1)"),
+        ({"w_min": 1.5}, "SRW_W_MIN (--w-min) is 1.5; it must be in [0, 1]"),
+        ({"epochs": -1}, "SRW_EPOCHS (--epochs) is -1; it must be at least 0"),
+        ({"batch_size": 0}, "SRW_BATCH_SIZE (--batch-size) is 0; it must be at least 1"),
         ({"min_annotations": 0}, "SRW_MIN_ANNOTATIONS (--min-annotations) is 0"),
-        ({"cached_models": 0}, "SRW_CACHED_MODELS is 0; it must be at least 1"),
-        ({"n_jobs": 0}, "SRW_N_JOBS is 0; it must be at least 1, or -1 for one process per"),
-        ({"n_jobs": -2}, "SRW_N_JOBS is -2; it must be at least 1, or -1"),
-        ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''"),
-        ({"precision": "fp16"}, "SRW_PRECISION is 'fp16'; choose one of float32, bfloat16, auto"),
+        ({"cached_models": 0}, "SRW_CACHED_MODELS (--cached-models) is 0; it must be at least 1"),
+        ({"n_jobs": 0}, "SRW_N_JOBS (--n-jobs) is 0; it must be at least 1, or -1 for one process"),
+        ({"n_jobs": -2}, "SRW_N_JOBS (--n-jobs) is -2; it must be at least 1, or -1"),
+        ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''; it must not be empty"),
+        ({"precision": "fp16"}, "SRW_PRECISION (--precision) is 'fp16'; choose one of float32, "),
+        ({"k": "5"}, "SRW_K (-k) is '5'; it must be an integer"),
+        ({"quantize": 1}, "SRW_QUANTIZE (--quantize) is 1; it must be True or False"),
     ],
 )
 def test_settings_that_cannot_work_fail_when_built(values, message):
@@ -80,7 +100,9 @@ def test_from_env_flags_win_over_the_environment(monkeypatch):
     with pytest.raises(TypeError, match="unknown settings"):
         Settings.from_env(kay=5)
     monkeypatch.setenv("SRW_K", "ten")
-    with pytest.raises(SettingsError, match="SRW_K='ten' is not a valid int"):
+    with pytest.raises(
+        SettingsError, match=r"SRW_K='ten' is not a valid int \(the setting of -k\)"
+    ):
         Settings.from_env()
     monkeypatch.setenv("SRW_K", "80")  # valid on its own, but above SRW_N
     with pytest.raises(SettingsError, match="N must be at least K"):
@@ -121,7 +143,7 @@ def test_worker_refuses_to_start_with_settings_that_cannot_work(monkeypatch, cap
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("SRW_P", "1.5")
     assert worker.main([]) == 2
-    assert "SRW_P (-p) is 1.5; p must be in [0, 1)" in capsys.readouterr().err
+    assert "SRW_P (--dropout) is 1.5; it must be in [0, 1)" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- one source
@@ -241,5 +263,219 @@ def test_trainings_compute_in_the_servers_precision(tmp_path, monkeypatch):
     assert settings.training()["precision"] == "bfloat16"  # travels with a queued training
     assert service.engine(settings, spec).scout.precision == "bfloat16"
     monkeypatch.setenv("SRW_PRECISION", "half")
-    with pytest.raises(SettingsError, match="SRW_PRECISION is 'half'"):
+    with pytest.raises(SettingsError, match=r"SRW_PRECISION \(--precision\) is 'half'"):
         Settings.from_env()
+
+
+# ----------------------------------------------------------------------------- the declaration
+
+
+def _values(s: Setting) -> tuple:
+    """Two valid values of setting ``s``, both unlike its default."""
+    if s.choices:
+        return tuple(c for c in s.choices if c != s.default)[:2]
+    if s.type is bool:
+        return (not s.default, not s.default)
+    if s.type is int:
+        return (s.default + 1, s.default + 2)
+    if s.type is float:
+        low = s.minimum or 0.0
+        high = s.below if s.below is not None else s.maximum if s.maximum is not None else 1.0
+        return (low + (high - low) / 4, low + (high - low) / 2)
+    if s.url:
+        return (f"http://env.example:1/{s.name}", f"http://flag.example:2/{s.name}")
+    return (f"{s.name}-from-the-environment", f"{s.name}-from-a-flag-0123")
+
+
+def _raw(value) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def test_settings_are_the_declaration():
+    """One field per declared setting, its type and default; help for every one; one
+    variable and one flag per setting, none shared."""
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    assert list(fields) == [s.name for s in SETTINGS]
+    for s in SETTINGS:
+        assert fields[s.name].type is s.type and getattr(Settings(), s.name) == s.default
+        assert s.help.strip() and s.env, s.name
+        assert s.group in GROUPS, s.name
+        assert not s.scout or s.training, f"{s.name}: a scout setting is a training setting"
+        assert not s.training or s.per_project, f"{s.name}: a project could override it"
+        assert s.default == "" or s.problem(s.default) is None
+    envs = [name for s in SETTINGS for name in (s.env, *s.fallbacks)]
+    flags = [flag for s in SETTINGS for flag in s.flags]
+    assert len(set(envs)) == len(envs) and len(set(flags)) == len(flags)
+    assert set(SCOUT) <= set(TRAINING) <= set(PER_PROJECT)
+    assert {"k", "n_samples", "p", "score", "min_annotations"} <= set(TRAINING)
+    assert "n_jobs" not in TRAINING  # each machine's own
+    assert set(SECRETS) == {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
+
+
+def test_secrets_stay_out_of_public_and_repr():
+    secret = "s3cret-value-0123456789"
+    settings = Settings(
+        label_studio_api_key=secret,
+        basic_auth_pass=secret,
+        webhook_secret=secret,
+        label_studio_url=f"http://user:{secret}@ls:8080",
+        redis_url=f"redis://:{secret}@redis:6379/0",
+    )
+    assert secret not in repr(settings) and secret not in str(settings.public())
+    assert not set(SECRETS) & set(settings.public())
+    assert settings.public()["label_studio_url"] == "http://user:***@ls:8080"
+
+
+@pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_from_the_environment_and_from_its_flag(s, monkeypatch):
+    """A value in the environment reaches the field; the flag's value, or --kwargs by field
+    name, wins over it."""
+    for other in SETTINGS:
+        for name in (other.env, *other.fallbacks):
+            monkeypatch.delenv(name, raising=False)
+    from_env, from_flag = _values(s)
+    monkeypatch.setenv(s.env, _raw(from_env))
+    assert getattr(Settings.from_env(), s.name) == from_env
+    assert getattr(Settings.from_env(**{s.name: from_flag}), s.name) == from_flag
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert getattr(from_arguments(parser.parse_args([])), s.name) == from_env
+    kwargs = [f"{s.name}={_raw(from_flag)}"]
+    assert getattr(from_arguments(parser.parse_args([]), kwargs), s.name) == from_flag
+    if s.flags:
+        if s.type is bool:
+            argv = [s.flags[0] if from_flag else "--no-" + s.flags[0].removeprefix("--")]
+        else:
+            argv = [s.flags[0], str(from_flag)]
+        assert getattr(from_arguments(parser.parse_args(argv)), s.name) == from_flag
+        # a flag wins over --kwargs too
+        assert (
+            getattr(from_arguments(parser.parse_args(argv), [f"{s.name}={_raw(from_env)}"]), s.name)
+            == from_flag
+        )
+
+
+def _bad(s: Setting):
+    if s.choices:
+        return "no-such-choice"
+    if s.minimum is not None:
+        return next(s.type(bad) for bad in range(int(s.minimum) - 1, -9, -1) if bad not in s.also)
+    if s.min_length:
+        return "x" * (s.min_length - 1)
+    return None
+
+
+@pytest.mark.parametrize("s", [s for s in SETTINGS if _bad(s) is not None], ids=lambda s: s.name)
+def test_bad_values_name_the_variable_and_the_flag(s, monkeypatch):
+    with pytest.raises(SettingsError) as built:
+        Settings(**{s.name: _bad(s)})
+    assert s.env in str(built.value)
+    assert all(flag in str(built.value) for flag in s.flags)
+    if s.type in (int, float):
+        monkeypatch.setenv(s.env, "many")
+        with pytest.raises(SettingsError) as read:
+            Settings.from_env()
+        assert f"environment variable {s.env}='many' is not a valid" in str(read.value)
+        assert all(flag in str(read.value) for flag in s.flags)
+
+
+def test_booleans_read_1_0_true_false_on_off(monkeypatch):
+    for raw, value in [("1", True), ("on", True), ("TRUE", True), ("0", False), ("off", False)]:
+        monkeypatch.setenv("SRW_WARM_START", raw)
+        assert Settings.from_env().warm_start is value
+    monkeypatch.setenv("SRW_WARM_START", "maybe")
+    with pytest.raises(SettingsError, match="SRW_WARM_START='maybe' is not 1/0, true/false"):
+        Settings.from_env()
+
+
+def test_redis_url_from_its_parts_and_label_studio_ml_names(monkeypatch):
+    for name in ("REDIS_URL", "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REDIS_HOST", "redis.local")
+    monkeypatch.setenv("REDIS_DB", "2")
+    # label-studio-ml's names, where ours are unset
+    monkeypatch.setenv("LABEL_STUDIO_HOST", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_ACCESS_TOKEN", "token-from-ls-ml")
+    settings = Settings.from_env()
+    assert settings.redis_url == "redis://redis.local:6379/2"
+    assert settings.label_studio_url == "http://ls.local:8080"
+    assert settings.label_studio_api_key == "token-from-ls-ml"
+    monkeypatch.setenv("REDIS_PORT", "six")
+    with pytest.raises(SettingsError, match="REDIS_PORT='six' is not a valid int"):
+        Settings.from_env()
+    # ours win
+    monkeypatch.setenv("REDIS_URL", "redis://other:1/0")
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ours:8080")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "our-key")
+    settings = Settings.from_env()
+    assert (settings.redis_url, settings.label_studio_url) == (
+        "redis://other:1/0",
+        "http://ours:8080",
+    )
+    assert settings.label_studio_api_key == "our-key"
+
+
+def test_kwargs_by_field_name():
+    assert parse_kwargs(["k=5", "score=probability", "w-min=0.5", "warm_start=on"]) == {
+        "k": 5,
+        "score": "probability",
+        "w_min": 0.5,
+        "warm_start": True,
+    }
+    with pytest.raises(SettingsError, match="no setting 'kay'"):
+        parse_kwargs(["kay=5"])
+    with pytest.raises(SettingsError, match="expected FIELD=VALUE"):
+        parse_kwargs(["k"])
+    with pytest.raises(SettingsError, match="--kwargs k='five' is not a valid int"):
+        parse_kwargs(["k=five"])
+
+
+# ----------------------------------------------------------------------------- _wsgi.py
+
+
+def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
+    """label-studio-ml's conventions: -p/--port, --check, --kwargs, --basic-auth-*."""
+    env = {"MODEL_DIR": str(tmp_path), "SRW_K": "7", "BASIC_AUTH_PASS": "pw-in-the-env"}
+    args = ["-p", "9091", "--check", "--kwargs", "k=5", "score=probability", "--dropout", "0.2"]
+    ok = _run(["_wsgi.py", *args, "--basic-auth-user", "lead"], env)
+    assert ok.returncode == 0, ok.stderr
+    shown = json.loads(ok.stdout)
+    assert shown["port"] == 9091
+    assert shown["settings"]["p"] == 0.2 and shown["settings"]["k"] == 5
+    assert shown["settings"]["score"] == "probability"
+    assert shown["settings"]["basic_auth_user"] == "lead"
+    assert "pw-in-the-env" not in ok.stdout and "basic_auth_pass" not in shown["settings"]
+    # the old meaning of -p, the dropout, is refused with the new spelling
+    old = _run(["_wsgi.py", "-p", "0.1", "--check"], env)
+    assert old.returncode == 2 and "the dropout is --dropout" in old.stderr
+    bad = _run(["_wsgi.py", "--check", "--kwargs", "k=0"], env)
+    assert bad.returncode == 2 and "SRW_K (-k) is 0; it must be at least 1" in bad.stderr
+    assert "Traceback" not in bad.stderr + old.stderr
+
+
+# ----------------------------------------------------------------------------- generated files
+
+
+def test_generated_files_are_up_to_date():
+    """docs/configuration.md, the README's table and docker-compose.yml's environment are what
+    the declaration generates: `python -m backend.settings_docs --write` after changing it."""
+    assert settings_docs.stale() == [], "run: python -m backend.settings_docs --write"
+    compose = yaml.safe_load(settings_docs.COMPOSE.read_text())
+    assert compose["x-subregweigh-env"] == settings_docs.compose_env()
+    assert {s.env for s in SETTINGS} <= set(settings_docs.compose_env())
+    docs = settings_docs.DOCS.read_text()
+    for s in SETTINGS:
+        assert f"`{s.env}`" in docs and all(f"`{flag}`" in docs for flag in s.flags)
+        assert s.help in docs
+
+
+def test_a_stale_file_is_found(tmp_path, monkeypatch):
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(
+        settings_docs.COMPOSE.read_text().replace("SRW_K: ${SRW_K:-10}", "SRW_K: ${SRW_K:-11}")
+    )
+    monkeypatch.setattr(settings_docs, "COMPOSE", compose)
+    assert settings_docs.stale() == [compose]
+    assert settings_docs.main([]) == 1
+    assert settings_docs.main(["--write"]) == 0 and settings_docs.stale() == []
+    assert "SRW_K: ${SRW_K:-10}" in compose.read_text()
