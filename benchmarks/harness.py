@@ -83,7 +83,8 @@ from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import PRECISIONS, bfloat16_native
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; SUBREGWEIGH_DATA elsewhere (a GPU machine, say)
+DATA = Path(os.environ.get("SUBREGWEIGH_DATA") or REPO.parent / "shared" / "data")
 RESULTS = REPO / "benchmarks" / "results"
 
 # ----------------------------------------------------------------------------- data and noise

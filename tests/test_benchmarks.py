@@ -401,3 +401,30 @@ def test_fetch_times_both_reads_of_a_project(tmp_path):
         len(run["seconds"][read]) == 1 and run["seconds"][read][0] > 0 for read in fetch.READS
     )
     assert "| 12 |" in (tmp_path / "fetch.md").read_text()
+
+
+def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
+    from benchmarks import real_errors
+
+    original, corrected, flags = real_errors.load_pair()
+    assert len(original) == 3453 and flags.sum() == 186
+    argv = ["--sizes", "40", "--seeds", "1", "--epochs", "1", "--n-samples", "6", "-k", "3"]
+    argv += ["--folds", "2", "--ensemble", "2", "--out", str(tmp_path), "--threads", "1"]
+    assert real_errors.main(argv) == 0
+    result = json.loads((tmp_path / "real-errors-40-ensemble2.json").read_text())
+    (run,) = result["runs"]
+    picked = real_errors.draw("40", 0, len(original))
+    assert run["n"] == 40 and run["n_errors"] == int(flags[picked].sum())
+    methods = run["methods"]
+    assert set(methods) == {
+        *real_errors.PRODUCT,
+        "ensemble of 2",
+        *real_errors.BASELINES,
+        *real_errors.MODEL_FREE,
+    }
+    for name, m in methods.items():
+        assert set(m) >= {"ap", "auroc", "precision_at_50", "r_precision", "recall_missing"}, name
+    # cleanlab's in-sample score is the served default, computed by cleanlab's own code
+    assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5
+    page = (tmp_path / "real-errors-40-ensemble2.md").read_text()
+    assert "deterministic (product)" in page and "consistency (model-free)" in page

@@ -1,0 +1,292 @@
+"""Detection of REAL annotation errors: CoNLL-2003 test with its original labels, ranked against
+its correction CoNLL++ (Wang et al. 2019): a sentence is erroneous when its tags differ (186 of
+3,453, base rate 0.054). The errors are what annotators really do: an entity typed by one
+convention here and another there, a missed entity, a span one word too long.
+
+For every size (``all``: the whole set; a number: a project-sized subsample drawn with the run's
+seed) and seed ``s``, a scout (``random_state=s``) is trained on the ORIGINAL labels and every
+score ranks the sentences (lower = more doubtful; ``harness.ranking``: AP, AUROC, errors among
+the 50 most doubtful, R-precision = recall at the number of errors), reported as mean ± sd over
+the seeds:
+
+* the product's scores (``SRW_SCORE``, ``subregweigh weigh --score``): ``deterministic``
+  (p(gold) on the deterministic segmentation, min over words: the served default),
+  ``probability`` (the same averaged over the K SubRegWeigh views) and ``agreement`` (the
+  paper's c/K);
+* ``ensemble of N`` (``--ensemble N``): the deterministic p(gold) averaged over N scouts of
+  seeds s, s+100, ... before the min over words (a direction under evaluation, not yet a score
+  the product offers);
+* ``cleanlab in-sample`` (cleanlab's token-classification quality on the same scout) and
+  ``cleanlab OOF`` (on ``--folds`` out-of-fold scouts of the same encoder, plainly fine-tuned);
+* the trivial baselines ``random``, ``length``, ``entity count`` and the model-free
+  ``consistency`` (a word form labelled against the rest of the data set,
+  ``subregweigh.baselines.consistency_scores``).
+
+Recall at the number of errors is also split by what the correction changed
+(``subregweigh.compare``: type, boundary, missing, spurious).
+
+    python -m benchmarks.real_errors                        # whole set, 3 seeds
+    python -m benchmarks.real_errors --sizes 300 1000       # project-sized draws, 3 seeds each
+    python -m benchmarks.real_errors --ensemble 3           # with the 3-scout ensemble
+
+Smoke test (a minute): ``python -m benchmarks.real_errors --sizes 60 --seeds 1 --epochs 1
+--n-samples 20 -k 5 --folds 2 --out /tmp/real-errors-smoke``. ``--device cuda`` and ``--model``
+run it on a GPU with any encoder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks import harness
+from subregweigh.baselines import align_proba, consistency_scores, label_indices
+from subregweigh.compare import CHANGE_KINDS, differs, span_changes
+from subregweigh.scout import Scout
+from subregweigh.weigh import SubRegWeigh
+
+NAME = "real_errors"
+ORIGINAL, CORRECTED = "conll2003-test", "conllpp-test"
+PRODUCT = ("deterministic", "probability", "agreement")
+BASELINES = ("cleanlab in-sample", "cleanlab OOF", "random", "length", "entity count")
+MODEL_FREE = ("consistency",)
+
+
+def parse_args(argv=None):
+    parser = harness.arguments(__doc__, name=None)
+    parser.add_argument(
+        "--sizes", nargs="+", default=["all"], help="'all' and/or sentence counts (default: all)"
+    )
+    parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
+    parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
+    parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
+    parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
+    parser.add_argument("--dropout", type=float, default=0.1, help="p (default: 0.1)")
+    parser.add_argument("--method", default="kmeans", help="(default: kmeans)")
+    parser.add_argument("--folds", type=int, default=5, help="OOF folds; 0: none (default: 5)")
+    parser.add_argument("--ensemble", type=int, default=1, help="scouts averaged (default: 1)")
+    parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
+    parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
+    parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
+    harness.add_precision_argument(parser)
+    args = parser.parse_args(argv)
+    for size in args.sizes:
+        if size != "all" and not size.isdigit():
+            parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
+    if args.name is None:
+        args.name = "real-errors" + ("" if args.sizes == ["all"] else "-" + "-".join(args.sizes))
+        args.name += f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
+    return args
+
+
+def load_pair():
+    """``(original, corrected, flags)``: CoNLL-2003 test as annotated and as corrected, the same
+    sentences in the same order, and which differ (bool, shape (n,))."""
+    _, original = harness.read_dataset(ORIGINAL)
+    _, corrected = harness.read_dataset(CORRECTED)
+    return original, corrected, differs(original, corrected)
+
+
+def draw(size: str, seed: int, n: int) -> np.ndarray:
+    """The indices of a run's sentences: all of them, or ``size`` drawn with ``seed``."""
+    if size == "all":
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=int(size), replace=False))
+
+
+def scout(args, seed: int) -> Scout:
+    return Scout(
+        model=args.model,
+        task="ner",
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        precision=args.precision,
+        device=args.device,
+        random_state=seed,
+        progress=False,
+    )
+
+
+def min_gold(examples, labels, proba) -> np.ndarray:
+    """Per example, the lowest probability of a gold tag, shape (n,)."""
+    given = label_indices(examples, labels, "ner")
+    return np.array([p[np.arange(len(g)), g].min() for p, g in zip(proba, given)])
+
+
+def kind_recall(quality, flags, kinds) -> dict:
+    """Of the sentences whose correction changed an entity of each kind, the share among the
+    ``flags.sum()`` most doubtful."""
+    top = set(np.argsort(np.asarray(quality), kind="stable")[: int(flags.sum())].tolist())
+    out = {}
+    for kind in CHANGE_KINDS:
+        having = [i for i, k in enumerate(kinds) if kind in k]
+        out[kind] = float(np.mean([i in top for i in having])) if having else float("nan")
+    return out
+
+
+def run_one(args, size: str, seed: int, pair) -> dict:
+    original, corrected, all_flags = pair
+    pick = draw(size, seed, len(original))
+    examples = [original[i] for i in pick]
+    flags = all_flags[pick]
+    kinds = [{c.kind for c in span_changes(original[i].label, corrected[i].label)} for i in pick]
+
+    srw = SubRegWeigh(
+        scout(args, seed),
+        p=args.dropout,
+        n_samples=args.n_samples,
+        k=args.k,
+        method=args.method,
+        random_state=seed,
+        n_jobs=args.n_jobs,
+        progress=False,
+    )
+    _, train_s = harness.timed(srw.fit, examples)
+    weighed, weigh_s = harness.timed(srw.weigh, examples)
+    proba, proba_s = harness.timed(srw.scout_.predict_proba, examples)
+    labels = srw.scout_.labels_
+    scores = {
+        "deterministic": (weighed.score("deterministic"), train_s + proba_s),
+        "probability": (weighed.score("probability"), train_s + weigh_s),
+        "agreement": (weighed.score("agreement"), train_s + weigh_s),
+    }
+    if args.ensemble > 1:
+        members, seconds = [proba], train_s + proba_s
+        for j in range(1, args.ensemble):
+            member, s = harness.timed(scout(args, seed + 100 * j).fit, examples)
+            member_proba, p_s = harness.timed(member.predict_proba, examples)
+            members.append(align_proba(member_proba, member.labels_, labels))
+            seconds += s + p_s
+        mean = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
+        scores[f"ensemble of {args.ensemble}"] = (min_gold(examples, labels, mean), seconds)
+    in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
+    scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)
+    if args.folds:
+        scores["cleanlab OOF"] = harness.timed(
+            harness.cleanlab_out_of_fold,
+            scout(args, seed),
+            labels,
+            examples,
+            "ner",
+            args.folds,
+            seed,
+        )
+    scores.update(
+        (name, (q, 0.0)) for name, q in harness.trivial_baselines(examples, "ner", seed).items()
+    )
+    scores["consistency"] = harness.timed(consistency_scores, examples, "ner")
+    methods = {
+        name: {
+            **harness.ranking(quality, flags),
+            **{f"recall_{k}": v for k, v in kind_recall(quality, flags, kinds).items()},
+            "seconds": round(seconds, 2),
+        }
+        for name, (quality, seconds) in scores.items()
+    }
+    return {
+        "size": size,
+        "n": len(examples),
+        "seed": seed,
+        "machine": harness.machine(),
+        "n_errors": int(flags.sum()),
+        "base_rate": float(flags.mean()),
+        "scout_seconds": round(train_s, 2),
+        "weigh_seconds": round(weigh_s, 2),
+        "cleanlab_vs_deterministic_max_diff": float(
+            np.max(np.abs(in_sample - scores["deterministic"][0]))
+        ),
+        "methods": methods,
+    }
+
+
+METRICS = ("ap", "auroc", f"precision_at_{harness.TOP}", "r_precision", "seconds")
+
+
+def summarize(runs) -> dict:
+    out = {}
+    for size in dict.fromkeys(r["size"] for r in runs):
+        these = [r for r in runs if r["size"] == size]
+        names = list(dict.fromkeys(m for r in these for m in r["methods"]))
+        keys = (*METRICS, *(f"recall_{k}" for k in CHANGE_KINDS))
+        out[size] = {
+            "n": these[0]["n"],
+            "base_rate": harness.mean_sd([r["base_rate"] for r in these]),
+            "n_errors": harness.mean_sd([r["n_errors"] for r in these]),
+            "methods": {
+                name: harness.summarize_rows([r["methods"][name] for r in these], keys)
+                for name in names
+            },
+        }
+    return out
+
+
+def markdown(result) -> str:
+    cfg = result["config"]
+    lines = [
+        "## Real errors: CoNLL-2003 test (original) against CoNLL++ (corrected)",
+        "",
+        f"Scout: {cfg['model'] or 'the offline MiniLM'}, epochs {cfg['epochs'] or 'default'}; "
+        f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['dropout']}; cleanlab "
+        f"OOF {cfg['folds']} folds. Mean ± sd over {cfg['seeds']} seeds (a subsample is drawn "
+        "with its run's seed). Lower score = more doubtful.",
+    ]
+    for size, s in result["summary"].items():
+        lines += [
+            "",
+            f"### {'The whole set' if size == 'all' else f'{size} sentences'} "
+            f"({s['n']} sentences, base rate {harness.pm(s['base_rate'])}, "
+            f"{harness.pm(s['n_errors'], 1)} erroneous)",
+            "",
+        ]
+        rows = []
+        for name, m in s["methods"].items():
+            kind = "product" if name in PRODUCT else "model-free" if name in MODEL_FREE else ""
+            rows.append(
+                [
+                    name + (f" ({kind})" if kind else ""),
+                    *(harness.pm(m[key]) if key in m else "" for key in METRICS[:4]),
+                    " / ".join(f"{m[f'recall_{k}']['mean']:.2f}" for k in CHANGE_KINDS),
+                    f"{m['seconds']['mean']:.0f}" if "seconds" in m else "",
+                ]
+            )
+        lines += harness.table(
+            [
+                "score",
+                "AP",
+                "AUROC",
+                f"P@{harness.TOP}",
+                "R-precision",
+                "recall@errors: " + " / ".join(CHANGE_KINDS),
+                "s",
+            ],
+            rows,
+        )
+    lines += ["", *harness.footer(result)]
+    if not result.get("complete", True):
+        lines.append("INCOMPLETE: stopped before every run finished.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    harness.start(args.threads)
+    pair = load_pair()
+    command_line = harness.command(NAME, argv)
+    planned = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
+    runs = []
+    for size, seed in planned:
+        runs.append(run_one(args, size, seed, pair))
+        result = {
+            **harness.stamp(command_line),
+            "config": harness.config(args),
+            "complete": len(runs) == len(planned),
+            "summary": summarize(runs),
+            "runs": runs,
+        }
+        harness.save(args.out, args.name, result, markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
