@@ -58,7 +58,10 @@ class RedactingFilter(logging.Filter):
         self.secrets = list(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage(), self.secrets)
+        message = redact(record.getMessage(), self.secrets)
+        # What UTF-8 cannot encode (a lone surrogate from task data) is escaped: a handler that
+        # writes UTF-8 would fail on the whole line.
+        record.msg = message.encode("utf-8", "backslashreplace").decode("utf-8")
         record.args = ()
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

@@ -364,6 +364,11 @@ def _rescore(
     return len(written)
 
 
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) backslash-escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 # A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.
 WARNINGS_SHOWN = 5
 
@@ -371,7 +376,9 @@ WARNINGS_SHOWN = 5
 def log_warnings(project: str, warnings: Sequence[str]) -> None:
     """Log the first :data:`WARNINGS_SHOWN` of ``warnings`` and count the rest in one line."""
     for warning in warnings[:WARNINGS_SHOWN]:
-        logger.warning("project %s: %s", project, warning)
+        # Task data may hold lone surrogates (Label Studio stores what it is sent): escaped,
+        # so that no log handler fails to encode the line.
+        logger.warning("project %s: %s", project, printable(warning))
     if len(warnings) > WARNINGS_SHOWN:
         logger.warning(
             "project %s: and %d more warnings like these (%d in all)",

@@ -68,3 +68,13 @@ def test_made_up_project_ids_stop_at_the_bound(tmp_path, monkeypatch):
     # Reads make nothing.
     assert client.get("/status?project=77", headers=GOOD).status_code == 200
     assert not (tmp_path / "models" / "77").exists()
+
+
+def test_a_warning_about_task_data_is_always_encodable(caplog):
+    from backend.service import log_warnings
+
+    with caplog.at_level(logging.WARNING, logger="backend.service"):
+        log_warnings("1", ["task 'a\udfffb' has no text"])
+    (line,) = [r.getMessage() for r in caplog.records]
+    line.encode("utf-8")  # no UnicodeEncodeError (pytest-xdist sends logs between processes)
+    assert "a\\udfffb" in line
