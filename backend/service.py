@@ -91,7 +91,9 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         random_state=settings.seed,
         progress=False,
     )
-    return SubRegWeigh(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
+    return SubRegWeigh(
+        scout, **_weigh_params(settings), n_jobs=settings.n_jobs, n_scouts=settings.n_scouts
+    )
 
 
 _weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)
@@ -115,7 +117,10 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
         start = time.perf_counter()
         store.verify(version)
         try:
-            scout = Scout.load(store.scout_dir(version), progress=False)
+            scouts = [
+                Scout.load(store.scout_dir(version, j), progress=False)
+                for j in range(store.n_scouts(version))
+            ]
         except MemoryError:
             raise
         except Exception as err:
@@ -123,8 +128,9 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
                 version, f"the scout does not load ({type(err).__name__}: {err})"
             ) from err
         # how this server predicts, whatever trained it
-        scout.quantize, scout.precision = settings.quantize, settings.precision
-        srw = SubRegWeigh.from_scout(scout, **_weigh_params(settings))
+        for scout in scouts:
+            scout.quantize, scout.precision = settings.quantize, settings.precision
+        srw = SubRegWeigh.from_scout(*scouts, **_weigh_params(settings))
         _weighers[key] = srw
         while len(_weighers) > settings.cached_models:
             _weighers.popitem(last=False)
@@ -535,7 +541,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     version = new_version_name()
     staging = store.staging_dir()
     try:
-        srw.scout_.save(staging / "scout")
+        for j, scout in enumerate(srw.scouts_):
+            scout.save(staging / store.scout_dir(version, j).name)
         atomic_write_json(staging / "scores.json", scores)
         atomic_write_json(
             staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
@@ -636,6 +643,8 @@ def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec
         return None, None
     if current is None:
         return None, "no version yet"
+    if settings.n_scouts > 1:
+        return None, f"an ensemble of {settings.n_scouts} scouts (SRW_SCOUTS) retrains in full"
     done = store.status().get("warm_retrains", 0)
     if done >= settings.full_retrain_every:
         return None, f"{done} warm retrains since the last full one (SRW_FULL_RETRAIN_EVERY)"

@@ -333,6 +333,19 @@ SETTINGS: tuple[Setting, ...] = (
         **_ENGINE,
     ),
     Setting(
+        "n_scouts",
+        int,
+        1,
+        "scouts trained with different seeds, their p(gold) averaged for the deterministic "
+        "score: better rankings of real errors, n times the training (see the real-error "
+        "benchmark); a retrain of an ensemble always starts from the base encoder",
+        "SRW_SCOUTS",
+        ("--scouts",),
+        minimum=1,
+        maximum=10,
+        **_ENGINE,
+    ),
+    Setting(
         "n_samples",
         int,
         500,

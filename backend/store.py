@@ -277,8 +277,16 @@ class ProjectStore:
             return False
         return True
 
-    def scout_dir(self, version: str) -> Path:
-        return self.versions / version / "scout"
+    def scout_dir(self, version: str, member: int = 0) -> Path:
+        """Where ``version``'s scout is: the first (``member`` 0), or another of an ensemble."""
+        return self.versions / version / ("scout" if member == 0 else f"scout-{member}")
+
+    def n_scouts(self, version: str) -> int:
+        """How many scouts ``version`` holds (an ensemble's, or one)."""
+        n = 1
+        while self.scout_dir(version, n).is_dir():
+            n += 1
+        return n
 
     def _json(self, version: str, name: str, what: str) -> dict:
         """``versions/<version>/<name>`` as a dict ({} if missing); CorruptVersion if it is

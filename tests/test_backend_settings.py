@@ -479,3 +479,26 @@ def test_a_stale_file_is_found(tmp_path, monkeypatch):
     assert settings_docs.main([]) == 1
     assert settings_docs.main(["--write"]) == 0 and settings_docs.stale() == []
     assert "SRW_K: ${SRW_K:-10}" in compose.read_text()
+
+
+def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scout(
+    tmp_path, tiny_scout
+):
+    import shutil
+
+    from backend.store import ProjectStore
+    from backend.tasks import parse_label_config
+    from testbed.projects import publish_scout
+
+    settings = Settings(model_dir=str(tmp_path), n_scouts=3)
+    srw = service.engine(settings, parse_label_config(NER_CONFIG))
+    assert srw.n_scouts == 3
+    store = ProjectStore(tmp_path, 1)
+    version = publish_scout(tmp_path, 1, tiny_scout)
+    for member in (1, 2):  # an ensemble's version: scout, scout-1, scout-2
+        shutil.copytree(store.scout_dir(version), store.scout_dir(version, member))
+    assert store.n_scouts(version) == 3
+    loaded = service.weigher(settings, store, version)
+    assert len(loaded.scouts_) == 3 and loaded.scout_ is loaded.scouts_[0]
+    with pytest.raises(SettingsError, match="SRW_SCOUTS"):
+        Settings(model_dir=str(tmp_path), n_scouts=0)

@@ -360,3 +360,16 @@ def test_cli_scores_are_the_engines():
     # modules that spell the default out to stay free of torch rank by the same default
     for function in (self_test, AnnotationTable.from_result):
         assert inspect.signature(function).parameters["score"].default == DEFAULT_SCORE
+
+
+def test_weigh_with_an_ensemble_of_scouts(tmp_path):
+    data = tmp_path / "data.conll"
+    write_dataset(data, read_conll(CONLLPP_TRAIN)[:30], task="ner")
+    out = tmp_path / "weights.jsonl"
+    argv = ["-q", "weigh", str(data), "-o", str(out), "--epochs", "1", "-k", "2"]
+    assert cli.main([*argv, "--n-samples", "4", "--scouts", "2"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 30 and all(0.0 <= row["score"] <= 1.0 for row in rows)
+    assert cli.main([*argv, "--n-samples", "4", "--scouts", "1"]) == 0
+    single = [json.loads(line)["score"] for line in out.read_text().splitlines()]
+    assert single != [row["score"] for row in rows]  # the second scout moved the scores

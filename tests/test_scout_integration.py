@@ -681,3 +681,29 @@ def test_fit_is_deterministic_given_random_state(tiny_ner_data):
     first = weights(0)
     assert torch.equal(first, weights(0))
     assert not torch.equal(first, weights(1))
+
+
+def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
+    from subregweigh.baselines import label_indices
+
+    data = tiny_ner_data[:30]
+    srw = SubRegWeigh(
+        Scout(epochs=1, progress=False, random_state=3), n_scouts=2, k=2, n_samples=4
+    ).fit(data)
+    assert [s.random_state for s in srw.scouts_] == [3, 1003] and srw.scout_ is srw.scouts_[0]
+    per_scout = []
+    for scout in srw.scouts_:
+        given = label_indices(data, scout.labels_, "ner")
+        proba = scout.predict_proba(data)
+        per_scout.append([p[np.arange(len(g)), g] for p, g in zip(proba, given)])
+    expected = np.array([np.mean(words, axis=0).min() for words in zip(*per_scout)])
+    singles = [np.array([w.min() for w in words]) for words in per_scout]
+    assert not np.allclose(singles[0], singles[1])  # two seeds, two scouts
+    got = srw.weigh_deterministic(data).deterministic_probability
+    np.testing.assert_allclose(got, expected, atol=2e-3)  # batching differs from predict_proba
+    np.testing.assert_allclose(srw.weigh(data).deterministic_probability, got, atol=1e-6)
+    # A loaded ensemble weighs the same.
+    again = SubRegWeigh.from_scout(*srw.scouts_, k=2, n_samples=4)
+    np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
+    with pytest.raises(ValueError, match="n_scouts must be a positive int"):
+        SubRegWeigh(n_scouts=0).fit(data)
