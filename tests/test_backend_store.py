@@ -290,3 +290,48 @@ def test_start_up_cleans_every_project_and_versions_lists_only_complete(tmp_path
     assert not unpublished.exists() and not orphan.exists()
     reply = app.test_client().get("/versions?project=4").get_json()
     assert reply["versions"] == [_names(2)] and reply["current"] == _names(2)
+
+
+KEEP_PUBLISHING = """
+import sys
+from backend.store import ProjectStore
+from tests.test_backend_store import _build, _names
+store = ProjectStore(sys.argv[1], 1)
+i = 0
+while True:  # train, publish, prune, over and over, until killed
+    i += 1
+    _build(store, _names(i % 90 + 1) + f"-{i:06d}", {"1": {"score": 0.5}})
+"""
+
+
+def test_killed_at_any_moment_of_publish_and_prune_only_complete_versions_are_listed(tmp_path):
+    """SIGKILL a process that publishes and prunes versions without pause, at 12 moments of
+    its loop: after each, only intact versions are listed, one of them serves, and cleaning
+    leaves no staging or trash behind."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(7)
+    for _ in range(12):
+        child = subprocess.Popen(
+            [sys.executable, "-c", KEEP_PUBLISHING, str(tmp_path)],
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        time.sleep(rng.uniform(1.0, 2.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        store = ProjectStore(tmp_path, 1)
+        listed = store.all_versions()
+        for version in listed:
+            store.verify(version)  # every file of its manifest in place
+        if listed:
+            assert store.current_version() in listed
+        store.clean_debris()
+        left = [
+            p.name for p in store.versions.iterdir() if p.name.startswith((".staging", ".trash"))
+        ]
+        assert left == []
+    assert listed  # the loop did publish
