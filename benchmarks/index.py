@@ -30,10 +30,9 @@ COMMAND = re.compile(r"\bpython -m benchmarks\.(\w+)\b")
 
 
 def benchmark_names() -> list[str]:
-    """The modules of this package that are benchmarks."""
-    return sorted(
-        m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name not in NOT_BENCHMARKS
-    )
+    """The modules of this package that are benchmarks (subpackages, e.g. exploration/, are not)."""
+    modules = pkgutil.iter_modules(benchmarks.__path__)
+    return sorted(m.name for m in modules if not m.ispkg and m.name not in NOT_BENCHMARKS)
 
 
 def stem_of(path: Path) -> str:
