@@ -428,3 +428,44 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5
     page = (tmp_path / "real-errors-40-ensemble2.md").read_text()
     assert "deterministic (product)" in page and "consistency (model-free)" in page
+
+
+def test_review_loop_moves_the_same_convention_slip_up():
+    from benchmarks.review_loop import found_after, review
+    from subregweigh.example import Example
+
+    def ex(i, words, tags):
+        return Example(str(i), tuple(words.split()), tuple(tags.split()))
+
+    original = [
+        ex(0, "Victoria won", "B-LOC O"),  # a slip, fixed first
+        ex(1, "rain fell", "O O"),
+        ex(2, "snow fell", "O O"),
+        ex(3, "Victoria lost", "B-LOC O"),  # the same slip, scored as sure
+    ]
+    corrected = [
+        ex(0, "Victoria won", "B-ORG O"),
+        *original[1:3],
+        ex(3, "Victoria lost", "B-ORG O"),
+    ]
+    flags = np.array([True, False, False, True])
+    quality = np.array([0.1, 0.3, 0.4, 0.5])
+    static = review(quality, flags, original, corrected, batch=1, boost=None)
+    propagated = review(quality, flags, original, corrected, batch=1, boost=0.5)
+    assert [r["found"] for r in static] == [1, 1, 1, 2]
+    assert [r["found"] for r in propagated] == [1, 2, 2, 2]  # 0.5 * 0.5 = 0.25 < 0.3
+    assert found_after(propagated, 2) == 2 and found_after(static, 2) == 1
+
+
+def test_review_loop_runs_end_to_end(tmp_path):
+    from benchmarks import review_loop
+
+    argv = ["--size", "40", "--seeds", "1", "--epochs", "1", "--batch", "5"]
+    assert review_loop.main([*argv, "--out", str(tmp_path), "--threads", "1"]) == 0
+    result = json.loads((tmp_path / "review-loop-40.json").read_text())
+    (run,) = result["runs"]
+    for policy in review_loop.POLICIES:
+        curve = run[policy]["curve"]
+        assert curve[-1] == [40, run["n_errors"]]  # every sentence read, every error found
+        assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:]))
+    assert (tmp_path / "review-loop-40.png").stat().st_size > 0
