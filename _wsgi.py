@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the port to listen on (PORT; default 9090)",
     )
     parser.add_argument(
+        "-d",
+        "--debug",
+        action="store_true",
+        help="log at DEBUG (label-studio-ml's flag; Flask's debugger stays off: it would run code "
+        "for anyone who reaches the port)",
+    )
+    parser.add_argument(
         "--log-level",
         type=str.upper,
         choices=LOG_LEVELS,
@@ -95,6 +102,8 @@ def main(argv=None) -> None:
         settings = from_arguments(args, args.kwargs)
     except SettingsError as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
+    if args.debug:
+        args.log_level = "DEBUG"
     if args.check:
         served = dict(host=args.host, port=args.port, log_level=args.log_level)
         print(json.dumps({**served, "settings": settings.public()}, indent=2))

@@ -249,6 +249,7 @@ SETTINGS: tuple[Setting, ...] = (
         "off webhooks that carry it",
         "BASIC_AUTH_USER",
         ("--basic-auth-user",),
+        fallbacks=("ML_SERVER_BASIC_AUTH_USER",),  # label-studio-ml's name
     ),
     Setting(
         "basic_auth_pass",
@@ -259,6 +260,7 @@ SETTINGS: tuple[Setting, ...] = (
         "BASIC_AUTH_PASS",
         ("--basic-auth-pass",),
         secret=True,
+        fallbacks=("ML_SERVER_BASIC_AUTH_PASS",),
     ),
     Setting(
         "webhook_secret",
@@ -662,6 +664,11 @@ def _read_env(s: Setting) -> tuple[str, str | None]:
     """(the variable it came from, the raw value; None: unset) of setting ``s``."""
     raw = os.environ.get(s.env)
     if raw:
+        # label-studio-ml's name beside ours, saying something else: which one was meant?
+        other = next((n for n in s.fallbacks if os.environ.get(n, raw) != raw), None)
+        if other is not None and s.name != "redis_url":
+            shown = "" if s.secret else f" ({raw!r} and {os.environ[other]!r})"
+            raise SettingsError(f"{s.env} and {other} are both set and differ{shown}; unset one")
         return s.env, raw
     if s.name == "redis_url":  # the parts label-studio-ml's compose files set
         host = os.environ.get("REDIS_HOST")

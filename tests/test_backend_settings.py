@@ -403,16 +403,31 @@ def test_redis_url_from_its_parts_and_label_studio_ml_names(monkeypatch):
     monkeypatch.setenv("REDIS_PORT", "six")
     with pytest.raises(SettingsError, match="REDIS_PORT='six' is not a valid int"):
         Settings.from_env()
-    # ours win
-    monkeypatch.setenv("REDIS_URL", "redis://other:1/0")
-    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ours:8080")
-    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "our-key")
+    # both names, saying the same: fine; saying different things: which was meant?
+    monkeypatch.setenv("REDIS_URL", "redis://other:1/0")  # REDIS_URL wins over its parts
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "token-from-ls-ml")
     settings = Settings.from_env()
     assert (settings.redis_url, settings.label_studio_url) == (
         "redis://other:1/0",
-        "http://ours:8080",
+        "http://ls.local:8080",
     )
-    assert settings.label_studio_api_key == "our-key"
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ours:8080")
+    with pytest.raises(SettingsError, match="LABEL_STUDIO_URL and LABEL_STUDIO_HOST are both set"):
+        Settings.from_env()
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "our-key")
+    with pytest.raises(SettingsError, match="LABEL_STUDIO_API_KEY and LABEL_STUDIO_ACCESS") as err:
+        Settings.from_env()
+    assert "our-key" not in str(err.value) and "token-from-ls-ml" not in str(err.value)
+    # label-studio-ml's basic-auth names
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "token-from-ls-ml")
+    monkeypatch.setenv("ML_SERVER_BASIC_AUTH_USER", "lsml-user")
+    monkeypatch.setenv("ML_SERVER_BASIC_AUTH_PASS", "lsml-pass-123")
+    for name in ("BASIC_AUTH_USER", "BASIC_AUTH_PASS"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings.from_env()
+    assert (settings.basic_auth_user, settings.basic_auth_pass) == ("lsml-user", "lsml-pass-123")
 
 
 def test_kwargs_by_field_name():
@@ -451,6 +466,8 @@ def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
     bad = _run(["_wsgi.py", "--check", "--kwargs", "k=0"], env)
     assert bad.returncode == 2 and "SRW_K (-k) is 0; it must be at least 1" in bad.stderr
     assert "Traceback" not in bad.stderr + old.stderr
+    debug = _run(["_wsgi.py", "-d", "--check"], env)  # label-studio-ml's -d/--debug
+    assert debug.returncode == 0 and json.loads(debug.stdout)["log_level"] == "DEBUG"
 
 
 # ----------------------------------------------------------------------------- generated files
