@@ -436,7 +436,7 @@ class SubRegWeigh:
             logger.warning(
                 "%d of %d examples have fewer than %d distinct segmentations among their K=%d "
                 "(%s at p=%g): their scores rest on one or two tokenizations. Raise p (Unigram "
-                "models: 0.3 or more; python benchmarks/diversity.py measures it)",
+                "models: 0.3 or more; python -m benchmarks.diversity measures it)",
                 int(few.sum()),
                 n,
                 min(self.k, 3),
