@@ -171,7 +171,14 @@ def summarize(path: Path, name: str = "ensembles-h100") -> dict:
         "",
         f"Date: {harness.now()}.",
     ]
-    result = {"source": str(path), "summary": summary, "values": rows}
+    result = {
+        **harness.stamp(harness.command("exploration.ensembles_h100", ["--summarize", str(path)])),
+        # the sweep's machine; the summary only reads its results
+        "machine": "NVIDIA H100 80GB HBM3 (lent), 16 CPUs, torch 2.11.0+cu130, Python 3.12.3",
+        "source": str(path),
+        "summary": summary,
+        "values": rows,
+    }
     harness.save(harness.RESULTS, name, result, "\n".join(lines) + "\n")
     return result
 
