@@ -54,21 +54,25 @@ IGNORED_EVENTS = {
 
 def wants_training(
     store: ProjectStore, settings: Settings, event: str, task: str | None = None
-) -> bool:
+) -> tuple[bool, dict | None]:
     """Count ``event`` (one of :data:`TRAIN_EVENTS`; ``task``: the task it changed, see
-    :func:`changed_task`); True when it should start a training: at once, or after
-    ``settings.retrain_after`` annotation changes."""
+    :func:`changed_task`). Returns whether it should start a training (at once, or after
+    ``settings.retrain_after`` annotation changes), and what this process keeps unwritten
+    because the disk is full (None when the count is on disk; else the event is kept in memory
+    and written when space returns: Label Studio sends a webhook once, whatever the reply)."""
     if event in TRAIN_NOW:
-        return True
+        return True, None
     status = store.note_event(task)
+    unwritten = status.get("unwritten")
     logger.info(
-        "project %s: %s (%d of %d changes before retraining)",
+        "project %s: %s (%d of %d changes before retraining)%s",
         store.project,
         event,
         status["events_since_training"],
         settings.retrain_after,
+        "; the disk is full: kept in memory" if unwritten else "",
     )
-    return status["events_since_training"] >= settings.retrain_after
+    return status["events_since_training"] >= settings.retrain_after, unwritten
 
 
 def changed_task(body: dict) -> str | None:
@@ -335,11 +339,13 @@ def create_app(
         store = store_for(body.get("project"))
         reply = {"action": event}
         task = changed_task(body)
-        train = wants_training(store, settings, event, task)
+        train, unwritten = wants_training(store, settings, event, task)
+        if unwritten:  # a full disk: counted in this process, written when space returns
+            reply["unwritten"] = unwritten
         if task is not None and store.current_version() is not None:
             reply["rescore"] = rescore_runner.submit(store.project)  # else the training scores it
         if not train:
-            return jsonify(status="counted", **reply), 200
+            return jsonify(status="counted", **reply), 202 if unwritten else 200
         outcome = runner.submit(store.project)
         logger.info("project %s: %s -> training %s", store.project, event, outcome)
         return jsonify(status=outcome, **reply), 201
@@ -389,6 +395,7 @@ def create_app(
         )
         status["job"] = job
         status["is_training"] = job not in {IDLE, "unknown"}
+        status["disk"] = service.disk_space(settings, store)
         selftest = status.get("selftest") or {"state": "idle"}
         status["selftest"] = {**selftest, "job": selftest_job}
         return status

@@ -283,6 +283,17 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "min_free_mb",
+        int,
+        100,
+        "a training starts only with this much free space in MODEL_DIR, or the last version's "
+        "size plus 20% when that is more (a MiniLM version takes about 90 MB); below it the "
+        "training is refused, /status says disk full, and the current version keeps serving",
+        "SRW_MIN_FREE_MB",
+        ("--min-free-mb",),
+        minimum=0,
+    ),
+    Setting(
         "cached_models",
         int,
         4,

@@ -19,11 +19,20 @@ where the server would load it, and every process sharing MODEL_DIR (gunicorn wo
 workers) sees the same state. A version damaged afterwards (a
 truncated file, a disk error) fails :meth:`ProjectStore.verify` or its load, is marked BROKEN,
 and the newest good version serves instead.
+
+A full disk (ENOSPC, EDQUOT) loses nothing this process was told: a status change that cannot be
+written (an annotation event, a job's state) and a prediction /predict computed but could not
+store are kept in this process's memory, shown by its :meth:`ProjectStore.status` and
+:meth:`ProjectStore.scores`, and written with the next successful write of the project or by a
+retry every :data:`RETRY_SECONDS` (see :class:`_Unwritten`). A process that exits before the
+disk has room again loses what it kept (docs/operating.md).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -31,8 +40,10 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from subregweigh.io.atomic import atomic_write_json, atomic_write_text
@@ -51,6 +62,34 @@ class TooManyProjects(RuntimeError):
 
 
 KEEP_VERSIONS = 3
+
+# The errors of a full disk or an exhausted quota: what is not written is kept in memory.
+NO_SPACE = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+RETRY_SECONDS = 5.0  # how often kept changes are tried again while the disk is full
+MAX_UNSAVED_SCORES = 20_000  # predictions kept per project; beyond, computed again when asked
+
+
+def no_space(err: BaseException) -> bool:
+    """Whether ``err`` says the disk (or the quota) is full."""
+    return isinstance(err, OSError) and err.errno in NO_SPACE
+
+
+def free_mb(path: Path) -> float:
+    """Free megabytes for this user on the filesystem of ``path`` (its nearest existing parent)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**20
+
+
+def directory_mb(directory: Path) -> float:
+    """Megabytes the files under ``directory`` hold (0 when it does not exist)."""
+    total = 0
+    for f in directory.rglob("*"):
+        with contextlib.suppress(OSError):
+            if f.is_file():
+                total += f.stat().st_size
+    return total / 2**20
 
 
 def project_id(value) -> str:
@@ -97,6 +136,127 @@ def _manifest(directory: Path) -> dict[str, int]:
     }
 
 
+class _Events:
+    """``n`` annotation events (:meth:`ProjectStore.note_event`), ``tasks`` the tasks they changed
+    -> when: one status change however many events a full disk keeps back."""
+
+    def __init__(self, n: int = 0, tasks: dict | None = None):
+        self.n, self.tasks = n, dict(tasks or {})
+
+    def apply(self, status: dict) -> None:
+        status["events_since_training"] = (status.get("events_since_training") or 0) + self.n
+        if self.tasks:
+            for key in ("rescore_pending", "changed_since_fetch"):
+                status[key] = {**(status.get(key) or {}), **self.tasks}
+
+
+def _apply(status: dict, change) -> None:
+    """Apply one status change: an :class:`_Events`, or ``{key: value or function of the old}``."""
+    if isinstance(change, _Events):
+        change.apply(status)
+        return
+    for key, value in change.items():
+        status[key] = value(status.get(key)) if callable(value) else value
+
+
+@dataclass
+class _Unwritten:
+    """What a full disk kept from one project's files, in this process: status changes in the
+    order they were made (applied over status.json when read, and written with it as soon as a
+    write succeeds), and predictions per version (merged into scores.json the same way)."""
+
+    model_dir: str
+    project: str
+    since: float
+    error: str
+    changes: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)  # version -> task id -> entry
+    broken: dict = field(default_factory=dict)  # version -> why (its BROKEN marker unwritten)
+
+    def add(self, change) -> None:
+        last = self.changes[-1] if self.changes else None
+        if isinstance(change, _Events) and isinstance(last, _Events):
+            last.n += change.n  # a storm of events stays one change
+            last.tasks.update(change.tasks)
+        else:
+            self.changes.append(change)
+
+    def events(self) -> int:
+        return sum(c.n for c in self.changes if isinstance(c, _Events))
+
+    def n_scores(self) -> int:
+        return sum(len(v) for v in self.scores.values())
+
+    def summary(self) -> dict:
+        """What /status shows of it."""
+        return {
+            "since": self.since,
+            "error": self.error,
+            "status_changes": len(self.changes),
+            "annotation_events": self.events(),
+            "predictions": self.n_scores(),
+            "message": (
+                "the disk of MODEL_DIR is full: these are kept in the memory of process "
+                f"{os.getpid()} and written when space returns (retried every "
+                f"{RETRY_SECONDS:g} s)"
+            ),
+        }
+
+    def empty(self) -> bool:
+        return not (self.changes or any(self.scores.values()) or self.broken)
+
+
+_unwritten: dict[str, _Unwritten] = {}  # project directory -> what its files lack
+_unwritten_lock = threading.RLock()
+_retrying: threading.Thread | None = None
+
+
+def _retry_unwritten() -> None:
+    """The retry thread: while anything is kept, try to write it every RETRY_SECONDS."""
+    global _retrying
+    while True:
+        time.sleep(RETRY_SECONDS)
+        with _unwritten_lock:
+            pending = [(u.model_dir, u.project) for u in _unwritten.values()]
+            if not pending:
+                _retrying = None
+                return
+        for model_dir, project in pending:
+            try:
+                ProjectStore(model_dir, project).write_unwritten()
+            except Exception as err:  # keep retrying the others; this one next round
+                logger.warning("project %s: kept changes not written yet: %s", project, err)
+
+
+def _at_exit() -> None:
+    """A last try when the process exits; what still does not fit is lost: say what."""
+    with _unwritten_lock:
+        pending = list(_unwritten.values())
+    for kept in pending:
+        with contextlib.suppress(Exception):
+            if ProjectStore(kept.model_dir, kept.project).write_unwritten():
+                continue
+        logger.error(
+            "project %s: exiting while the disk is full: %d annotation events, %d status "
+            "changes and %d predictions kept since %s are lost (the next training reads every "
+            "annotation again)",
+            kept.project,
+            kept.events(),
+            len(kept.changes),
+            kept.n_scores(),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(kept.since)),
+        )
+
+
+atexit.register(_at_exit)
+
+
+def unwritten_projects() -> list[str]:
+    """Project directories of which this process keeps changes a full disk did not take."""
+    with _unwritten_lock:
+        return sorted(_unwritten)
+
+
 class ProjectStore:
     """The files of one Label Studio project under ``model_dir``."""
 
@@ -118,6 +278,7 @@ class ProjectStore:
             bool(version)
             and (directory / "COMPLETE").is_file()
             and not (directory / "BROKEN").exists()
+            and not self._broken_in_memory(version)
         )
 
     def verify(self, version: str) -> None:
@@ -148,7 +309,18 @@ class ProjectStore:
         )
         directory = self.versions / version
         if directory.is_dir():
-            atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})
+            try:
+                atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})
+            except OSError as err:
+                if not no_space(err):
+                    raise
+                with _unwritten_lock:  # this process serves it no more; the marker comes later
+                    self._keep(err).broken[version] = reason
+
+    def _broken_in_memory(self, version: str) -> bool:
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            return kept is not None and version in kept.broken
 
     def current_version(self) -> str | None:
         """The version to serve: CURRENT if complete, else the newest complete one."""
@@ -302,8 +474,14 @@ class ProjectStore:
         return value
 
     def scores(self, version: str) -> dict:
-        """Stored predictions of ``version``: task id (str) -> entry."""
-        return self._json(version, "scores.json", "task table")
+        """Stored predictions of ``version``: task id (str) -> entry (with those a full disk
+        kept in this process's memory, see :meth:`store_scores`)."""
+        scores = self._json(version, "scores.json", "task table")
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            if kept is not None and version in kept.scores:
+                scores.update(kept.scores[version])
+        return scores
 
     def meta(self, version: str) -> dict:
         """``meta.json`` of ``version`` (when it trained, on what); {} for older versions."""
@@ -336,45 +514,107 @@ class ProjectStore:
                 )
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def status(self) -> dict:
-        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot."""
+    def _read_status(self) -> tuple[dict, int]:
+        """status.json as written with what this process keeps of it applied (a copy), and how
+        many kept changes that applied."""
         try:
             status = json.loads((self.root / "status.json").read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             status = {}
+        if not isinstance(status, dict):
+            status = {}
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            changes = list(kept.changes) if kept else []
+        for change in changes:
+            _apply(status, change)
+        self._show_unwritten(status)
+        return status, len(changes)
+
+    def _show_unwritten(self, status: dict) -> dict:
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            if kept is None:
+                status.pop("unwritten", None)
+            else:
+                status["unwritten"] = kept.summary()
+        return status
+
+    def status(self) -> dict:
+        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot.
+
+        With ``unwritten`` when this process keeps changes a full disk did not take (they are
+        applied here already)."""
+        return self._status()[0]
+
+    def _status(self) -> tuple[dict, int]:
+        status, n_kept = self._read_status()
         status.setdefault("state", "idle")
         status.setdefault("events_since_training", 0)
         status.setdefault("last_error", None)
         status["project"] = self.project
         status["current_version"] = self.current_version()
-        return status
+        return status, n_kept
+
+    def _write_status(self, status: dict, n_kept: int) -> bool:
+        """Write ``status`` (which has the first ``n_kept`` kept changes applied); on success
+        forget those. False when the disk is full (the caller keeps its change)."""
+        try:
+            atomic_write_json(
+                self.root / "status.json", {k: v for k, v in status.items() if k != "unwritten"}
+            )
+        except OSError as err:
+            if not no_space(err):
+                raise
+            self._keep(err)
+            return False
+        if n_kept:
+            self._written(n_kept)
+        return True
 
     def update_status(self, when=None, **changes) -> dict:
         """Merge ``changes`` into status.json under an exclusive lock; returns the result.
 
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
         With ``when``, a predicate on the current status, nothing changes unless it holds: the
-        check and the write happen under one lock.
+        check and the write happen under one lock. When the disk is full the change is kept in
+        this process (see :class:`_Unwritten`) and the result says so (``unwritten``).
         """
-        with self.locked():
+        return self._change(changes, when)
+
+    def _change(self, change, when=None) -> dict:
+        try:
+            with self.locked():
+                status, n_kept = self._status()
+                if when is not None and not when(status):
+                    return status
+                _apply(status, change)
+                status["updated_at"] = time.time()
+                if not self._write_status(status, n_kept) and change:
+                    self._keep_change(change)
+                return self._show_unwritten(status)
+        except OSError as err:  # no room even for the project's directory or its lock
+            if not no_space(err):
+                raise
             status = self.status()
             if when is not None and not when(status):
                 return status
-            for key, value in changes.items():
-                status[key] = value(status.get(key)) if callable(value) else value
-            status["updated_at"] = time.time()
-            atomic_write_json(self.root / "status.json", status)
-            return status
+            self._keep(err)
+            if change:
+                self._keep_change(change)
+            return self.status()
 
     def take_status(self, *keys: str) -> dict:
         """Remove ``keys`` (dicts) from status.json and return the first one's value ({} if
-        absent), under one lock: what one job takes, no other job takes too."""
+        absent), under one lock: what one job takes, no other job takes too. On a full disk
+        they are returned and stay where they were too (a task may be rescored twice; none is
+        lost)."""
         with self.locked():
-            status = self.status()
+            status, n_kept = self._status()
             taken = [status.pop(key, None) or {} for key in keys]
             if any(taken):
                 status["updated_at"] = time.time()
-                atomic_write_json(self.root / "status.json", status)
+                self._write_status(status, n_kept)
             return taken[0]
 
     def note_event(self, task: str | None = None) -> dict:
@@ -382,10 +622,137 @@ class ProjectStore:
         whose annotations changed, record that ``task`` waits to be rescored with the version
         serving now (``rescore_pending``) and with the version of a training that read the
         annotations before the change (``changed_since_fetch``, cleared when a training
-        starts). Both map the task to when its change arrived. One write of the status."""
-        changes = {"events_since_training": lambda n: (n or 0) + 1}
-        if task is not None:
-            now = time.time()
-            changes["rescore_pending"] = lambda old: {**(old or {}), task: now}
-            changes["changed_since_fetch"] = lambda old: {**(old or {}), task: now}
-        return self.update_status(**changes)
+        starts). Both map the task to when its change arrived. One write of the status; on a
+        full disk the event is kept in this process and written when space returns (the result
+        has ``unwritten``)."""
+        return self._change(_Events(1, {task: time.time()} if task is not None else {}))
+
+    # -- what a full disk keeps back ----------------------------------------------------------
+    @property
+    def _key(self) -> str:
+        return os.path.abspath(self.root)
+
+    def _keep(self, err: OSError) -> _Unwritten:
+        """The record of what this project's files lack (made, and the retry started, on the
+        first failed write; the first failure of an outage is logged as a WARNING)."""
+        global _retrying
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            if kept is None:
+                kept = _unwritten[self._key] = _Unwritten(
+                    str(self.root.parent), self.project, time.time(), f"{err.strerror or err}"
+                )
+                logger.warning(
+                    "project %s: cannot write to %s: %s; annotation events, status changes and "
+                    "new predictions are kept in this process's memory (pid %d) and written "
+                    "when space returns",
+                    self.project,
+                    self.root,
+                    err.strerror or err,
+                    os.getpid(),
+                )
+            if _retrying is None:
+                _retrying = threading.Thread(
+                    target=_retry_unwritten, name="subregweigh-unwritten", daemon=True
+                )
+                _retrying.start()
+            return kept
+
+    def _keep_change(self, change) -> None:
+        with _unwritten_lock:
+            _unwritten[self._key].add(change)
+
+    def _written(self, n_changes: int = 0, version: str | None = None) -> None:
+        """The first ``n_changes`` kept status changes (or the predictions kept for
+        ``version``) are on disk now: forget them, and say so when nothing is left."""
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            if kept is None:
+                return
+            events = sum(c.n for c in kept.changes[:n_changes] if isinstance(c, _Events))
+            del kept.changes[:n_changes]
+            scores = len(kept.scores.pop(version, {})) if version is not None else 0
+            done = kept.empty()
+            if done:
+                del _unwritten[self._key]
+        if n_changes or scores:
+            logger.info(
+                "project %s: wrote %d status changes (%d annotation events) and %d predictions "
+                "kept in memory while the disk was full",
+                self.project,
+                n_changes,
+                events,
+                scores,
+            )
+        if done:
+            logger.warning(
+                "project %s: the disk has room again: everything kept in memory since %s is "
+                "written",
+                self.project,
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(kept.since)),
+            )
+
+    def write_unwritten(self) -> bool:
+        """Try to write what this process keeps of this project: status changes, predictions,
+        BROKEN markers. True when nothing is kept any more."""
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            if kept is None:
+                return True
+            broken = dict(kept.broken)
+            versions = list(kept.scores)
+            has_changes = bool(kept.changes)
+        for version, reason in broken.items():
+            directory = self.versions / version
+            try:
+                if directory.is_dir():
+                    atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})
+            except OSError as err:
+                if not no_space(err):
+                    raise
+                return False
+            with _unwritten_lock:
+                kept.broken.pop(version, None)
+        if has_changes:
+            self._change({})
+        for version in versions:
+            self.store_scores(version, {})
+        self._written()  # says so if this emptied it
+        with _unwritten_lock:
+            return self._key not in _unwritten
+
+    # -- stored predictions -------------------------------------------------------------------
+    def store_scores(self, version: str, fresh: dict) -> bool:
+        """Add ``fresh`` (task id -> entry) to ``version``'s scores.json, under the status lock.
+        On a full disk they are kept in this process (at most :data:`MAX_UNSAVED_SCORES` per
+        project) and :meth:`scores` serves them: False. A version no longer on disk (pruned)
+        takes nothing: True."""
+        path = self.versions / version / "scores.json"
+        try:
+            with self.locked():
+                with _unwritten_lock:
+                    kept = _unwritten.get(self._key)
+                    held = dict(kept.scores.get(version, {})) if kept else {}
+                if path.parent.is_dir():  # else pruned: nothing to add to
+                    scores = self._json(version, "scores.json", "task table")
+                    scores.update(held)
+                    scores.update(fresh)
+                    atomic_write_json(path, scores)
+        except OSError as err:
+            if not no_space(err):
+                raise
+            with _unwritten_lock:
+                kept = self._keep(err)
+                room = MAX_UNSAVED_SCORES - kept.n_scores()
+                table = kept.scores.setdefault(version, {}) if fresh else {}
+                for task, entry in fresh.items():
+                    if task in table or room > 0:
+                        room -= task not in table
+                        table[task] = entry
+            return False
+        with _unwritten_lock:
+            kept = _unwritten.get(self._key)
+            written = kept is not None and version in kept.scores
+        if written:
+            self._written(version=version)
+        return True
