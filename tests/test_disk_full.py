@@ -220,11 +220,14 @@ def _mount_tmpfs(where: Path, size_mb: int) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root; the ENOSPC-injected tests cover it")
     where.mkdir(parents=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:
+        pytest.skip("no mount command here; the ENOSPC-injected tests cover it")
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); ENOSPC-injected tests")
 
