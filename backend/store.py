@@ -402,7 +402,7 @@ class ProjectStore:
             elif name.startswith("srw-") and entry.is_dir() and not (entry / "COMPLETE").exists():
                 self._trash(entry)
             elif name.startswith(STAGING) and name.endswith(".lock"):
-                if entry.with_suffix("").exists() or time.time() - _mtime(entry) < 3600:
+                if entry.with_suffix("").exists() or time.time() - _mtime(entry) < 60:
                     continue
                 entry.unlink(missing_ok=True)
             else:
