@@ -14,7 +14,7 @@ from __future__ import annotations
 from label_studio_ml.model import LabelStudioMLBase
 
 from backend import service
-from backend.server import TRAIN_EVENTS
+from backend.routes import TRAIN_EVENTS
 from backend.settings import Settings
 from backend.store import project_id
 from backend.tasks import ConfigError, parse_label_config

@@ -12,7 +12,8 @@ import pytest
 
 from backend.convert import doubt_notes
 from backend.jobs import IDLE, RUNNING, ThreadRunner
-from backend.server import ABANDONED_SELFTEST, create_app
+from backend.routes import ABANDONED_SELFTEST
+from backend.server import create_app
 from backend.service import version_meta
 from backend.settings import Settings
 from backend.store import ProjectStore

@@ -1,0 +1,56 @@
+"""How the backend's errors become replies: one map from exception to HTTP status, in one place.
+
+400 for a request the backend cannot act on (:class:`BadRequest`, an unsupported labeling
+config), 404 for a report that does not exist yet, 503 for what a retry later may fix (the job
+queue, the bound on projects, the webhook secret), werkzeug's own statuses (413, 405...) as they
+are, and 500 for anything else: logged with its traceback, answered with its type only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from backend import webhook_auth
+from backend.jobs import JobQueueUnavailable
+from backend.report import ReportUnavailable
+from backend.store import TooManyProjects
+from backend.tasks import ConfigError
+
+logger = logging.getLogger("backend.server")  # the server's log, as before the split
+
+
+class BadRequest(ValueError):
+    """A request the backend cannot act on; becomes a 400 with this message."""
+
+
+def install(app: Flask) -> None:
+    """Register the error map on ``app``."""
+
+    @app.errorhandler(BadRequest)
+    @app.errorhandler(ConfigError)
+    def bad_request(err):
+        logger.warning("%s %s: 400: %s", request.method, request.path, err)
+        return jsonify(error=str(err)), 400
+
+    @app.errorhandler(ReportUnavailable)
+    def no_report(err):
+        return jsonify(error=str(err)), 404
+
+    @app.errorhandler(JobQueueUnavailable)
+    @app.errorhandler(TooManyProjects)
+    @app.errorhandler(webhook_auth.WebhookSecretUnavailable)
+    def unavailable(err):
+        logger.error("%s %s: 503: %s", request.method, request.path, err)
+        return jsonify(error=str(err)), 503
+
+    @app.errorhandler(HTTPException)
+    def http_error(err):
+        return jsonify(error=err.description or err.name), err.code
+
+    @app.errorhandler(Exception)
+    def server_error(err):
+        logger.exception("%s %s failed", request.method, request.path)
+        return jsonify(error=f"internal error: {type(err).__name__}; see the backend's log"), 500
