@@ -5,11 +5,15 @@ Every value comes from the environment (the Docker image's defaults are the ones
     PORT                 9090   listen on 0.0.0.0:PORT
     WORKERS              2      processes; each loads a project's scout once per model version
     THREADS              4      threads per process (requests waiting on a computation overlap)
-    GUNICORN_TIMEOUT     300    seconds a request may take (Label Studio gives /predict 100 s)
+    GUNICORN_TIMEOUT     300    seconds a worker may miss its heartbeat before it is restarted
     MAX_REQUESTS         0      recycle a worker after this many requests (0: never)
+    IDLE_TIMEOUT         30     close a connection that sends (or reads) nothing this long
     OMP_NUM_THREADS      1      torch threads per request; workers x threads requests share the CPUs
 
-Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the scout's size) (README).
+The workers read requests with waitress's event loop and hand only complete ones to their threads
+(backend/waitress_worker.py): slow clients cost a connection each, up to 1000 per worker
+(docs/deploying-notes.md). Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the
+scout's size) (README).
 """
 
 import os
@@ -17,7 +21,10 @@ import os
 bind = f"0.0.0.0:{int(os.environ.get('PORT', '9090'))}"
 workers = int(os.environ.get("WORKERS", "2"))
 threads = int(os.environ.get("THREADS", "4"))
-worker_class = "gthread"
+worker_class = "backend.waitress_worker.WaitressWorker"
+worker_connections = 1000
+# The worker closes a connection silent this long, whether kept alive or in mid-request.
+keepalive = int(os.environ.get("IDLE_TIMEOUT", "30"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "300"))
 graceful_timeout = 30
 max_requests = int(os.environ.get("MAX_REQUESTS", "0"))

@@ -67,11 +67,24 @@ OTHER = (
     ),
     Variable("WORKERS", "2", "gunicorn processes", "gunicorn"),
     Variable("THREADS", "4", "threads in each gunicorn process", "gunicorn"),
-    Variable("GUNICORN_TIMEOUT", "300", "seconds a request may take", "gunicorn"),
+    Variable(
+        "GUNICORN_TIMEOUT",
+        "300",
+        "seconds a gunicorn process may miss its heartbeat before it is restarted (a request "
+        "may take longer)",
+        "gunicorn",
+    ),
     Variable(
         "MAX_REQUESTS",
         "0",
         "recycle a gunicorn process after this many requests (0: never)",
+        "gunicorn",
+    ),
+    Variable(
+        "IDLE_TIMEOUT",
+        "30",
+        "seconds a connection may send nothing (waiting for a request or in the middle of one) "
+        "or read nothing of its reply before the server closes it (docs/deploying-notes.md)",
         "gunicorn",
     ),
     Variable(

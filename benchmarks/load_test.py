@@ -8,9 +8,17 @@ from stored scores) until --duration seconds or --max-requests requests have pas
 
     python -m benchmarks.load_test                     # 100 tasks, 8 clients, 60 s
     python -m benchmarks.load_test --workers 4 --threads 8 --concurrency 16
+    python -m benchmarks.load_test --worker-class gthread --name load-test-gthread
+    python -m benchmarks.load_test --slow-clients 200 --name load-test-slow-clients
+
+``--worker-class gthread`` runs the server as it was before issue 26 (gunicorn's threads read the
+requests; gunicorn.conf.py's worker reads them in waitress's loop); ``--slow-clients N`` keeps N
+hostile connections open throughout the load (testbed.slow_clients: half send their headers,
+half their body, a byte a second).
 
 Prints (and writes to ``benchmarks/results/load-test.{json,md}``) requests/s, latency percentiles,
-errors, and the peak resident memory of the server's processes and of the training worker.
+errors, the server's CPU time per request, and the peak resident memory of the server's processes
+and of the training worker.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +42,11 @@ from testbed.servers import (
     LabelStudioServer,
     PeakMemory,
     RedisServer,
+    cpu_seconds,
     http_json,
+    process_tree,
 )
+from testbed.slow_clients import SlowClients
 
 # the table's columns: title -> key of the result
 COLUMNS = {
@@ -46,6 +58,7 @@ COLUMNS = {
     "p99 ms": "p99_ms",
     "max ms": "max_ms",
     "errors": "errors",
+    "server CPU ms/req": "server_cpu_ms_per_request",
     "peak RSS server": "peak_rss_server_mb",
     "peak RSS training worker": "peak_rss_training_worker_mb",
 }
@@ -75,6 +88,13 @@ def main(argv=None) -> int:
     parser.add_argument("--max-requests", type=int, default=5000, help="requests (upper bound)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn WORKERS")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn THREADS")
+    parser.add_argument(
+        "--worker-class",
+        help="gunicorn's worker class (default: gunicorn.conf.py's; gthread: before issue 26)",
+    )
+    parser.add_argument(
+        "--slow-clients", type=int, default=0, help="slow connections open throughout the load"
+    )
     args = parser.parse_args(argv)
     start(None)
     command_line = command("load_test", argv)
@@ -99,7 +119,12 @@ def main(argv=None) -> int:
             "RQ_QUEUE_NAME": "srw-load",
         }
         backend = BackendServer(
-            work / "models", env, work / "gunicorn.log", workers=args.workers, threads=args.threads
+            work / "models",
+            env,
+            work / "gunicorn.log",
+            workers=args.workers,
+            threads=args.threads,
+            worker_class=args.worker_class,
         )
 
         def worker(epochs: int, log: str) -> BackgroundProcess:
@@ -180,11 +205,25 @@ def main(argv=None) -> int:
                             if problem:
                                 errors.append(problem)
 
-                load_start = time.perf_counter()
-                with ThreadPoolExecutor(args.concurrency) as pool:
-                    for future in [pool.submit(client) for _ in range(args.concurrency)]:
-                        future.result()
-                elapsed = time.perf_counter() - load_start
+                slow = (
+                    SlowClients(
+                        "127.0.0.1",
+                        backend.port,
+                        headers=args.slow_clients // 2,
+                        bodies=args.slow_clients - args.slow_clients // 2,
+                    )
+                    if args.slow_clients
+                    else nullcontext()
+                )
+                with slow:
+                    cpu_start = _tree_cpu(backend.proc.pid)
+                    load_start = time.perf_counter()
+                    with ThreadPoolExecutor(args.concurrency) as pool:
+                        for future in [pool.submit(client) for _ in range(args.concurrency)]:
+                            future.result()
+                    elapsed = time.perf_counter() - load_start
+                    cpu = _tree_cpu(backend.proc.pid) - cpu_start
+                    slow_open = slow.open() if args.slow_clients else 0
                 memory.stop()
                 still_training = backend.get(f"/status?project={project}")[1]["job"] == "running"
             finally:
@@ -198,6 +237,9 @@ def main(argv=None) -> int:
         "concurrency": args.concurrency,
         "gunicorn_workers": args.workers,
         "gunicorn_threads": args.threads,
+        "worker_class": args.worker_class or "backend.waitress_worker.WaitressWorker",
+        "slow_clients": args.slow_clients,
+        "slow_clients_open_at_end": slow_open,
         "requests": len(latencies),
         "seconds": round(elapsed, 1),
         "requests_per_second": round(len(latencies) / elapsed, 1),
@@ -207,6 +249,7 @@ def main(argv=None) -> int:
         "max_ms": round(float(ms.max()), 1),
         "errors": len(errors),
         "first_errors": errors[:5],
+        "server_cpu_ms_per_request": round(cpu / len(latencies) * 1000, 2),
         "peak_rss_server_mb": round(memory.peak["server"]),
         "peak_rss_training_worker_mb": round(memory.peak["worker"]),
         "training_ran_throughout": still_training,
@@ -219,13 +262,24 @@ def main(argv=None) -> int:
     return 0
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of the server: the master and its workers."""
+    return sum(cpu_seconds(member) for member in process_tree(pid))
+
+
 def markdown(result: dict) -> str:
+    worker = result.get("worker_class", "gthread").rsplit(".", 1)[-1]
     header = (
         f"/predict of {result['tasks_per_request']} stored tasks, {result['concurrency']} "
-        f"clients, gunicorn {result['gunicorn_workers']}x{result['gunicorn_threads']}, a "
-        f"training running throughout: {result['training_ran_throughout']}, "
-        f"{result['cpu_count']} CPUs"
+        f"clients, gunicorn {result['gunicorn_workers']}x{result['gunicorn_threads']} "
+        f"({worker} workers), a training running throughout: "
+        f"{result['training_ran_throughout']}, {result['cpu_count']} CPUs"
     )
+    if result.get("slow_clients"):
+        header += (
+            f"; {result['slow_clients']} slow clients open throughout "
+            f"({result['slow_clients_open_at_end']} still open at the end)"
+        )
     row = [result[key] for key in COLUMNS.values()]
     row[-2:] = [f"{mb} MiB" for mb in row[-2:]]
     lines = table(list(COLUMNS), [row], align="r" * len(COLUMNS))

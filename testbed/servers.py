@@ -750,7 +750,9 @@ class BackendServer(BackgroundProcess):
     """Our backend on a free port; ``env`` adds to (and overrides) os.environ.
 
     ``python _wsgi.py`` by default; with ``workers``, the production server: ``gunicorn -c
-    gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads.
+    gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads, of the file's
+    worker class (backend/waitress_worker.py) or of ``worker_class``; ``"gthread"`` is the server
+    as it was before issue 26 (with its 2 s keep-alive), for comparisons.
     """
 
     def __init__(
@@ -761,6 +763,7 @@ class BackendServer(BackgroundProcess):
         port: int | None = None,
         workers: int | None = None,
         threads: int = 4,
+        worker_class: str | None = None,
     ):
         self.port = port or free_port()
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
@@ -777,6 +780,9 @@ class BackendServer(BackgroundProcess):
             ]
         else:
             full_env.update(PORT=str(self.port), WORKERS=str(workers), THREADS=str(threads))
+            if worker_class:  # gunicorn: the command line's settings win over the file's
+                before = " --keep-alive 2" if worker_class == "gthread" else ""
+                full_env["GUNICORN_CMD_ARGS"] = f"--worker-class {worker_class}{before}"
             command = [
                 str(Path(sys.executable).parent / "gunicorn"),
                 "-c",

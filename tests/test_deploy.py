@@ -386,6 +386,7 @@ def test_gunicorn_settings_from_the_environment(monkeypatch):
             "THREADS": "5",
             "GUNICORN_TIMEOUT": "120",
             "MAX_REQUESTS": "1000",
+            "IDLE_TIMEOUT": "45",
         },
     )
     conf = runpy.run_path(str(REPO / "gunicorn.conf.py"))
@@ -395,9 +396,29 @@ def test_gunicorn_settings_from_the_environment(monkeypatch):
         5,
         120,
     )
-    assert conf["worker_class"] == "gthread"
+    # waitress's loop reads the requests (tests/test_slow_clients.py)
+    assert conf["worker_class"] == "backend.waitress_worker.WaitressWorker"
+    assert conf["keepalive"] == 45 and conf["worker_connections"] == 1000
     assert conf["max_requests"] == 1000 and conf["max_requests_jitter"] == 100
     assert os.environ["OMP_NUM_THREADS"] == "1"
+
+
+def test_waitress_front_follows_gunicorn_settings():
+    """backend/waitress_worker.py gives waitress gunicorn's settings and the app's size limit."""
+    from types import SimpleNamespace
+
+    from backend.waitress_worker import adjustments
+
+    cfg = SimpleNamespace(threads=4, backlog=2048, worker_connections=1000, keepalive=30)
+    adj = adjustments(cfg, max_body=50 * 1024 * 1024, files=1 << 20)
+    assert adj["threads"] == 4 and adj["backlog"] == 2048
+    assert adj["channel_timeout"] == 30 and adj["cleanup_interval"] == 1
+    assert adj["connection_limit"] == 1002  # 1000 connections, the listener and the wake-up pipe
+    assert adj["max_request_body_size"] == 50 * 1024 * 1024
+    assert adj["asyncore_use_poll"]  # more than 1024 file descriptors
+    # a process that may open only 1024 files keeps some for the app
+    assert adjustments(cfg, None, files=1024)["connection_limit"] == 1024 - 64 + 2
+    assert adjustments(cfg, None, files=1024)["max_request_body_size"] == 1 << 30
 
 
 def test_healthcheck_command_against_a_real_backend(tmp_path):

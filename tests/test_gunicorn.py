@@ -7,6 +7,9 @@ The published versions are real (a MiniLM scout trained on CoNLL); training is n
 from __future__ import annotations
 
 import re
+import signal
+import socket
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -113,3 +116,54 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
     service.weigher(settings, stores[0], newer)  # project 1's older version goes
     assert [version for (_, version) in service._weighers] == [versions[2], newer]
     service._weighers.clear()
+
+
+# ----------------------------------------------------------------------------- the worker's front
+# backend/waitress_worker.py: waitress's loop reads requests, gunicorn runs the processes (the
+# slow clients themselves: tests/test_slow_clients.py).
+
+
+def test_max_requests_recycles_a_worker_without_losing_a_request(tmp_path):
+    env = {"LOG_LEVEL": "INFO", "MAX_REQUESTS": "5"}
+    with BackendServer(tmp_path / "models", env, tmp_path / "server.log", workers=1) as backend:
+        codes = [backend.get("/health")[0] for _ in range(14)]
+        log = backend.log(400)
+    assert codes == [200] * 14
+    # 15 requests with the start-up's: a worker for each 5 (one may still answer a request that
+    # was on its way when it stopped accepting)
+    assert log.count("Autorestarting worker after current request.") >= 2, log[-3000:]
+    assert len(set(re.findall(r'"GET /health HTTP/1.1" 200 .* pid=<?(\d+)', log))) >= 3
+
+
+def test_a_stop_finishes_the_request_in_flight(tmp_path, tiny_scout):
+    """SIGTERM (a stop, or a restart's old workers): no new connections, the /predict in flight
+    (a scout to load and 2 tasks to compute: seconds) is answered, then the worker exits."""
+    model_dir = tmp_path / "models"
+    publish_scout(model_dir, 1, tiny_scout, "srw-20260101-000000000-aaaaaa")
+    tasks = [ner_task(i, text) for i, text in enumerate(TEXTS[:2])]
+    backend = BackendServer(model_dir, {"LOG_LEVEL": "INFO"}, tmp_path / "server.log", workers=1)
+    with backend, ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(_predict, backend, tasks)
+        deadline = time.monotonic() + 60
+        while "loaded the scout" not in backend.log(200) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the request is being computed
+        backend.proc.send_signal(signal.SIGTERM)  # gunicorn's master: stop gracefully
+        code, reply = in_flight.result(timeout=60)
+        assert backend.proc.wait(timeout=40) == 0
+        log = backend.log(200)
+    assert code == 200 and len(reply["results"]) == 2, reply
+    assert "computed 2 of 2 tasks" in log and "Traceback" not in log, log[-3000:]
+
+
+def test_a_body_over_max_request_mb_is_refused_before_it_is_sent(tmp_path):
+    env = {"MAX_REQUEST_MB": "1"}
+    with BackendServer(tmp_path / "models", env, tmp_path / "server.log", workers=1) as backend:
+        with socket.create_connection(("127.0.0.1", backend.port), timeout=5) as sock:
+            sock.sendall(
+                b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % (1024 * 1024 + 1)
+            )
+            reply = sock.recv(4096)  # no body sent: the limit is the declared length's
+        assert reply.startswith(b"HTTP/1.1 413 "), reply
+        code, _ = backend.post("/predict", {"tasks": ["x" * (1024 * 1024 - 100)]})
+        assert code != 413  # the app's limit, not lower
