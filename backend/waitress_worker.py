@@ -29,6 +29,7 @@ What the loop enforces (:func:`adjustments`):
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import threading
@@ -82,6 +83,9 @@ class WaitressWorker(base.Worker):
     """gunicorn worker: waitress's loop reads and writes, ``cfg.threads`` threads run the app."""
 
     def run(self):
+        # waitress warns of every request that waits for a thread: under load, most of the log
+        # (gthread queued them silently; the access log's times show the wait)
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         self.counting = threading.Lock()
         self.socket_map: dict = {}
         max_body = getattr(self.wsgi, "config", {}).get("MAX_CONTENT_LENGTH")  # Flask's

@@ -108,6 +108,7 @@ def main(argv=None) -> int:
         "SRW_K": "10",
         "SRW_MIN_ANNOTATIONS": "10",
         "SRW_RETRAIN_AFTER": "100000",
+        "SRW_EPOCHS": "3",
         "LOG_LEVEL": "WARNING",
     }
     with LabelStudioServer() as ls, RedisServer() as redis:
@@ -127,10 +128,10 @@ def main(argv=None) -> int:
             worker_class=args.worker_class,
         )
 
-        def worker(epochs: int, log: str) -> BackgroundProcess:
+        def worker(log: str) -> BackgroundProcess:
             return BackgroundProcess(
                 [sys.executable, "-m", "backend.worker"],
-                {**backend.env, "SRW_EPOCHS": str(epochs), "OMP_NUM_THREADS": "1"},
+                {**backend.env, "OMP_NUM_THREADS": "1"},
                 work / log,
             )
 
@@ -142,7 +143,7 @@ def main(argv=None) -> int:
             trigger = {"action": "START_TRAINING", "project": {"id": project}}
 
             started = time.perf_counter()
-            with worker(3, "worker-first.log").start():
+            with worker("worker-first.log").start():
                 backend.post("/webhook", trigger)
                 version = _wait_status(
                     backend,
@@ -151,6 +152,12 @@ def main(argv=None) -> int:
                     "first training",
                 )["current_version"]
             print(f"first training: version {version} in {time.perf_counter() - started:.0f} s")
+            # A training computes with the server's settings (its job carries them): the long
+            # second training (many epochs) that keeps the worker busy for the whole load needs
+            # a server started with them.
+            backend.stop()
+            backend.env["SRW_EPOCHS"] = "200"
+            backend.start()
 
             body = {
                 "tasks": [
@@ -165,8 +172,7 @@ def main(argv=None) -> int:
             )  # the scores are stored: this only reads them
             assert code == 200 and len(warm["results"]) == args.tasks, warm
 
-            # A long second training (many epochs) keeps the worker busy for the whole load.
-            training = worker(200, "worker-long.log").start()
+            training = worker("worker-long.log").start()
             try:
                 backend.post("/webhook", trigger)
                 _wait_status(
