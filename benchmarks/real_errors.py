@@ -14,8 +14,7 @@ the seeds:
   ``probability`` (the same averaged over the K SubRegWeigh views) and ``agreement`` (the
   paper's c/K);
 * ``ensemble of N`` (``--ensemble N``): the deterministic p(gold) averaged over N scouts of
-  seeds s, s+100, ... before the min over words (a direction under evaluation, not yet a score
-  the product offers);
+  seeds s, s+100, ... before the min over words (what ``SRW_SCOUTS`` / ``--scouts N`` serve);
 * ``cleanlab in-sample`` (cleanlab's token-classification quality on the same scout) and
   ``cleanlab OOF`` (on ``--folds`` out-of-fold scouts of the same encoder, plainly fine-tuned);
 * the trivial baselines ``random``, ``length``, ``entity count`` and the model-free
