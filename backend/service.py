@@ -239,10 +239,11 @@ def _predict(
     if stale:
         start = time.perf_counter()
         fresh = score_tasks(weigher(settings, store, version), spec, stale, settings.score)
+        to_store = _within_bound(store, version, stored, fresh)
         stored.update(fresh)
         # Add them to the version's store, where every worker sees them; on a full disk they
         # are served all the same, and kept in memory until it has room (the store logs it).
-        saved = store.store_scores(version, fresh)
+        saved = store.store_scores(version, to_store)
         logger.info(
             "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)%s",
             store.project,
@@ -262,6 +263,35 @@ def _predict(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
     return out
+
+
+# A version stores /predict's scores of at most this many tasks beyond those it was trained
+# with: task ids are whatever a caller sends, so what they can make the backend keep is bounded.
+MAX_NEW_TASKS = 50_000
+_bound_warned: set[tuple[str, str]] = set()
+
+
+def _within_bound(store: ProjectStore, version: str, stored: dict, fresh: dict) -> dict:
+    """The part of ``fresh`` to store: every task ``version`` already holds, and new ones while
+    it holds fewer than its trained tasks plus :data:`MAX_NEW_TASKS` (the rest is served, not
+    stored; one WARNING per version)."""
+    new = [task for task in fresh if task not in stored]
+    limit = int(store.meta(version).get("n_tasks") or 0) + MAX_NEW_TASKS
+    room = max(0, limit - len(stored))
+    if len(new) <= room:
+        return fresh
+    kept = set(new[:room])
+    if (store.project, version) not in _bound_warned:
+        _bound_warned.add((store.project, version))
+        logger.warning(
+            "project %s: version %s already stores %d tasks (at most %d); scores of tasks "
+            "beyond that are served but not stored",
+            store.project,
+            version,
+            len(stored),
+            limit,
+        )
+    return {task: e for task, e in fresh.items() if task in stored or task in kept}
 
 
 # --------------------------------------------------------------------------------- train

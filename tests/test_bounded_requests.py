@@ -78,3 +78,24 @@ def test_a_warning_about_task_data_is_always_encodable(caplog):
     (line,) = [r.getMessage() for r in caplog.records]
     line.encode("utf-8")  # no UnicodeEncodeError (pytest-xdist sends logs between processes)
     assert "a\\udfffb" in line
+
+
+def test_predict_stores_a_bounded_number_of_made_up_tasks(tmp_path, tiny_scout, monkeypatch):
+    from backend import service
+    from backend.store import ProjectStore
+
+    monkeypatch.setattr(service, "MAX_NEW_TASKS", 3)
+    _, client, _ = make_app(tmp_path)
+    version = publish_scout(tmp_path / "models", 1, tiny_scout, meta={"n_tasks": 2})
+    tasks = [
+        {"id": 1000 + i, "data": {"text": f"Angela Merkel visited Paris {i} ."}} for i in range(8)
+    ]
+    body = {"project": "1", "label_config": NER_CONFIG, "tasks": tasks}
+    reply = client.post("/predict", json=body, headers=GOOD)
+    assert reply.status_code == 200
+    assert all("score" in r for r in reply.get_json()["results"])  # every task is answered
+    stored = ProjectStore(tmp_path / "models", 1).scores(version)
+    assert len(stored) == 2 + 3  # the version's trained tasks (2) + MAX_NEW_TASKS, no more
+    again = client.post("/predict", json=body, headers=GOOD).get_json()["results"]
+    assert [r["score"] for r in again] == [r["score"] for r in reply.get_json()["results"]]
+    assert len(ProjectStore(tmp_path / "models", 1).scores(version)) == 5
