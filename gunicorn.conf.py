@@ -12,7 +12,7 @@ Every value comes from the environment (the Docker image's defaults are the ones
 
 The workers read requests with waitress's event loop and hand only complete ones to their threads
 (backend/waitress_worker.py): slow clients cost a connection each, up to 1000 per worker
-(docs/deploying-notes.md). Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the
+(docs/deploying.md). Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the
 scout's size) (README).
 """
 

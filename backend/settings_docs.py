@@ -84,7 +84,7 @@ OTHER = (
         "IDLE_TIMEOUT",
         "30",
         "seconds a connection may send nothing (waiting for a request or in the middle of one) "
-        "or read nothing of its reply before the server closes it (docs/deploying-notes.md)",
+        "or read nothing of its reply before the server closes it (docs/deploying.md)",
         "gunicorn",
     ),
     Variable(

@@ -8,7 +8,8 @@ the processes run as the unprivileged ``srw`` (uid 10001); a Label Studio NER pr
 real CoNLL tasks, connected to ``http://backend:9090`` over the compose network and trained
 through Label Studio's API, gets one scored prediction per task of the backend's version and
 sorts by them in the Data Manager; the rq worker container, not the web server, trained; the
-models volume keeps that version through ``docker-compose down`` and ``up``.
+models volume keeps that version through ``docker-compose down`` and ``up``; slow clients do not
+starve the image's server.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import yaml
 
 from testbed.projects import NER_CONFIG, field, ner_tasks, wait_trained
 from testbed.servers import http_json
+from testbed.slow_clients import SlowClients
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("SRW_CONTAINER_STACK") != "1",
@@ -173,6 +175,26 @@ def test_image_healthcheck_passes(stack):
     config = json.loads(stack.podman("inspect", backend).stdout)[0]["Config"]
     test = config["Healthcheck"]["Test"]
     assert "/health" in " ".join(test) and "python" in test
+
+
+def test_image_server_answers_beside_slow_clients(stack):
+    """The image's server reads requests in its workers' event loop (gunicorn.conf.py's
+    backend.waitress_worker): 100 connections trickling a request a byte a second hold no
+    thread, and /health answers within a second through compose's published port."""
+    with SlowClients(
+        "127.0.0.1", int(stack.backend_url.rsplit(":", 1)[1]), headers=50, bodies=50
+    ) as slow:
+        time.sleep(3)
+        seconds = []
+        for _ in range(5):
+            started = time.perf_counter()
+            code, _ = http_json("GET", stack.backend_url + "/health", timeout=5)
+            seconds.append(time.perf_counter() - started)
+            assert code == 200
+            time.sleep(0.5)
+        assert slow.open() == 100
+    assert max(seconds) < 1.0, seconds
+    assert "Using worker: backend.waitress_worker.WaitressWorker" in stack.logs("backend")
 
 
 def test_processes_run_as_srw(stack):
