@@ -12,7 +12,8 @@ gunicorn still runs the processes: ``WORKERS``, the heartbeat (``GUNICORN_TIMEOU
 notifies the master at least once a second), ``MAX_REQUESTS`` with its jitter, graceful stops and
 restarts (TERM, HUP: stop accepting, read for 2 s more the requests on their way on connections
 already accepted, answer the requests in flight within ``graceful_timeout``, close the rest) and
-the access log in ``access_log_format``.
+the access log in ``access_log_format`` (for the app's replies: waitress's own 400, 413 and 431
+are not logged). gunicorn's ``pre_request`` and ``post_request`` hooks are not called.
 
 What the loop enforces (:func:`adjustments`):
 
