@@ -33,6 +33,11 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates) backslash-escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def secrets_of(settings) -> list[str]:
     """The credentials in a :class:`backend.settings.Settings`, in every form they travel in:
     as given, URL-decoded from a URL, and the basic-auth header's base64."""
@@ -59,9 +64,8 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = redact(record.getMessage(), self.secrets)
-        # What UTF-8 cannot encode (a lone surrogate from task data) is escaped: a handler that
-        # writes UTF-8 would fail on the whole line.
-        record.msg = message.encode("utf-8", "backslashreplace").decode("utf-8")
+        # A lone surrogate from task data would fail a handler that writes UTF-8.
+        record.msg = printable(message)
         record.args = ()
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.redact import redact, secrets_of
+from backend.redact import printable, redact, secrets_of
 from backend.settings import SCOUT, Settings
 from backend.store import (
     CorruptVersion,
@@ -493,11 +493,6 @@ def _rescore(
             ", ".join(f"task {w['task']} {w['score']:.3f}" for w in written[:10]),
         )
     return len(written)
-
-
-def printable(text: str) -> str:
-    """``text`` with what UTF-8 cannot encode (lone surrogates) backslash-escaped."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.

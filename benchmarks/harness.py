@@ -111,13 +111,17 @@ def read_dataset(dataset: str):
     return task, read_conll(path) if task == "ner" else read_tsv(path)
 
 
+def sample_indices(total: int, n: int, seed: int) -> np.ndarray:
+    """The sorted indices of a seeded random subset of ``n`` of ``total`` examples."""
+    if n > total:
+        raise ValueError(f"{n} examples asked for, {total} there")
+    return np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
+
+
 def sample(examples: Sequence, n: int, seed: int) -> list:
     """A seeded random subset of ``n`` examples, in file order (the first ``n`` would be a
     handful of documents)."""
-    if n > len(examples):
-        raise ValueError(f"{n} examples asked for, {len(examples)} there")
-    pick = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
-    return [examples[i] for i in pick]
+    return [examples[i] for i in sample_indices(len(examples), n, seed)]
 
 
 def load(dataset: str, n: int, seed: int):

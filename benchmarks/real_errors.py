@@ -90,7 +90,7 @@ def draw(size: str, seed: int, n: int) -> np.ndarray:
     """The indices of a run's sentences: all of them, or ``size`` drawn with ``seed``."""
     if size == "all":
         return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=int(size), replace=False))
+    return harness.sample_indices(n, int(size), seed)
 
 
 def scout(args, seed: int) -> Scout:
