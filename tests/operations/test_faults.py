@@ -1,0 +1,404 @@
+"""Faults a backend meets over months of service, with real processes: a real Label Studio 1.23,
+real redis-server, our server and rq workers as separate processes, killed and restarted.
+
+Training is kept tiny (20 tasks, 1 epoch, N=20, K=5): these tests are about what survives a
+fault, not detection quality (tests/labelstudio/test_e2e_label_studio.py measures that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from testbed.projects import (
+    CLS_CONFIG,
+    NER_CONFIG,
+    classification_tasks,
+    field,
+    ner_task,
+    ner_tasks,
+    publish_scout,
+)
+from testbed.servers import (
+    BackendServer,
+    BackgroundProcess,
+    LabelStudioServer,
+    RedisServer,
+    free_port,
+    process_tree,
+    require_label_studio,
+    require_redis,
+)
+
+FAST = {
+    "SRW_N": "20",
+    "SRW_K": "5",
+    "SRW_EPOCHS": "1",
+    "SRW_MIN_ANNOTATIONS": "5",
+    "SRW_RETRAIN_AFTER": "1000",
+    "LOG_LEVEL": "INFO",
+}
+N_TASKS = 20
+
+
+@pytest.fixture(scope="module")
+def label_studio():
+    require_label_studio()
+    with LabelStudioServer() as server:
+        yield server
+
+
+def _sdk(ls: LabelStudioServer):
+    from label_studio_sdk.client import LabelStudio
+
+    return LabelStudio(base_url=ls.url, api_key=ls.token)
+
+
+def _project(ls: LabelStudioServer, kind: str = "ner", seed: int = 3) -> tuple[int, list[int]]:
+    make, config = (ner_tasks, NER_CONFIG) if kind == "ner" else (classification_tasks, CLS_CONFIG)
+    tasks, _ = make(np.random.default_rng(seed), N_TASKS, 2)
+    sdk = _sdk(ls)
+    project = sdk.projects.create(title=f"faults {kind}", label_config=config)
+    ids = list(
+        sdk.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+    )
+    return project.id, ids
+
+
+def _env(ls: LabelStudioServer, **extra) -> dict[str, str]:
+    return {**FAST, "LABEL_STUDIO_URL": ls.url, "LABEL_STUDIO_API_KEY": ls.token, **extra}
+
+
+def _worker(env: dict[str, str], model_dir: Path, log: Path) -> BackgroundProcess:
+    """``python -m backend.worker`` (what docker-compose runs), not started yet."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
+    full.update(env, MODEL_DIR=str(model_dir))
+    return BackgroundProcess([sys.executable, "-m", "backend.worker"], full, log)
+
+
+def _train(backend: BackendServer, project: int) -> tuple[int, dict]:
+    return backend.post("/webhook", {"action": "START_TRAINING", "project": {"id": project}})
+
+
+def _wait(
+    backend: BackendServer,
+    project: int,
+    done,
+    what: str,
+    timeout: float = 300.0,
+    poll: float = 0.5,
+) -> dict:
+    deadline = time.monotonic() + timeout
+    status: dict = {}
+    while time.monotonic() < deadline:
+        code, status = backend.get(f"/status?project={project}")
+        assert code == 200, status
+        if done(status):
+            return status
+        time.sleep(poll)
+    pytest.fail(f"{what}: not within {timeout:.0f} s; last status {status}\n{backend.log()}")
+
+
+def _trained(backend: BackendServer, project: int, other_than: str | None = None) -> str:
+    status = _wait(
+        backend,
+        project,
+        lambda s: (
+            s["state"] in {"idle", "failed"}
+            and s["job"] == "idle"
+            and s["current_version"] not in {None, other_than}
+        ),
+        "a new version",
+    )
+    assert status["state"] == "idle", status
+    return status["current_version"]
+
+
+def _ls_predict(
+    backend: BackendServer, ls: LabelStudioServer, project: int, config: str = NER_CONFIG
+):
+    """/predict exactly as Label Studio calls it, for all the project's tasks."""
+    tasks = [
+        {"id": t.id, "data": t.data, "annotations": t.annotations}
+        for t in _sdk(ls).tasks.list(project=project, fields="all")
+    ]
+    return backend.post(
+        "/predict", {"tasks": tasks, "project": f"{project}.1", "label_config": config}
+    )
+
+
+# ----------------------------------------------------------------------------- worker killed
+
+
+def test_worker_killed_mid_training(label_studio, tmp_path):
+    """The previous version keeps serving, the job shows as failed, the next training succeeds."""
+    require_redis()
+    with RedisServer() as redis:
+        env = _env(
+            label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults", SRW_JOB_LOCK_SECONDS="3"
+        )
+        with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+            project, _ = _project(label_studio)
+            with _worker(env, tmp_path / "models", tmp_path / "worker1.log"):
+                assert _train(backend, project)[0] == 201
+                v1 = _trained(backend, project)
+
+            slow = _worker(
+                {**env, "SRW_EPOCHS": "300"}, tmp_path / "models", tmp_path / "worker2.log"
+            ).start()
+            try:
+                assert _train(backend, project)[0] == 201
+                _wait(
+                    backend,
+                    project,
+                    lambda s: (
+                        s["job"] == "running" and s.get("message", "").startswith("training on")
+                    ),
+                    "the slow training to start",
+                )
+                time.sleep(1.0)
+                # The machine or container dies: the worker and its work horse (rq puts the horse
+                # in a process group of its own) are killed mid-epoch.
+                for pid in process_tree(slow.proc.pid):
+                    os.kill(pid, signal.SIGKILL)
+                slow.proc.wait(timeout=10)
+            finally:
+                slow.stop()
+            failed = _wait(
+                backend,
+                project,
+                lambda s: s["state"] == "failed",
+                "the dead training to show as failed",
+                timeout=30,
+            )
+            assert "killed or crashed" in failed["last_error"]
+            assert failed["current_version"] == v1 and failed["is_training"] is False
+
+            code, body = _ls_predict(backend, label_studio, project)
+            assert code == 200 and {r["model_version"] for r in body["results"]} == {v1}
+            assert _sdk(label_studio).projects.get(id=project).model_version == v1
+
+            with _worker(env, tmp_path / "models", tmp_path / "worker3.log"):
+                assert _train(backend, project)[0] == 201
+                v2 = _trained(backend, project, other_than=v1)
+            assert _sdk(label_studio).projects.get(id=project).model_version == v2
+            versions = backend.get(f"/versions?project={project}")[1]["versions"]
+            assert versions == sorted([v1, v2])  # the killed training left no version behind
+
+
+# ----------------------------------------------------------------------------- server restarted
+
+
+def test_server_restart_serves_the_latest_version_without_retraining(label_studio, tmp_path):
+    env = _env(label_studio)
+    project, _ = _project(label_studio, seed=4)
+    with BackendServer(tmp_path / "models", env, tmp_path / "first.log") as backend:
+        assert _train(backend, project)[0] == 201
+        version = _trained(backend, project)
+        code, before = _ls_predict(backend, label_studio, project)
+        assert code == 200
+
+    with BackendServer(tmp_path / "models", env, tmp_path / "second.log") as backend:
+        code, after = _ls_predict(backend, label_studio, project)
+        assert code == 200 and after == before
+        assert after["model_version"] == version
+        status = backend.get(f"/status?project={project}")[1]
+        assert (status["state"], status["job"], status["current_version"]) == (
+            "idle",
+            "idle",
+            version,
+        )
+        assert backend.post("/setup", {"project": f"{project}.1", "schema": NER_CONFIG})[1] == {
+            "model_version": version
+        }
+        log = backend.log(400)
+    assert "computed" not in log and "training" not in log.lower()
+
+
+# ----------------------------------------------------------------------------- Redis restarted
+
+
+def test_redis_stopped_and_started_again(label_studio, tmp_path):
+    require_redis()
+    redis = RedisServer(data_dir=tmp_path / "redis", appendonly=True).start()
+    try:
+        env = _env(label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults-redis")
+        project, _ = _project(label_studio, seed=5)
+        with (
+            BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend,
+            _worker(env, tmp_path / "models", tmp_path / "worker.log") as worker,
+        ):
+            deadline = time.monotonic() + 60
+            while "Listening on" not in worker.log(20) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            redis.stop()  # an outage while everything runs
+            code, body = _train(backend, project)
+            assert code == 503, body
+            assert "Redis" in body["error"] and f"127.0.0.1:{redis.port}" in body["error"]
+            code, status = backend.get(f"/status?project={project}")
+            assert code == 200 and status["job"] == "unknown"
+            code, body = backend.get(f"/is_training?project={project}")
+            assert code == 200 and body["is_training"] is False
+            code, body = _ls_predict(backend, label_studio, project)
+            assert code == 200 and len(body["results"]) == N_TASKS  # serving needs no Redis
+
+            redis.start()  # same port, same append-only file
+            code, body = _train(backend, project)
+            assert code == 201 and body["status"] == "queued"
+            version = _trained(backend, project)
+            assert worker.proc.poll() is None, "the worker must survive the outage"
+            assert _ls_predict(backend, label_studio, project)[1]["model_version"] == version
+        assert "Traceback" not in (tmp_path / "backend.log").read_text()
+    finally:
+        redis.stop()
+
+
+# ------------------------------------------------------------------------ Label Studio unreachable
+
+
+def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
+    """Retries with backoff, then a visible error; the server stays up; the next training works."""
+    require_label_studio()
+    ls = LabelStudioServer(port=free_port(), data_dir=tmp_path / "ls")
+    try:
+        ls.start()
+        # 3 epochs: a few seconds of training, ample time to stop Label Studio (SIGTERM, at once)
+        # between the fetch of the annotations and the write of the predictions.
+        env = _env(ls, SRW_EPOCHS="3")
+        project, _ = _project(ls, seed=6)
+        with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+            assert _train(backend, project)[0] == 201
+            _wait(
+                backend,
+                project,
+                lambda s: s.get("message", "").startswith("training on"),
+                "training to start",
+                poll=0.05,
+            )
+            ls.stop()
+            failed = _wait(
+                backend, project, lambda s: s["state"] == "failed", "the write to fail", timeout=300
+            )
+            assert "could not write" in failed["last_error"] and "attempts" in failed["last_error"]
+            assert ls.url in failed["last_error"]
+            log = backend.log(400)
+            assert "retrying in 1 s" in log and "retrying in 8 s" in log  # backoff: 1, 2, 4, 8 s
+            assert backend.get("/health")[0] == 200
+            # The trained version serves; Label Studio will fetch its scores through /predict.
+            version = failed["current_version"]
+            assert version is not None
+            assert backend.post("/setup", {"project": f"{project}.1", "schema": NER_CONFIG})[1] == {
+                "model_version": version
+            }
+
+            ls.start()  # same data, same port
+            assert _train(backend, project)[0] == 201
+            v2 = _trained(backend, project, other_than=version)
+            assert _sdk(ls).projects.get(id=project).model_version == v2
+    finally:
+        ls.close()
+
+
+# ----------------------------------------------------------------------------- two projects at once
+
+
+def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
+    ner_project, ner_ids = _project(label_studio, "ner", seed=7)
+    cls_project, cls_ids = _project(label_studio, "sentiment", seed=7)
+    with BackendServer(
+        tmp_path / "models", _env(label_studio, SRW_EPOCHS="3"), tmp_path / "backend.log"
+    ) as backend:
+        assert _train(backend, ner_project)[1]["status"] == "started"
+        assert _train(backend, cls_project)[1]["status"] == "started"
+        both = [backend.get(f"/status?project={p}")[1]["job"] for p in (ner_project, cls_project)]
+        assert both == ["running", "running"]
+        versions = {p: _trained(backend, p) for p in (ner_project, cls_project)}
+    assert versions[ner_project] != versions[cls_project]
+
+    sdk = _sdk(label_studio)
+    for project, ids, control in (
+        (ner_project, ner_ids, "label"),
+        (cls_project, cls_ids, "sentiment"),
+    ):
+        assert sdk.projects.get(id=project).model_version == versions[project]
+        tasks = list(sdk.tasks.list(project=project, fields="all"))
+        assert sorted(t.id for t in tasks) == sorted(ids)
+        for task in tasks:
+            (prediction,) = [
+                p for p in task.predictions if field(p, "model_version") == versions[project]
+            ]
+            assert all(r["from_name"] == control for r in field(prediction, "result"))
+        stored = json.loads(
+            (
+                tmp_path / "models" / str(project) / "versions" / versions[project] / "scores.json"
+            ).read_text()
+        )
+        # Its own tasks, and every stored annotation of one of them (task/annotation ids).
+        assert set(stored) == {str(i) for i in ids}
+        for task, entry in stored.items():
+            assert all(a["id"].split("/")[0] == task for a in entry["annotations"])
+
+
+# ----------------------------------------------------------------------------- damaged model dirs
+
+
+def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout, caplog):
+    from backend.jobs import ThreadRunner
+    from backend.server import create_app
+    from backend.settings import Settings
+    from backend.store import ProjectStore
+
+    model_dir = tmp_path / "models"
+    v1, v2 = "srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"
+    publish_scout(model_dir, 1, tiny_scout, v1)
+    publish_scout(model_dir, 1, tiny_scout, v2)
+    store = ProjectStore(model_dir, 1)
+    runner = ThreadRunner(lambda project: None, model_dir)  # no training in this test
+    client = create_app(Settings(model_dir=str(model_dir)), runner=runner).test_client()
+
+    def predict(task_id: int) -> dict:
+        response = client.post(
+            "/predict",
+            json={
+                "project": "1",
+                "label_config": NER_CONFIG,
+                "tasks": [ner_task(task_id, "Angela Merkel visited Paris .")],
+            },
+        )
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()
+
+    # A half-written version (killed before COMPLETE), even named in CURRENT, is never served.
+    half = store.versions / "srw-20260103-000000000-cccccc"
+    (half / "scout").mkdir(parents=True)
+    (half / "scout" / "config.json").write_text("{")
+    (store.root / "CURRENT").write_text(half.name)
+    setup = client.post("/setup", json={"project": "1", "schema": NER_CONFIG}).get_json()
+    assert setup["model_version"] == v2
+
+    # A published version damaged later: a truncated weights file. Marked BROKEN when it fails to
+    # load, and the previous version serves. (Damage it before any load: a loaded scout maps its
+    # weights file, and shrinking a mapped file kills the process with SIGBUS; gunicorn then
+    # starts a new worker, whose load fails like this.)
+    weights = next((store.versions / v2 / "scout").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:1000])
+    body = predict(2)
+    assert body["model_version"] == v1 and body["results"][0]["score"] is not None
+    assert (store.versions / v2 / "BROKEN").is_file()
+    assert weights.name in caplog.text and "will not be served" in caplog.text
+    assert client.get("/status?project=1").get_json()["current_version"] == v1
+
+    # Unreadable stored scores: the last version goes too; nothing trained is left to serve.
+    (store.versions / v1 / "scores.json").write_text('{"1": {"result": [')
+    body = predict(3)
+    assert body["model_version"] == "subregweigh-untrained" and body["results"] == [
+        {"result": [], "model_version": "subregweigh-untrained"}
+    ]
+    assert client.get("/versions?project=1").get_json()["versions"] == []

@@ -1,0 +1,172 @@
+"""The docs: the generated pages are current, every page is in the site's navigation, the design
+page names every module and test file, and the numbers typed into the README and the docs are
+the result files' own. (``mkdocs build --strict``, which .ci/run runs, checks the links, the
+anchors and the API reference.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend import settings_docs
+from benchmarks import docs
+from tests.paths import REPO
+
+DOCS = REPO / "docs"
+RESULTS = REPO / "benchmarks" / "results"
+GENERATED = {DOCS / "configuration.md", DOCS / "changelog.md"}  # the latter includes CHANGELOG.md
+# A decimal standing alone: 0.282, 22.9; not a version (1.23.2) nor part of a name.
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+# Decimals that are not measurements: versions, settings, and how results are written.
+NOT_MEASURED = {
+    "3.10",  # Python 3.10+
+    "3.11",  # python:3.11-slim
+    "1.23",  # Label Studio 1.23
+    "1.0",  # default scores
+    "0.5",  # the review threshold, p = 0.3-0.5
+    "0.3",
+    "0.1",  # p, rates
+    "0.02",  # the tolerance a change was checked against
+    "0.01",
+    "7.2",  # Redis 7.2
+    "7.0",
+    "1.29",  # docker-compose 1.29
+    "1.1.2",
+    "2.0.2",
+}
+
+
+def test_benchmark_pages_and_the_readme_headline_are_current():
+    assert docs.stale() == [], "run: python -m benchmarks.docs"
+
+
+def test_a_stale_page_is_found(tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text(docs.README.read_text().replace("| 0.282 ± 0.011 |", "| 0.999 |", 1))
+    pages = tmp_path / "benchmarks"
+    pages.mkdir()
+    (pages / "gone.md").write_text("a benchmark without results\n")
+    monkeypatch.setattr(docs, "README", readme)
+    monkeypatch.setattr(docs, "PAGES", pages)
+    stale = docs.stale()
+    assert readme in stale and pages / "gone.md" in stale and pages / "index.md" in stale
+    assert docs.main(["--check"]) == 1
+    assert docs.main([]) == 0 and docs.stale() == []
+    assert "| 0.282 ± 0.011 |" in readme.read_text() and not (pages / "gone.md").exists()
+    assert settings_docs.README_BEGIN in readme.read_text()  # the other generated block kept
+
+
+def test_the_headline_is_the_real_error_result():
+    head = docs.headline()
+    assert head["header"] == ["score", "AP", "P@50", "R-precision"]
+    rows = {row[0]: row[1] for row in head["rows"]}
+    assert rows["deterministic (product)"] == rows["cleanlab in-sample"]
+    assert "H100" in head["machine"] and "benchmarks.real_errors" in head["command"]
+
+
+def _nav_files(nav) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [f for value in nav.values() for f in _nav_files(value)]
+    return [f for item in nav for f in _nav_files(item)]
+
+
+def test_every_page_is_in_the_navigation_once():
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    listed = _nav_files(config["nav"])
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(listed) == pages, "add the new page to mkdocs.yml's nav"
+    assert "docs/hooks.py" in config["hooks"]
+
+
+def _named(path: Path) -> list[str]:
+    """How the design page may name a file: ``io/weights.py`` for the io package, else its
+    name; a package's ``__init__.py`` by its folder."""
+    if path.name == "__init__.py":
+        return [f"{path.parent.name}/", f"`{path.parent.name}`"]
+    if path.parent.name == "io":
+        return [f"io/{path.name}"]
+    return [path.name]
+
+
+def test_the_design_page_names_every_module_and_test():
+    design = (DOCS / "design.md").read_text()
+    files = [
+        *(REPO / "subregweigh").rglob("*.py"),
+        *(REPO / "backend").glob("*.py"),
+        *(REPO / "benchmarks").glob("*.py"),
+        *(p for p in (REPO / "benchmarks").iterdir() if (p / "__init__.py").exists()),
+        *(REPO / "testbed").glob("*.py"),
+        *(REPO / "tests").rglob("test_*.py"),
+        *(p for p in (REPO / "scripts").iterdir() if p.suffix in {".py", ".sh"}),
+    ]
+    skip = {"__init__.py"}
+    missing = []
+    for path in files:
+        if path.is_dir():
+            names = [f"{path.name}/"]
+        elif path.name in skip and path.parent.name != "subregweigh":
+            continue
+        else:
+            names = _named(path) if path.name != "__init__.py" else ["`__init__.py`"]
+        if not any(re.search(rf"(?<![\w/.]){re.escape(name)}", design) for name in names):
+            missing.append(str(path.relative_to(REPO)))
+    assert not missing, "docs/design.md does not say where these live: " + ", ".join(missing)
+
+
+def _hand_written() -> list[Path]:
+    pages = [p for p in DOCS.glob("*.md") if p not in GENERATED]
+    return [REPO / "README.md", *sorted(pages)]
+
+
+def _without_generated_blocks(text: str) -> str:
+    for begin, end in [
+        (settings_docs.README_BEGIN, settings_docs.README_END),
+        (docs.README_BEGIN, docs.README_END),
+    ]:
+        start, stop = text.find(begin), text.find(end)
+        if start >= 0 and stop > start:
+            text = text[:start] + text[stop + len(end) :]
+    return text
+
+
+@pytest.fixture(scope="module")
+def results_text() -> str:
+    return "\n".join(
+        p.read_text() for p in sorted(RESULTS.iterdir()) if p.suffix in {".md", ".json"}
+    )
+
+
+def test_the_numbers_in_the_docs_come_from_result_files(results_text):
+    """Every decimal typed into the README or a hand-written page occurs in some result file
+    (or is a version or a setting): a measurement not in benchmarks/results stays out."""
+    wrong = []
+    for path in _hand_written():
+        text = _without_generated_blocks(path.read_text())
+        for number in sorted(set(DECIMAL.findall(text)) - NOT_MEASURED):
+            if not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", results_text):
+                wrong.append(f"{path.relative_to(REPO)}: {number}")
+    assert not wrong, "numbers in no result file:\n" + "\n".join(wrong)
+
+
+def test_the_number_check_sees_a_number_from_nowhere(results_text):
+    assert DECIMAL.findall("AP 0.282 ± 0.011, Label Studio 1.23.2, 22.9 s") == [
+        "0.282",
+        "0.011",
+        "22.9",
+    ]
+    assert re.search(r"(?<![\d.])0\.282(?!\d)", results_text)
+    assert not re.search(r"(?<![\d.])0\.28171(?!\d)", results_text)
+
+
+def test_the_readme_keeps_the_commands_ci_and_users_run():
+    readme = (REPO / "README.md").read_text()
+    for command in ["bash install.sh", ".venv/bin/python _wsgi.py --port 9090"]:
+        assert command in readme
+    assert ".venv/bin/python -m pytest" in readme
+    assert ".venv/bin/python -m pytest" in (REPO / ".ci" / "run").read_text()
+    assert len(readme.splitlines()) <= 300
