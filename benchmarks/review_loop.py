@@ -10,13 +10,20 @@ each round's cost, for:
 * ``propagate``: after each round, every unreviewed sentence that annotates a word form as a
   fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
   an entity word), has its score multiplied by ``--boost``: the same convention slip elsewhere
-  moves up. No retraining: a round costs milliseconds.
+  moves up;
+* ``learn``: after each round, :class:`subregweigh.review.ReviewRanker` fits a logistic
+  regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
+  own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
+  sentences it repeats) and ranks the rest by it.
 
-One scout per seed (``random_state=s``) on the run's sentences (``--size``: ``all`` or a seeded
-subsample), as the real-error benchmark trains it.
+No retraining: a round costs milliseconds. One scout per seed (``random_state=s``) on the run's
+sentences (``--size``: ``all`` or a seeded subsample), as the real-error benchmark trains it.
 
     python -m benchmarks.review_loop --size 1000          # 3 seeds
-    python -m benchmarks.review_loop --size all
+    python -m benchmarks.review_loop --size all --cache /tmp/review-loop
+
+``--cache DIR`` keeps each seed's scout outputs (per word: p(gold) and the scout's tag), so a
+rerun with other policies or rounds trains nothing.
 
 Smoke test: ``python -m benchmarks.review_loop --size 80 --seeds 1 --epochs 1 --batch 5 --out
 /tmp/loop``.
@@ -25,15 +32,17 @@ Smoke test: ``python -m benchmarks.review_loop --size 80 --seeds 1 --epochs 1 --
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.real_errors import draw, load_pair, min_gold, scout
-from subregweigh.compare import span_changes
+from benchmarks.real_errors import draw, load_pair, scout
+from subregweigh.baselines import label_indices
+from subregweigh.review import ReviewRanker, sentence_features, slip_counts, slip_keys
 
 NAME = "review_loop"
-POLICIES = ("static", "propagate")
+POLICIES = ("static", "propagate", "learn")
 
 
 def parse_args(argv=None):
@@ -45,6 +54,7 @@ def parse_args(argv=None):
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
     parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
     parser.add_argument("--device", help="(default: the scout's choice)")
+    parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     args.learning_rate = None
@@ -52,41 +62,36 @@ def parse_args(argv=None):
     return args
 
 
-def convention_keys(original, corrected) -> set[tuple[str, str]]:
-    """The (word, entity type or O) pairs of ``original`` in the spans the correction changed,
-    for words that can carry a convention (capitalised, or inside an entity)."""
-    keys = set()
-    for change in span_changes(original.label, corrected.label):
-        _, start, end = change.original or change.corrected
-        for j in range(start, end):
-            word, kind = original.words[j], original.label[j].split("-", 1)[-1]
-            if word[:1].isupper() or kind != "O":
-                keys.add((word, kind))
-    return keys
-
-
-def review(quality, flags, original, corrected, batch: int, boost: float | None) -> list[dict]:
+def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -> list[dict]:
     """Rounds of ``batch`` until every sentence is read; per round the sentences read, the errors
-    found so far and the seconds the rescoring took. ``boost`` None: static."""
-    score = np.asarray(quality, dtype=float).copy()
-    n = len(score)
+    found so far and the seconds the rescoring took. ``kw``: ``boost`` (propagate), ``X`` (the
+    :func:`sentence_features` of ``original``: learn)."""
+    static = np.asarray(quality, dtype=float)
+    doubt = -static
+    n = len(static)
     by_key: dict = {}
     for i, ex in enumerate(original):
         for key in {(w, t.split("-", 1)[-1]) for w, t in zip(ex.words, ex.label)}:
             by_key.setdefault(key, []).append(i)
     reviewed = np.zeros(n, dtype=bool)
+    fixes: list = []
     rounds = []
     while not reviewed.all():
-        began = time.perf_counter()
         open_ = np.flatnonzero(~reviewed)
-        picked = open_[np.argsort(score[open_], kind="stable")[:batch]]
+        picked = open_[np.argsort(-doubt[open_], kind="stable")[:batch]]
         reviewed[picked] = True
-        if boost is not None:
-            for i in picked[flags[picked]]:  # fixed: the same slip elsewhere moves up
-                for key in convention_keys(original[i], corrected[i]):
+        began = time.perf_counter()
+        fixed_now = [(int(i), corrected[i]) for i in picked[flags[picked]]]
+        fixes += fixed_now
+        if policy == "propagate":  # the same slip elsewhere moves up
+            for i, fixed in fixed_now:
+                for key in slip_keys(original[i], fixed):
                     for j in by_key.get(key, ()):
-                        if not reviewed[j]:
-                            score[j] *= boost
+                        doubt[j] *= kw["boost"]  # -quality < 0: toward 0 moves up
+        elif policy == "learn":
+            X = np.column_stack([kw["X"], slip_counts(original, fixes)])
+            decided = np.flatnonzero(reviewed)
+            doubt = ReviewRanker().fit(X, decided, flags[decided]).doubt(X, static)
         rounds.append(
             {
                 "reviewed": int(reviewed.sum()),
@@ -102,14 +107,38 @@ def found_after(rounds, n_reviewed: int) -> int:
     return next(r["found"] for r in rounds if r["reviewed"] >= n_reviewed)
 
 
+def scout_outputs(args, seed: int, examples) -> tuple[list, list, float]:
+    """Per example the scout's p(gold) of each word and its own tags, and the training seconds;
+    from ``--cache`` when a run of the same settings left them there."""
+    key = f"{args.size}-{seed}-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
+    path = args.cache / f"scout-{key}.npz" if args.cache else None
+    if path is not None and path.exists():
+        saved = np.load(path, allow_pickle=False)
+        cuts = np.cumsum([len(ex.words) for ex in examples])[:-1]
+        gold, tags = np.split(saved["gold"], cuts), np.split(saved["tags"], cuts)
+        return gold, [list(t) for t in tags], float(saved["seconds"])
+    fitted, seconds = harness.timed(scout(args, seed).fit, examples)
+    proba = fitted.predict_proba(examples)
+    given = label_indices(examples, fitted.labels_, "ner")
+    gold = [p[np.arange(len(g)), g] for p, g in zip(proba, given)]
+    tags = [[fitted.labels_[j] for j in p.argmax(axis=1)] for p in proba]
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(
+            path, gold=np.concatenate(gold), tags=np.concatenate(tags), seconds=seconds
+        )
+    return gold, tags, seconds
+
+
 def run_seed(args, seed: int, pair) -> dict:
     original, corrected, all_flags = pair
     pick = draw(args.size, seed, len(original))
     examples = [original[i] for i in pick]
     fixed = [corrected[i] for i in pick]
     flags = all_flags[pick]
-    fitted, train_s = harness.timed(scout(args, seed).fit, examples)
-    quality = min_gold(examples, fitted.labels_, fitted.predict_proba(examples))
+    gold, tags, train_s = scout_outputs(args, seed, examples)
+    quality = np.array([g.min() for g in gold])
+    X, _ = sentence_features(examples, gold, tags)
     n_errors = int(flags.sum())
     if not n_errors:
         raise ValueError(
@@ -117,9 +146,7 @@ def run_seed(args, seed: int, pair) -> dict:
         )
     out = {"seed": seed, "n": len(examples), "n_errors": n_errors, "scout_seconds": train_s}
     for policy in POLICIES:
-        rounds = review(
-            quality, flags, examples, fixed, args.batch, args.boost if policy != "static" else None
-        )
+        rounds = review(quality, flags, examples, fixed, args.batch, policy, boost=args.boost, X=X)
         out[policy] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
             "found_x2": found_after(rounds, 2 * n_errors) / n_errors,
@@ -169,7 +196,7 @@ def markdown(result) -> str:
 
 def plot(result, path) -> None:
     with harness.figure(path) as ax:
-        for policy, style in zip(POLICIES, ("-", "--")):
+        for policy, style in zip(POLICIES, ("-", "--", ":")):
             for k, run in enumerate(result["runs"]):
                 xs, ys = zip(*run[policy]["curve"])
                 ax.plot(
