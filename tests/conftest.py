@@ -51,3 +51,32 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# The two tiers: `pytest -m "not slow"` is the edit loop's (docs/design.md, "The tests").
+# Every test in these folders starts Label Studio, gunicorn, redis-server or a container, or trains.
+SLOW_FOLDERS = {"labelstudio", "operations", "containers"}
+SLOW_SECONDS = 5.0  # an unmarked test that runs longer is listed at the end of the run
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.parent.name in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > SLOW_SECONDS and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _unmarked_slow:
+        terminalreporter.section("unmarked slow tests")
+        terminalreporter.write_line(
+            f"these ran longer than {SLOW_SECONDS:.0f} s without @pytest.mark.slow; mark them, or "
+            "the fast tier (-m 'not slow') slows down:"
+        )
+        for seconds, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.write_line(f"  {seconds:6.1f} s  {nodeid}")

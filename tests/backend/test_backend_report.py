@@ -86,6 +86,7 @@ def stored(tmp_path_factory, tiny_scout):
     return model_dir, version, scores
 
 
+@pytest.mark.slow
 def test_unannotated_tasks_keep_the_k_copies_score_beside_ordinary_ones(tiny_scout):
     """With the default score an annotated task is scored and shown from the ordinary pass,
     an unannotated one by the K copies' self-consistency; a quick call gives the annotated

@@ -191,6 +191,7 @@ def test_evaluate_bad_scores_file(tmp_path, capsys):
 # ------------------------------------------------------------------------------ end to end
 
 
+@pytest.mark.slow
 def test_noise_weigh_evaluate_train(tmp_path, capsys):
     noisy, flags = tmp_path / "noisy.conll", tmp_path / "flags.jsonl"
     assert (
@@ -361,6 +362,7 @@ def test_cli_scores_are_the_engines():
         assert inspect.signature(function).parameters["score"].default == DEFAULT_SCORE
 
 
+@pytest.mark.slow
 def test_weigh_with_an_ensemble_of_scouts(tmp_path):
     data = tmp_path / "data.conll"
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:30], task="ner")

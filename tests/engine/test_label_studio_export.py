@@ -408,6 +408,7 @@ def test_json_lines_stay_jsonl(tmp_path):
 # ----------------------------------------------------------------------------- command line
 
 
+@pytest.mark.slow
 def test_cli_weigh_and_train_an_export(tmp_path, capsys, sentences):
     tasks = ner_export(sentences[:20])
     tasks[3]["annotations"][0]["was_cancelled"] = True  # not annotated: no weight row

@@ -369,6 +369,7 @@ def overlap_export(tmp_path_factory, conll_train):
     return write_export(tmp_path_factory.mktemp("export") / "export.json", tasks), tasks
 
 
+@pytest.mark.slow
 def test_cli_weigh_all_annotations_then_report(tmp_path, capsys, overlap_export):
     export, tasks = overlap_export
     weights = tmp_path / "weights.jsonl"
@@ -409,6 +410,7 @@ def test_cli_weigh_all_annotations_then_report(tmp_path, capsys, overlap_export)
     assert matrix[:-1].sum() == n_entities
 
 
+@pytest.mark.slow
 def test_cli_report_from_an_export_directly(tmp_path, overlap_export):
     export, _ = overlap_export
     out = tmp_path / "direct.json"
@@ -434,6 +436,7 @@ def test_cli_report_errors(tmp_path, capsys, overlap_export):
     _fails_cleanly(capsys, ["report", str(bad), "-o", str(tmp_path / "r.html")], "w.jsonl:1:")
 
 
+@pytest.mark.slow
 def test_cli_selftest_on_sst2(tmp_path, capsys, sst2_train):
     """A real self-test: flip 10% of 60 SST-2 labels, weigh with a head on the frozen encoder."""
     from subregweigh.io import write_dataset

@@ -23,6 +23,8 @@ from subregweigh.scout import STATE_FILE, Scout, bfloat16_native
 from subregweigh.tags import entity_spans, entity_types
 from subregweigh.weigh import SubRegWeigh
 
+pytestmark = pytest.mark.slow  # every test here trains, or weighs with, a real scout
+
 # ------------------------------------------------------------------------------ (a) Scout NER
 
 

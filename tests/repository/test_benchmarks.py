@@ -134,6 +134,7 @@ def _check_runs(result, n_examples):
             assert 0.0 <= run["weights"]["ap"] <= 1.0
 
 
+@pytest.mark.slow
 def test_final_model_runs_resumes_and_keeps_finished_runs(tmp_path, monkeypatch):
     args = TINY + ["--out", str(tmp_path), "--name", "fm"]
     assert final_model.main(args + ["--weightings", "vanilla", "agreement"]) == 0
@@ -213,6 +214,7 @@ def test_final_model_runs_resumes_and_keeps_finished_runs(tmp_path, monkeypatch)
 DETECTION_TINY = ["--sizes", "24", "--epochs", "1", "--n-samples", "6", "-k", "3", "--folds", "2"]
 
 
+@pytest.mark.slow
 def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
     args = DETECTION_TINY + ["--out", str(tmp_path), "--name", "det"]
     assert detection.main(args + ["--seeds", "1"]) == 0
@@ -245,6 +247,7 @@ def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
     assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
 
 
+@pytest.mark.slow
 def test_detection_curve_runs_costly_scores_up_to_a_size(tmp_path):
     args = [*DETECTION_TINY[2:], "--sizes", "16", "24", "--costly-up-to", "16", "--seeds", "1"]
     assert detection.main([*args, "--out", str(tmp_path), "--name", "curve"]) == 0
@@ -264,6 +267,7 @@ def test_detection_says_which_runs_ran_where():
     assert detection.machines({"runs": runs[:1]}) == []  # one machine: the footer says it
 
 
+@pytest.mark.slow
 def test_engine_scaling_times_each_phase(tmp_path):
     from benchmarks import engine_scaling
 
@@ -278,6 +282,7 @@ def test_engine_scaling_times_each_phase(tmp_path):
         engine_scaling.main([*args[:-1], "2", "--out", str(tmp_path), "--name", "eng", "--resume"])
 
 
+@pytest.mark.slow
 def test_training_step_times_each_variant_and_profiles_one_fit(tmp_path):
     from benchmarks import training_step
 
@@ -296,6 +301,7 @@ def test_training_step_times_each_variant_and_profiles_one_fit(tmp_path):
     assert f"Speed check: {result['matmul_gflops']} GFLOP/s" in markdown
 
 
+@pytest.mark.slow
 def test_inference_weighs_the_same_candidates_in_each_variant(tmp_path):
     from benchmarks import inference
 
@@ -311,6 +317,7 @@ def test_inference_weighs_the_same_candidates_in_each_variant(tmp_path):
     assert all(r["candidates_per_second"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_warm_start_compares_three_scouts_on_the_same_candidates(tmp_path):
     from benchmarks import warm_start
 
@@ -329,6 +336,7 @@ def test_warm_start_compares_three_scouts_on_the_same_candidates(tmp_path):
     assert "at peak learning rate 3e-05" in (tmp_path / "warm-start-conll.md").read_text()
 
 
+@pytest.mark.slow
 def test_ablation_rows_share_one_scout(tmp_path):
     from benchmarks import ablation
 
@@ -347,6 +355,7 @@ def test_ablation_rows_share_one_scout(tmp_path):
     assert "| kmeans p=0.1 |" in (tmp_path / "ablation-conll-sentence.md").read_text()
 
 
+@pytest.mark.slow
 def test_scaling_times_training_through_label_studio(tmp_path):
     """benchmarks.scaling on a 20-task project: Start Training, then a retrain that 2 edits
     in Label Studio start through its webhooks, both timed to the scores in Label Studio; the
@@ -386,6 +395,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert "over 1 edits" in table
 
 
+@pytest.mark.slow
 def test_fetch_times_both_reads_of_a_project(tmp_path):
     """benchmarks.fetch on a 12-task project: the export and the task list read the same
     tasks (it asserts so), each timed."""
@@ -403,6 +413,7 @@ def test_fetch_times_both_reads_of_a_project(tmp_path):
     assert "| 12 |" in (tmp_path / "fetch.md").read_text()
 
 
+@pytest.mark.slow
 def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     from benchmarks import real_errors
 
@@ -450,20 +461,27 @@ def test_review_loop_moves_the_same_convention_slip_up():
     ]
     flags = np.array([True, False, False, True])
     quality = np.array([0.1, 0.3, 0.4, 0.5])
-    static = review(quality, flags, original, corrected, batch=1, boost=None)
-    propagated = review(quality, flags, original, corrected, batch=1, boost=0.5)
+    static = review(quality, flags, original, corrected, 1, "static")
+    propagated = review(quality, flags, original, corrected, 1, "propagate", boost=0.5)
     assert [r["found"] for r in static] == [1, 1, 1, 2]
     assert [r["found"] for r in propagated] == [1, 2, 2, 2]  # 0.5 * 0.5 = 0.25 < 0.3
     assert found_after(propagated, 2) == 2 and found_after(static, 2) == 1
 
 
+@pytest.mark.slow
 def test_review_loop_runs_end_to_end(tmp_path):
     from benchmarks import review_loop
 
     argv = ["--size", "40", "--seeds", "1", "--epochs", "1", "--batch", "5"]
-    assert review_loop.main([*argv, "--out", str(tmp_path), "--threads", "1"]) == 0
+    argv += ["--out", str(tmp_path), "--threads", "1", "--cache", str(tmp_path / "cache")]
+    assert review_loop.main(argv) == 0
     result = json.loads((tmp_path / "review-loop-40.json").read_text())
     (run,) = result["runs"]
+    assert len(list((tmp_path / "cache").glob("scout-*.npz"))) == 1
+    assert review_loop.main([*argv, "--name", "again"]) == 0  # from the cache: the same scout
+    (again,) = json.loads((tmp_path / "again.json").read_text())["runs"]
+    assert again["static"]["curve"] == run["static"]["curve"]
+    assert again["scout_seconds"] == run["scout_seconds"]
     for policy in review_loop.POLICIES:
         curve = run[policy]["curve"]
         assert curve[-1] == [40, run["n_errors"]]  # every sentence read, every error found
