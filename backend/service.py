@@ -243,7 +243,9 @@ def _predict(
     ]
     if stale:
         start = time.perf_counter()
-        fresh = score_tasks(weigher(settings, store, version), spec, stale, settings.score)
+        # The version's own score: a project's new one ranks from its retrain on, not mixed in.
+        score = store.meta(version).get("score") or settings.score
+        fresh = score_tasks(weigher(settings, store, version), spec, stale, score)
         to_store = _within_bound(store, version, stored, fresh)
         stored.update(fresh)
         # Add them to the version's store, where every worker sees them; on a full disk they

@@ -306,3 +306,33 @@ def test_settings_are_stored_when_the_job_queue_is_down_and_a_warning_says_so(tm
     assert _setup(app.test_client(), {"k": 5}).status_code == 200
     assert store.overrides() == {"k": 5}
     assert "no retraining queued" in caplog.text and "k changed by" in caplog.text
+
+
+def test_until_its_retrain_a_version_scores_new_tasks_with_its_own_score(tmp_path, tiny_scout):
+    """A project changed its score (the retrain is on its way): /predict keeps scoring new
+    tasks of the serving version with the score it ranked by, so one queue holds one kind."""
+    import numpy as np
+
+    from testbed.projects import NER_CONFIG as LS_NER_CONFIG
+    from testbed.projects import ner_tasks, publish_scout
+
+    settings = Settings(model_dir=str(tmp_path), k=3, n_samples=10)
+    publish_scout(tmp_path, 9, tiny_scout, meta={"score": "agreement"})
+    ProjectStore(tmp_path, 9).replace_overrides({"score": "probability"})
+    app = create_app(
+        settings, runner=FakeRunner(), selftest_runner=FakeRunner(), rescore_runner=FakeRunner()
+    )
+    tasks, _ = ner_tasks(np.random.default_rng(0), 3, 0)
+    tasks = [{"id": i + 1, **task, "predictions": []} for i, task in enumerate(tasks)]
+    body = {"project": "9.1", "label_config": LS_NER_CONFIG, "tasks": tasks}
+    results = app.test_client().post("/predict", json=body).get_json()["results"]
+    stored = ProjectStore(tmp_path, 9).scores(results[0]["model_version"])
+    for task, result in zip(tasks, results, strict=True):
+        annotations = stored[str(task["id"])]["annotations"]
+        c_over_k = min(a["reliability"] for a in annotations)
+        assert result["score"] == pytest.approx(c_over_k)  # agreement, the version's
+    assert any(
+        min(a["reliability"] for a in stored[str(t["id"])]["annotations"])
+        != pytest.approx(min(a["probability"] for a in stored[str(t["id"])]["annotations"]))
+        for t in tasks
+    ), "the two scores must differ somewhere for this test to mean anything"
