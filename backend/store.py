@@ -511,7 +511,10 @@ class ProjectStore:
 
     def replace_overrides(self, overrides: dict) -> dict:
         """Make ``overrides`` (field -> plain value) the project's settings, written atomically
-        and only when they differ; returns the ones they replace."""
+        and only when they differ; returns the ones they replace. Label Studio repeats the same
+        ones with every /setup: those take no lock, write nothing and make no directory."""
+        if self.overrides() == overrides:
+            return overrides
         with self.locked():
             old = self.overrides()
             if old != overrides:

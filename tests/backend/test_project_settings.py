@@ -336,3 +336,10 @@ def test_until_its_retrain_a_version_scores_new_tasks_with_its_own_score(tmp_pat
         != pytest.approx(min(a["probability"] for a in stored[str(t["id"])]["annotations"]))
         for t in tasks
     ), "the two scores must differ somewhere for this test to mean anything"
+
+
+def test_setup_without_settings_makes_no_project_directory(backend):
+    client, _, store = backend
+    assert _setup(client, None).status_code == 200
+    assert _setup(client, "").status_code == 200
+    assert not store.root.exists()
