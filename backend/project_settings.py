@@ -137,7 +137,9 @@ def parse_extra_params(raw) -> dict[str, Any]:
     for key, value in _as_mapping(raw).items():
         s = _setting(key)
         if s.name in out:
-            raise SettingsError(f"extra parameters: {s.name} is given twice (as {key!r} too)")
+            raise SettingsError(
+                f"extra parameters: {s.name} is given twice (as {str(key)[:_SHOWN]!r} too)"
+            )
         where = f"extra parameter {str(key)[:_SHOWN]}"
         if not isinstance(value, (str, int, float, bool)):
             raise SettingsError(f"{where} is {_json_type(value)}; give one value")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -157,6 +158,8 @@ class Setting:
             return f"{names} is {shown}; it must be {_TYPE_WORDS[self.type]}"
         if value in self.also:
             return None
+        if self.type is float and not math.isfinite(value):  # NaN passes every comparison
+            return f"{names} is {value!r}; it must be a finite number"
         bad = (
             (self.choices and value not in self.choices)
             or (self.minimum is not None and value < self.minimum)

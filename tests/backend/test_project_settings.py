@@ -343,3 +343,15 @@ def test_setup_without_settings_makes_no_project_directory(backend):
     assert _setup(client, None).status_code == 200
     assert _setup(client, "").status_code == 200
     assert not store.root.exists()
+
+
+@pytest.mark.parametrize("raw", ["p=nan", "learning_rate=inf", '{"w_min": NaN}', "p=-inf"])
+def test_a_number_that_is_not_finite_is_refused(raw):
+    with pytest.raises(SettingsError, match="it must be a finite number"):
+        parse_extra_params(raw)
+
+
+def test_the_environment_refuses_it_too(monkeypatch):
+    monkeypatch.setenv("SRW_P", "nan")
+    with pytest.raises(SettingsError, match=r"SRW_P \(--dropout\) is nan; it must be a finite"):
+        Settings.from_env()
