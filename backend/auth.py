@@ -41,6 +41,9 @@ def install(app: Flask, settings: Settings) -> None:
 
     @app.after_request
     def no_credential_in_a_reply(response):
+        status = redact.redact(response.status, secrets)  # a 400's reason phrase: its message
+        if status != response.status:
+            response.status = status
         if response.direct_passthrough or response.mimetype not in TEXT_REPLIES:
             return response
         body = response.get_data(as_text=True)

@@ -1,9 +1,12 @@
 """How the backend's errors become replies: one map from exception to HTTP status, in one place.
 
 400 for a request the backend cannot act on (:class:`BadRequest`, an unsupported labeling
-config), 404 for a report that does not exist yet, 503 for what a retry later may fix (the job
-queue, the bound on projects, the webhook secret), werkzeug's own statuses (413, 405...) as they
-are, and 500 for anything else: logged with its traceback, answered with its type only.
+config, a project's settings that do not work), with the message in the status line's reason
+phrase too: Label Studio shows a refused ``/setup`` only as ``400 Client Error: <reason> for
+url: ...``, never the body (see the Label Studio facts). 404 for a report that does not exist
+yet, 503 for what a retry later may fix (the job queue, the bound on projects, the webhook
+secret), werkzeug's own statuses (413, 405...) as they are, and 500 for anything else: logged
+with its traceback, answered with its type only.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 from backend import webhook_auth
 from backend.jobs import JobQueueUnavailable
 from backend.report import ReportUnavailable
+from backend.settings import SettingsError
 from backend.store import TooManyProjects
 from backend.tasks import ConfigError
 
@@ -26,14 +30,28 @@ class BadRequest(ValueError):
     """A request the backend cannot act on; becomes a 400 with this message."""
 
 
+REASON_CHARS = 400  # of a message put in the status line
+
+
+def reason_phrase(message: str) -> str:
+    """``message`` as an HTTP reason phrase: one line of printable ASCII (the status line is
+    Latin-1, and a line break would end it), at most :data:`REASON_CHARS` characters."""
+    text = " ".join(message.split())
+    text = "".join(c if " " <= c <= "~" else "?" for c in text)
+    return text[: REASON_CHARS - 3] + "..." if len(text) > REASON_CHARS else text
+
+
 def install(app: Flask) -> None:
     """Register the error map on ``app``."""
 
     @app.errorhandler(BadRequest)
     @app.errorhandler(ConfigError)
+    @app.errorhandler(SettingsError)
     def bad_request(err):
         logger.warning("%s %s: 400: %s", request.method, request.path, err)
-        return jsonify(error=str(err)), 400
+        response = jsonify(error=str(err))
+        response.status = f"400 {reason_phrase(str(err)) or 'BAD REQUEST'}"
+        return response
 
     @app.errorhandler(ReportUnavailable)
     def no_report(err):

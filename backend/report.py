@@ -3,13 +3,16 @@ backend's files.
 
 The training stores every annotation's scores with its annotator (``scores.json``, see
 :func:`backend.tasks.stored_prediction`) and what it trained on (``meta.json``); a self-test
-leaves its outcome in the project's status. :func:`project_report` reads them into the
+leaves its outcome in the project's status; the project's settings now (what its next training
+uses, :func:`backend.project_settings.shown`) sit beside the version's. :func:`project_report`
+reads them into the
 engine's :func:`subregweigh.report.build_report`, with links to the tasks in Label Studio;
 :func:`render` makes the page (:mod:`subregweigh.report_html`).
 """
 
 from __future__ import annotations
 
+from backend import project_settings
 from backend.settings import Settings
 from backend.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
@@ -66,7 +69,12 @@ def project_report(
         threshold=threshold,
         top=top,
         expected_error_rate=expected_error_rate,
-        meta={"project": project, **store.meta(version), "version": version},
+        meta={
+            "project": project,
+            **store.meta(version),
+            "version": version,
+            "project_settings": project_settings.shown(settings, store),
+        },
         selftest=selftest if selftest.get("results") else None,
         task_url=task_url if base else None,
     )

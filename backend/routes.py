@@ -12,11 +12,11 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import inputs, service, webhook_auth
+from backend import inputs, project_settings, service, webhook_auth
 from backend import report as reports
 from backend.errors import BadRequest
-from backend.jobs import IDLE
-from backend.settings import Settings
+from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
+from backend.settings import Settings, SettingsError
 from backend.store import ProjectStore, project_id
 from backend.tasks import parse_label_config
 from subregweigh.selftest import NOISES
@@ -115,7 +115,36 @@ def setup():
     body = inputs.json_body()
     project = inputs.project(body.get("project"))
     parse_label_config(body.get("schema"))  # an unsupported config fails at connect time
+    if "extra_params" in body:  # Label Studio always sends it (null when unset)
+        _project_settings(_store(project), body["extra_params"])
     return jsonify(model_version=service.model_version(_settings(), project))
+
+
+def _project_settings(store: ProjectStore, extra_params) -> None:
+    """Store the connection's extra parameters as the project's settings (a 400 naming what is
+    wrong when they do not work: Label Studio shows it on connect) and retrain the project when
+    they change its scores and it has scores to change (or a training of it runs or waits)."""
+    try:
+        changed = project_settings.apply(_settings(), store, extra_params)
+    except SettingsError as err:
+        raise BadRequest(str(err)) from None
+    runner = _jobs("runner")
+    if not changed:
+        return
+    if store.current_version() is None and runner.state(store.project) not in {QUEUED, RUNNING}:
+        return  # nothing scored yet: the first training uses them
+    why = f"{', '.join(changed)} changed by {project_settings.SOURCE}"
+    try:
+        outcome = runner.submit(store.project)
+    except JobQueueUnavailable as err:  # the settings are stored; only the retrain is missing
+        logger.warning(
+            "project %s: %s; no retraining queued (%s): start one from the project's Model page",
+            store.project,
+            why,
+            err,
+        )
+        return
+    logger.info("project %s: %s -> training %s", store.project, why, outcome)
 
 
 @routes.post("/predict")
@@ -152,7 +181,8 @@ def webhook():
     store = _store(body.get("project"))
     reply = {"action": event}
     task = changed_task(body)
-    train, unwritten = wants_training(store, _settings(), event, task)
+    settings = project_settings.effective(_settings(), store)
+    train, unwritten = wants_training(store, settings, event, task)
     if unwritten:  # a full disk: counted in this process, written when space returns
         reply["unwritten"] = unwritten
     if task is not None and store.current_version() is not None:
@@ -213,6 +243,7 @@ def _status(value) -> dict:
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
     status["disk"] = service.disk_space(_settings(), store)
+    status["settings"] = project_settings.shown(_settings(), store)
     selftest = status.get("selftest") or {"state": "idle"}
     status["selftest"] = {**selftest, "job": selftest_job}
     return status

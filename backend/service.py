@@ -26,6 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from backend import project_settings
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.redact import printable, redact, secrets_of
 from backend.settings import SCOUT, Settings
@@ -204,8 +205,11 @@ def predict(
     settings: Settings, project: str | None, spec: LabelingSpec, tasks: Sequence[dict]
 ) -> list[dict]:
     """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
-    for a task that cannot be read, and for every task before the first training)."""
+    for a task that cannot be read, and for every task before the first training), with the
+    project's settings (:func:`backend.project_settings.effective`)."""
     store = ProjectStore(settings.model_dir, project) if project else None
+    if store is not None:
+        settings = project_settings.effective(settings, store)
     broken: set[str] = set()
     while True:  # a version found corrupt is marked BROKEN; then the next newest serves
         try:
@@ -239,7 +243,9 @@ def _predict(
     ]
     if stale:
         start = time.perf_counter()
-        fresh = score_tasks(weigher(settings, store, version), spec, stale, settings.score)
+        # The version's own score: a project's new one ranks from its retrain on, not mixed in.
+        score = store.meta(version).get("score") or settings.score
+        fresh = score_tasks(weigher(settings, store, version), spec, stale, score)
         to_store = _within_bound(store, version, stored, fresh)
         stored.update(fresh)
         # Add them to the version's store, where every worker sees them; on a full disk they
@@ -342,7 +348,8 @@ def disk_full_message(settings: Settings, space: dict) -> str:
 
 
 def train_project(project: str, settings: Settings) -> dict:
-    """Train ``project`` on its current annotations and publish a new version.
+    """Train ``project`` on its current annotations and publish a new version, with
+    ``settings`` overridden by the project's own (:func:`backend.project_settings.effective`).
 
     Runs in a background job, never in a request. On failure the previous version keeps
     serving, the error is kept in the project's status, and the exception propagates. Refused
@@ -379,8 +386,8 @@ def _train_project(project: str, settings: Settings) -> dict:
         events_since_training=0,
         changed_since_fetch={},  # the fetch below reads every change made until now
     )
-    try:
-        result = _train(project, store, settings)
+    try:  # with the project's settings, read now: a queued job uses the latest
+        result = _train(project, store, project_settings.effective(settings, store))
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         if no_space(err):
@@ -601,7 +608,7 @@ def _annotations(project: str, settings: Settings, what: str):
     if n_annotated < settings.min_annotations:
         refusal = (
             f"only {n_annotated} annotated tasks; {what} starts at "
-            f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS)"
+            f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
         )
         logger.info("project %s: %s", project, refusal)
     return api, spec, items, n_annotated, refusal
@@ -813,7 +820,7 @@ def _selftest_project(project: str, settings: Settings) -> dict:
         selftest={"state": "running", "started_at": time.time(), "message": "fetching annotations"}
     )
     try:
-        outcome = _selftest(project, store, settings)
+        outcome = _selftest(project, store, project_settings.effective(settings, store))
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         store.update_status(

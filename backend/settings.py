@@ -2,7 +2,8 @@
 
 Every setting is declared once, in :data:`SETTINGS`: its field, type, default, bounds or
 choices, help, environment variable, ``_wsgi.py`` flag, and whether it is a secret, a training
-setting or one a project could override. The :class:`Settings` dataclass, :meth:`Settings.from_env`,
+setting, one a project may override (:mod:`backend.project_settings`), and one its scores depend
+on. The :class:`Settings` dataclass, :meth:`Settings.from_env`,
 the validation and its messages, ``_wsgi.py``'s flags (:func:`add_arguments`),
 :meth:`Settings.public`, and the generated docs/configuration.md and docker-compose.yml
 environment (:mod:`backend.settings_docs`, held equal by a test) all come from it.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -83,7 +85,8 @@ class Setting:
     url: bool = False  # may hold user:password@: public() masks the password
     training: bool = False  # what a training computes: travels with a queued job (TRAINING)
     scout: bool = False  # ... and shapes the scout: another value retrains from scratch (SCOUT)
-    per_project: bool = False  # a setting a project could override (not yet possible)
+    per_project: bool = False  # a project may override it (its connection's extra parameters)
+    scoring: bool = False  # the scores depend on it: a project's change of it retrains (SCORING)
     fallbacks: tuple[str, ...] = ()  # other variables read, in order, when env is unset
     compose: str | None = None  # docker-compose.yml's value; None: ${ENV:-default}
 
@@ -145,14 +148,18 @@ class Setting:
             return self.type(value)
         return value
 
-    def problem(self, value) -> str | None:
-        """Why ``value`` cannot work, naming the variable and flag; None when it can."""
+    def problem(self, value, names: str | None = None) -> str | None:
+        """Why ``value`` cannot work, naming the variable and flag (or ``names``, where it was
+        given otherwise); None when it can."""
+        names = names or self.names
         value = self.coerce(value)
         if type(value) is not self.type:
             shown = "set" if self.secret else f"{value!r}"
-            return f"{self.names} is {shown}; it must be {_TYPE_WORDS[self.type]}"
+            return f"{names} is {shown}; it must be {_TYPE_WORDS[self.type]}"
         if value in self.also:
             return None
+        if self.type is float and not math.isfinite(value):  # NaN passes every comparison
+            return f"{names} is {value!r}; it must be a finite number"
         bad = (
             (self.choices and value not in self.choices)
             or (self.minimum is not None and value < self.minimum)
@@ -164,7 +171,7 @@ class Setting:
             return None
         if self.secret:  # the message would repeat the secret
             return f"{self.env} is shorter than {self.min_length} characters"
-        return f"{self.names} is {value!r}; {self.requirement}"
+        return f"{names} is {value!r}; {self.requirement}"
 
 
 def _number(value) -> str:
@@ -190,8 +197,8 @@ GROUPS = {
     ),
 }
 
-_ENGINE = dict(group="engine", training=True, per_project=True)
-_SCOUT = dict(group="scout", training=True, scout=True, per_project=True)
+_ENGINE = dict(group="engine", training=True, per_project=True, scoring=True)
+_SCOUT = dict(group="scout", training=True, scout=True, per_project=True, scoring=True)
 
 # Every setting, in the order of the docs and of docker-compose.yml.
 SETTINGS: tuple[Setting, ...] = (
@@ -506,6 +513,7 @@ SETTINGS: tuple[Setting, ...] = (
         group="scout",
         training=True,
         per_project=True,
+        scoring=True,
     ),
     Setting(
         "precision",
@@ -521,6 +529,7 @@ SETTINGS: tuple[Setting, ...] = (
         choices=PRECISIONS,
         training=True,
         per_project=True,
+        scoring=True,
     ),
     Setting(
         "retrain_after",
@@ -589,8 +598,11 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 SCOUT = tuple(s.name for s in SETTINGS if s.scout)
 # What a training computes: the server's values go with every training job.
 TRAINING = tuple(s.name for s in SETTINGS if s.training)
-# Settings a project could override (the engine's and training's); nothing reads this yet.
+# Settings a project may override through its Label Studio connection's extra parameters
+# (backend.project_settings); the rest are the server's alone.
 PER_PROJECT = tuple(s.name for s in SETTINGS if s.per_project)
+# The per-project settings the scores depend on: a project's change of one retrains it.
+SCORING = tuple(s.name for s in SETTINGS if s.scoring)
 SECRETS = tuple(s.name for s in SETTINGS if s.secret)
 
 
@@ -652,6 +664,14 @@ class Settings:
     def training(self) -> dict:
         """What a training computes (:data:`TRAINING`), as plain values a job can carry."""
         return {name: getattr(self, name) for name in TRAINING}
+
+    def for_project(self, overrides: Mapping) -> Settings:
+        """These settings with a project's ``overrides`` (field -> value, :data:`PER_PROJECT`
+        only), checked as a whole (:class:`SettingsError`, say, when N falls below K)."""
+        unknown = set(overrides) - set(PER_PROJECT)
+        if unknown:
+            raise SettingsError(f"not settings a project may override: {sorted(unknown)}")
+        return dataclasses.replace(self, **overrides)
 
     def with_training(self, training: Mapping) -> Settings:
         """These settings with ``training`` (from :meth:`training`, say another process's)."""

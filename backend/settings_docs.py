@@ -139,11 +139,15 @@ Every setting can also be given to `_wsgi.py` by its field name, as label-studio
 (flags win over `--kwargs`, which wins over the environment).
 
 Scope **training**: what a training computes. A training on an rq worker computes with the
-server's values, which the job carries; a project could override them (not yet possible).
+server's values, which the job carries, over which the worker reads the project's own (below).
 Scope **process**: each process reads its own environment. On an rq worker that is where things
 are and the credentials (`MODEL_DIR`, Label Studio, Redis, `BASIC_AUTH_*` for the webhook
 header), which may differ from machine to machine and never go through Redis, and `SRW_N_JOBS`
 (that machine's cores).
+
+Column **project**: whether a Label Studio project may set it for itself (see
+[Per-project settings](#per-project-settings)); *retrains*: a change of it changes the scores,
+so the project is retrained.
 """
 
 
@@ -192,7 +196,7 @@ def _row(cells) -> str:
 
 def _settings_table(settings, columns: str) -> list[str]:
     heads = {
-        "full": ("variable", "flag", "field", "default", "values", "scope", "meaning"),
+        "full": ("variable", "flag", "field", "default", "values", "scope", "project", "meaning"),
         "short": ("variable", "flag", "default", "meaning"),
     }[columns]
     lines = [_row(heads), _row(["---"] * len(heads))]
@@ -204,10 +208,42 @@ def _settings_table(settings, columns: str) -> list[str]:
             "default": _default(s),
             "values": s.bounds,
             "scope": "training" if s.training else "process",
+            "project": ("yes, retrains" if s.scoring else "yes") if s.per_project else "",
             "meaning": s.help + ("; secret: never logged or shown" if s.secret else ""),
         }
         lines.append(_row(full[h] for h in heads))
     return lines
+
+
+PER_PROJECT_INTRO = """\
+## Per-project settings
+
+One backend serves many Label Studio projects of different sizes and kinds. A project sets its
+own values in its ML backend connection's **extra params** (*Settings > Model*, the connection's
+*Edit*; or `extra_params` of `POST /api/ml`, `PATCH /api/ml/{id}`), which override the server's
+for that project alone. Label Studio sends them with every `/setup`, that is when the connection
+is saved and each time the project's model settings are opened or predictions retrieved
+([Label Studio](label-studio.md#per-project-settings)). Give a JSON object or `KEY=VALUE` lines,
+a setting named by its field, variable or flag:
+
+```text
+k=5
+score=probability
+SRW_EPOCHS=4
+```
+
+Each value is checked with the same rules as the environment, and with the server's other
+settings (N at least K). A value that does not work refuses the connection: Label Studio shows
+`400 Client Error: extra parameter k is 0; it must be at least 1 for url: .../setup`, does not
+save it, and the project keeps the settings it had. Accepted settings are stored with the project
+(`MODEL_DIR/<project>/settings.json`): restarts and queued trainings use them, and `/status` and
+the report show the project's effective settings. A change of a setting marked *retrains* starts
+a training of a project that has a version (or a training under way); a change of another (when
+to retrain, how many annotations a training needs, warm starts) applies from the next event or
+training. Empty extra params: the server's settings.
+
+The settings a project may set (the default: the server's):
+"""
 
 
 def markdown() -> str:
@@ -217,6 +253,14 @@ def markdown() -> str:
         out += [f"## {heading}", ""]
         out += _settings_table([s for s in SETTINGS if s.group == key], "full")
         out.append("")
+    out.append(PER_PROJECT_INTRO)
+    out += [_row(("field", "variable", "values", "a change")), _row(["---"] * 4)]
+    for s in SETTINGS:
+        if s.per_project:
+            values = s.bounds or ("on or off" if s.type is bool else "any")
+            change = "retrains" if s.scoring else "from the next event or training"
+            out.append(_row((_code(s.name), _code(s.env), values, change)))
+    out.append("")
     out += [
         "## Other variables",
         "",

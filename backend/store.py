@@ -4,6 +4,8 @@
         CURRENT                     name of the version being served
         status.json                 state, last error, event counter, tasks changed since the
                                     last scores (see ProjectStore.status, note_event)
+        settings.json               the settings the project overrides (its Label Studio
+                                    connection's extra parameters, backend.project_settings)
         versions/<version>/
             COMPLETE                written last: the size of every file; without it, never served
             BROKEN                  why a complete version failed to load; never served again
@@ -486,6 +488,40 @@ class ProjectStore:
     def meta(self, version: str) -> dict:
         """``meta.json`` of ``version`` (when it trained, on what); {} for older versions."""
         return self._json(version, "meta.json", "description")
+
+    # -- the project's settings ---------------------------------------------------------------
+    def overrides(self) -> dict:
+        """The settings this project overrides, field -> value, as
+        :meth:`replace_overrides` stored them ({} when none, or when the file is unreadable:
+        a WARNING says so, and the server's settings apply)."""
+        try:
+            stored = json.loads((self.root / "settings.json").read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as err:
+            logger.warning(
+                "project %s: settings.json is unreadable (%s); the server's settings apply "
+                "until Label Studio's next /setup stores the project's again",
+                self.project,
+                err,
+            )
+            return {}
+        overrides = stored.get("overrides") if isinstance(stored, dict) else None
+        return overrides if isinstance(overrides, dict) else {}
+
+    def replace_overrides(self, overrides: dict) -> dict:
+        """Make ``overrides`` (field -> plain value) the project's settings, written atomically
+        and only when they differ; returns the ones they replace. Label Studio repeats the same
+        ones with every /setup: those take no lock, write nothing and make no directory."""
+        if self.overrides() == overrides:
+            return overrides
+        with self.locked():
+            old = self.overrides()
+            if old != overrides:
+                atomic_write_json(
+                    self.root / "settings.json", {"overrides": overrides, "updated_at": time.time()}
+                )
+            return old
 
     # -- status -------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -815,3 +815,31 @@ class BackendServer(BackgroundProcess):
         self, path: str, body: Any, auth: tuple[str, str] | None = None, timeout: float = 120.0
     ):
         return http_json("POST", self.url + path, body=body, timeout=timeout, auth=auth)
+
+
+@contextlib.contextmanager
+def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
+    """Our backend (``python _wsgi.py``; MODEL_DIR ``workdir/models``, logs in ``workdir``) with
+    ``env``, running its jobs ``"embedded"`` (threads in the server) or on ``"redis"``: a real
+    redis-server and one ``rq worker`` on a queue of the backend's own. Yields ``(backend,
+    worker)`` (worker None when embedded); everything is stopped afterwards."""
+    env = dict(env)
+    redis = worker = backend = None
+    try:
+        if jobs == "redis":
+            require_redis()
+            redis = RedisServer().start()
+            env.update(REDIS_URL=redis.url, RQ_QUEUE_NAME=f"srw-test-{workdir.name}")
+        backend = BackendServer(workdir / "models", env, workdir / "backend.log").start()
+        if redis is not None:
+            rq = str(Path(sys.executable).parent / "rq")
+            worker = BackgroundProcess(
+                [rq, "worker", "--url", redis.url, env["RQ_QUEUE_NAME"]],
+                backend.env,
+                workdir / "worker.log",
+            ).start()
+        yield backend, worker
+    finally:
+        for process in (worker, backend, redis):
+            if process is not None:
+                process.stop()

@@ -313,3 +313,24 @@ def test_report_page_survives_lone_surrogates_in_task_text(stored, tmp_path, tin
     page = client.get("/report?project=7", headers=GOOD)
     assert page.status_code == 200, page.get_data()[:300]
     assert b"a\\udfffb" in page.get_data() and page.mimetype == "text/html"
+
+
+def test_report_shows_the_project_s_settings_beside_the_version_s(stored):
+    """What the version trained with, and what the project set and its next training uses."""
+    model_dir, _, _ = stored
+    store = ProjectStore(model_dir, 7)
+    client, _ = make(model_dir, k=3, n_samples=10)
+    try:
+        store.replace_overrides({"k": 5, "score": "probability"})
+        meta = client.get("/report.json?project=7", headers=GOOD).get_json()["meta"]
+        assert meta["settings"]["k"] == 3  # the version's
+        assert meta["project_settings"]["overrides"] == {"k": 5, "score": "probability"}
+        assert meta["project_settings"]["effective"]["k"] == 5
+        page = client.get("/report?project=7", headers=GOOD).get_data(as_text=True)
+        assert "<th>set for this project</th><td>k=5, score=probability (" in page
+        assert "<th>next training's settings</th>" in page
+        store.replace_overrides({})
+        page = client.get("/report?project=7", headers=GOOD).get_data(as_text=True)
+        assert "nothing: the server's settings" in page
+    finally:
+        store.replace_overrides({})

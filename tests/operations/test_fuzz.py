@@ -539,6 +539,32 @@ def test_fuzz_setup_label_configs(fuzz):
     fuzz.run(case, endpoints={"/setup"}, min_cases=200)
 
 
+def test_fuzz_setup_extra_params(fuzz):
+    """A connection's extra parameters (backend.project_settings) of any shape: a 200 or a 400
+    whose message is in the status line as one line of ASCII (Label Studio shows only that)."""
+    from backend.project_settings import ALIASES
+
+    keys = st.sampled_from(sorted(ALIASES)) | st.text(max_size=8)
+    values = json_values | st.sampled_from(["5", "0", "-1", "1e9", "probability", "on", "nan"])
+    texts = st.lists(st.tuples(keys, st.text(max_size=8) | values.map(str)), max_size=4).map(
+        lambda pairs: "\n".join(f"{k}={v}" for k, v in pairs)
+    )
+    extra_params = (
+        json_values | st.dictionaries(keys, values, max_size=4) | texts | texts.map(json.dumps)
+    )
+
+    @settings(RUN, max_examples=200)
+    @given(extra_params=extra_params)
+    def case(extra_params):
+        body = {"project": "3.1700000000", "schema": NER_CONFIG, "extra_params": extra_params}
+        response = fuzz.post_json("/setup", body)
+        assert response.status_code in (200, 400), response.get_data()
+        reason = response.status.split(" ", 1)[1]
+        assert reason.isascii() and "\n" not in reason and "\r" not in reason
+
+    fuzz.run(case, endpoints={"/setup"}, min_cases=200)
+
+
 def test_fuzz_webhook(fuzz):
     @settings(RUN, max_examples=150)
     @given(

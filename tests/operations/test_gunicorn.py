@@ -167,3 +167,20 @@ def test_a_body_over_max_request_mb_is_refused_before_it_is_sent(tmp_path):
         assert reply.startswith(b"HTTP/1.1 413 "), reply
         code, _ = backend.post("/predict", {"tasks": ["x" * (1024 * 1024 - 100)]})
         assert code != 413  # the app's limit, not lower
+
+
+def test_a_refused_setup_says_why_in_the_status_line(tmp_path):
+    """Label Studio shows a refused /setup as '400 Client Error: <reason> for url: ...', never
+    the body: the production server (gunicorn, the waitress worker) keeps our reason phrase."""
+    import http.client
+    import json
+
+    with BackendServer(tmp_path / "models", {}, tmp_path / "server.log", workers=1) as backend:
+        connection = http.client.HTTPConnection("127.0.0.1", backend.port, timeout=30)
+        body = {"project": "3.1700000000", "schema": NER_CONFIG, "extra_params": "k=0"}
+        connection.request("POST", "/setup", json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert (response.status, response.reason) == (
+            400,
+            "extra parameter k is 0; it must be at least 1",
+        )

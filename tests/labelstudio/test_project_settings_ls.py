@@ -1,0 +1,136 @@
+"""Per-project settings through a real Label Studio 1.23: the extra parameters set on a
+project's ML backend connection change what its next training does, a change of a scoring
+setting retrains it, and a bad parameter is refused with our message where Label Studio shows
+it. With the embedded runner and with rq + a real redis-server (the job carries the server's
+settings; the worker reads the project's over them from MODEL_DIR)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from testbed.servers import (
+    LabelStudioServer,
+    backend_with_jobs,
+    http_json,
+    require_label_studio,
+)
+
+# The server's defaults: the project overrides K, N and the epochs, and each must show.
+SERVER_ENV = {
+    **ENGINE_ENV,
+    "SRW_N": "20",
+    "SRW_K": "4",
+    "SRW_EPOCHS": "1",
+    "SRW_MIN_ANNOTATIONS": "5",
+}
+N_TASKS = 16
+
+
+@pytest.fixture(scope="module")
+def label_studio():
+    require_label_studio()
+    with LabelStudioServer() as server:
+        yield server
+
+
+def _connect(ls, project, url, extra_params, ml=None):
+    """POST /api/ml (or PATCH /api/ml/{ml}, with the url and project Label Studio 1.23 needs
+    beside extra_params): ``(status, reply)``."""
+    body = {"project": project, "url": url, "title": "subregweigh", "extra_params": extra_params}
+    if ml is None:
+        return http_json("POST", f"{ls.url}/api/ml", token=ls.token, body=body)
+    return http_json("PATCH", f"{ls.url}/api/ml/{ml}", token=ls.token, body=body)
+
+
+def _refusal(reply) -> str:
+    return " ".join(reply["validation_errors"]["non_field_errors"])
+
+
+def _trained_with(backend, project) -> dict:
+    code, report = backend.get(f"/report.json?project={project}")
+    assert code == 200, report
+    return report["meta"]["settings"]
+
+
+def _wait_message(backend, project, fragment, timeout=300.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = backend.get(f"/status?project={project}")[1]
+        if fragment in (status.get("message") or "") and status["job"] == "idle":
+            return status
+        time.sleep(1)
+    raise AssertionError(f"no {fragment!r} in the status: {status}\n{backend.log()}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["embedded", "redis"])
+def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs, tmp_path):
+    env = {
+        **SERVER_ENV,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
+    with backend_with_jobs(jobs, env, tmp_path) as (backend, _):
+        ls = label_studio
+        project = ls.api(
+            "POST", "/api/projects", {"title": f"settings {jobs}", "label_config": NER_CONFIG}
+        )
+        tasks, _ = ner_tasks(np.random.default_rng(3), N_TASKS, 2)
+        ls.api("POST", f"/api/projects/{project['id']}/import", tasks)
+        pid = project["id"]
+
+        # A bad parameter refuses the connection, with our message where Label Studio shows it.
+        code, reply = _connect(ls, pid, backend.url, "k=0")
+        assert code == 400, reply
+        assert "extra parameter k is 0; it must be at least 1" in _refusal(reply)
+        code, reply = _connect(ls, pid, backend.url, {"kk": 3})
+        assert code == 400 and "did you mean k?" in _refusal(reply), reply
+        assert ls.api("GET", f"/api/ml?project={pid}") == []  # nothing was connected
+
+        # Connected as the UI does it, with text: min_annotations above the project's size.
+        code, ml = _connect(
+            ls, pid, backend.url, "k=3\nn_samples=12\nepochs=2\nmin_annotations=1000"
+        )
+        assert code == 201, ml
+        settings = backend.get(f"/status?project={pid}")[1]["settings"]
+        assert settings["overrides"] == {
+            "k": 3,
+            "n_samples": 12,
+            "epochs": 2,
+            "min_annotations": 1000,
+        }
+        ls.api("POST", f"/api/ml/{ml['id']}/train", {})
+        _wait_message(backend, pid, f"only {N_TASKS} annotated tasks; training starts at 1000")
+        assert backend.get(f"/status?project={pid}")[1]["current_version"] is None
+
+        # The server's min_annotations again (a JSON object this time): the training runs,
+        # with the project's K, N and epochs, not the server's 4, 20 and 1.
+        code, reply = _connect(
+            ls, pid, backend.url, {"k": 3, "n_samples": 12, "epochs": 2}, ml["id"]
+        )
+        assert code == 200, reply
+        ls.api("POST", f"/api/ml/{ml['id']}/train", {})
+        first = wait_trained(backend, pid, timeout=600)["current_version"]
+        trained = _trained_with(backend, pid)
+        assert (trained["k"], trained["n_samples"], trained["epochs"]) == (3, 12, 2)
+        assert trained["score"] == "deterministic"
+
+        # A change of a scoring setting retrains at once, with nobody asking for a training.
+        new = {"k": 2, "n_samples": 12, "epochs": 2, "score": "probability"}
+        code, reply = _connect(ls, pid, backend.url, new, ml["id"])
+        assert code == 200, reply
+        status = wait_trained(backend, pid, timeout=600, previous=first)
+        trained = _trained_with(backend, pid)
+        assert (trained["k"], trained["score"]) == (2, "probability")
+        assert status["settings"]["effective"]["k"] == 2
+        assert ls.api("GET", f"/api/projects/{pid}")["model_version"] == status["current_version"]
+
+        # A bad change is refused; Label Studio and the backend keep the settings they had.
+        code, reply = _connect(ls, pid, backend.url, {**new, "p": 1.5}, ml["id"])
+        assert code == 400 and "extra parameter p is 1.5; it must be in [0, 1)" in _refusal(reply)
+        assert ls.api("GET", f"/api/ml/{ml['id']}")["extra_params"] == new
+        assert backend.get(f"/status?project={pid}")[1]["settings"]["overrides"] == new
