@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
+from backend.settings import SECRETS
+
 MASK = "***"
 # scheme://user:password@ -> scheme://user:***@ (any scheme; the password may hold "@": the last
 # one before the host ends it, as URL parsers read it)
@@ -41,7 +43,7 @@ def printable(text: str) -> str:
 def secrets_of(settings) -> list[str]:
     """The credentials in a :class:`backend.settings.Settings`, in every form they travel in:
     as given, URL-decoded from a URL, and the basic-auth header's base64."""
-    values = [settings.label_studio_api_key, settings.basic_auth_pass, settings.webhook_secret]
+    values = [getattr(settings, name) for name in SECRETS]  # every setting declared secret
     for url in (settings.label_studio_url, settings.label_studio_public_url, settings.redis_url):
         try:
             password = urlsplit(url).password
