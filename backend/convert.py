@@ -7,7 +7,9 @@ these are the shapes of the way out. Pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+from subregweigh.suggest import ClassSuggestion, SpanSuggestion
 
 
 def labels_result(
@@ -38,51 +40,100 @@ def labels_result(
     return result
 
 
-def doubt_notes(
-    suggested: Sequence[tuple[str, int, int, float]],
-    annotated: Sequence[tuple[str, int, int, float]],
+def _scout_says(what: str, confidence: float, per: str) -> str:
+    if per == "copies":
+        return f"the scout says {what} on {confidence:.0%} of the copies"
+    return f"the scout says {what} (p {confidence:.2f})"
+
+
+def doubt_regions(
+    entities: Sequence[tuple[str, int, int, float]],
+    suggestions: Sequence[SpanSuggestion],
+    words: Callable[[int, int], str],
     per: str = "copies",
-) -> list[str | None]:
-    """Per suggested entity, how the annotation differs there (None where it agrees).
+) -> tuple[list[tuple[str, int, int, float]], list[str | None]]:
+    """The regions of an annotated task's prediction and their notes: where the annotation
+    differs, how, with the scout's suggested span (None where it agrees).
 
     Parameters
     ----------
-    suggested : sequence of (type, start, end, agreement)
-        The scout's majority entities (word offsets), with the share of the K copies that
-        predict each (``per="copies"``), or its ordinary prediction's entities with the
-        scout's probability of each (``per="probability"``).
-    annotated : sequence of (type, start, end, probability)
-        The annotation's entities, with the scout's p(gold) of each.
+    entities : sequence of (type, start, end, confidence)
+        The scout's entities (word offsets), with the share of the K copies that predict each
+        (``per="copies"``) or the scout's probability of each (``per="probability"``).
+    suggestions : sequence of SpanSuggestion
+        :func:`subregweigh.suggest.span_suggestions` of the annotation against those entities.
+    words : callable (start, end) -> str
+        The text of words ``start:end``, to name an annotated span the scout moves.
+
+    Returns
+    -------
+    regions : list of (type, start, end, confidence)
+        ``entities``, and each annotated entity the scout finds no entity on (``spurious``),
+        with the scout's probability of it: the reviewer sees it to delete it; in order of
+        position.
+    notes : list of str or None, one per region
     """
-    notes = []
-    for etype, start, end, share in suggested:
-        same = [a for a in annotated if (a[1], a[2]) == (start, end)]
-        overlapping = [a for a in annotated if a[1] < end and start < a[2]]
-        scout = (
-            f"the scout says {etype} on {share:.0%} of the copies"
-            if per == "copies"
-            else f"the scout says {etype} (p {share:.2f})"
-        )
-        if same and same[0][0] == etype:
-            notes.append(None)
-        elif same:
-            notes.append(f"annotated as {same[0][0]} (p {same[0][3]:.2f}); {scout}")
-        elif overlapping:
-            notes.append(f"annotated as {overlapping[0][0]} over other words; {scout}")
-        else:
-            notes.append(f"not annotated; {scout}")
-    return notes
+    annotated_as: dict[tuple, list[str]] = {}  # per scout entity, what the annotation says
+    dropped = [s.annotated for s in suggestions if s.kind == "spurious"]
+    for s in suggestions:
+        if s.kind == "spurious":
+            continue
+        said = "not annotated"
+        if s.annotated:
+            etype, start, end, p = s.annotated
+            where = f' over "{words(start, end)}"' if s.kind == "boundary" else ""
+            said = f"annotated as {etype}{where} (p {p:.2f})"
+        annotated_as.setdefault(tuple(s.suggested[:3]), []).append(said)
+    notes: dict[tuple, str] = {}
+    for etype, start, end, confidence in entities:
+        said = annotated_as.get((etype, start, end))
+        if said:
+            scout = _scout_says(etype, confidence, per)
+            notes[etype, start, end] = f"{' and '.join(said)}; {scout}"
+    for etype, start, end, p in dropped:
+        notes[etype, start, end] = f"annotated as {etype} (p {p:.2f}); the scout finds no entity"
+    regions = sorted([*entities, *dropped], key=lambda e: (e[1], e[2]))
+    return regions, [notes.get(tuple(region[:3])) for region in regions]
 
 
-def choices_result(labels: Sequence[str], from_name: str, to_name: str) -> list[dict]:
-    """A Label Studio ``choices`` result (empty when no class is predicted)."""
+def class_note(suggestion: ClassSuggestion) -> str:
+    """One classification annotation against the scout's suggestion
+    (:func:`subregweigh.suggest.class_suggestion`), for the result's meta: *annotated sports
+    (p 0.12); the scout suggests politics (p 0.71); next: tech (p 0.10), arts (p 0.07)*."""
+
+    def listed(pairs) -> str:
+        return ", ".join(f"{label} (p {p:.2f})" for label, p in pairs) or "no label"
+
+    note = f"annotated {listed(suggestion.annotated)}"
+    if suggestion.agrees:
+        note += ", as the scout suggests"
+    else:
+        note += f"; the scout suggests {listed(suggestion.suggested)}"
+    if suggestion.alternatives:
+        note += f"; next: {listed(suggestion.alternatives)}"
+    return note
+
+
+def choices_result(
+    labels: Sequence[str],
+    from_name: str,
+    to_name: str,
+    score: float | None = None,
+    note: str | None = None,
+) -> list[dict]:
+    """A Label Studio ``choices`` result (empty when no class is predicted), with the scout's
+    probability of it as its ``score`` and ``note`` in its meta, where given."""
     if not labels:
         return []
-    return [
-        {
-            "from_name": from_name,
-            "to_name": to_name,
-            "type": "choices",
-            "value": {"choices": list(labels)},
-        }
-    ]
+    # The note first: the Data Manager's "Prediction results" column shows the result's JSON
+    # in this order, cut after a few lines; with Postgres (jsonb) it comes first anyway.
+    result = {"meta": {"text": [note]}} if note else {}
+    result |= {
+        "from_name": from_name,
+        "to_name": to_name,
+        "type": "choices",
+        "value": {"choices": list(labels)},
+    }
+    if score is not None:
+        result["score"] = float(score)
+    return [result]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.convert import choices_result, doubt_notes, labels_result
+from backend.convert import choices_result, class_note, doubt_regions, labels_result
 from backend.settings import SCORES
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
@@ -30,6 +30,7 @@ from subregweigh.io.labelstudio import (
     parse_tasks,
 )
 from subregweigh.io.weights import to_json
+from subregweigh.suggest import class_suggestion, span_suggestions
 
 SUPPORTED = "one <Text> with <Labels> (NER) or <Choices> (classification)"
 
@@ -168,9 +169,12 @@ def stored_prediction(
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
     Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
-    annotations, result = the scout's prediction for that least reliable one, each of its
-    regions noting where that annotation differs (:func:`~backend.convert.doubt_notes`); every
-    annotation is kept with its own scores and annotator (``annotations``, for the report;
+    annotations, result = the scout's prediction for that least reliable one with where that
+    annotation differs: NER, a note on each region concerned, and a region for each annotated
+    entity the scout drops (:func:`~backend.convert.doubt_regions`); classification, the
+    scout's probability of its suggestion as the result's score and the annotated labels, the
+    suggested ones and the next alternatives in its note (:func:`~backend.convert.class_note`;
+    from ``WeighResult.class_probability``, else the bare choice); every annotation is kept with its own scores and annotator (``annotations``, for the report;
     ``columns`` is ``result.columns()``, computed once per call of the caller). The score and
     the prediction are read from ``shown`` when given (``(ordinary, row)``: the
     :meth:`SubRegWeigh.weigh_deterministic` holding the task's annotations from ``row`` on, the
@@ -192,13 +196,16 @@ def stored_prediction(
         score = float(view.majority_share[row])
     majority = view.majority[row]
     if spec.task == "ner":
-        entities = view.majority_entities[row]
+        entities, notes = view.majority_entities[row], None
+        if item.examples:
+            per = "probability" if from_ordinary else "copies"
+            entities, notes = _ner_doubts(item, view, row, item.examples[row - view_first], per)
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
-        per = "probability" if from_ordinary else "copies"
-        notes = doubt_notes(entities, view.entity_probability[row], per) if item.examples else None
         regions = labels_result(
             item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
         )
+    elif item.examples and len(view.class_probability):
+        regions = _class_doubt(spec, view, row, item.examples[row - view_first])
     else:
         regions = choices_result(list(majority), spec.from_name, spec.to_name)
     quick = shown is not None and shown[0] is result
@@ -222,6 +229,36 @@ def stored_prediction(
             for ex, q, r in zip(item.examples, quality, rows)
         ]
     return entry
+
+
+def _ner_doubts(item: LabelStudioTask, view, row: int, annotation: Example, per: str):
+    """An annotated NER task's regions and their notes (:func:`~backend.convert.doubt_regions`):
+    the scout's entities on ``view``'s ``row``, and where ``annotation`` differs from them."""
+    entities = view.majority_entities[row]
+    suggestions = span_suggestions(
+        annotation.label, view.majority[row], view.entity_probability[row], entities
+    )
+
+    def words(start: int, end: int) -> str:
+        return item.text[item.words[start][1] : item.words[end - 1][2]]
+
+    return doubt_regions(entities, suggestions, words, per)
+
+
+def _class_doubt(spec: LabelingSpec, view, row: int, annotation: Example) -> list[dict]:
+    """An annotated classification task's result: the scout's suggestion on ``view``'s
+    ``row``, its probability as the score, and in its meta the annotated labels, the
+    suggested ones and the next alternatives, each with the scout's probability."""
+    suggestion = class_suggestion(
+        view.class_probability[row], view.labels, annotation.label, spec.multi_label
+    )
+    return choices_result(
+        [label for label, _ in suggestion.suggested],
+        spec.from_name,
+        spec.to_name,
+        suggestion.probability,
+        class_note(suggestion),
+    )
 
 
 def annotated_examples(items: Sequence[LabelStudioTask]) -> list[Example]:

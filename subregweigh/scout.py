@@ -568,7 +568,8 @@ class Scout:
         batch_size: int = 64,
         where: Sequence[str] | None = None,
         desc: str = "predicting",
-    ) -> tuple[list[tuple[str, ...]], list[np.ndarray], list[np.ndarray]]:
+        with_proba: bool = False,
+    ) -> tuple[list, ...]:
         """Labels for given segmentations, the probability of the gold label and that of the
         predicted one, in one pass.
 
@@ -577,6 +578,10 @@ class Scout:
         segmentations : sequence of Segmentation, length m
         gold : sequence of label tuples, length m
             The gold label of each segmentation's text.
+        with_proba : bool, default=False
+            Also return, fourth, every label's probability (as :meth:`predict_proba`), from
+            the same forward pass: what a suggestion with alternatives needs
+            (:mod:`subregweigh.suggest`).
 
         Returns
         -------
@@ -591,6 +596,8 @@ class Scout:
             one extra entry of 0 per unknown gold class).
         predicted_proba : list of ndarray of float32, length m
             The same for the predicted label.
+        proba : list of ndarray of float32, length m
+            Only with ``with_proba``: as :meth:`predict_proba` returns them.
         """
         self._check_fitted()
         if len(gold) != len(segmentations):
@@ -604,11 +611,11 @@ class Scout:
                 label,
                 self._gold_proba(proba, gold[i], index),
                 self._gold_proba(proba, label, index),
+                *((proba,) if with_proba else ()),
             )
 
         rows = self._run(segmentations, batch_size, where, desc, reduce)
-        labels, gold_proba, predicted_proba = ([row[j] for row in rows] for j in range(3))
-        return labels, gold_proba, predicted_proba
+        return tuple([row[j] for row in rows] for j in range(4 if with_proba else 3))
 
     @torch.inference_mode()
     def _run(self, segmentations, batch_size, where, desc, reduce) -> list:

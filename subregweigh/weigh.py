@@ -166,6 +166,15 @@ class WeighResult:
     majority_entities : list of list of (type, start, end, agreement)
         NER only: the same for every entity of the majority prediction (how sure the scout is
         of each region it would pre-annotate).
+    labels : list of str
+        Classification only, with :attr:`class_probability`: the scout's labels, in the order
+        of its columns.
+    class_probability : ndarray of float, shape (n, n_labels)
+        Classification only: every label's probability on the deterministic segmentation
+        (single-label: the softmax; multi-label: each label's sigmoid), from the forward pass
+        that gives :attr:`deterministic_probability` (averaged over an ensemble's scouts, as
+        p(gold) is). What :func:`subregweigh.suggest.class_suggestion` reads. Shape (0, 0)
+        where not computed.
     """
 
     ids: list[str]
@@ -181,6 +190,8 @@ class WeighResult:
     deterministic_probability: np.ndarray = field(default_factory=lambda: np.empty(0))
     entity_probability: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
     majority_entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    class_probability: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
 
     def score(self, name: str = DEFAULT_SCORE) -> np.ndarray:
         """The per-example quality score ``name`` (one of :data:`SCORES`; lower = more
@@ -345,22 +356,33 @@ class SubRegWeigh:
         return self
 
     def _deterministic(self, examples: Sequence[Example]):
-        """``(labels, gold_proba, predicted_proba)`` of the deterministic segmentations: the
-        first scout's labels and their probabilities, p(gold) averaged over :attr:`scouts_`."""
+        """``(labels, gold_proba, predicted_proba, class_proba)`` of the deterministic
+        segmentations: the first scout's labels and their probabilities, p(gold) averaged over
+        :attr:`scouts_`; classification, every label's probability (averaged too), shape
+        (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
+        example and is not needed)."""
         gold = [ex.label for ex in examples]
+        classes = self.scout_.task == "classification"
         params = dict(
             batch_size=self.batch_size,
             where=[ex.id for ex in examples],
             desc="predicting deterministic segmentations",
+            with_proba=classes,
         )
         runs = [
             scout.score_segmentations([scout.segment(ex.words) for ex in examples], gold, **params)
             for scout in getattr(self, "scouts_", [self.scout_])
         ]
-        predicted, gold_proba, predicted_proba = runs[0]
+        predicted, gold_proba, predicted_proba = runs[0][:3]
         if len(runs) > 1:
             gold_proba = [np.mean(parts, axis=0) for parts in zip(*(r[1] for r in runs))]
-        return predicted, gold_proba, predicted_proba
+        class_proba = None
+        if classes:
+            n_labels = len(self.scout_.labels_)
+            class_proba = np.mean(
+                [np.reshape(np.asarray(r[3], dtype=float), (-1, n_labels)) for r in runs], axis=0
+            )
+        return predicted, gold_proba, predicted_proba, class_proba
 
     def candidates(self, examples: Sequence[Example]):
         """The chosen segmentations: ``(segmentations, owner, multiplicity)``.
@@ -464,7 +486,7 @@ class SubRegWeigh:
         """
         if not hasattr(self, "scout_"):
             raise RuntimeError("call fit() before weigh_deterministic()")
-        predicted, gold_proba, predicted_proba = self._deterministic(examples)
+        predicted, gold_proba, predicted_proba, class_proba = self._deterministic(examples)
         one = np.ones(len(examples), dtype=np.int64)
         result = _collect(
             examples,
@@ -476,11 +498,16 @@ class SubRegWeigh:
             gold_proba=gold_proba,
             deterministic_proba=gold_proba,
         )
+        self._with_class_probability(result, class_proba)
         if self.scout_.task == "ner":
             result.majority_entities = [
                 entity_probability([p], [1], pred) for p, pred in zip(predicted_proba, predicted)
             ]
         return result
+
+    def _with_class_probability(self, result: WeighResult, class_proba) -> None:
+        if class_proba is not None:
+            result.labels, result.class_probability = list(self.scout_.labels_), class_proba
 
     def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
         """Deprecated (goes in the next release): :meth:`weigh_deterministic`, its new name."""
@@ -503,9 +530,9 @@ class SubRegWeigh:
             where=[examples[i].id for i in owner],
             desc="predicting candidates",
         )
-        deterministic = None
+        deterministic = class_proba = None
         if self.deterministic:
-            _, deterministic, _ = self._deterministic(examples)
+            _, deterministic, _, class_proba = self._deterministic(examples)
         result = _collect(
             examples,
             predicted,
@@ -516,6 +543,7 @@ class SubRegWeigh:
             gold_proba=gold_proba,
             deterministic_proba=deterministic,
         )
+        self._with_class_probability(result, class_proba)
         logger.info(
             "weighed %d examples (%s, K=%d, N=%d, p=%g): %d predictions, mean reliability %.3f, "
             "%d below 0.5",

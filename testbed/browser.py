@@ -202,6 +202,17 @@ class Page:
             f"location.href === {json.dumps(url)} && document.readyState === 'complete'", timeout
         )
 
+    def log_in_to_label_studio(self, base_url: str, username: str, password: str) -> None:
+        """Log in to Label Studio at ``base_url`` through its login form."""
+        self.goto(f"{base_url}/user/login")
+        self.wait_for("!!document.querySelector('input[name=password]')")
+        self.evaluate(
+            f"document.querySelector('#email').value = {json.dumps(username)};"
+            f"document.querySelector('#password').value = {json.dumps(password)};"
+            "document.getElementById('login-form').submit()"
+        )
+        self.wait_for("!location.pathname.startsWith('/user/login')")
+
     def screenshot(self, path: str | os.PathLike, full_page: bool = True) -> None:
         """A PNG of the viewport, or of the whole page's height."""
         params: dict = {"format": "png"}

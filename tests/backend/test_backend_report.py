@@ -1,6 +1,7 @@
 """The backend's report and self-test endpoints, in process: stored per-annotation scores from a
 real (tiny) scout, /report, /report.json, POST /selftest, the self-test's state in /status,
-annotators named by email, the doubt notes of a prediction's regions, runners of two kinds.
+annotators named by email, runners of two kinds (the doubt notes of a prediction's regions:
+tests/backend/test_suggestions.py).
 The whole path with a real Label Studio and a browser is tests/labelstudio/test_e2e_report.py."""
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import threading
 import numpy as np
 import pytest
 
-from backend.convert import doubt_notes
 from backend.jobs import IDLE, RUNNING, ThreadRunner
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
@@ -256,21 +256,6 @@ def test_name_annotators():
     ]
     assert named[1:] == tasks[1:]
     assert tasks[0]["annotations"][0] == {"completed_by": 1}  # the input is not modified
-
-
-def test_doubt_notes():
-    annotated = [("ORG", 0, 1, 0.04), ("PER", 3, 5, 0.9), ("LOC", 7, 9, 0.5)]
-    suggested = [("LOC", 0, 1, 1.0), ("PER", 3, 5, 0.8), ("LOC", 7, 8, 0.6), ("MISC", 10, 11, 0.3)]
-    assert doubt_notes(suggested, annotated) == [
-        "annotated as ORG (p 0.04); the scout says LOC on 100% of the copies",
-        None,
-        "annotated as LOC over other words; the scout says LOC on 60% of the copies",
-        "not annotated; the scout says MISC on 30% of the copies",
-    ]
-    assert doubt_notes(suggested, annotated, per="probability")[::3] == [
-        "annotated as ORG (p 0.04); the scout says LOC (p 1.00)",
-        "not annotated; the scout says MISC (p 0.30)",
-    ]
 
 
 def test_runners_of_two_kinds_do_not_see_each_other(tmp_path):
