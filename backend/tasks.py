@@ -174,8 +174,9 @@ def stored_prediction(
     entity the scout drops (:func:`~backend.convert.doubt_regions`); classification, the
     scout's probability of its suggestion as the result's score and the annotated labels, the
     suggested ones and the next alternatives in its note (:func:`~backend.convert.class_note`;
-    from ``WeighResult.class_probability``, else the bare choice); every annotation is kept with its own scores and annotator (``annotations``, for the report;
-    ``columns`` is ``result.columns()``, computed once per call of the caller). The score and
+    from ``WeighResult.class_probability``, else the bare choice); every annotation is kept
+    with its own scores and annotator (``annotations``, for the report; ``columns`` is
+    ``result.columns()``, computed once per call of the caller). The score and
     the prediction are read from ``shown`` when given (``(ordinary, row)``: the
     :meth:`SubRegWeigh.weigh_deterministic` holding the task's annotations from ``row`` on, the
     scout's ordinary prediction as the "deterministic" score judges it), else from ``result``

@@ -14,9 +14,9 @@ import pytest
 from backend.convert import class_note, doubt_regions
 from backend.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.compare import span_changes
-from subregweigh.example import Example
 from subregweigh.suggest import class_suggestion, span_suggestions
 from subregweigh.weigh import SubRegWeigh, _collect
+from tests.engine.test_scout_integration import multi_label_scout
 
 CLS_CONFIG = """<View><Text name="text" value="$text"/>
   <Choices name="sentiment" toName="text" choice="single">
@@ -28,16 +28,6 @@ MULTI_CONFIG = CLS_CONFIG.replace('"single"', '"multiple"').replace(
 NER_CONFIG = """<View><Labels name="label" toName="text">
   <Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels>
   <Text name="text" value="$text"/></View>"""
-MULTI = [
-    ("what a great match , the team won", ("pos", "sports")),
-    ("the team played a wonderful game", ("pos", "sports")),
-    ("a dull match , the team lost badly", ("neg", "sports")),
-    ("the game was boring and the team awful", ("neg", "sports")),
-    ("a wonderful , moving story", ("pos",)),
-    ("i loved this brilliant book", ("pos",)),
-    ("a boring and terrible film", ("neg",)),
-    ("i hated this dull book", ("neg",)),
-]
 
 
 def sentiment_scout(sst2_train):
@@ -63,18 +53,7 @@ def sentiment(sst2_train):
 
 @pytest.fixture(scope="module")
 def multi_label():
-    from subregweigh.scout import Scout
-
-    train = [Example(str(i), tuple(t.split()), lab) for i, (t, lab) in enumerate(MULTI * 2)]
-    scout = Scout(
-        task="classification",
-        multi_label=True,
-        epochs=6,
-        batch_size=8,
-        learning_rate=1e-3,
-        progress=False,
-    ).fit(train)
-    return scout, train
+    return multi_label_scout()
 
 
 def ls_task(task_id, text, choices=None, regions=()):

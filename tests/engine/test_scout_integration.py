@@ -182,7 +182,8 @@ MULTI = [
 ]
 
 
-def test_scout_multi_label_classification():
+def multi_label_scout() -> tuple[Scout, list[Example]]:
+    """A multi-label scout trained on :data:`MULTI` (twice over), and that training set."""
     train = [Example(str(i), tuple(t.split()), lab) for i, (t, lab) in enumerate(MULTI * 2)]
     scout = Scout(
         task="classification",
@@ -192,6 +193,11 @@ def test_scout_multi_label_classification():
         learning_rate=1e-3,
         progress=False,
     ).fit(train)
+    return scout, train
+
+
+def test_scout_multi_label_classification():
+    scout, train = multi_label_scout()
     assert scout.labels_ == ["neg", "pos", "sports"]
     predicted = scout.predict(train)
     for p in predicted:
