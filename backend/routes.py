@@ -181,8 +181,11 @@ def webhook():
     store = _store(body.get("project"))
     reply = {"action": event}
     task = changed_task(body)
-    if event == "ANNOTATION_UPDATED" and task is not None:  # before its rescore replaces the
-        reply["review"] = reviews.record_decision(store, body)  # scores it is judged against
+    # Judged before its rescore replaces the scores it is judged against.
+    updated = event == "ANNOTATION_UPDATED" and task is not None
+    decision = reviews.record_decision(store, body) if updated else None
+    if decision:
+        reply["review"] = decision
     settings = project_settings.effective(_settings(), store)
     train, unwritten = wants_training(store, settings, event, task)
     if unwritten:  # a full disk: counted in this process, written when space returns
