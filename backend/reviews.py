@@ -1,15 +1,18 @@
 """Reviewers' decisions on scored tasks: confirm an annotation as correct, or fix it.
 
 Label Studio Community has no review workflow, and the backend may not change a project's
-labeling config, so the gesture is the one every annotator already has: **Update** on an
-annotation (``PATCH /api/annotations/{id}``). Label Studio then sends ``ANNOTATION_UPDATED``
-with the annotation's ``result``, the task's ``data`` and the project's ``label_config``.
-:func:`record_decision` reads that annotation as the engine reads it and compares it with what
-the serving version scored (the annotation's record in ``scores.json``) and with what the last
-decision on it left:
+labeling config, so the gestures are two every annotator already has, and Label Studio sends
+``ANNOTATION_UPDATED`` (with the annotation, the task's ``data`` and the project's
+``label_config``) for both:
 
-* the same labels: **confirmed** (the reviewer looked and left it as it is);
-* other labels: **fixed** (rescored, as every change is).
+* **confirm**: save the annotation with its labels unchanged. Label Studio 1.23's UI keeps
+  Update disabled until something changes, so the reviewer adds a note to a region (its meta)
+  and Updates; through the API, ``PATCH /api/annotations/{id}`` with the result as it is.
+* **fix**: change the labels and Update (``PATCH /api/annotations/{id} {"result": [...]}``).
+
+:func:`record_decision` reads the annotation as the engine reads it and compares it with what
+the serving version scored (the annotation's record in ``scores.json``) and with what the last
+decision on it left: the same labels are a confirmation, other labels a fix.
 
 A decision is kept in ``MODEL_DIR/<project>/reviews.json`` (atomic writes under the project's
 lock, so two reviewers deciding at once lose nothing), outside the versions: it survives
@@ -34,10 +37,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 
-from backend.store import ProjectStore, no_space, project_id
+from backend.store import ProjectStore, no_space, project_id, unwritten_projects
 from backend.tasks import ConfigError, parse_label_config, read_tasks
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.dataset import example_record
@@ -111,6 +117,47 @@ def confirmed_keys(store: ProjectStore) -> set[str]:
 # --------------------------------------------------------------------------------- recording
 
 
+# scores.json path -> ((inode, mtime, size), its annotations as scored_annotations gives them)
+_scored: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()
+_scored_lock = threading.Lock()
+SCORED_CACHED = 8  # versions whose scored annotations a process keeps
+
+
+def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
+    """``"task/annotation"`` -> ``{"hash", "score", "labels"}`` of every annotation ``version``
+    scored. Kept per process until scores.json changes (the :data:`SCORED_CACHED` most recently
+    used versions): a project of 14,000 NER tasks stores 17 MiB of scores, which take about a
+    second to parse, and a webhook that judges a decision should not pay that every time."""
+    path = store.versions / version / "scores.json"
+    held = os.path.abspath(store.root) in unwritten_projects()  # a full disk: kept in memory
+    try:
+        st = path.stat()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        stamp = None
+    with _scored_lock:
+        hit = _scored.get(str(path))
+        if hit is not None and hit[0] == stamp and not held:
+            _scored.move_to_end(str(path))
+            return hit[1]
+    index = {
+        record["id"]: {
+            "hash": content_hash(record),
+            "score": float(record["score"]),
+            "labels": record_labels(record),
+        }
+        for entry in store.scores(version).values()
+        for record in entry.get("annotations") or ()
+        if isinstance(record, dict) and "id" in record and "score" in record
+    }
+    if stamp is not None and not held:  # read after the stat: a newer file only reloads
+        with _scored_lock:
+            _scored[str(path)] = (stamp, index)
+            while len(_scored) > SCORED_CACHED:
+                _scored.popitem(last=False)
+    return index
+
+
 class _NoDecision(Exception):
     """Why a webhook decides nothing; ``unreadable``: the event itself is at fault (a WARNING)
     rather than a task or annotation the serving version has not scored (INFO)."""
@@ -144,10 +191,9 @@ def _judged(store: ProjectStore, body: Mapping) -> dict:
     version = store.current_version()
     if version is None:
         raise _NoDecision("no version scores the project yet")
-    entry = store.scores(version).get(task_id)
     key = f"{task_id}/{annotation_id}"
-    record = next((r for r in (entry or {}).get("annotations") or () if r.get("id") == key), None)
-    if record is None:
+    scored = scored_annotations(store, version).get(key)
+    if scored is None:
         raise _NoDecision(
             f"version {version} has not scored annotation {annotation_id} of task {task_id} "
             "(the task or the annotation is newer, or gone): nothing to confirm or fix"
@@ -167,9 +213,9 @@ def _judged(store: ProjectStore, body: Mapping) -> dict:
         "task": task_id,
         "annotation": annotation_id,
         "hash": content_hash(example_record(examples[0], spec.task)),
-        "scored_hash": content_hash(record),
-        "score": float(record["score"]),
-        "labels": record_labels(record),
+        "scored_hash": scored["hash"],
+        "score": scored["score"],
+        "labels": scored["labels"],
         "version": version,
     }
 
@@ -200,8 +246,8 @@ def record_decision(store: ProjectStore, body: Mapping) -> str | None:
 
 
 def _keep(store: ProjectStore, judged: dict) -> str:
-    """Add ``judged`` to reviews.json under the project's lock: unchanged against what was
-    scored or what the last decision left is a confirmation, else a fix."""
+    """Add ``judged`` to reviews.json under the project's lock: the labels scored, or those the
+    last decision left, are a confirmation; other labels a fix."""
     key = f"{judged['task']}/{judged['annotation']}"
     with store.locked():
         reviews = load(store)
@@ -209,18 +255,16 @@ def _keep(store: ProjectStore, judged: dict) -> str:
         decision = CONFIRMED if unchanged else FIXED
         now = time.time()
         slot = f"{decision}:{key}/{judged['hash']}"
-        old = reviews["decisions"].get(slot)
+        old = reviews["decisions"].get(slot) or {}
         reviews["decisions"][slot] = {
             "decision": decision,
-            **{k: judged[k] for k in ("task", "annotation", "hash", "score", "labels")},
-            "version": judged["version"],
-            "at": old["at"] if old else now,
+            **{k: judged[k] for k in ("task", "annotation", "hash")},
+            # a repeat keeps the score, labels and version it was first decided with
+            **{k: old.get(k, judged[k]) for k in ("score", "labels", "version")},
+            "at": old.get("at", now),
             "last_at": now,
-            "count": (old or {}).get("count", 0) + 1,
+            "count": old.get("count", 0) + 1,
         }
-        if old:  # a repeat: the score it was first decided at stays
-            for k in ("score", "labels", "version"):
-                reviews["decisions"][slot][k] = old[k]
         reviews["seen"][key] = judged["hash"]
         atomic_write_json(_path(store), reviews)
     logger.info(

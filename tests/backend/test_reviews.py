@@ -1,5 +1,5 @@
-"""backend.reviews through the Flask app's /webhook: a reviewer's Update of an annotation
-confirms it (unchanged) or fixes it (changed); decisions are kept per task, annotation and
+"""backend.reviews through the Flask app's /webhook: a reviewer confirms an annotation (saved
+with its labels unchanged) or fixes it (changed); decisions are kept per task, annotation and
 content, served as score 1 until the annotation changes; bad events and concurrent reviewers
 lose nothing and never fail the webhook. The version is published with stored scores made by
 the real parser and record writer; no scout is needed to judge a decision (the real Label
@@ -106,7 +106,7 @@ def _served(store: ProjectStore) -> dict:
     return reviews.served(store, store.scores(version))
 
 
-def test_unchanged_update_confirms_and_serves_score_one_until_it_changes(project):
+def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
     client, store = project
     assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
     served = _served(store)
@@ -134,6 +134,17 @@ def test_unchanged_update_confirms_and_serves_score_one_until_it_changes(project
         store.scores(store.current_version()), reviews.confirmed_keys(store)
     )
     assert {r["task"]: r["score"] for r in records if r["task"] in "12"} == {"1": 1.0, "2": 0.2}
+
+
+def test_a_note_on_a_region_confirms_and_a_repeat_is_counted(project):
+    """The UI's Update needs a change: a note in a region's meta is one that leaves the labels
+    as they are, so it confirms."""
+    client, store = project
+    noted = [{**MERKEL_PER[0], "meta": {"text": ["checked: correct"]}}, MERKEL_PER[1]]
+    assert _post(client, _updated(1, 11, noted))["review"] == "confirmed"
+    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    (decision,) = reviews.load(store)["decisions"].values()
+    assert decision["count"] == 2 and decision["score"] == 0.1
 
 
 def test_changed_update_fixes_and_a_later_unchanged_one_confirms_the_fix(project):
