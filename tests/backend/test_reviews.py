@@ -235,3 +235,18 @@ def test_reviewers_deciding_at_once_lose_no_decision(project, tmp_path):
     assert on[("1", "11", "confirmed")] == 1 and on[("1", "11", "fixed")] == 1
     assert len(on) == 4
     assert store.status()["events_since_training"] == len(bodies)
+
+
+def test_decisions_are_judged_against_the_scores_stored_now(project):
+    """The scored annotations a process keeps parsed follow scores.json: after a rescore
+    stores task 2's new labels, saving them unchanged confirms them."""
+    client, store = project
+    assert _post(client, _updated(2, 21, MERKEL_PER))["review"] == "confirmed"  # parsed, kept
+    version = store.current_version()
+    (rescored,) = read_tasks([_task(2, [(21, MERKEL_LOC)])], SPEC).tasks
+    record = annotation_record(rescored.examples[0], "ner", 0.7, {}, 0)
+    store.store_scores(version, {"2": {**store.scores(version)["2"], "annotations": [record]}})
+    assert reviews.scored_annotations(store, version)["2/21"]["score"] == 0.7
+    assert _post(client, _updated(2, 31, MERKEL_LOC)).get("review") is None  # not task 2's
+    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "confirmed"
+    assert _served(store)["2"]["score"] == 1.0
