@@ -18,7 +18,7 @@ from backend.report import annotation_records
 from backend.store import ProjectStore
 from backend.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
 from subregweigh.io.atomic import atomic_write_json
-from tests.test_backend_server import GOOD, NER_CONFIG, make_app
+from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 
 SPEC = parse_label_config(NER_CONFIG)
 TEXT = "Angela Merkel visited Zürich ."
