@@ -3,16 +3,17 @@ backend's files.
 
 The training stores every annotation's scores with its annotator (``scores.json``, see
 :func:`backend.tasks.stored_prediction`) and what it trained on (``meta.json``); a self-test
-leaves its outcome in the project's status; the project's settings now (what its next training
-uses, :func:`backend.project_settings.shown`) sit beside the version's. :func:`project_report`
-reads them into the
-engine's :func:`subregweigh.report.build_report`, with links to the tasks in Label Studio;
+leaves its outcome in the project's status, reviewers' decisions are kept in ``reviews.json``
+(:mod:`backend.reviews`), and the project's settings now (what its next training uses,
+:func:`backend.project_settings.shown`) sit beside the version's. :func:`project_report` reads
+them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
+Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Studio);
 :func:`render` makes the page (:mod:`subregweigh.report_html`).
 """
 
 from __future__ import annotations
 
-from backend import project_settings
+from backend import project_settings, reviews
 from backend.settings import Settings
 from backend.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
@@ -22,10 +23,14 @@ class ReportUnavailable(LookupError):
     """No report yet (no trained version, or one stored before reports); says why."""
 
 
-def annotation_records(scores: dict) -> list[dict]:
-    """Every stored annotation as a weights record, with its task (from ``scores.json``)."""
+def annotation_records(scores: dict, confirmed: set[str] = frozenset()) -> list[dict]:
+    """Every stored annotation as a weights record, with its task (from ``scores.json``); one
+    whose content a reviewer confirmed (``confirmed``, :func:`backend.reviews.confirmed_keys`)
+    scores 1."""
     return [
         {**record, "task": task}
+        if reviews.content_key(task, record) not in confirmed
+        else {**record, "task": task, "score": 1.0}
         for task, entry in scores.items()
         for record in entry.get("annotations") or ()
     ]
@@ -52,7 +57,7 @@ def project_report(
         raise ReportUnavailable(
             f"project {project} has no trained version yet: start a training first"
         )
-    records = annotation_records(store.scores(version))
+    records = annotation_records(store.scores(version), reviews.confirmed_keys(store))
     if not records:
         raise ReportUnavailable(
             f"version {version} of project {project} stored no per-annotation scores (it "
@@ -77,6 +82,7 @@ def project_report(
         },
         selftest=selftest if selftest.get("results") else None,
         task_url=task_url if base else None,
+        reviews=reviews.review_inputs(store),
     )
 
 

@@ -12,7 +12,7 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import inputs, project_settings, service, webhook_auth
+from backend import inputs, project_settings, reviews, service, webhook_auth
 from backend import report as reports
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
@@ -181,6 +181,11 @@ def webhook():
     store = _store(body.get("project"))
     reply = {"action": event}
     task = changed_task(body)
+    # Judged before its rescore replaces the scores it is judged against.
+    updated = event == "ANNOTATION_UPDATED" and task is not None
+    decision = reviews.record_decision(store, body) if updated else None
+    if decision:
+        reply["review"] = decision
     settings = project_settings.effective(_settings(), store)
     train, unwritten = wants_training(store, settings, event, task)
     if unwritten:  # a full disk: counted in this process, written when space returns

@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from backend import project_settings
+from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.redact import printable, redact, secrets_of
 from backend.settings import SCOUT, Settings
@@ -260,12 +260,14 @@ def _predict(
             "" if saved else "; the disk is full: kept in memory, not stored",
         )
     log_warnings(store.project, parsed.warnings)
+    confirmed = reviews.confirmed_keys(store)  # a reviewer's confirmation serves score 1
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None
         if entry is None:
             out.append({"result": [], "model_version": version})
         else:
+            entry = reviews.served_entry(item.id, entry, confirmed)
             out.append(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
@@ -687,7 +689,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
 
     store.update_status(message="writing predictions to Label Studio")
     with store.locked("writing"):
-        _write_predictions(api, project, version, scores)
+        _write_predictions(api, project, version, reviews.served(store, scores))
         api.set_model_version(int(project), version)
     # Changed before the fetch: scored above. After it: scored from what they were before.
     changed = store.take_status("changed_since_fetch", "rescore_pending")

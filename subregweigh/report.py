@@ -38,6 +38,7 @@ __all__ = [
     "label_confusion",
     "label_rows",
     "most_doubtful_tasks",
+    "review_summary",
     "score_summary",
     "wilson_interval",
 ]
@@ -364,6 +365,77 @@ def _finite(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# --------------------------------------------------------------------------------- reviews
+
+# The score thresholds at which :func:`review_summary` measures the flags' precision.
+REVIEW_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+
+
+def _decided(fixed: np.ndarray, mask: np.ndarray) -> dict:
+    n, k = int(mask.sum()), int((fixed & mask).sum())
+    return {
+        "reviewed": n,
+        "confirmed": n - k,
+        "fixed": k,
+        "precision": k / n if n else None,
+        "interval": list(wilson_interval(k, n)) if n else None,
+    }
+
+
+def review_summary(
+    score,
+    fixed,
+    labels: Sequence[Sequence[str]],
+    threshold: float = 0.5,
+    thresholds: Sequence[float] = REVIEW_THRESHOLDS,
+) -> dict:
+    """What reviewers' decisions say about the flags: of the reviewed items a score flagged
+    (``score < threshold``), how many the reviewers confirmed as correct and how many they
+    fixed; the flags' precision as the reviewers judged it is ``fixed / reviewed``.
+
+    Parameters
+    ----------
+    score : array-like of float, shape (n,)
+        Each reviewed item's score when it was decided (lower = more doubtful).
+    fixed : array-like of bool, shape (n,)
+        Whether the reviewers changed it (True) or confirmed it unchanged (False).
+    labels : sequence of sequences of str, length n
+        The labels each item held when it was decided; an item counts under each of them.
+    threshold : float, default 0.5
+        Below it an item counts as flagged.
+    thresholds : sequence of float, default 0.1, 0.2, ..., 1.0
+        Where ``by_threshold`` measures the precision.
+
+    Returns
+    -------
+    dict
+        ``threshold``; ``reviewed``, ``confirmed``, ``fixed``, ``precision`` (None when
+        nothing flagged was reviewed) and ``interval`` (its 95% Wilson interval) of the flagged
+        items; ``all``: the same over every decided item, flagged or not; ``by_label``: the same
+        per label (``label`` first), sorted by label; ``by_threshold``: the same at each of
+        ``thresholds`` (``threshold`` first).
+    """
+    score = np.asarray(score, dtype=float)
+    fixed = np.asarray(fixed, dtype=bool)
+    if not (len(score) == len(fixed) == len(labels)):
+        raise ValueError(
+            f"score, fixed and labels must have one entry per item, got {len(score)}, "
+            f"{len(fixed)} and {len(labels)}"
+        )
+    flagged = score < threshold
+    by_label = []
+    for label in sorted({label for held in labels for label in held}):
+        holds = np.array([label in held for held in labels], dtype=bool)
+        by_label.append({"label": label, **_decided(fixed, flagged & holds)})
+    return {
+        "threshold": threshold,
+        **_decided(fixed, flagged),
+        "all": _decided(fixed, np.ones(len(score), dtype=bool)),
+        "by_label": by_label,
+        "by_threshold": [{"threshold": t, **_decided(fixed, score < t)} for t in thresholds],
+    }
+
+
 # --------------------------------------------------------------------------------- all of it
 
 
@@ -376,6 +448,7 @@ def build_report(
     meta: Mapping | None = None,
     selftest: Mapping | None = None,
     task_url: Callable[[str], str] | None = None,
+    reviews: Mapping | None = None,
 ) -> dict:
     """The whole report as plain JSON values.
 
@@ -394,6 +467,9 @@ def build_report(
         A :func:`subregweigh.selftest.self_test` result to show beside the scores.
     task_url : callable, optional
         task id -> the address of the task (in Label Studio); None: no links.
+    reviews : mapping, optional
+        The reviewers' decisions, ``{"score", "fixed", "labels"}`` as :func:`review_summary`
+        takes them (one entry per reviewed item); None: no decisions yet.
 
     Returns
     -------
@@ -402,7 +478,8 @@ def build_report(
         (:func:`label_confusion`), ``labels`` (:func:`label_rows`), ``annotators``
         (:func:`annotator_rows`), ``doubtful`` (the ``top`` tasks: ``task``, ``url``,
         ``score`` (the minimum), ``annotations``: each shown with its gold label and the
-        scout's suggestion), ``selftest``, and ``annotations``: every annotation's ``id``,
+        scout's suggestion), ``selftest``, ``reviews`` (:func:`review_summary` at
+        ``threshold``, or None), and ``annotations``: every annotation's ``id``,
         ``task``, ``annotator``, ``score`` and ``reliability``.
     """
     if not len(table):
@@ -428,6 +505,9 @@ def build_report(
         "annotators": annotator_rows(table.annotators, table.score, threshold),
         "doubtful": doubtful,
         "selftest": to_json(dict(selftest)) if selftest else None,
+        "reviews": review_summary(reviews["score"], reviews["fixed"], reviews["labels"], threshold)
+        if reviews is not None
+        else None,
         "annotations": [
             {
                 "id": table.ids[i],

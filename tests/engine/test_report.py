@@ -24,6 +24,7 @@ from subregweigh.report import (
     label_confusion,
     label_rows,
     most_doubtful_tasks,
+    review_summary,
     score_summary,
     wilson_interval,
 )
@@ -263,6 +264,47 @@ def test_classification_report():
         "negative",
         False,
     )
+
+
+# ----------------------------------------------------------------------------- reviews
+
+
+def test_review_summary_counts_flags_and_their_precision_by_threshold():
+    # five decided tasks: scores when decided, fixed or confirmed, the labels they held
+    score = [0.05, 0.2, 0.3, 0.45, 0.8]
+    fixed = [True, False, True, False, True]
+    labels = [["PER"], ["PER", "LOC"], ["LOC"], ["O"], ["ORG"]]
+    summary = review_summary(score, fixed, labels, threshold=0.5, thresholds=(0.1, 0.5, 1.0))
+    assert json.loads(json.dumps(summary)) == summary
+    # flagged (score < 0.5): four reviewed, two fixed
+    assert (summary["reviewed"], summary["confirmed"], summary["fixed"]) == (4, 2, 2)
+    assert summary["precision"] == 0.5
+    assert summary["interval"] == pytest.approx(list(wilson_interval(2, 4)))
+    assert (summary["all"]["reviewed"], summary["all"]["fixed"]) == (5, 3)
+    by_label = {row["label"]: row for row in summary["by_label"]}
+    assert (by_label["PER"]["reviewed"], by_label["PER"]["fixed"]) == (2, 1)
+    assert by_label["LOC"]["precision"] == 0.5
+    assert by_label["ORG"]["reviewed"] == 0 and by_label["ORG"]["precision"] is None
+    by_threshold = [(r["threshold"], r["reviewed"], r["fixed"]) for r in summary["by_threshold"]]
+    assert by_threshold == [(0.1, 1, 1), (0.5, 4, 2), (1.0, 5, 3)]
+    assert summary["by_threshold"][0]["precision"] == 1.0
+    nothing = review_summary([0.9], [False], [["PER"]])
+    assert nothing["reviewed"] == 0 and nothing["precision"] is None
+    with pytest.raises(ValueError, match="one entry per item"):
+        review_summary([0.1, 0.2], [True], [["PER"]])
+
+
+def test_report_shows_the_reviews_first(known):
+    reviews = {"score": [0.1, 0.3, 0.9], "fixed": [True, False, True], "labels": [["PER"]] * 3}
+    report = build_report(known, reviews=reviews)
+    assert (report["reviews"]["reviewed"], report["reviews"]["fixed"]) == (2, 1)
+    page = render_html(report)
+    assert page.index('id="reviews"') < page.index('id="scores"')  # shown prominently
+    card = re.search(r'id="flag-precision"><b>([^<]+)</b>', page).group(1)
+    assert card == "50%"
+    assert "1 fixed of 2 reviewed" in page
+    assert build_report(known)["reviews"] is None
+    assert 'id="reviews"' not in render_html(build_report(known))
 
 
 # ----------------------------------------------------------------------------- the page

@@ -1,0 +1,227 @@
+"""Reviewers' decisions through a real Label Studio 1.23 (backend.reviews).
+
+A reviewer confirms an annotation by saving it with its labels unchanged and fixes it by saving
+other labels; Label Studio sends ANNOTATION_UPDATED either way. Through the API: flag, confirm
+one task and fix another, retrain: the confirmed task serves score 1 and is no longer among the
+most doubtful, across the retrain, until its annotation changes; the fixed one is rescored; the
+report counts both. Through the UI, in headless Chromium: Update is disabled until something
+changes, and a note on a region (its meta) then Update confirms.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from testbed.browser import Page, require_chromium
+from testbed.projects import ENGINE_ENV, NER_CONFIG, field, ner_tasks, retyped, wait_trained
+from testbed.servers import (
+    LS_PASSWORD,
+    LS_USERNAME,
+    BackendServer,
+    LabelStudioServer,
+    require_label_studio,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A real Label Studio with a 30-task NER project (3 wrong), our backend connected and
+    trained once."""
+    require_label_studio()
+    from label_studio_sdk.client import LabelStudio
+
+    tmp = tmp_path_factory.mktemp("reviews")
+    tasks, _ = ner_tasks(np.random.default_rng(29), 30, 3)
+    with LabelStudioServer() as label_studio:
+        env = {
+            **ENGINE_ENV,
+            "SRW_EPOCHS": "4",
+            "LABEL_STUDIO_URL": label_studio.url,
+            "LABEL_STUDIO_API_KEY": label_studio.token,
+        }
+        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
+            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+            project = ls.projects.create(title="review decisions", label_config=NER_CONFIG)
+            ls.projects.import_tasks(id=project.id, request=tasks)
+            ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+            ls.ml.train(id=ml.id)
+            wait_trained(backend, project.id)
+            yield SimpleNamespace(
+                label_studio=label_studio,
+                backend=backend,
+                ls=ls,
+                ml=ml,
+                project=project.id,
+                root=tmp / "models" / str(project.id),
+            )
+
+
+def queue(ctx) -> list[int]:
+    """The project's tasks, most doubtful first, as Label Studio orders them by score."""
+    query = quote(json.dumps({"ordering": ["tasks:predictions_score"]}))
+    page = ctx.label_studio.api(
+        "GET", f"/api/tasks?project={ctx.project}&fields=all&page_size=100&query={query}"
+    )
+    return [t["id"] for t in page["tasks"]]
+
+
+def served(ctx, task_id: int) -> float:
+    """The score of the task's prediction of the serving version."""
+    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
+    mine = [
+        p for p in ctx.ls.predictions.list(task=task_id) if field(p, "model_version") == version
+    ]
+    assert len(mine) == 1, f"task {task_id}: {mine}"
+    return field(mine[0], "score")
+
+
+def stored(ctx, task_id: int) -> float:
+    """The scout's own score of the task, as the serving version stores it."""
+    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
+    scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
+    return scores[str(task_id)]["score"]
+
+
+def annotation(ctx, task_id: int) -> dict:
+    (only,) = ctx.label_studio.api("GET", f"/api/tasks/{task_id}")["annotations"]
+    return only
+
+
+def update(ctx, task_id: int, result: list) -> None:
+    """What Update sends."""
+    path = f"/api/annotations/{annotation(ctx, task_id)['id']}"
+    ctx.label_studio.api("PATCH", path, {"result": result})
+
+
+def decisions(ctx) -> set[tuple[str, str]]:
+    path = ctx.root / "reviews.json"
+    kept = json.loads(path.read_text())["decisions"].values() if path.exists() else ()
+    return {(d["task"], d["decision"]) for d in kept}
+
+
+def wait(ctx, condition, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}\n{ctx.backend.log(80)}"
+        time.sleep(0.5)
+
+
+def doubtful_undecided(ctx, n: int) -> list[int]:
+    decided = {int(task) for task, _ in decisions(ctx)}
+    return [t for t in queue(ctx) if t not in decided and annotation(ctx, t)["result"]][:n]
+
+
+def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
+    ctx = trained
+    confirmed, fixed = doubtful_undecided(ctx, 2)
+    raw = {task: served(ctx, task) for task in (confirmed, fixed)}
+    assert raw[confirmed] < 1.0
+
+    update(ctx, confirmed, annotation(ctx, confirmed)["result"])  # as it is
+    update(ctx, fixed, retyped(annotation(ctx, fixed)["result"]))  # an entity retyped
+    wait(ctx, lambda: served(ctx, confirmed) == pytest.approx(1.0), "confirmed not served 1")
+    assert decisions(ctx) == {(str(confirmed), "confirmed"), (str(fixed), "fixed")}
+    wait(
+        ctx,
+        lambda: (
+            served(ctx, fixed) == pytest.approx(stored(ctx, fixed))
+            and served(ctx, fixed) != pytest.approx(raw[fixed])
+        ),
+        "the fixed task was not rescored",
+    )
+    assert confirmed not in queue(ctx)[:5]
+
+    # A retrain: the confirmation holds (the annotation did not change).
+    before = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
+    ctx.ls.ml.train(id=ctx.ml.id)
+    wait_trained(ctx.backend, ctx.project, previous=before)
+    assert served(ctx, confirmed) == pytest.approx(1.0)
+    assert stored(ctx, confirmed) < 1.0  # the scout's own score stays stored
+    assert confirmed not in queue(ctx)[:5]
+    assert served(ctx, fixed) == pytest.approx(stored(ctx, fixed))
+
+    code, report = ctx.backend.get(f"/report.json?project={ctx.project}&threshold=1.0")
+    assert code == 200, report
+    reviews = report["reviews"]
+    assert (reviews["reviewed"], reviews["confirmed"], reviews["fixed"]) == (2, 1, 1)
+    assert reviews["precision"] == pytest.approx(0.5)
+    assert confirmed not in [int(d["task"]) for d in report["doubtful"][:5]]
+    code, page = ctx.backend.get(f"/report?project={ctx.project}")
+    assert code == 200 and 'id="flag-precision"' in page
+
+    # An edit undoes the confirmation: the task is served the scout's score again.
+    update(ctx, confirmed, retyped(annotation(ctx, confirmed)["result"]))
+    wait(ctx, lambda: served(ctx, confirmed) < 1.0, "the edit did not undo the confirmation")
+    assert served(ctx, confirmed) == pytest.approx(stored(ctx, confirmed))
+
+
+def _click(page: Page, element: str) -> None:
+    """A real mouse click (Label Studio's controls ignore element.click()) on a JS element."""
+    x, y = page.evaluate(
+        f"(() => {{ const r = ({element}).getBoundingClientRect(); "
+        "return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+    )
+    for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+        page.cdp.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+
+UPDATE = "document.querySelector('[data-testid=bottombar-update-button]')"
+
+
+def test_a_note_on_a_region_then_update_confirms_in_the_ui(trained):
+    """The documented UI steps, in headless Chromium: open the most doubtful task, select a
+    region, add a note to its meta, Update."""
+    require_chromium()
+    ctx = trained
+    (task,) = doubtful_undecided(ctx, 1)
+    before = annotation(ctx, task)
+    url = ctx.label_studio.url
+    with Page(1400, 900) as page:
+        page.goto(f"{url}/user/login")
+        page.wait_for("!!document.querySelector('#login-form')")
+        page.evaluate(
+            f"document.querySelector('#email').value = {json.dumps(LS_USERNAME)};"
+            f"document.querySelector('#password').value = {json.dumps(LS_PASSWORD)};"
+            "document.getElementById('login-form').submit()"
+        )
+        page.wait_for("!location.pathname.startsWith('/user/login')")
+        page.cdp.call("Page.navigate", url=f"{url}/projects/{ctx.project}/data?task={task}")
+        page.wait_for(f"!!{UPDATE}", 90)
+        assert page.evaluate(f"{UPDATE}.disabled")  # Update needs a change in 1.23
+        first = before["result"][0]["value"]
+        words = ctx.label_studio.api("GET", f"/api/tasks/{task}")["data"]["text"]
+        region = (  # the first region's words, where the text shows them
+            "[...document.querySelectorAll('body *')].filter(e => e.children.length === 0 && "
+            f"e.textContent.trim() === {json.dumps(words[first['start'] : first['end']])}).pop()"
+        )
+        page.wait_for(f"!!{region}", 20)
+        _click(page, region)  # select the region
+        meta = "document.querySelector('button[aria-label=\"Edit region\\'s meta\"]')"
+        page.wait_for(f"!!{meta}", 20)
+        _click(page, meta)
+        page.wait_for("document.activeElement.tagName === 'TEXTAREA'", 20)
+        page.cdp.call("Input.insertText", text="checked: correct")
+        for kind in ("keyDown", "keyUp"):
+            page.cdp.call(
+                "Input.dispatchKeyEvent",
+                type=kind,
+                key="Enter",
+                code="Enter",
+                windowsVirtualKeyCode=13,
+            )
+        page.wait_for(f"!{UPDATE}.disabled", 20)
+        _click(page, UPDATE)
+        wait(ctx, lambda: (str(task), "confirmed") in decisions(ctx), "the UI did not confirm")
+    after = annotation(ctx, task)
+    assert any(r.get("meta") for r in after["result"])  # the note was saved with it
+    labels = [r["value"]["labels"] for r in before["result"]]
+    assert [r["value"]["labels"] for r in after["result"]] == labels
+    wait(ctx, lambda: served(ctx, task) == pytest.approx(1.0), "confirmed not served 1")
