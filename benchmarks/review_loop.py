@@ -89,9 +89,9 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                     for j in by_key.get(key, ()):
                         doubt[j] *= kw["boost"]  # -quality < 0: toward 0 moves up
         elif policy == "learn":
-            X = np.column_stack([kw["X"], slip_counts(original, fixes)])
-            decided = np.flatnonzero(reviewed)
-            doubt = ReviewRanker().fit(X, decided, flags[decided]).doubt(X, static)
+            slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
+            ranker = ReviewRanker().fit(kw["X"], slips, decided, flags[decided])
+            doubt = ranker.doubt(kw["X"], slips, static)
         rounds.append(
             {
                 "reviewed": int(reviewed.sum()),

@@ -10,11 +10,11 @@ conventions were slipped. :class:`ReviewRanker` ranks the undecided sentences wi
   case), and how the scout's own tagging disagrees with the annotation, by kind (``type``,
   ``boundary``, ``missing``, ``spurious``, as :mod:`subregweigh.compare` names them) and by type
   pair (``ORG>LOC``: annotated ORG, the scout says LOC);
-* :func:`slip_counts`: per sentence, how many of its (word, type) pairs a fixed sentence's
-  original annotation had in a span the fix changed (the same convention slip elsewhere);
-* a logistic regression on the decided sentences' features, balanced between errors and
-  confirmations, scores the rest. Until the decisions hold ``min_each`` errors and ``min_each``
-  confirmations, the static ranking (the lowest p(gold)) stands.
+* :func:`slip_counts`: per sentence, how often it repeats a fixed sentence's slip: the (word,
+  type) pairs the original annotation had in a span the fix changed;
+* a logistic regression on the decided sentences' features and slip counts, balanced between
+  errors and confirmations, scores the rest. Until the decisions hold ``min_each`` errors and
+  ``min_each`` confirmations, the static ranking (the lowest p(gold)) stands.
 
 No retraining of the scout: a refit takes milliseconds. On CoNLL-2003 test against CoNLL++
 (``python -m benchmarks.review_loop``), rounds of 50: see the benchmark's page for what it finds
@@ -27,7 +27,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from subregweigh.compare import span_changes
@@ -101,20 +100,19 @@ def slip_keys(original: Example, fixed: Example) -> set[tuple[str, str]]:
 
 
 def slip_counts(examples: Sequence[Example], fixes: Sequence[tuple[int, Example]]) -> np.ndarray:
-    """Per example, how many of its (word, type) pairs are a fixed sentence's slip.
+    """Per example, how often a fixed sentence's slip recurs in it: summed over the fixes, the
+    (word, type) pairs it shares with that fix's :func:`slip_keys`.
 
     ``fixes``: ``(index into examples, the sentence as fixed)``. Returns float, shape (n,); a
-    fixed sentence counts its own pairs too (rank only the undecided ones).
+    fixed sentence counts its own pairs too (rank only the undecided ones). Two fixes of the same
+    slip count twice: the more often reviewers fixed it, the likelier it recurs as an error.
     """
-    slips: set[tuple[str, str]] = set()
+    keys_of = [{(w, t.split("-", 1)[-1]) for w, t in zip(ex.words, ex.label)} for ex in examples]
+    counts = np.zeros(len(examples))
     for i, fixed in fixes:
-        slips |= slip_keys(examples[i], fixed)
-    return np.array(
-        [
-            float(len({(w, t.split("-", 1)[-1]) for w, t in zip(ex.words, ex.label)} & slips))
-            for ex in examples
-        ]
-    )
+        slips = slip_keys(examples[i], fixed)
+        counts += [len(keys & slips) for keys in keys_of]
+    return counts
 
 
 class ReviewRanker:
@@ -131,33 +129,46 @@ class ReviewRanker:
 
     Attributes
     ----------
-    model_ : sklearn Pipeline or None
-        The fitted scaler and regression; None while the decisions are too few.
+    scaler_ : StandardScaler or None
+        ``X`` standardised over every row, decided or not: the decided ones are the most
+        doubtful, and their spread alone would misweigh the penalty.
+    model_ : LogisticRegression or None
+        Fitted on the scaled features and the raw slip counts (a count of fixes is already on a
+        meaningful scale; standardising a mostly-zero column would blow it up). None while the
+        decisions are too few.
     """
 
     def __init__(self, C: float = 0.05, min_each: int = 3):
         self.C = C
         self.min_each = min_each
 
-    def fit(self, X: np.ndarray, decided: np.ndarray, is_error: np.ndarray) -> ReviewRanker:
-        """``X``: shape (n, n_features) (with :func:`slip_counts` as a column where fixes are
-        known); ``decided``: indices of the decided rows; ``is_error``: bool, one per index."""
+    def _design(self, X: np.ndarray, slips: np.ndarray) -> np.ndarray:
+        return np.column_stack([self.scaler_.transform(X), np.asarray(slips, dtype=float)])
+
+    def fit(
+        self, X: np.ndarray, slips: np.ndarray, decided: np.ndarray, is_error: np.ndarray
+    ) -> ReviewRanker:
+        """``X``: :func:`sentence_features`, shape (n, n_features); ``slips``:
+        :func:`slip_counts` of the fixes so far, shape (n,); ``decided``: indices of the decided
+        rows; ``is_error``: bool, one per index."""
         X, decided = np.asarray(X, dtype=float), np.asarray(decided, dtype=int)
         is_error = np.asarray(is_error, dtype=bool)
         if len(decided) != len(is_error):
             raise ValueError(f"{len(decided)} decided rows but {len(is_error)} decisions")
+        if len(slips) != len(X):
+            raise ValueError(f"{len(X)} rows of features but {len(slips)} slip counts")
         errors = int(is_error.sum())
         if min(errors, len(is_error) - errors) < self.min_each:
-            self.model_ = None
+            self.scaler_ = self.model_ = None
             return self
-        self.model_ = make_pipeline(
-            StandardScaler(), LogisticRegression(C=self.C, class_weight="balanced", max_iter=1000)
-        ).fit(X[decided], is_error)
+        self.scaler_ = StandardScaler().fit(X)
+        self.model_ = LogisticRegression(C=self.C, class_weight="balanced", max_iter=1000)
+        self.model_.fit(self._design(X, slips)[decided], is_error)
         return self
 
-    def doubt(self, X: np.ndarray, static: np.ndarray) -> np.ndarray:
+    def doubt(self, X: np.ndarray, slips: np.ndarray, static: np.ndarray) -> np.ndarray:
         """Doubt, shape (n,): higher is more likely an error. ``static``: the served quality
         (lower is more doubtful), used until :meth:`fit` has enough decisions."""
         if self.model_ is None:
             return -np.asarray(static, dtype=float)
-        return self.model_.decision_function(np.asarray(X, dtype=float))
+        return self.model_.decision_function(self._design(np.asarray(X, dtype=float), slips))

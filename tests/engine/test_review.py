@@ -55,29 +55,46 @@ def test_a_fixed_slip_counts_where_the_same_word_has_the_same_annotation():
     assert slip_keys(original[0], fixed) == {("Leeds", "LOC")}
     assert slip_counts(original, [(0, fixed)]).tolist() == [1, 1, 0, 0]
     assert slip_counts(original, []).tolist() == [0, 0, 0, 0]
+    fixed_too = Example(id="s9", words=("Leeds", "lost", "."), label=("B-ORG", "O", "O"))
+    twice = slip_counts(original, [(0, fixed), (1, fixed_too)])
+    assert twice.tolist() == [2, 2, 0, 0]  # the same slip fixed twice counts twice
 
 
 def test_the_ranker_keeps_the_static_order_until_it_has_both_kinds_of_decision():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
     static = rng.random(40)
-    ranker = ReviewRanker(min_each=3).fit(X, [0, 1, 2, 3], [True, True, False, False])
+    slips = np.zeros(40)
+    ranker = ReviewRanker(min_each=3).fit(X, slips, [0, 1, 2, 3], [True, True, False, False])
     assert ranker.model_ is None
-    assert np.array_equal(ranker.doubt(X, static), -static)
+    assert np.array_equal(ranker.doubt(X, slips, static), -static)
 
 
 def test_the_ranker_learns_which_feature_marks_an_error():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(200, 4))
     is_error = X[:, 2] > 0.8  # only the third feature says which are errors
-    decided = np.arange(60)
-    ranker = ReviewRanker().fit(X, decided, is_error[decided])
-    doubt = ranker.doubt(X, static=np.ones(200))
+    decided, slips = np.arange(60), np.zeros(200)
+    ranker = ReviewRanker().fit(X, slips, decided, is_error[decided])
+    doubt = ranker.doubt(X, slips, static=np.ones(200))
     rest = np.arange(60, 200)
     top = rest[np.argsort(-doubt[rest])[: int(is_error[rest].sum())]]
     assert is_error[top].mean() > 0.8 > 2 * is_error[rest].mean()
 
 
-def test_the_ranker_refuses_decisions_that_do_not_match_their_rows():
+def test_the_ranker_moves_up_sentences_that_repeat_fixed_slips():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 3))  # says nothing about the errors
+    slips = (rng.random(200) < 0.2).astype(float)
+    is_error = (slips > 0) & (rng.random(200) < 0.8)
+    decided = np.arange(80)
+    doubt = ReviewRanker().fit(X, slips, decided, is_error[decided]).doubt(X, slips, np.ones(200))
+    rest = np.arange(80, 200)
+    assert doubt[rest][slips[rest] > 0].min() > doubt[rest][slips[rest] == 0].max()
+
+
+def test_the_ranker_refuses_inputs_that_do_not_match():
     with pytest.raises(ValueError, match="3 decided rows but 2 decisions"):
-        ReviewRanker().fit(np.zeros((5, 2)), [0, 1, 2], [True, False])
+        ReviewRanker().fit(np.zeros((5, 2)), np.zeros(5), [0, 1, 2], [True, False])
+    with pytest.raises(ValueError, match="5 rows of features but 4 slip counts"):
+        ReviewRanker().fit(np.zeros((5, 2)), np.zeros(4), [0, 1], [True, False])
