@@ -102,6 +102,11 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     return rounds
 
 
+def reads_to_find(rounds, n_found: float) -> int:
+    """Sentences read once at least ``n_found`` errors were found."""
+    return next(r["reviewed"] for r in rounds if r["found"] >= n_found)
+
+
 def found_after(rounds, n_reviewed: int) -> int:
     """Errors found once at least ``n_reviewed`` sentences were read."""
     return next(r["found"] for r in rounds if r["reviewed"] >= n_reviewed)
@@ -153,12 +158,14 @@ def run_seed(args, seed: int, pair) -> dict:
         out["baselines"][name] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
             "found_x2": found_after(rounds, 2 * n_errors) / n_errors,
+            "reads_90": reads_to_find(rounds, 0.9 * n_errors),
         }
     for policy in POLICIES:
         rounds = review(quality, flags, examples, fixed, args.batch, policy, boost=args.boost, X=X)
         out[policy] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
             "found_x2": found_after(rounds, 2 * n_errors) / n_errors,
+            "reads_90": reads_to_find(rounds, 0.9 * n_errors),
             "round_seconds": float(np.mean([r["seconds"] for r in rounds])),
             "curve": [(r["reviewed"], r["found"]) for r in rounds],
         }
@@ -168,13 +175,13 @@ def run_seed(args, seed: int, pair) -> dict:
 def summarize(runs) -> dict:
     out = {
         policy: harness.summarize_rows(
-            [run[policy] for run in runs], ("found_x1", "found_x2", "round_seconds")
+            [run[policy] for run in runs], ("found_x1", "found_x2", "reads_90", "round_seconds")
         )
         for policy in POLICIES
     }
     for name in runs[0]["baselines"]:
         out[f"baseline: {name}"] = harness.summarize_rows(
-            [run["baselines"][name] for run in runs], ("found_x1", "found_x2")
+            [run["baselines"][name] for run in runs], ("found_x1", "found_x2", "reads_90")
         )
     return out
 
@@ -191,12 +198,13 @@ def markdown(result) -> str:
         "default); the baselines read in a fixed order with no model and learn nothing.",
         "",
         *harness.table(
-            ["policy", "found after reading x1 errors", "x2", "rescoring s/round"],
+            ["policy", "found after reading x1 errors", "x2", "read to find 90%", "s/round"],
             [
                 [
                     p,
                     harness.pm(s["found_x1"]),
                     harness.pm(s["found_x2"]),
+                    harness.pm(s["reads_90"], 0),
                     f"{s['round_seconds']['mean']:.4f}" if "round_seconds" in s else "",
                 ]
                 for p, s in result["summary"].items()
