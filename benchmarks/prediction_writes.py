@@ -12,7 +12,8 @@ Two writes per size, as the backend makes them: the first version on a project w
 predictions, then a second version (a retrain) on top of it, when every task already holds one.
 Every HTTP request the client sends is counted and timed (the SDK's httpx client), and after
 each write every task is checked to hold exactly one prediction of that version. Last, a probe:
-one import request of 100 predictions, timed: what a request costs by project size.
+one import request of 100 predictions, timed: what a request costs by project size; and the
+check a retried import makes first (which predictions landed), timed.
 
     python -m benchmarks.prediction_writes --sizes 1000 14000 50000   # about 15 min on 2 cores
 
@@ -156,7 +157,8 @@ def one_each(ls: LabelStudioServer, project: int, task_ids: list[int], version: 
     assert per_task == Counter(task_ids), f"{version}: not one prediction per task"
 
 
-def measure_size(ls: LabelStudioServer, size: int, args) -> dict:
+def measure_size(ls: LabelStudioServer, size: int, args, keep) -> dict:
+    """The row of ``size``; ``keep(row)`` after each step, so a stopped run keeps what it has."""
     examples = sentences(size, args.seed)
     project, task_ids = import_tasks(ls, examples)
     api = LabelStudioAPI(ls.url, ls.token, retries=0)
@@ -185,8 +187,14 @@ def measure_size(ls: LabelStudioServer, size: int, args) -> dict:
             "body_mb": round(sum(b for *_, b in requests) / 2**20, 1),
         }
         logger.info("%d tasks, %s: %s", size, write, describe(row["writes"][write], size))
+        keep(row)
+    # What a retry costs before it sends anything: which predictions already landed.
+    started = time.perf_counter()
+    assert api._not_yet_written(project, predictions) == [], "a written prediction was missed"
+    row["retry_check_seconds"] = round(time.perf_counter() - started, 2)
     row["probe_seconds"] = probe(api, project, task_ids)
     logger.info("%d tasks: one import of %d predictions %.2f s", size, PROBE, row["probe_seconds"])
+    keep(row)
     return row
 
 
@@ -198,7 +206,9 @@ def probe(api: LabelStudioAPI, project: int, task_ids: list[int]) -> float:
         for t in task_ids[:PROBE]
     ]
     started = time.perf_counter()
-    api.client.projects.import_predictions(id=project, request=predictions)
+    api.client.projects.import_predictions(
+        id=project, request=predictions, request_options=labelstudio.IMPORT_ONCE
+    )
     return round(time.perf_counter() - started, 2)
 
 
@@ -228,7 +238,8 @@ def markdown(result: dict) -> str:
         "first (every task already holds a prediction). Requests: every HTTP request the "
         f"client sent. {batching(result)} "
         f"*One request of {PROBE}*: a single import of {PROBE} predictions afterwards, what a "
-        "request costs by project size whatever it carries.",
+        "request costs by project size whatever it carries. *Retry check*: what a retried import "
+        "reads first, every prediction of the project, to leave out those that landed.",
         "",
     ]
     rows = []
@@ -247,13 +258,14 @@ def markdown(result: dict) -> str:
                 f"{done['largest_request_seconds']:.1f}",
             ]
         cells.append(f"{row['writes'][WRITES[0]]['body_mb']:.1f}")
-        cells.append(f"{row['probe_seconds']:.2f}")
+        cells.append(f"{row['probe_seconds']:.2f}" if "probe_seconds" in row else "-")
+        cells.append(f"{row['retry_check_seconds']:.1f}" if "retry_check_seconds" in row else "-")
         cells.append(f"{row['load_average']:.1f}" if "load_average" in row else "-")
         rows.append(cells)
     header = ["tasks"]
     for write in ("first", "second"):
         header += [f"{write}: requests", "s", "s per 1,000 tasks", "longest request s"]
-    header += ["MiB sent", f"one request of {PROBE} s", "load avg"]
+    header += ["MiB sent", f"one request of {PROBE} s", "retry check s", "load avg"]
     lines += table(header, rows, align="r" * len(header))
     lines += [
         "",
@@ -278,9 +290,13 @@ def main(argv=None) -> int:
         result["runs"] = [run for run in earlier["runs"] if run["size"] not in args.sizes]
     with LabelStudioServer() as ls:
         for size in args.sizes:
-            result["runs"].append(measure_size(ls, size, args))
-            result["runs"].sort(key=lambda run: run["size"])
-            save(args.out, args.name, result, markdown(result))
+            others = [run for run in result["runs"] if run["size"] != size]
+
+            def keep(row, others=others):
+                result["runs"] = sorted([*others, row], key=lambda run: run["size"])
+                save(args.out, args.name, result, markdown(result))
+
+            measure_size(ls, size, args, keep)
     print(markdown(result))
     print(json.dumps(result["runs"][-1]["writes"], indent=1))
     return 0
