@@ -31,7 +31,16 @@ import time
 from datetime import timezone
 from pathlib import Path
 
-from benchmarks.harness import arguments, command, footer, save, stamp, start, table
+from benchmarks.harness import (
+    arguments,
+    command,
+    footer,
+    matmul_gflops,
+    save,
+    stamp,
+    start,
+    table,
+)
 from benchmarks.scaling import check_predictions, import_project
 from testbed.projects import wait_trained
 from testbed.servers import BackendServer, BackgroundProcess, LabelStudioServer, RedisServer
@@ -182,7 +191,7 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
             ls.api("POST", "/api/ml", {"project": project, "url": backend.url, "title": "srw"})
             for project, _ in projects
         ]
-        load = os.getloadavg()[0]
+        load, speed = os.getloadavg()[0], matmul_gflops()
         started = time.time()
         for _ in range(args.triggers):
             for ml in mls:
@@ -208,6 +217,7 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
         "workers": n_workers,
         "wall_seconds": round(max(job["ended"] for job in jobs) - started, 2),
         "load_average": round(load, 2),
+        "matmul_gflops": speed,
         "jobs": [
             {
                 **job,
@@ -268,15 +278,18 @@ def markdown(result: dict) -> str:
                 f"{base / row['wall_seconds']:.2f}x",
                 f"{trainings[len(trainings) // 2]:.1f}" if trainings else "-",
                 f"{row['load_average']:.1f}",
+                row.get("matmul_gflops", "-"),
                 "yes" if clean else "NO",
             ]
         )
     header = ["workers", "jobs", "jobs per worker", "wall s", "speed-up", "training s"]
-    header += ["load avg", "each job once"]
-    lines += table(header, rows, align="rrrrrrrl")
+    header += ["load avg", "GFLOP/s", "each job once"]
+    lines += table(header, rows, align="rrrrrrrrl")
     lines += [
         "",
-        f"Load avg: the 1-minute load average at the round's start ({os.cpu_count()} CPUs here).",
+        f"Load avg: the 1-minute load average at the round's start ({os.cpu_count()} CPUs here; "
+        "above that, other jobs shared the machine). GFLOP/s: the machine's speed at the round's "
+        "start, float32 matrix products (-: not recorded). Speed-up: against the first row.",
         "",
     ]
     return "\n".join([*lines, *footer(result), ""])
