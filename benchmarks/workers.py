@@ -257,13 +257,14 @@ def markdown(result: dict) -> str:
         f"{cfg['triggers']} time(s) to each at once; engine settings {cfg['engine']}; each "
         f"worker a separate `python -m backend.worker` process of {cfg['worker_threads']} torch "
         "threads. *Wall*: the first trigger to the "
-        "last job's end. *Training*: the phases of one training (median over the round's "
-        "jobs). *Each job once*: every finished job's `Job OK` is in exactly one worker's log, "
+        "last job's end. *Trainings*: the phases of each training, seconds. *Each job once*: "
+        "every finished job's `Job OK` is in exactly one worker's log, "
         "no job failed, each project has one version a training job, and one project's "
         "trainings never overlapped.",
         "",
     ]
-    base = result["runs"][0]["wall_seconds"] if result["runs"] else None
+    ones = [row for row in result["runs"] if row["workers"] == 1] or result["runs"]
+    base = ones[0]["wall_seconds"] if ones else None
     rows = []
     for row in result["runs"]:
         trainings = sorted(j["training_seconds"] for j in row["jobs"] if j["trained"])
@@ -276,20 +277,20 @@ def markdown(result: dict) -> str:
                 " + ".join(str(n) for n in sorted(row["jobs_by_worker"].values(), reverse=True)),
                 f"{row['wall_seconds']:.1f}",
                 f"{base / row['wall_seconds']:.2f}x",
-                f"{trainings[len(trainings) // 2]:.1f}" if trainings else "-",
+                ", ".join(f"{t:.1f}" for t in trainings) or "-",
                 f"{row['load_average']:.1f}",
                 row.get("matmul_gflops", "-"),
                 "yes" if clean else "NO",
             ]
         )
-    header = ["workers", "jobs", "jobs per worker", "wall s", "speed-up", "training s"]
+    header = ["workers", "jobs", "jobs per worker", "wall s", "speed-up", "trainings s"]
     header += ["load avg", "GFLOP/s", "each job once"]
     lines += table(header, rows, align="rrrrrrrrl")
     lines += [
         "",
         f"Load avg: the 1-minute load average at the round's start ({os.cpu_count()} CPUs here; "
         "above that, other jobs shared the machine). GFLOP/s: the machine's speed at the round's "
-        "start, float32 matrix products (-: not recorded). Speed-up: against the first row.",
+        "start, float32 matrix products (-: not recorded). Speed-up: against one worker.",
         "",
     ]
     return "\n".join([*lines, *footer(result), ""])
