@@ -17,10 +17,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Label Studio 1.23's import view (its default, legacy path) reloads every task id of the project
 # and recounts every task's annotations and predictions once per request, whatever the request
-# carries (one import of 100 predictions: 0.90 s in a 1,000-task project, 58.11 s in a 50,000-task
+# carries (one import of 100 predictions: 0.90 s in a 1,000-task project, 40.08 s in a 50,000-task
 # one): k requests cost k times the project, so batches of a fixed count grow with the square of
-# the project. One request per write is close to linear (benchmarks/prediction_writes.py: 1.29 s
-# per 1,000 tasks at 14,000, 2.15 at 50,000; in batches of 5,000, 2.68 at 14,000). A write is
+# the project. One request per write is linear (benchmarks/prediction_writes.py, 50,000 tasks
+# back to back: 48.8 s in one request, 406.6 s in 10 of 5,000). A write is
 # cut only where its body would pass this many bytes (Label Studio's own limit,
 # DATA_UPLOAD_MAX_MEMORY_SIZE, is 250 MiB by default; 50,000 NER predictions are 15.7 MiB), or
 # where a proxy answers 413.
