@@ -16,10 +16,15 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 # Label Studio 1.23's import view (its default, legacy path) reloads every task id of the project
-# and recounts every task's annotations and predictions once per request: the cost of a request
-# grows with the project, so few large requests beat many small ones (500 per request spent
-# 286 s writing 14,000 predictions).
-PREDICTION_BATCH = 5000
+# and recounts every task's annotations and predictions once per request, whatever the request
+# carries (one import of 100 predictions: 0.90 s in a 1,000-task project, 40.08 s in a 50,000-task
+# one): k requests cost k times the project, so batches of a fixed count grow with the square of
+# the project. One request per write is linear (benchmarks/prediction_writes.py, 50,000 tasks
+# back to back: 48.8 s in one request, 406.6 s in 10 of 5,000). A write is
+# cut only where its body would pass this many bytes (Label Studio's own limit,
+# DATA_UPLOAD_MAX_MEMORY_SIZE, is 250 MiB by default; 50,000 NER predictions are 15.7 MiB), or
+# where a proxy answers 413.
+PREDICTION_REQUEST_BYTES = 64 * 2**20
 # The SDK would retry on its own inside each of our attempts; one layer of backoff, ours.
 ONCE = {"max_retries": 0}
 # A timed-out import may still land, and its retry would then add a second prediction per task
@@ -56,6 +61,19 @@ def _plain_task(task) -> dict:
             a if isinstance(a, dict) else a.dict() for a in (task.get("annotations") or [])
         ],
     }
+
+
+def _batches(predictions: Sequence[dict], limit: int) -> list[list[dict]]:
+    """``predictions`` in order, cut where a batch's JSON body would pass ``limit`` bytes."""
+    batches, batch, size = [], [], 2  # the list's brackets
+    for prediction in predictions:
+        more = len(json.dumps(prediction, default=str)) + 2  # its comma and space
+        if batch and size + more > limit:
+            batches.append(batch)
+            batch, size = [], 2
+        batch.append(prediction)
+        size += more
+    return [*batches, batch] if batch else batches
 
 
 class LabelStudioAPI:
@@ -172,33 +190,61 @@ class LabelStudioAPI:
         return {user.id: user.email for user in listed if user.id is not None and user.email}
 
     def write_predictions(self, project: int, predictions: Sequence[dict]) -> None:
-        """Import ``{task, result, score, model_version}`` dicts in batches, idempotently: an
-        attempt after a failed one first drops the tasks that already have a prediction of that
-        model version (a timed-out import may have landed), so a retry never adds a second
-        prediction of one version to a task."""
-        for start in range(0, len(predictions), PREDICTION_BATCH):
-            batch = list(predictions[start : start + PREDICTION_BATCH])
-            attempts = 0
+        """Import ``{task, result, score, model_version}`` dicts in as few requests as Label
+        Studio takes (one, up to :data:`PREDICTION_REQUEST_BYTES`; a batch refused with 413 is
+        halved), idempotently: an attempt after a failed one first drops the tasks that already
+        have a prediction of that model version (a timed-out import may have landed), so a
+        retry never adds a second prediction of one version to a task."""
+        todo = _batches(predictions, PREDICTION_REQUEST_BYTES)
+        while todo:
+            batch = todo.pop(0)
+            if self._import(project, batch):
+                continue
+            if len(batch) == 1:
+                raise LabelStudioUnavailable(
+                    f"Label Studio (or a proxy before it) refused to write a prediction of task "
+                    f"{batch[0]['task']} to project {project} as too large (HTTP 413)"
+                )
+            half = len(batch) // 2
+            logger.warning(
+                "project %s: an import of %d predictions was refused as too large (HTTP 413); "
+                "sending them in two",
+                project,
+                len(batch),
+            )
+            todo[:0] = [batch[:half], batch[half:]]
 
-            def send(batch=batch) -> None:
-                nonlocal attempts
-                attempts += 1
-                todo = batch if attempts == 1 else self._not_yet_written(project, batch)
-                if todo:
+    def _import(self, project: int, batch: list[dict]) -> bool:
+        """One import of ``batch``, retried idempotently; False if refused as too large."""
+        from label_studio_sdk.core.api_error import ApiError
+
+        attempts = 0
+
+        def send() -> bool:
+            nonlocal attempts
+            attempts += 1
+            todo = batch if attempts == 1 else self._not_yet_written(project, batch)
+            if todo:
+                try:
                     self.client.projects.import_predictions(
                         id=project, request=todo, request_options=IMPORT_ONCE
                     )
-                if len(todo) < len(batch):
-                    logger.info(
-                        "project %s: %d of %d predictions had landed before the retry; "
-                        "imported the other %d",
-                        project,
-                        len(batch) - len(todo),
-                        len(batch),
-                        len(todo),
-                    )
+                except ApiError as err:
+                    if err.status_code == 413:  # refused before reading: nothing landed
+                        return False
+                    raise
+            if len(todo) < len(batch):
+                logger.info(
+                    "project %s: %d of %d predictions had landed before the retry; "
+                    "imported the other %d",
+                    project,
+                    len(batch) - len(todo),
+                    len(batch),
+                    len(todo),
+                )
+            return True
 
-            self._call(f"write {len(batch)} predictions to project {project}", send)
+        return self._call(f"write {len(batch)} predictions to project {project}", send)
 
     def _not_yet_written(self, project: int, batch: Sequence[dict]) -> list[dict]:
         """The predictions of ``batch`` whose task has none of their model version yet."""

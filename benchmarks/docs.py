@@ -55,12 +55,14 @@ TITLES = {
     "inference": "Inference for the weighing pass",
     "load_test": "Load test",
     "predict_latency": "/predict latency",
+    "prediction_writes": "Writing predictions to Label Studio",
     "real_errors": "Real annotation errors",
     "review_loop": "The review loop",
     "scaling": "Scaling: Start Training to scores",
     "selftest_projects": "Self-test on the test projects",
     "training_step": "Training step",
     "warm_start": "Warm-start retraining",
+    "workers": "Several rq workers on one queue",
 }
 OLD_COMMAND = re.compile(r"\bpython benchmarks/(\w+)\.py\b")
 HEADING = re.compile(r"^(#{1,6}) ", re.M)

@@ -1,10 +1,13 @@
 """Writing predictions to a real Label Studio 1.23 is idempotent (issue 26, item 8): an import
 that lands but whose reply is lost (a proxy in between answers 504 after forwarding it) is
-retried without adding a second prediction of the same model version to any task."""
+retried without adding a second prediction of the same model version to any task. A write goes
+in as few requests as Label Studio takes (issue 30): one, cut by body size, halved where a proxy
+answers 413."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,14 +15,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from backend.labelstudio import LabelStudioAPI
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, _batches
 from testbed.projects import NER_CONFIG
 from testbed.servers import LabelStudioServer, free_port, require_label_studio
 
 
-def _proxy(target: str, lose_first_import: bool):
+def _proxy(target: str, lose_first_import: bool, max_body: int | None = None):
     """A forwarding proxy to ``target``; with ``lose_first_import``, the first prediction
-    import reaches Label Studio but its reply is replaced by a 504. Records (method, path)."""
+    import reaches Label Studio but its reply is replaced by a 504; a body over ``max_body``
+    bytes is answered 413 without forwarding it, as nginx's client_max_body_size does. Records
+    (method, path)."""
     host, port = urlsplit(target).hostname, urlsplit(target).port
     seen: list[tuple[str, str]] = []
     lost = []
@@ -28,6 +33,11 @@ def _proxy(target: str, lose_first_import: bool):
         def _forward(self):
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             seen.append((self.command, self.path))
+            if max_body is not None and len(body) > max_body:
+                self.send_response(413)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             conn = http.client.HTTPConnection(host, port, timeout=60)
             headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
             conn.request(self.command, self.path, body=body or None, headers=headers)
@@ -84,3 +94,66 @@ def test_a_retried_import_adds_no_second_prediction(lose_first_import):
     imports = [path for method, path in seen if "import/predictions" in path]
     assert bool(lost) is lose_first_import
     assert len(imports) == 1  # the retry found them landed and sent nothing
+
+
+def test_batches_are_cut_by_body_size_in_order():
+    predictions = [
+        {"task": t, "result": [], "score": 0.5, "model_version": "v"} for t in range(100, 150)
+    ]
+    one = len(json.dumps(predictions[0])) + 2
+    assert _batches(predictions, 10**6) == [predictions]  # one request while it fits
+    cut = _batches(predictions, 2 + 7 * one)
+    assert [len(b) for b in cut] == [7] * 7 + [1]
+    assert [p for b in cut for p in b] == predictions
+    assert _batches(predictions[:2], 1) == [[predictions[0]], [predictions[1]]]
+    assert _batches([], 100) == []
+
+
+def _project(ls, n_tasks: int) -> tuple[int, list[int]]:
+    project = ls.api("POST", "/api/projects", {"title": "writes", "label_config": NER_CONFIG})
+    ls.api(
+        "POST",
+        f"/api/projects/{project['id']}/import",
+        [{"data": {"text": f"Task number {i}"}} for i in range(n_tasks)],
+    )
+    return project["id"], [t["id"] for t in ls.api("GET", f"/api/projects/{project['id']}/tasks")]
+
+
+def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413():
+    """40 predictions: one request straight to Label Studio; behind a proxy that takes at most
+    12 of them a request, each refused import is halved until it passes, and every task still
+    gets exactly one prediction of each version. A single prediction too large: a clear error,
+    nothing written."""
+    require_label_studio()
+    with LabelStudioServer() as ls:
+        project, tasks = _project(ls, 40)
+
+        def predictions(version, result=()):
+            return [
+                {"task": t, "result": list(result), "score": 0.5, "model_version": version}
+                for t in tasks
+            ]
+
+        twelve = 2 + 12 * (len(json.dumps(predictions("v1")[0])) + 2)
+        imports = {}
+        for version, max_body in (("v1", None), ("v2", twelve)):
+            server, url, seen, _ = _proxy(ls.url, False, max_body=max_body)
+            try:
+                api = LabelStudioAPI(url, ls.token, retries=0)
+                api.write_predictions(project, predictions(version))
+                if max_body:
+                    large = predictions("v3", [{"note": "x" * twelve}])[:1]
+                    with pytest.raises(LabelStudioUnavailable, match=r"too large \(HTTP 413\)"):
+                        api.write_predictions(project, large)
+            finally:
+                server.shutdown()
+                server.server_close()
+            imports[version] = [path for _, path in seen if "import/predictions" in path]
+        stored = ls.api("GET", f"/api/predictions?project={project}")
+    for version in ("v1", "v2"):
+        per_task = Counter(p["task"] for p in stored if p["model_version"] == version)
+        assert per_task == Counter(tasks), version  # exactly one each
+    assert not [p for p in stored if p["model_version"] == "v3"]
+    assert len(imports["v1"]) == 1
+    # 40 -> 20 + 20 -> 10 + 10 + 10 + 10: 3 refused, 4 landed; then the large one refused
+    assert len(imports["v2"]) == 3 + 4 + 1
