@@ -40,19 +40,27 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from backend.store import ProjectStore, no_space, project_id, unwritten_projects
 from backend.tasks import ConfigError, parse_label_config, read_tasks
+from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.dataset import example_record
 from subregweigh.report import NONE_LABEL
+from subregweigh.review import slip_keys
 from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
 
 CONFIRMED, FIXED = "confirmed", "fixed"
+# An annotation's served score is multiplied by this for every repeat of a fixed slip: halved
+# per repeat, as the review-loop benchmark's `propagate` policy, which reads 90% of CoNLL-2003
+# test's errors in half the sentences of the static ranking (benchmarks/review_loop.py).
+SLIP_BOOST = 0.5
+SLIP_SEP = "\0"  # joins (word, type) into a status key
 CONFIRMED_NOTE = (
     "a reviewer confirmed this annotation: served as fully reliable (score 1) until it changes"
 )
@@ -145,6 +153,7 @@ def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
             "hash": content_hash(record),
             "score": float(record["score"]),
             "labels": record_labels(record),
+            **{k: record[k] for k in ("words", "tags") if k in record},  # NER: a fix's slips
         }
         for entry in store.scores(version).values()
         for record in entry.get("annotations") or ()
@@ -209,9 +218,14 @@ def _judged(store: ProjectStore, body: Mapping) -> dict:
     if not examples:
         why = "; ".join(parsed.warnings) or "it is cancelled or empty"
         raise _NoDecision(f"annotation {annotation_id} of task {task_id} is not usable: {why}")
+    slips = []
+    if "words" in scored and "tags" in scored:
+        before = Example(id=key, words=tuple(scored["words"]), label=tuple(scored["tags"]))
+        slips = sorted(slip_keys(before, examples[0])) if before.words == examples[0].words else []
     return {
         "task": task_id,
         "annotation": annotation_id,
+        "slips": [list(s) for s in slips],
         "hash": content_hash(example_record(examples[0], spec.task)),
         "scored_hash": scored["hash"],
         "score": scored["score"],
@@ -264,9 +278,20 @@ def _keep(store: ProjectStore, judged: dict) -> str:
             "at": old.get("at", now),
             "last_at": now,
             "count": old.get("count", 0) + 1,
+            **(
+                {"slips": judged["slips"], "scored_hash": judged["scored_hash"]}
+                if decision == FIXED and judged["slips"]
+                else {}
+            ),
         }
         reviews["seen"][key] = judged["hash"]
         atomic_write_json(_path(store), reviews)
+    if decision == FIXED and judged["slips"] and not old:
+        # the next rescore rewrites the predictions of the tasks that repeat them
+        new = {SLIP_SEP.join(s): 1 for s in judged["slips"]}
+        store.update_status(
+            slips_pending=lambda pending: {**new, **(pending or {})},
+        )
     logger.info(
         "project %s: annotation %s of task %s %s by a reviewer (score %.3f with version %s)",
         store.project,
@@ -282,19 +307,63 @@ def _keep(store: ProjectStore, judged: dict) -> str:
 # --------------------------------------------------------------------------------- serving
 
 
-def served_entry(task: str, entry: dict, confirmed: set[str]) -> dict:
+@dataclass(frozen=True)
+class Slips:
+    """The slips reviewers fixed: ``counts``, (word, entity type or O) -> how many fixes changed
+    an annotation of that word as that type (:func:`subregweigh.review.slip_keys`); ``fixed``,
+    the content keys of the annotations as those fixes found them (not repeats of their own
+    slip: their rescore is on its way)."""
+
+    counts: Counter
+    fixed: frozenset
+
+
+def fixed_slips(store: ProjectStore) -> Slips:
+    """The slips of every fix kept in reviews.json, which the served scores move up where
+    they recur."""
+    counts: Counter = Counter()
+    fixed = set()
+    for d in load(store)["decisions"].values():
+        if d.get("decision") == FIXED and d.get("slips"):
+            counts.update(tuple(s) for s in d["slips"])
+            fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
+    return Slips(counts, frozenset(fixed))
+
+
+def slip_repeats(record: Mapping, slips: Counter) -> int:
+    """How often an NER annotation ``record`` repeats the fixed ``slips``: summed over its
+    distinct (word, type) pairs, the fixes of each (0 for classification)."""
+    if not slips or "words" not in record or "tags" not in record:
+        return 0
+    pairs = {(w, t.split("-", 1)[-1]) for w, t in zip(record["words"], record["tags"])}
+    return sum(slips[pair] for pair in pairs if pair in slips)
+
+
+def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | None = None) -> dict:
     """``entry`` (a stored prediction) as served: each annotation whose current content a
-    reviewer confirmed counts as score 1, the task's score is the lowest of its annotations';
-    when every annotation is confirmed, its regions' notes say so. A copy when anything
-    changes; the stored entry is never modified."""
+    reviewer confirmed counts as score 1; each other one's score is multiplied by
+    :data:`SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere (``slips``,
+    :func:`fixed_slips`), so the same convention slip moves up the queue; the task's score is
+    the lowest of its annotations'. When every annotation is confirmed, its regions' notes say
+    so. A copy when anything changes; the stored entry is never modified."""
     records = entry.get("annotations") or ()
-    if not confirmed or not records:
+    if not records or not (confirmed or (slips and slips.counts)):
         return entry
     mine = [content_key(task, r) in confirmed for r in records]
-    if not any(mine):
+    repeats = [
+        0
+        if ok or slips is None or content_key(task, r) in slips.fixed
+        else slip_repeats(r, slips.counts)
+        for r, ok in zip(records, mine)
+    ]
+    if not any(mine) and not any(repeats):
         return entry
-    score = min(1.0 if ok else float(r["score"]) for r, ok in zip(records, mine))
+    score = min(
+        1.0 if ok else float(r["score"]) * SLIP_BOOST**n for r, ok, n in zip(records, mine, repeats)
+    )
     out = {**entry, "score": score, "confirmed": sum(mine)}
+    if any(repeats):
+        out["slip_repeats"] = sum(repeats)
     if all(mine):
         out["result"] = [
             {**region, "meta": {"text": [CONFIRMED_NOTE]}} if "meta" in region else region
@@ -305,8 +374,8 @@ def served_entry(task: str, entry: dict, confirmed: set[str]) -> dict:
 
 def served(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
     """``scores`` (task id -> stored prediction) as served (:func:`served_entry`)."""
-    confirmed = confirmed_keys(store)
-    return {task: served_entry(task, entry, confirmed) for task, entry in scores.items()}
+    confirmed, slips = confirmed_keys(store), fixed_slips(store)
+    return {task: served_entry(task, entry, confirmed, slips) for task, entry in scores.items()}
 
 
 # --------------------------------------------------------------------------------- report

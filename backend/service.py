@@ -23,8 +23,8 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
 
 from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
@@ -261,13 +261,14 @@ def _predict(
         )
     log_warnings(store.project, parsed.warnings)
     confirmed = reviews.confirmed_keys(store)  # a reviewer's confirmation serves score 1
+    slips = reviews.fixed_slips(store)  # the repeats of a fixed slip move up
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None
         if entry is None:
             out.append({"result": [], "model_version": version})
         else:
-            entry = reviews.served_entry(item.id, entry, confirmed)
+            entry = reviews.served_entry(item.id, entry, confirmed, slips)
             out.append(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
@@ -428,16 +429,24 @@ def rescore_project(project: str, settings: Settings) -> dict:
     """
     store = ProjectStore(settings.model_dir, project)
     pending = store.take_status("rescore_pending")
+    slips = store.take_status("slips_pending")
     version = store.current_version()
-    if not pending or version is None:  # no version: the first training scores them
+    if not (pending or slips) or version is None:  # no version: the first training scores them
         return {"rescored": 0}
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-        spec = parse_label_config(api.label_config(int(project)))
-        written = _rescore(api, store, settings, spec, pending)
+        written = 0
+        if pending:
+            spec = parse_label_config(api.label_config(int(project)))
+            written = _rescore(api, store, settings, spec, pending)
+        if slips:
+            _move_up_repeats(api, store, version, slips, skip=pending)
     except Exception as err:
-        store.update_status(rescore_pending=lambda old: {**pending, **(old or {})})
+        store.update_status(
+            rescore_pending=lambda old: {**pending, **(old or {})},
+            slips_pending=lambda old: {**slips, **(old or {})},
+        )
         logger.error(
             "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",
             project,
@@ -503,6 +512,45 @@ def _rescore(
             ", ".join(f"task {w['task']} {w['score']:.3f}" for w in written[:10]),
         )
     return len(written)
+
+
+def _move_up_repeats(
+    api: LabelStudioAPI, store: ProjectStore, version: str, slips: Mapping, skip: Mapping
+) -> int:
+    """Rewrite, as served (:func:`backend.reviews.served`), the predictions of the tasks whose
+    stored annotation repeats one of the newly fixed ``slips`` (``"word\\0type"`` keys), but
+    not those in ``skip`` (just rescored): a fix moves its slip's repeats up the queue at once,
+    not at the next training. Returns how many were written."""
+    new = Counter(tuple(key.split(reviews.SLIP_SEP, 1)) for key in slips)
+    scores = store.scores(version)
+    repeats = {
+        task: entry
+        for task, entry in scores.items()
+        if task not in skip
+        and any(reviews.slip_repeats(r, new) for r in entry.get("annotations") or ())
+    }
+    if not repeats:
+        return 0
+    served = reviews.served(store, repeats)
+    with store.locked("writing"):  # one prediction per task and version, as a rescore's
+        api.replace_predictions(
+            [
+                {
+                    "task": int(task),
+                    "result": e["result"],
+                    "score": e["score"],
+                    "model_version": version,
+                }
+                for task, e in served.items()
+            ]
+        )
+    logger.info(
+        "project %s: %d tasks repeat a slip a reviewer fixed (%s): moved up",
+        store.project,
+        len(repeats),
+        ", ".join(f"{w} as {t}" for w, t in sorted(new)[:5]),
+    )
+    return len(repeats)
 
 
 # A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.

@@ -250,3 +250,32 @@ def test_decisions_are_judged_against_the_scores_stored_now(project):
     assert _post(client, _updated(2, 31, MERKEL_LOC)).get("review") is None  # not task 2's
     assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "confirmed"
     assert _served(store)["2"]["score"] == 1.0
+
+
+def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
+    """The review loop's `propagate` (benchmarks/review_loop.py): Merkel fixed from PER to LOC
+    in task 2 halves the served score of every other annotation of Angela Merkel as PER, once
+    per repeated (word, type); the fixed annotation itself waits for its rescore."""
+    client, store = project
+    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "fixed"
+    (decision,) = reviews.load(store)["decisions"].values()
+    assert decision["slips"] == [["Angela", "PER"], ["Merkel", "PER"]]
+    served = _served(store)
+    assert served["1"]["score"] == pytest.approx(0.1 * 0.25)  # two repeated pairs
+    assert served["1"]["slip_repeats"] == 2
+    assert served["3"]["score"] == pytest.approx(0.3 * 0.25)  # the least reliable of two
+    assert served["2"]["score"] == 0.2 and "slip_repeats" not in served["2"]
+    assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
+    # queued for the rescore, which rewrites the repeats' predictions in Label Studio
+    assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
+    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    assert _served(store)["1"]["score"] == 1.0
+
+
+def test_a_confirmation_records_no_slip(project):
+    client, store = project
+    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    assert reviews.fixed_slips(store).counts == {}
+    assert "slips_pending" not in store.status()
+    assert _served(store)["2"]["score"] == 0.2

@@ -114,6 +114,40 @@ def wait(ctx, condition, what: str, timeout: float = 120):
         time.sleep(0.5)
 
 
+def slip_repeats(ctx, fixed: int, skip: set[int]) -> dict[int, int]:
+    """Task -> how often its stored annotation repeats the slips of the fix of ``fixed``."""
+    (fix,) = [
+        d
+        for d in json.loads((ctx.root / "reviews.json").read_text())["decisions"].values()
+        if d["task"] == str(fixed) and d["decision"] == "fixed"
+    ]
+    slips = {tuple(s) for s in fix["slips"]}
+    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
+    scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
+    out = {}
+    for task, entry in scores.items():
+        (record,) = entry["annotations"]
+        pairs = {(w, t.split("-", 1)[-1]) for w, t in zip(record["words"], record["tags"])}
+        if int(task) not in skip and pairs & slips:
+            out[int(task)] = len(pairs & slips)
+    return out
+
+
+def first_entity_recurs(ctx, task_id: int, skip: set[int]) -> bool:
+    """Whether a word of the task's first entity, as its type, is in another task's annotation."""
+    first = annotation(ctx, task_id)["result"][0]["value"]
+    text = ctx.label_studio.api("GET", f"/api/tasks/{task_id}")["data"]["text"]
+    pairs = {(w, first["labels"][0]) for w in text[first["start"] : first["end"]].split()}
+    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
+    scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
+    return any(
+        pairs & {(w, t.split("-", 1)[-1]) for w, t in zip(r["words"], r["tags"])}
+        for task, entry in scores.items()
+        if int(task) not in skip | {task_id}
+        for r in entry["annotations"]
+    )
+
+
 def doubtful_undecided(ctx, n: int) -> list[int]:
     decided = {int(task) for task, _ in decisions(ctx)}
     return [t for t in queue(ctx) if t not in decided and annotation(ctx, t)["result"]][:n]
@@ -121,7 +155,10 @@ def doubtful_undecided(ctx, n: int) -> list[int]:
 
 def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
     ctx = trained
-    confirmed, fixed = doubtful_undecided(ctx, 2)
+    confirmed, *others = doubtful_undecided(ctx, 30)
+    # fixed: a doubtful task whose first entity recurs elsewhere with its type, so that the fix's
+    # slip has repeats to move up
+    fixed = next(t for t in others if first_entity_recurs(ctx, t, skip={confirmed}))
     raw = {task: served(ctx, task) for task in (confirmed, fixed)}
     assert raw[confirmed] < 1.0
 
@@ -138,6 +175,13 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
         "the fixed task was not rescored",
     )
     assert confirmed not in queue(ctx)[:5]
+    # The fix's slip moves up where it recurs: each repeat's prediction in Label Studio is its
+    # stored score halved once per repeated (word, type).
+    repeats = slip_repeats(ctx, fixed, skip={confirmed, fixed})
+    assert repeats, "the retyped entity recurs nowhere: the project cannot show the move-up"
+    for task, n in repeats.items():
+        want = stored(ctx, task) * 0.5**n
+        wait(ctx, lambda: served(ctx, task) == pytest.approx(want), f"task {task} not moved up")
 
     # A retrain: the confirmation holds (the annotation did not change).
     before = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
@@ -195,7 +239,8 @@ def test_a_note_on_a_region_then_update_confirms_in_the_ui(trained):
         page.wait_for("!location.pathname.startsWith('/user/login')")
         page.cdp.call("Page.navigate", url=f"{url}/projects/{ctx.project}/data?task={task}")
         page.wait_for(f"!!{UPDATE}", 90)
-        assert page.evaluate(f"{UPDATE}.disabled")  # Update needs a change in 1.23
+        # Update needs a change in 1.23 (waited for: the button re-renders while the task loads)
+        page.wait_for(f"{UPDATE} && {UPDATE}.disabled === true", 30)
         first = before["result"][0]["value"]
         words = ctx.label_studio.api("GET", f"/api/tasks/{task}")["data"]["text"]
         region = (  # the first region's words, where the text shows them
