@@ -23,14 +23,15 @@ class ReportUnavailable(LookupError):
     """No report yet (no trained version, or one stored before reports); says why."""
 
 
-def annotation_records(scores: dict, confirmed: set[str] = frozenset()) -> list[dict]:
-    """Every stored annotation as a weights record, with its task (from ``scores.json``); one
-    whose content a reviewer confirmed (``confirmed``, :func:`backend.reviews.confirmed_keys`)
-    scores 1."""
+def annotation_records(
+    scores: dict, confirmed: set[str] = frozenset(), slips: reviews.Slips | None = None
+) -> list[dict]:
+    """Every stored annotation as a weights record, with its task (from ``scores.json``) and
+    its score as the review queue serves it (:func:`backend.reviews.served_score`): 1 once a
+    reviewer confirmed its content (``confirmed``, :func:`backend.reviews.confirmed_keys`),
+    lowered where it repeats a fixed slip (``slips``, :func:`backend.reviews.fixed_slips`)."""
     return [
-        {**record, "task": task}
-        if reviews.content_key(task, record) not in confirmed
-        else {**record, "task": task, "score": 1.0}
+        {**record, "task": task, "score": reviews.served_score(task, record, confirmed, slips)}
         for task, entry in scores.items()
         for record in entry.get("annotations") or ()
     ]
@@ -57,7 +58,9 @@ def project_report(
         raise ReportUnavailable(
             f"project {project} has no trained version yet: start a training first"
         )
-    records = annotation_records(store.scores(version), reviews.confirmed_keys(store))
+    records = annotation_records(
+        store.scores(version), reviews.confirmed_keys(store), reviews.fixed_slips(store)
+    )
     if not records:
         raise ReportUnavailable(
             f"version {version} of project {project} stored no per-annotation scores (it "

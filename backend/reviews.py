@@ -339,6 +339,25 @@ def slip_repeats(record: Mapping, slips: Counter) -> int:
     return sum(slips[pair] for pair in pairs if pair in slips)
 
 
+def record_repeats(task: str, record: Mapping, slips: Slips | None) -> int:
+    """How often the annotation ``record`` of ``task`` repeats a fixed slip; 0 for one a fix
+    replaced (its rescore is on its way)."""
+    if slips is None or not slips.counts or content_key(task, record) in slips.fixed:
+        return 0
+    return slip_repeats(record, slips.counts)
+
+
+def served_score(
+    task: str, record: Mapping, confirmed: set[str], slips: Slips | None = None
+) -> float:
+    """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
+    confirmed its content, else its stored score times :data:`SLIP_BOOST` per repeat of a
+    fixed slip."""
+    if content_key(task, record) in confirmed:
+        return 1.0
+    return float(record["score"]) * SLIP_BOOST ** record_repeats(task, record, slips)
+
+
 def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | None = None) -> dict:
     """``entry`` (a stored prediction) as served: each annotation whose current content a
     reviewer confirmed counts as score 1; each other one's score is multiplied by
@@ -350,17 +369,10 @@ def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | Non
     if not records or not (confirmed or (slips and slips.counts)):
         return entry
     mine = [content_key(task, r) in confirmed for r in records]
-    repeats = [
-        0
-        if ok or slips is None or content_key(task, r) in slips.fixed
-        else slip_repeats(r, slips.counts)
-        for r, ok in zip(records, mine)
-    ]
+    repeats = [0 if ok else record_repeats(task, r, slips) for r, ok in zip(records, mine)]
     if not any(mine) and not any(repeats):
         return entry
-    score = min(
-        1.0 if ok else float(r["score"]) * SLIP_BOOST**n for r, ok, n in zip(records, mine, repeats)
-    )
+    score = min(served_score(task, r, confirmed, slips) for r in records)
     out = {**entry, "score": score, "confirmed": sum(mine)}
     if any(repeats):
         out["slip_repeats"] = sum(repeats)

@@ -268,6 +268,15 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
     # queued for the rescore, which rewrites the repeats' predictions in Label Studio
     assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    # The report ranks as the queue does.
+    records = annotation_records(
+        store.scores(store.current_version()),
+        reviews.confirmed_keys(store),
+        reviews.fixed_slips(store),
+    )
+    assert {r["task"]: r["score"] for r in records if r["task"] in "12"} == pytest.approx(
+        {"1": 0.1 * 0.25, "2": 0.2}
+    )
     # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
     assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
     assert _served(store)["1"]["score"] == 1.0
