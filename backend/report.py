@@ -58,9 +58,7 @@ def project_report(
         raise ReportUnavailable(
             f"project {project} has no trained version yet: start a training first"
         )
-    records = annotation_records(
-        store.scores(version), reviews.confirmed_keys(store), reviews.fixed_slips(store)
-    )
+    records = annotation_records(store.scores(version), *reviews.serving_state(store))
     if not records:
         raise ReportUnavailable(
             f"version {version} of project {project} stored no per-annotation scores (it "

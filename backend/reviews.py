@@ -46,11 +46,11 @@ from dataclasses import dataclass
 
 from backend.store import ProjectStore, no_space, project_id, unwritten_projects
 from backend.tasks import ConfigError, parse_label_config, read_tasks
+from subregweigh import review
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.dataset import example_record
 from subregweigh.report import NONE_LABEL
-from subregweigh.review import slip_keys
 from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
@@ -115,9 +115,13 @@ def load(store: ProjectStore) -> dict:
 
 def confirmed_keys(store: ProjectStore) -> set[str]:
     """``"task/annotation/hash"`` of every confirmed annotation content."""
+    return _confirmed(load(store))
+
+
+def _confirmed(reviews: dict) -> set[str]:
     return {
         f"{d['task']}/{d['annotation']}/{d['hash']}"
-        for d in load(store)["decisions"].values()
+        for d in reviews["decisions"].values()
         if d.get("decision") == CONFIRMED
     }
 
@@ -221,7 +225,11 @@ def _judged(store: ProjectStore, body: Mapping) -> dict:
     slips = []
     if "words" in scored and "tags" in scored:
         before = Example(id=key, words=tuple(scored["words"]), label=tuple(scored["tags"]))
-        slips = sorted(slip_keys(before, examples[0])) if before.words == examples[0].words else []
+        slips = (
+            sorted(review.slip_keys(before, examples[0]))
+            if before.words == examples[0].words
+            else []
+        )
     return {
         "task": task_id,
         "annotation": annotation_id,
@@ -321,22 +329,31 @@ class Slips:
 def fixed_slips(store: ProjectStore) -> Slips:
     """The slips of every fix kept in reviews.json, which the served scores move up where
     they recur."""
+    return _slips(load(store))
+
+
+def _slips(reviews: dict) -> Slips:
     counts: Counter = Counter()
     fixed = set()
-    for d in load(store)["decisions"].values():
+    for d in reviews["decisions"].values():
         if d.get("decision") == FIXED and d.get("slips"):
             counts.update(tuple(s) for s in d["slips"])
             fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
     return Slips(counts, frozenset(fixed))
 
 
-def slip_repeats(record: Mapping, slips: Counter) -> int:
-    """How often an NER annotation ``record`` repeats the fixed ``slips``: summed over its
-    distinct (word, type) pairs, the fixes of each (0 for classification)."""
+def serving_state(store: ProjectStore) -> tuple[set[str], Slips]:
+    """``(confirmed_keys, fixed_slips)`` from one read of reviews.json: what serving needs."""
+    reviews = load(store)
+    return _confirmed(reviews), _slips(reviews)
+
+
+def slip_repeats(record: Mapping, slips: Mapping) -> int:
+    """How often an NER annotation ``record`` repeats the fixed ``slips``
+    (:func:`subregweigh.review.slip_repeats`); 0 for classification."""
     if not slips or "words" not in record or "tags" not in record:
         return 0
-    pairs = {(w, t.split("-", 1)[-1]) for w, t in zip(record["words"], record["tags"])}
-    return sum(slips[pair] for pair in pairs if pair in slips)
+    return review.slip_repeats(record["words"], record["tags"], slips)
 
 
 def record_repeats(task: str, record: Mapping, slips: Slips | None) -> int:
@@ -347,6 +364,10 @@ def record_repeats(task: str, record: Mapping, slips: Slips | None) -> int:
     return slip_repeats(record, slips.counts)
 
 
+def _score(record: Mapping, confirmed: bool, repeats: int) -> float:
+    return 1.0 if confirmed else float(record["score"]) * SLIP_BOOST**repeats
+
+
 def served_score(
     task: str, record: Mapping, confirmed: set[str], slips: Slips | None = None
 ) -> float:
@@ -355,7 +376,7 @@ def served_score(
     fixed slip."""
     if content_key(task, record) in confirmed:
         return 1.0
-    return float(record["score"]) * SLIP_BOOST ** record_repeats(task, record, slips)
+    return _score(record, False, record_repeats(task, record, slips))
 
 
 def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | None = None) -> dict:
@@ -372,7 +393,7 @@ def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | Non
     repeats = [0 if ok else record_repeats(task, r, slips) for r, ok in zip(records, mine)]
     if not any(mine) and not any(repeats):
         return entry
-    score = min(served_score(task, r, confirmed, slips) for r in records)
+    score = min(_score(r, ok, n) for r, ok, n in zip(records, mine, repeats))
     out = {**entry, "score": score, "confirmed": sum(mine)}
     if any(repeats):
         out["slip_repeats"] = sum(repeats)
@@ -386,7 +407,7 @@ def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | Non
 
 def served(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
     """``scores`` (task id -> stored prediction) as served (:func:`served_entry`)."""
-    confirmed, slips = confirmed_keys(store), fixed_slips(store)
+    confirmed, slips = serving_state(store)
     return {task: served_entry(task, entry, confirmed, slips) for task, entry in scores.items()}
 
 

@@ -260,8 +260,8 @@ def _predict(
             "" if saved else "; the disk is full: kept in memory, not stored",
         )
     log_warnings(store.project, parsed.warnings)
-    confirmed = reviews.confirmed_keys(store)  # a reviewer's confirmation serves score 1
-    slips = reviews.fixed_slips(store)  # the repeats of a fixed slip move up
+    # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up
+    confirmed, slips = reviews.serving_state(store)
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None

@@ -39,7 +39,13 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.real_errors import draw, load_pair, scout
 from subregweigh.baselines import consistency_scores, label_indices
-from subregweigh.review import ReviewRanker, sentence_features, slip_counts, slip_keys
+from subregweigh.review import (
+    ReviewRanker,
+    sentence_features,
+    slip_counts,
+    slip_keys,
+    word_types,
+)
 
 NAME = "review_loop"
 POLICIES = ("static", "propagate", "learn")
@@ -71,7 +77,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     n = len(static)
     by_key: dict = {}
     for i, ex in enumerate(original):
-        for key in {(w, t.split("-", 1)[-1]) for w, t in zip(ex.words, ex.label)}:
+        for key in word_types(ex.words, ex.label):
             by_key.setdefault(key, []).append(i)
     reviewed = np.zeros(n, dtype=bool)
     fixes: list = []

@@ -23,7 +23,8 @@ against the static ranking.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -99,20 +100,28 @@ def slip_keys(original: Example, fixed: Example) -> set[tuple[str, str]]:
     return keys
 
 
+def word_types(words: Sequence[str], tags: Sequence[str]) -> set[tuple[str, str]]:
+    """The (word, entity type or O) pairs of a tagged sentence, as :func:`slip_keys` names a
+    slip."""
+    return {(w, t.split("-", 1)[-1]) for w, t in zip(words, tags)}
+
+
+def slip_repeats(words: Sequence[str], tags: Sequence[str], slips: Mapping) -> int:
+    """How often a tagged sentence repeats the fixed ``slips`` ((word, type) -> how many fixes
+    changed it): summed over its distinct pairs, the fixes of each."""
+    return sum(slips[pair] for pair in word_types(words, tags) if pair in slips)
+
+
 def slip_counts(examples: Sequence[Example], fixes: Sequence[tuple[int, Example]]) -> np.ndarray:
-    """Per example, how often a fixed sentence's slip recurs in it: summed over the fixes, the
-    (word, type) pairs it shares with that fix's :func:`slip_keys`.
+    """Per example, how often a fixed sentence's slip recurs in it (:func:`slip_repeats`):
+    summed over the fixes, the (word, type) pairs it shares with that fix's :func:`slip_keys`.
 
     ``fixes``: ``(index into examples, the sentence as fixed)``. Returns float, shape (n,); a
     fixed sentence counts its own pairs too (rank only the undecided ones). Two fixes of the same
     slip count twice: the more often reviewers fixed it, the likelier it recurs as an error.
     """
-    keys_of = [{(w, t.split("-", 1)[-1]) for w, t in zip(ex.words, ex.label)} for ex in examples]
-    counts = np.zeros(len(examples))
-    for i, fixed in fixes:
-        slips = slip_keys(examples[i], fixed)
-        counts += [len(keys & slips) for keys in keys_of]
-    return counts
+    slips = Counter(key for i, fixed in fixes for key in slip_keys(examples[i], fixed))
+    return np.array([float(slip_repeats(ex.words, ex.label, slips)) for ex in examples])
 
 
 class ReviewRanker:

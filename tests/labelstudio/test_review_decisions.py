@@ -18,6 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
+from subregweigh.review import word_types
 from testbed.browser import Page, require_chromium
 from testbed.projects import ENGINE_ENV, NER_CONFIG, field, ner_tasks, retyped, wait_trained
 from testbed.servers import (
@@ -127,7 +128,7 @@ def slip_repeats(ctx, fixed: int, skip: set[int]) -> dict[int, int]:
     out = {}
     for task, entry in scores.items():
         (record,) = entry["annotations"]
-        pairs = {(w, t.split("-", 1)[-1]) for w, t in zip(record["words"], record["tags"])}
+        pairs = word_types(record["words"], record["tags"])
         if int(task) not in skip and pairs & slips:
             out[int(task)] = len(pairs & slips)
     return out
@@ -141,7 +142,7 @@ def first_entity_recurs(ctx, task_id: int, skip: set[int]) -> bool:
     version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
     scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
     return any(
-        pairs & {(w, t.split("-", 1)[-1]) for w, t in zip(r["words"], r["tags"])}
+        pairs & word_types(r["words"], r["tags"])
         for task, entry in scores.items()
         if int(task) not in skip | {task_id}
         for r in entry["annotations"]
