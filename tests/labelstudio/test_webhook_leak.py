@@ -154,10 +154,14 @@ def test_a_second_backend_with_the_same_user_name_gets_neither_password_nor_toke
             ls.api("POST", f"/api/ml/{ours['id']}/train", {})  # START_TRAINING, with basic auth
             token = None
 
-            def tokened():
-                return TOKEN_HEADER in hooks()[f"{backend.url}/webhook"]["headers"]
+            def secured():  # the training updates the webhooks one after the other
+                now = hooks()
+                return (
+                    TOKEN_HEADER in now[f"{backend.url}/webhook"]["headers"]
+                    and "Authorization" not in now[f"{other_url}/webhook"]["headers"]
+                )
 
-            _wait("the token on our webhook", tokened)
+            _wait("the token on our webhook and the password off the other", secured)
             token = webhook_token(load_secret("", str(models)), str(pid))
             after = hooks()
             assert after[f"{backend.url}/webhook"]["headers"] == {TOKEN_HEADER: token}
