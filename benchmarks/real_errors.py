@@ -44,7 +44,7 @@ from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 
 NAME = "real_errors"
-ORIGINAL, CORRECTED = "conll2003-test", "conllpp-test"
+ORIGINAL, CORRECTED, TRAIN = "conll2003-test", "conllpp-test", "conll"
 PRODUCT = ("deterministic", "probability", "agreement")
 BASELINES = ("cleanlab in-sample", "cleanlab OOF", "random", "length", "entity count")
 MODEL_FREE = ("consistency",)
@@ -57,6 +57,25 @@ def parse_args(argv=None):
     )
     parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    parser.add_argument(
+        "--max-steps", type=int, help="the scout's training budget in steps (default: none)"
+    )
+    parser.add_argument(
+        "--add-train",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N sentences of CoNLL-2003 train join every project, annotated as given; only the "
+        "test sentences are ranked (default: 0)",
+    )
+    parser.add_argument(
+        "--scores",
+        nargs="+",
+        choices=PRODUCT,
+        default=list(PRODUCT),
+        help="the product's scores to compute; deterministic alone skips the K views "
+        "(default: all)",
+    )
     parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
@@ -69,12 +88,16 @@ def parse_args(argv=None):
     parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
+    if args.add_train and args.folds:
+        parser.error("--add-train: OOF folds would train without the added sentences; --folds 0")
     for size in args.sizes:
         if size != "all" and not size.isdigit():
             parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
     if args.name is None:
         args.name = "real-errors" + ("" if args.sizes == ["all"] else "-" + "-".join(args.sizes))
         args.name += f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
+        args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
+        args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
     return args
 
 
@@ -84,6 +107,15 @@ def load_pair():
     _, original = harness.read_dataset(ORIGINAL)
     _, corrected = harness.read_dataset(CORRECTED)
     return original, corrected, differs(original, corrected)
+
+
+def added_train(n: int, seed: int) -> list:
+    """``n`` CoNLL-2003 train sentences drawn with ``seed`` (all of them when ``n`` is their
+    number), annotated as given: the rest of a larger project around the ranked sentences."""
+    if not n:
+        return []
+    _, train = harness.read_dataset(TRAIN)
+    return harness.sample(train, min(n, len(train)), seed)
 
 
 def draw(size: str, seed: int, n: int) -> np.ndarray:
@@ -98,6 +130,7 @@ def scout(args, seed: int) -> Scout:
         model=args.model,
         task="ner",
         epochs=args.epochs,
+        max_steps=args.max_steps,
         learning_rate=args.learning_rate,
         precision=args.precision,
         device=args.device,
@@ -140,15 +173,19 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         n_jobs=args.n_jobs,
         progress=False,
     )
-    _, train_s = harness.timed(srw.fit, examples)
-    weighed, weigh_s = harness.timed(srw.weigh, examples)
+    _, train_s = harness.timed(srw.fit, examples + added_train(args.add_train, seed))
+    served, served_s = harness.timed(srw.weigh_deterministic, examples)
     proba, proba_s = harness.timed(srw.scout_.predict_proba, examples)
     labels = srw.scout_.labels_
-    scores = {
-        "deterministic": (weighed.score("deterministic"), train_s + proba_s),
-        "probability": (weighed.score("probability"), train_s + weigh_s),
-        "agreement": (weighed.score("agreement"), train_s + weigh_s),
-    }
+    scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
+    weigh_s = 0.0
+    if set(args.scores) - {"deterministic"}:
+        weighed, weigh_s = harness.timed(srw.weigh, examples)
+        scores.update(
+            (name, (weighed.score(name), train_s + weigh_s))
+            for name in args.scores
+            if name != "deterministic"
+        )
     if args.ensemble > 1:
         members, seconds = [proba], train_s + proba_s
         for j in range(1, args.ensemble):
@@ -224,7 +261,14 @@ def markdown(result) -> str:
     lines = [
         "## Real errors: CoNLL-2003 test (original) against CoNLL++ (corrected)",
         "",
-        f"Scout: {cfg['model'] or 'the offline MiniLM'}, epochs {cfg['epochs'] or 'default'}; "
+        f"Scout: {cfg['model'] or 'the offline MiniLM'}, epochs {cfg['epochs'] or 'default'}"
+        + (f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else "")
+        + (
+            f", trained with {cfg['add_train']} CoNLL-2003 train sentences besides the ranked ones"
+            if cfg.get("add_train")
+            else ""
+        )
+        + "; "
         f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['dropout']}; cleanlab "
         f"OOF {cfg['folds']} folds. Mean ± sd over {cfg['seeds']} seeds (a subsample is drawn "
         "with its run's seed). Lower score = more doubtful.",

@@ -63,7 +63,7 @@ def parse_args(argv=None):
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
-    args.learning_rate = None
+    args.learning_rate = args.max_steps = None
     args.name = args.name or f"review-loop-{args.size}"
     return args
 

@@ -202,6 +202,12 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)"
     )
+    group.add_argument(
+        "--max-steps",
+        type=int,
+        help="a training budget in optimizer steps: large data sets train for fewer passes "
+        "than --epochs (default: none)",
+    )
     group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
     group.add_argument(
         "--learning-rate", type=float, help="(default: 3e-4 for NER, 1e-4 for classification)"
@@ -400,6 +406,7 @@ def _scout(args, task, examples):
         multi_label=task == "classification" and any(len(ex.label) != 1 for ex in examples),
         freeze_encoder=args.freeze_encoder,
         epochs=args.epochs,
+        max_steps=args.max_steps,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         max_length=args.max_length,

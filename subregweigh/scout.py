@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import logging
 import os
@@ -159,6 +160,11 @@ class Scout:
         across seeds (README, Retraining speed).
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification.
+    max_steps : int or None, default=None
+        A training budget in optimizer steps: training stops after ``min(epochs * batches,
+        max_steps)`` steps, and the learning-rate schedule spans them. It caps the time a large
+        project trains (the passes over its texts shrink, down to part of one) and leaves small
+        ones alone. ``None``: ``epochs`` alone decide.
     batch_size : int, default=16
     group_by_length : bool, default=True
         Training batches hold texts of similar length (shuffled, then sorted within groups of
@@ -200,6 +206,11 @@ class Scout:
     ----------
     labels_ : list of str
         The label space (tags for NER, classes for classification).
+    n_steps_ : int
+        Optimizer steps of the last :meth:`fit`.
+    n_passes_ : float
+        Passes over the training texts of the last :meth:`fit`: ``epochs``, or fewer under
+        ``max_steps``.
     model_ : transformers.PreTrainedModel
     tokenizer_ : transformers.PreTrainedTokenizerFast
     """
@@ -213,6 +224,7 @@ class Scout:
         freeze_embeddings: bool | None = None,
         freeze_layers: int = 0,
         epochs: int | None = None,
+        max_steps: int | None = None,
         batch_size: int = 16,
         group_by_length: bool = True,
         learning_rate: float | None = None,
@@ -231,6 +243,7 @@ class Scout:
         self.freeze_embeddings = freeze_embeddings
         self.freeze_layers = freeze_layers
         self.epochs = epochs
+        self.max_steps = max_steps
         self.batch_size = batch_size
         self.group_by_length = group_by_length
         self.learning_rate = learning_rate
@@ -254,6 +267,7 @@ class Scout:
                 "freeze_embeddings",
                 "freeze_layers",
                 "epochs",
+                "max_steps",
                 "batch_size",
                 "group_by_length",
                 "learning_rate",
@@ -419,17 +433,29 @@ class Scout:
         # elementwise op (benchmarks/training_step.py times both).
         fused = self._device.type in ("cpu", "cuda")
         optimizer = torch.optim.AdamW(trainable, lr=lr, fused=fused)
-        steps = epochs * -(-len(examples) // self.batch_size)
+        per_epoch = -(-len(examples) // self.batch_size)
+        steps = epochs * per_epoch
+        if self.max_steps is not None:
+            if self.max_steps < 1:
+                raise ValueError(f"max_steps={self.max_steps}: expected at least 1, or None")
+            if self.max_steps < steps:
+                logger.info(
+                    "training budget: %d steps of %d (%.2f passes over %d texts)",
+                    self.max_steps,
+                    steps,
+                    self.max_steps / per_epoch,
+                    len(examples),
+                )
+                steps = self.max_steps
         schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
         lengths = [len(ids) for ids, _ in encoded]
-        for epoch in range(epochs):
-            running = 0.0
-            for rows, input_ids, mask in self._batches(
-                encoded, self._training_order(lengths, rng), self.batch_size
-            ):
+        for epoch in range(-(-steps // per_epoch)):
+            running, done = 0.0, 0
+            batches = self._batches(encoded, self._training_order(lengths, rng), self.batch_size)
+            for rows, input_ids, mask in itertools.islice(batches, steps - epoch * per_epoch):
                 with autocast:
                     logits = self.model_(
                         input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
@@ -447,15 +473,18 @@ class Scout:
                 schedule.step()
                 optimizer.zero_grad()
                 running += loss.item()
+                done += 1
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
             logger.info(
-                "epoch %d/%d: mean loss %.4f",
+                "epoch %d/%d: mean loss %.4f over %d batches",
                 epoch + 1,
-                epochs,
-                running / max(1, -(-len(examples) // self.batch_size)),
+                -(-steps // per_epoch),
+                running / done,
+                done,
             )
         bar.close()
+        self.n_steps_, self.n_passes_ = steps, round(steps / per_epoch, 3)
         self.model_.eval()
         self._quantized = None
         return self

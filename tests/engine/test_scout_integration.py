@@ -715,3 +715,24 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
     with pytest.raises(ValueError, match="n_scouts must be a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
+
+
+def test_max_steps_caps_the_training_and_leaves_shorter_ones_alone(tiny_ner_data, caplog):
+    data = tiny_ner_data[:20]  # batches of 4: 5 steps an epoch
+
+    def fit(**params):
+        return Scout(epochs=2, batch_size=4, progress=False, **params).fit(data)
+
+    full = fit()
+    assert (full.n_steps_, full.n_passes_) == (10, 2.0)
+    roomy = fit(max_steps=10)  # a budget the epochs fit in changes nothing
+    assert torch.equal(_weights(roomy), _weights(full))
+    with caplog.at_level(logging.INFO, logger="subregweigh.scout"):
+        capped = fit(max_steps=7)  # one pass and two batches of the second
+    assert (capped.n_steps_, capped.n_passes_) == (7, 1.4)
+    assert "training budget: 7 steps of 10 (1.40 passes over 20 texts)" in caplog.text
+    assert "epoch 2/2: mean loss" in caplog.text and "over 2 batches" in caplog.text
+    assert not torch.equal(_weights(capped), _weights(full))
+    assert torch.equal(_weights(capped), _weights(fit(max_steps=7)))  # still seeded
+    with pytest.raises(ValueError, match="max_steps=0: expected at least 1, or None"):
+        fit(max_steps=0)
