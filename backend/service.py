@@ -317,8 +317,9 @@ class _PhaseClock:
         self._last = time.perf_counter()
 
     def lap(self, phase: str) -> None:
+        """The time since the last lap goes to ``phase`` (added to what it had)."""
         now = time.perf_counter()
-        self.seconds[phase] = round(now - self._last, 3)
+        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + now - self._last, 3)
         self._last = now
 
     def total(self) -> float:
@@ -717,34 +718,48 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     warm_from, why_full = _warm_start_from(store, settings, spec, annotated)
     how = f"refitting version {store.current_version()}" if warm_from else "training"
     logger.info("project %s: %s%s", project, how, f" ({why_full})" if why_full else "")
-    store.update_status(message=f"{how} on {len(annotated)} annotations")
-    srw = engine(settings, spec, warm_from=warm_from).fit(annotated)
-    clock.lap("train")
+    store.update_status(
+        message=f"{how} on {len(annotated)} annotations", early_version=None, early_seconds=None
+    )
     # Ranked by the ordinary segmentation's p(gold) (the default), the review queue needs one
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
     quick = settings.score == "deterministic"
+
+    def publish_early(scout) -> None:
+        """A long training's early scores: the scout as it is after SRW_EARLY_STEPS steps."""
+        clock.lap("train")
+        early = _weigher_of(scout, settings)
+        scores = score_tasks(early, spec, items, settings.score, quick=True)
+        version = _save_version(store, early, scores, version_meta_args)
+        with store.locked("writing"):
+            _write_predictions(api, project, version, reviews.served(store, scores))
+            api.set_model_version(int(project), version)
+        clock.lap("early")
+        store.update_status(
+            scores_in_label_studio=version,
+            early_version=version,
+            early_seconds=clock.total(),
+            message=f"early scores in Label Studio ({scout.n_passes_:.2f} passes); training on",
+        )
+        logger.info(
+            "project %s: early scores of version %s in Label Studio after %d steps (%s)",
+            project,
+            version,
+            scout.n_steps_,
+            clock,
+        )
+
+    version_meta_args = (spec, settings, items, len(annotated))
+    early_steps = settings.early_steps if quick and warm_from is None else 0
+    checkpoint = (early_steps, publish_early) if early_steps else None
+    srw = engine(settings, spec, warm_from=warm_from).fit(annotated, checkpoint=checkpoint)
+    clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
     scores = score_tasks(srw, spec, items, settings.score, quick=quick, ordinary=ordinary)
     clock.lap("score" if quick else "weigh")
-    version = new_version_name()
-    staging = store.staging_dir()
-    try:
-        for j, scout in enumerate(srw.scouts_):
-            scout.save(staging / store.scout_dir(version, j).name)
-        atomic_write_json(staging / "scores.json", scores)
-        atomic_write_json(
-            staging / "meta.json",
-            version_meta(version, spec, settings, items, len(annotated), srw.scout_),
-        )
-        store.publish(staging, version)
-    except BaseException:
-        store.discard(staging)
-        raise
+    version = _save_version(store, srw, scores, version_meta_args)
     clock.lap("save")
-    logger.info("project %s: published version %s (%d tasks scored)", project, version, len(scores))
-    with _weighers_lock:  # the version refitted (warm start) is superseded
-        _forget_versions(store, keep=version)
     warm = warm_from is not None
     del warm_from  # with the cache's reference gone, its memory goes back (release_memory)
 
@@ -793,6 +808,35 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "warm_start": warm,
         "warm_retrains": store.status().get("warm_retrains", 0) + 1 if warm else 0,
     }
+
+
+def _weigher_of(scout, settings: Settings):
+    """A SubRegWeigh around ``scout`` (fitted), weighing with ``settings``."""
+    from subregweigh.weigh import SubRegWeigh
+
+    return SubRegWeigh.from_scout(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
+
+
+def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> str:
+    """Publish a new version of ``srw``'s scouts and ``scores`` and serve it; its name.
+    ``meta_args``: :func:`version_meta`'s arguments after the version's name."""
+    version = new_version_name()
+    staging = store.staging_dir()
+    try:
+        for j, scout in enumerate(srw.scouts_):
+            scout.save(staging / store.scout_dir(version, j).name)
+        atomic_write_json(staging / "scores.json", scores)
+        atomic_write_json(staging / "meta.json", version_meta(version, *meta_args, srw.scout_))
+        store.publish(staging, version)
+    except BaseException:
+        store.discard(staging)
+        raise
+    logger.info(
+        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+    )
+    with _weighers_lock:  # a version refitted (warm start) or early scores are superseded
+        _forget_versions(store, keep=version)
+    return version
 
 
 def _write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> None:

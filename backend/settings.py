@@ -474,6 +474,20 @@ SETTINGS: tuple[Setting, ...] = (
         **_SCOUT,
     ),
     Setting(
+        "early_steps",
+        int,
+        400,
+        "a long training publishes early scores after this many optimizer steps, from the "
+        "scout as it is then, and the full training's scores when it ends (the default score "
+        "only; 0: none)",
+        "SRW_EARLY_STEPS",
+        ("--early-steps",),
+        group="scout",
+        minimum=0,
+        training=True,
+        per_project=True,
+    ),
+    Setting(
         "batch_size",
         int,
         16,

@@ -35,6 +35,8 @@ run it on a GPU with any encoder.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from benchmarks import harness
@@ -59,6 +61,12 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
     parser.add_argument(
         "--max-steps", type=int, help="the scout's training budget in steps (default: none)"
+    )
+    parser.add_argument(
+        "--early-steps",
+        type=int,
+        help="also score the scout after this many steps of its training, as the backend's "
+        "early scores (default: none)",
     )
     parser.add_argument(
         "--add-train",
@@ -173,11 +181,26 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         n_jobs=args.n_jobs,
         progress=False,
     )
-    _, train_s = harness.timed(srw.fit, examples + added_train(args.add_train, seed))
+    early, started = {}, time.perf_counter()
+
+    def score_early(scout):  # the product's early scores: the deterministic score at that step
+        result = SubRegWeigh.from_scout(scout, progress=False).weigh_deterministic(examples)
+        early["quality"] = result.score("deterministic")
+        early["seconds"] = time.perf_counter() - started
+
+    checkpoint = (args.early_steps, score_early) if args.early_steps else None
+    _, train_s = harness.timed(
+        srw.fit, examples + added_train(args.add_train, seed), checkpoint=checkpoint
+    )
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
     proba, proba_s = harness.timed(srw.scout_.predict_proba, examples)
     labels = srw.scout_.labels_
     scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
+    if early:
+        scores[f"deterministic at {args.early_steps} steps (early)"] = (
+            early["quality"],
+            early["seconds"],
+        )
     weigh_s = 0.0
     if set(args.scores) - {"deterministic"}:
         weighed, weigh_s = harness.timed(srw.weigh, examples)

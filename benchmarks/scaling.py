@@ -24,10 +24,12 @@ Peak memory: the largest peak resident set (VmHWM, restarted before each trainin
 process that trains (embedded: the backend server; redis: the rq work horse), sampled every
 0.2 s. Each row also records the 1-minute load average at its start: above the number of cores,
 other jobs shared the machine. The engine runs with the backend's defaults (default MiniLM,
-K=10, N=500, NER 3 epochs) unless ``--epochs``, ``-k``, ``--n-samples`` say otherwise.
+K=10, N=500, NER 3 epochs within the SRW_MAX_STEPS budget) unless ``--epochs``,
+``--max-steps``, ``-k``, ``--n-samples`` say otherwise. Beyond CoNLL-2003's 14,041 training
+sentences a project's sentences are drawn with replacement.
 
     python -m benchmarks.scaling --sizes 300 1000 3000     # about 25 min on 2 cores
-    python -m benchmarks.scaling --sizes 14000 --resume    # adds a size to the same table
+    python -m benchmarks.scaling --sizes 14000 50000 --resume   # adds sizes to the same table
     python -m benchmarks.scaling --sizes 30 --epochs 1 -k 3 --n-samples 6 --retrain-at 30 \\
         --out /tmp/scaling-smoke                            # smoke test, under a minute
 
@@ -85,7 +87,7 @@ from testbed.servers import (
 
 logger = logging.getLogger("scaling")
 
-SIZES = [300, 1000, 3000, 14000]
+SIZES = [300, 1000, 3000, 14000, 50000]
 # The backend's phases: until its scores are in Label Studio (with the default "deterministic"
 # score: one ordinary pass, "score"), then the K candidates ("weigh") and what they add
 # ("complete": the unannotated tasks' predictions). Another score weighs before "save".

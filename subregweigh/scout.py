@@ -372,8 +372,14 @@ class Scout:
         finally:
             hf_logging.set_verbosity(verbosity)
 
-    def fit(self, examples: Sequence[Example], sample_weight=None) -> Scout:
-        """Fine-tune on ``examples``, optionally with per-example loss weights (shape (n,))."""
+    def fit(self, examples: Sequence[Example], sample_weight=None, *, checkpoint=None) -> Scout:
+        """Fine-tune on ``examples``, optionally with per-example loss weights (shape (n,)).
+
+        ``checkpoint``: ``(step, callback)``. When the training is longer than ``step`` steps,
+        ``callback(self)`` runs after that step and sees the scout as it is then, predicting
+        (``n_steps_`` and ``n_passes_`` say how far it is), e.g. to publish early scores of a
+        long training. The training then goes on to the same weights as without it.
+        """
 
         if not examples:
             raise ValueError("cannot train a scout on zero examples")
@@ -474,6 +480,8 @@ class Scout:
                 optimizer.zero_grad()
                 running += loss.item()
                 done += 1
+                if checkpoint is not None and epoch * per_epoch + done == checkpoint[0] < steps:
+                    self._call_back(checkpoint[1], checkpoint[0], per_epoch)
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
             logger.info(
@@ -488,6 +496,16 @@ class Scout:
         self.model_.eval()
         self._quantized = None
         return self
+
+    def _call_back(self, callback, step: int, per_epoch: int) -> None:
+        """``callback(self)`` in the middle of a training, predicting as it is then."""
+        self.n_steps_, self.n_passes_ = step, round(step / per_epoch, 3)
+        self.model_.eval()
+        try:
+            callback(self)
+        finally:
+            self._quantized = None  # an int8 copy of these weights would outlive them
+            self.model_.train()
 
     def _training_order(self, lengths: list[int], rng: np.random.Generator) -> np.ndarray:
         """One epoch's order of the training texts: shuffled, grouped by length if asked."""

@@ -339,9 +339,12 @@ class SubRegWeigh:
         if not isinstance(self.n_scouts, (int, np.integer)) or self.n_scouts < 1:
             raise ValueError(f"n_scouts must be a positive int, got {self.n_scouts!r}")
 
-    def fit(self, examples: Sequence[Example], sample_weight=None) -> SubRegWeigh:
+    def fit(
+        self, examples: Sequence[Example], sample_weight=None, *, checkpoint=None
+    ) -> SubRegWeigh:
         """Train the scout (``n_scouts`` of them) on ``examples`` with deterministic
-        tokenization."""
+        tokenization. ``checkpoint``: ``(step, callback)`` for the first scout's training
+        (:meth:`Scout.fit`)."""
         self._validate()
         template = self.scout if self.scout is not None else Scout(task=self.task)
         self.scouts_ = []
@@ -351,7 +354,11 @@ class SubRegWeigh:
             scout.random_state = template.random_state + 1000 * j
             if self.n_scouts > 1:
                 logger.info("training scout %d of %d", j + 1, self.n_scouts)
-            self.scouts_.append(scout.fit(examples, sample_weight=sample_weight))
+            self.scouts_.append(
+                scout.fit(
+                    examples, sample_weight=sample_weight, checkpoint=checkpoint if j == 0 else None
+                )
+            )
         self.scout_ = self.scouts_[0]
         return self
 

@@ -114,9 +114,11 @@ def _annotated_task(ex, spans) -> dict:
 
 def conll_tasks(rng, n_tasks: int) -> list[dict]:
     """``n_tasks`` CoNLL-2003 training sentences drawn at random (of 14,041), in file order, each
-    a task annotated with its gold entities: a project as large as the data set allows."""
+    a task annotated with its gold entities; beyond 14,041 drawn with replacement (a larger
+    project's size and lengths, with repeated sentences)."""
     sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
-    chosen = sorted(rng.choice(len(sentences), n_tasks, replace=False))
+    many = n_tasks > len(sentences)
+    chosen = sorted(rng.choice(len(sentences), n_tasks, replace=many))
     return [_annotated_task(sentences[i], entity_spans(sentences[i].label)) for i in chosen]
 
 

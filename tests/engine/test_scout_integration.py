@@ -736,3 +736,22 @@ def test_max_steps_caps_the_training_and_leaves_shorter_ones_alone(tiny_ner_data
     assert torch.equal(_weights(capped), _weights(fit(max_steps=7)))  # still seeded
     with pytest.raises(ValueError, match="max_steps=0: expected at least 1, or None"):
         fit(max_steps=0)
+
+
+def test_a_checkpoint_sees_the_scout_mid_training_and_changes_nothing(tiny_ner_data):
+    data = tiny_ner_data[:20]  # batches of 4: 5 steps an epoch, 10 in all
+    seen = []
+
+    def look(scout):
+        assert not scout.model_.training
+        seen.append((scout.n_steps_, scout.n_passes_, _weights(scout), scout.predict_proba(data)))
+
+    plain = Scout(epochs=2, batch_size=4, progress=False).fit(data)
+    looked = Scout(epochs=2, batch_size=4, progress=False).fit(data, checkpoint=(7, look))
+    assert torch.equal(_weights(looked), _weights(plain))  # the training went on as if unseen
+    assert looked.model_.training is False and (looked.n_steps_, looked.n_passes_) == (10, 2.0)
+    [(steps, passes, weights, proba)] = seen
+    assert (steps, passes) == (7, 1.4)
+    assert not torch.equal(weights, _weights(plain))  # what step 7 had, not the end
+    late = Scout(epochs=2, batch_size=4, progress=False).fit(data, checkpoint=(10, look))
+    assert len(seen) == 1 and torch.equal(_weights(late), _weights(plain))  # not longer: no call

@@ -248,6 +248,54 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
             assert 0 <= annotation["reliability"] <= 1 and 0 <= annotation["probability"] <= 1
 
 
+def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
+    """With SRW_EARLY_STEPS below a training's steps, the scout as it is after that many steps
+    scores the annotated tasks and its version goes to Label Studio first; the full training's
+    version follows and is what the project ends with. Each has one prediction per annotated
+    task."""
+    from label_studio_sdk.client import LabelStudio
+
+    env = {
+        **ENGINE_ENV,
+        "SRW_EARLY_STEPS": "6",  # of 16: 30 tasks in batches of 16, 8 epochs
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
+    tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+        project = ls.projects.create(title="early scores", label_config=NER_CONFIG)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+        ls.ml.train(id=ml.id)
+        status = wait_trained(backend, project.id)
+        final, early = status["current_version"], status["early_version"]
+
+        assert early and early < final and status["scores_in_label_studio"] == final
+        assert ls.projects.get(id=project.id).model_version == final
+        assert 0 < status["early_seconds"] < status["scores_seconds"]
+        assert status["phase_seconds"]["early"] > 0
+        versions = tmp_path / "models" / str(project.id) / "versions"
+        meta = {v: json.loads((versions / v / "meta.json").read_text()) for v in (early, final)}
+        assert meta[early]["training"] == {"steps": 6, "passes": 3.0}
+        assert meta[final]["training"] == {"steps": 16, "passes": 8.0}
+        log = backend.log(200)
+        assert log.index(f"early scores of version {early}") < log.index(
+            f"the review queue is sorted by version {final}"
+        )
+
+        scores = {v: {} for v in (early, final)}
+        for task in ls.tasks.list(project=project.id, fields="all"):
+            for prediction in task.predictions or []:
+                version = field(prediction, "model_version")
+                assert task.id not in scores[version], f"task {task.id}: {task.predictions}"
+                scores[version][task.id] = field(prediction, "score")
+        assert set(scores[early]) == set(scores[final]) == set(ids)
+        assert scores[early] != scores[final]  # a scout 6 steps in is not the trained one
+
+
 def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_path):
     """An annotation edited while the scout trains is scored by the version that training
     publishes, from its edited labels. One edited afterwards is rescored by that version a few
