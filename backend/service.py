@@ -750,9 +750,11 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         )
 
     version_meta_args = (spec, settings, items, len(annotated))
-    early_steps = settings.early_steps if quick and warm_from is None else 0
-    checkpoint = (early_steps, publish_early) if early_steps else None
-    srw = engine(settings, spec, warm_from=warm_from).fit(annotated, checkpoint=checkpoint)
+    srw = engine(settings, spec, warm_from=warm_from)
+    # Early scores when they come at most halfway: a shorter training's own come soon enough.
+    early = settings.early_steps and quick and warm_from is None
+    early = early and srw.scout.training_steps(len(annotated)) >= 2 * settings.early_steps
+    srw.fit(annotated, checkpoint=(settings.early_steps, publish_early) if early else None)
     clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
@@ -772,7 +774,11 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     if changed:
         _rescore(api, store, settings, spec, changed)
     clock.lap("write")
-    store.update_status(scores_in_label_studio=version, scores_seconds=clock.total())
+    store.update_status(
+        scores_in_label_studio=version,
+        scores_seconds=clock.total(),
+        phase_seconds=dict(clock.seconds),  # so far; the job's end gives them all
+    )
     if quick:
         logger.info(
             "project %s: the review queue is sorted by version %s's scores (%s); weighing K "

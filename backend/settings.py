@@ -477,9 +477,9 @@ SETTINGS: tuple[Setting, ...] = (
         "early_steps",
         int,
         400,
-        "a long training publishes early scores after this many optimizer steps, from the "
-        "scout as it is then, and the full training's scores when it ends (the default score "
-        "only; 0: none)",
+        "a training of at least twice this many optimizer steps publishes early scores after "
+        "this many, from the scout as it is then, and its own when it ends (the default score "
+        "only; 0: never)",
         "SRW_EARLY_STEPS",
         ("--early-steps",),
         group="scout",

@@ -257,6 +257,13 @@ def _build_parser() -> argparse.ArgumentParser:
         required=True,
         help="weights file: .jsonl or .csv (all columns), .conll/.txt (word, tag, weight)",
     )
+    weigh.add_argument(
+        "--reference",
+        metavar="FILE",
+        help="annotated data of the same task that the scout trains on beside DATA and that is "
+        "not weighed: the corpus a new batch of annotations joins (docs/evaluation.md measures "
+        "what it buys)",
+    )
     _add_weigh_args(weigh)
     _add_saved_scout_args(weigh)
     _add_scout_args(weigh)
@@ -397,6 +404,19 @@ def _load(args) -> tuple[list, str]:
     return examples, task
 
 
+def _load_reference(args, task: str) -> list:
+    """``--reference``'s examples (none without it), of DATA's ``task``."""
+    if not args.reference:
+        return []
+    if args.scout:
+        raise DataError("--reference is training data; --scout loads a trained scout instead")
+    reference, kind = _read(args, args.reference)
+    if kind != task:
+        raise DataError(f"--reference {args.reference} holds {kind} data; DATA is {task}")
+    logger.info("read %d reference examples from %s", len(reference), args.reference)
+    return reference
+
+
 def _scout(args, task, examples):
     from subregweigh.scout import Scout
 
@@ -433,8 +453,9 @@ def _weigh_params(args) -> dict:
     )
 
 
-def _weigh(args, examples, task):
-    """Train (or load) a scout and weigh ``examples``: the WeighResult."""
+def _weigh(args, examples, task, reference=()):
+    """Train (or load) a scout and weigh ``examples``: the WeighResult. ``reference``: more
+    annotated examples to train on, not weighed."""
     from subregweigh.scout import Scout
     from subregweigh.weigh import SubRegWeigh
 
@@ -445,10 +466,13 @@ def _weigh(args, examples, task):
         srw = SubRegWeigh.from_scout(scout, **_weigh_params(args))
         logger.info("loaded scout from %s", args.scout)
     else:
+        training = [*examples, *reference]
         srw = SubRegWeigh(
-            _scout(args, task, examples), **_weigh_params(args), n_scouts=args.scouts
-        ).fit(examples)
-        logger.info("trained scout in %.1f s", time.perf_counter() - start)
+            _scout(args, task, training), **_weigh_params(args), n_scouts=args.scouts
+        ).fit(training)
+        logger.info(
+            "trained scout on %d examples in %.1f s", len(training), time.perf_counter() - start
+        )
         if getattr(args, "save_scout", None):
             srw.scout_.save(args.save_scout)
             logger.info("saved scout to %s", args.save_scout)
@@ -468,8 +492,9 @@ def _annotation_columns(args, examples) -> dict[str, list]:
 def cmd_weigh(args) -> int:
     check_writable(args.output, WEIGHTS_SUFFIXES)  # before hours of training, not after
     examples, task = _load(args)
+    reference = _load_reference(args, task)
     start = time.perf_counter()
-    result = _weigh(args, examples, task)
+    result = _weigh(args, examples, task, reference)
     score = result.score(args.score)
     extra = {"score": score, **result.columns(), **_annotation_columns(args, examples)}
     write_weights(args.output, examples, result.weight, task=task, extra=extra)

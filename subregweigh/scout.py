@@ -440,19 +440,15 @@ class Scout:
         fused = self._device.type in ("cpu", "cuda")
         optimizer = torch.optim.AdamW(trainable, lr=lr, fused=fused)
         per_epoch = -(-len(examples) // self.batch_size)
-        steps = epochs * per_epoch
-        if self.max_steps is not None:
-            if self.max_steps < 1:
-                raise ValueError(f"max_steps={self.max_steps}: expected at least 1, or None")
-            if self.max_steps < steps:
-                logger.info(
-                    "training budget: %d steps of %d (%.2f passes over %d texts)",
-                    self.max_steps,
-                    steps,
-                    self.max_steps / per_epoch,
-                    len(examples),
-                )
-                steps = self.max_steps
+        steps = self.training_steps(len(examples))
+        if steps < epochs * per_epoch:
+            logger.info(
+                "training budget: %d steps of %d (%.2f passes over %d texts)",
+                steps,
+                epochs * per_epoch,
+                steps / per_epoch,
+                len(examples),
+            )
         schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
@@ -496,6 +492,17 @@ class Scout:
         self.model_.eval()
         self._quantized = None
         return self
+
+    def training_steps(self, n_examples: int) -> int:
+        """The optimizer steps a :meth:`fit` on ``n_examples`` texts takes: ``epochs`` passes
+        in batches of ``batch_size``, at most ``max_steps``."""
+        epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
+        steps = epochs * -(-n_examples // self.batch_size)
+        if self.max_steps is None:
+            return steps
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps={self.max_steps}: expected at least 1, or None")
+        return min(steps, self.max_steps)
 
     def _call_back(self, callback, step: int, per_epoch: int) -> None:
         """``callback(self)`` in the middle of a training, predicting as it is then."""

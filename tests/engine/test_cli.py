@@ -374,3 +374,40 @@ def test_weigh_with_an_ensemble_of_scouts(tmp_path):
     assert cli.main([*argv, "--n-samples", "4", "--scouts", "1"]) == 0
     single = [json.loads(line)["score"] for line in out.read_text().splitlines()]
     assert single != [row["score"] for row in rows]  # the second scout moved the scores
+
+
+def test_a_reference_of_another_task_or_beside_a_saved_scout_is_refused(tmp_path, capsys):
+    data, reference = tmp_path / "data.conll", tmp_path / "reference.tsv"
+    write_dataset(data, read_conll(CONLLPP_TRAIN)[:5], task="ner")
+    reference.write_text("sentence\tlabel\na fine film\t1\n")
+    out = ["-o", str(tmp_path / "w.jsonl")]
+    _fails_cleanly(
+        capsys,
+        ["weigh", str(data), *out, "--reference", str(reference)],
+        f"--reference {reference} holds classification data; DATA is ner",
+    )
+    _fails_cleanly(
+        capsys,
+        ["weigh", str(data), *out, "--reference", str(data), "--scout", str(tmp_path)],
+        "--reference is training data; --scout loads a trained scout instead",
+    )
+
+
+@pytest.mark.slow
+def test_weigh_trains_on_the_reference_and_weighs_only_the_data(tmp_path):
+    from subregweigh.scout import Scout
+
+    sentences = read_conll(CONLLPP_TRAIN)[:300]
+    has_misc = [any("MISC" in tag for tag in ex.label) for ex in sentences]
+    batch = [ex for ex, misc in zip(sentences, has_misc) if not misc][:20]
+    corpus = [ex for ex, misc in zip(sentences, has_misc) if misc][:20]
+    data, reference = tmp_path / "batch.conll", tmp_path / "corpus.conll"
+    write_dataset(data, batch, task="ner")
+    write_dataset(reference, corpus, task="ner")
+    out, saved = tmp_path / "weights.jsonl", tmp_path / "scout"
+    argv = ["-q", "weigh", str(data), "-o", str(out), "--reference", str(reference)]
+    argv += ["--epochs", "1", "-k", "2", "--n-samples", "4", "--save-scout", str(saved)]
+    assert cli.main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["id"] for row in rows] == [ex.id for ex in read_conll(data)]  # the batch only
+    assert "B-MISC" in Scout.load(saved).labels_  # a tag only the reference has: trained on it

@@ -725,6 +725,8 @@ def test_max_steps_caps_the_training_and_leaves_shorter_ones_alone(tiny_ner_data
 
     full = fit()
     assert (full.n_steps_, full.n_passes_) == (10, 2.0)
+    assert Scout(epochs=2, batch_size=4).training_steps(len(data)) == 10  # known before a fit
+    assert Scout(epochs=2, batch_size=4, max_steps=7).training_steps(len(data)) == 7
     roomy = fit(max_steps=10)  # a budget the epochs fit in changes nothing
     assert torch.equal(_weights(roomy), _weights(full))
     with caplog.at_level(logging.INFO, logger="subregweigh.scout"):

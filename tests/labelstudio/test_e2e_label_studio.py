@@ -10,6 +10,7 @@ Runs with the embedded job runner (100 tasks, where detection is checked) and wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -189,31 +190,40 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             redis.stop()
 
 
+@contextlib.contextmanager
+def _trained(label_studio, tmp_path, title, tasks, env=None):
+    """A backend with ENGINE_ENV (and ``env``) and a new NER project of ``tasks`` connected to
+    it, its training started: ``(ls, backend, project, task ids)``."""
+    from label_studio_sdk.client import LabelStudio
+
+    env = {
+        **ENGINE_ENV,
+        **(env or {}),
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+    }
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+        project = ls.projects.create(title=title, label_config=NER_CONFIG)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+        ls.ml.train(id=ml.id)
+        yield ls, backend, project, ids
+
+
 def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_path):
     """With the default "deterministic" score, a training writes the annotated tasks' scores
     after one pass over their ordinary segmentations, then weighs the K candidates: it adds
     c/K to the stored annotations and writes the unannotated tasks' pre-annotations. In the
     end every task has exactly one prediction of the version, the annotated ones scored by
     the lowest p(gold) of the ordinary segmentation."""
-    from label_studio_sdk.client import LabelStudio
-
-    env = {
-        **ENGINE_ENV,
-        "LABEL_STUDIO_URL": label_studio.url,
-        "LABEL_STUDIO_API_KEY": label_studio.token,
-    }
     tasks, _ = ner_tasks(np.random.default_rng(11), 30, 3)
     unannotated = {2, 9, 17, 25}
     for i in unannotated:
         tasks[i] = {"data": tasks[i]["data"]}
-    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
-        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-        project = ls.projects.create(title="quick scores", label_config=NER_CONFIG)
-        ids = list(
-            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
-        )
-        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-        ls.ml.train(id=ml.id)
+    with _trained(label_studio, tmp_path, "quick scores", tasks) as (ls, backend, project, ids):
         status = wait_trained(backend, project.id)
         version = status["current_version"]
 
@@ -253,23 +263,14 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
     scores the annotated tasks and its version goes to Label Studio first; the full training's
     version follows and is what the project ends with. Each has one prediction per annotated
     task."""
-    from label_studio_sdk.client import LabelStudio
-
-    env = {
-        **ENGINE_ENV,
-        "SRW_EARLY_STEPS": "6",  # of 16: 30 tasks in batches of 16, 8 epochs
-        "LABEL_STUDIO_URL": label_studio.url,
-        "LABEL_STUDIO_API_KEY": label_studio.token,
-    }
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
-        ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-        project = ls.projects.create(title="early scores", label_config=NER_CONFIG)
-        ids = list(
-            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
-        )
-        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-        ls.ml.train(id=ml.id)
+    early_env = {"SRW_EARLY_STEPS": "6"}  # of 16: 30 tasks in batches of 16, 8 epochs
+    with _trained(label_studio, tmp_path, "early scores", tasks, early_env) as (
+        ls,
+        backend,
+        project,
+        ids,
+    ):
         status = wait_trained(backend, project.id)
         final, early = status["current_version"], status["early_version"]
 

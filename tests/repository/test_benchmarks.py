@@ -358,14 +358,16 @@ def test_ablation_rows_share_one_scout(tmp_path):
 @pytest.mark.slow
 def test_scaling_times_training_through_label_studio(tmp_path):
     """benchmarks.scaling on a 20-task project: Start Training, then a retrain that 2 edits
-    in Label Studio start through its webhooks, both timed to the scores in Label Studio; the
-    first edit is also timed until the backend rescored it."""
+    in Label Studio start through its webhooks, both timed to the early scores in Label Studio
+    (after 1 of the 2 steps) and to the full training's; the first edit is also timed until
+    the backend rescored it."""
     from testbed.servers import require_label_studio
 
     require_label_studio()
     from benchmarks import scaling
 
     tiny = ["--sizes", "20", "--retrain-at", "20", "--changes", "2", "--epochs", "1", "-k", "2"]
+    tiny += ["--early-steps", "1"]
     assert scaling.main(tiny + ["--n-samples", "4", "--out", str(tmp_path)]) == 0
 
     result = json.loads((tmp_path / "scaling.json").read_text())
@@ -378,12 +380,14 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     for run in result["runs"]:
         assert set(run["phase_seconds"]) == set(scaling.PHASES)
         to_scores = sum(run["phase_seconds"][p] for p in scaling.SCORED)
-        assert run["end_to_end_seconds"] >= to_scores and run["overhead_seconds"] >= 0
+        assert run["refined_seconds"] >= to_scores and run["overhead_seconds"] >= 0
+        assert run["end_to_end_seconds"] <= run["refined_seconds"]
+        assert run["early_passes"] == 0.5 and run["phase_seconds"]["early"] > 0
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
         # the K candidates were weighed, after the scores (the end-to-end times are rounded to
         # 10 ms and polled every 0.5 s, so a K pass this small can end within the same poll)
         assert run["phase_seconds"]["weigh"] > 0
-        assert run["all_done_seconds"] >= run["end_to_end_seconds"]
+        assert run["all_done_seconds"] >= run["refined_seconds"]
         assert run["peak_rss_mb"] > 100 and run["cpu_seconds"] > 0 and run["passes"] == 1
         assert run["matmul_gflops"] > 0  # the machine's speed at the row's start
     assert result["matmul_gflops"] > 0
