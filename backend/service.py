@@ -739,6 +739,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             scores_in_label_studio=version,
             early_version=version,
             early_seconds=clock.total(),
+            phase_seconds=dict(clock.seconds),  # so far
             message=f"early scores in Label Studio ({scout.n_passes_:.2f} passes); training on",
         )
         logger.info(

@@ -476,7 +476,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "early_steps",
         int,
-        400,
+        300,
         "a training of at least twice this many optimizer steps publishes early scores after "
         "this many, from the scout as it is then, and its own when it ends (the default score "
         "only; 0: never)",

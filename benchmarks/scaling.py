@@ -98,6 +98,7 @@ POLL_SECONDS = 0.5
 # Issue 30's targets on a 2-core CPU (issue 12's for the retrain): (size, kind) -> seconds from
 # the trigger to the scores.
 FIRST, RETRAIN = "first training", "retrain after changes"
+STOPS = ("done", "refined", "scores")
 TARGETS = {(1000, FIRST): 20, (14000, FIRST): 120, (1000, RETRAIN): 60}
 
 
@@ -116,10 +117,12 @@ def parse_args(argv=None):
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training")
     parser.add_argument("--resume", action="store_true", help="keep sizes already measured")
     parser.add_argument(
-        "--no-k-pass",
-        action="store_true",
-        help="stop at the full training's scores, not waiting for the K-candidate pass (its "
-        "phases, all done and CPU s: -)",
+        "--stop-at",
+        choices=STOPS,
+        default=STOPS[0],
+        help="what to wait for: all done, the full training's scores (refined; the K-candidate "
+        "pass's phases, all done and CPU s: -) or the first scores (early; the rest: -) "
+        "(default: done)",
     )
     args = parser.parse_args(argv)
     args.name = args.name or ("scaling" if args.mode == "embedded" else "scaling-redis")
@@ -313,12 +316,16 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     trigger()
     first = wait_scores(ls, backend, project, old, args.timeout)
     seconds = time.perf_counter() - started
-    early = backend.get(f"/status?project={project}")[1].get("early_version") == first
-    version = wait_scores(ls, backend, project, first, args.timeout) if early else first
-    refined = time.perf_counter() - started
-    if args.no_k_pass:
-        all_done = None
+    status = backend.get(f"/status?project={project}")[1]
+    early = status.get("early_version") == first
+    version, refined = first, None
+    if early and args.stop_at != "scores":
+        version = wait_scores(ls, backend, project, first, args.timeout)
         status = backend.get(f"/status?project={project}")[1]
+    if not early or args.stop_at != "scores":
+        refined = round(time.perf_counter() - started, 2)
+    if args.stop_at != "done":
+        all_done = None
     else:
         wait_done(backend, project, version, args.timeout)
         all_done = round(time.perf_counter() - started, 2)
@@ -327,16 +334,21 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     assert status["current_version"] == version, (status, version)
     for scored in {first, version}:
         check_predictions(ls, project, scored, task_ids)
-    cpu = None if args.no_k_pass else training_cpu_seconds(trainer_pid, cpu_before)
+    cpu = None if all_done is None else training_cpu_seconds(trainer_pid, cpu_before)
     phases = {phase: status["phase_seconds"].get(phase, 0.0) for phase in PHASES}
     return {
         "size": len(task_ids),
         "end_to_end_seconds": round(seconds, 2),
-        "refined_seconds": round(refined, 2),
+        "refined_seconds": refined,
         "early_passes": passes_used(backend, project, first) if early else None,
         "all_done_seconds": all_done,
         "phase_seconds": phases,
-        "overhead_seconds": round(refined - status["scores_seconds"], 2),
+        "overhead_seconds": round(
+            seconds - status["early_seconds"]
+            if refined is None
+            else refined - status["scores_seconds"],
+            2,
+        ),
         "peak_rss_mb": round(peak),
         "cpu_seconds": None if cpu is None else round(cpu, 1),
         "passes": passes_used(backend, project, version),
@@ -384,13 +396,18 @@ def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dic
 # ----------------------------------------------------------------------------- results
 
 
+def shown(value, form: str = "{:.1f}") -> str:
+    """A table's or log's number of seconds; '-' when not measured."""
+    return "-" if value is None else form.format(value)
+
+
 def describe(row: dict) -> str:
     phases = ", ".join(f"{p} {s:.1f}" for p, s in row["phase_seconds"].items())
     done = row["all_done_seconds"]
     return (
         f"{row['kind']}: scores in Label Studio after {row['end_to_end_seconds']:.1f} s, the "
-        f"full training's after {row['refined_seconds']:.1f} s, all done after "
-        f"{'-' if done is None else f'{done:.1f}'} s ({phases}, overhead "
+        f"full training's after {shown(row['refined_seconds'])} s, all done after "
+        f"{shown(done)} s ({phases}, overhead "
         f"{row['overhead_seconds']:.1f}), peak RSS {row['peak_rss_mb']} MiB"
     )
 
@@ -427,15 +444,15 @@ def markdown(result: dict) -> str:
                 label(row),
                 row["kind"],
                 f"{row['end_to_end_seconds']:.1f}",
-                f"{row.get('refined_seconds', row['end_to_end_seconds']):.1f}",
+                shown(row.get("refined_seconds", row["end_to_end_seconds"])),
                 f"{row['early_passes']:.2f}" if row.get("early_passes") else "-",
             ]
             + [f"{sec.get(p, 0.0):.1f}" for p in SCORED]
             + [f"{row['overhead_seconds']:.1f}"]
             + [f"{sec.get(p, 0.0):.1f}" for p in PHASES[len(SCORED) :]]
             + [
-                "-" if row["all_done_seconds"] is None else f"{row['all_done_seconds']:.1f}",
-                "-" if row["cpu_seconds"] is None else f"{row['cpu_seconds']:.0f}",
+                shown(row["all_done_seconds"]),
+                shown(row["cpu_seconds"], "{:.0f}"),
                 row["peak_rss_mb"],
                 row.get("passes", row.get("epochs")),
                 f"{row['load_average']:.1f}",
@@ -493,7 +510,14 @@ def plot(result: dict, path: Path) -> None:
         ax.scatter(x, ends, marker="_", s=900, c="black", zorder=3)
         ax.scatter([], [], marker="_", c="black", label="scores in Label Studio")
         refined = [r.get("refined_seconds", r["end_to_end_seconds"]) for r in rows]
-        ax.scatter(x, refined, marker="_", s=900, c="grey", zorder=3)
+        ax.scatter(
+            [i for i, s in zip(x, refined) if s is not None],
+            [s for s in refined if s is not None],
+            marker="_",
+            s=900,
+            c="grey",
+            zorder=3,
+        )
         ax.scatter([], [], marker="_", c="grey", label="the full training's scores")
         ax.plot([], [], "r--", label="target")
         ax.set_xticks(x, [label(r) for r in rows])
