@@ -150,8 +150,10 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
 
-            slow = _worker(
-                {**env, "SRW_EPOCHS": "300"}, tmp_path / "models", tmp_path / "worker2.log"
+            slow = _worker(  # no early scores: the killed training must leave no version
+                {**env, "SRW_EPOCHS": "300", "SRW_EARLY_STEPS": "0"},
+                tmp_path / "models",
+                tmp_path / "worker2.log",
             ).start()
             try:
                 assert _train(backend, project)[0] == 201
