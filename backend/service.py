@@ -731,9 +731,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         early = _weigher_of(scout, settings)
         scores = score_tasks(early, spec, items, settings.score, quick=True)
         version = _save_version(store, early, scores, version_meta_args)
-        with store.locked("writing"):
-            _write_predictions(api, project, version, reviews.served(store, scores))
-            api.set_model_version(int(project), version)
+        _serve_in_label_studio(api, store, project, version, scores)
         clock.lap("early")
         store.update_status(
             scores_in_label_studio=version,
@@ -767,9 +765,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     del warm_from  # with the cache's reference gone, its memory goes back (release_memory)
 
     store.update_status(message="writing predictions to Label Studio")
-    with store.locked("writing"):
-        _write_predictions(api, project, version, reviews.served(store, scores))
-        api.set_model_version(int(project), version)
+    _serve_in_label_studio(api, store, project, version, scores)
     # Changed before the fetch: scored above. After it: scored from what they were before.
     changed = store.take_status("changed_since_fetch", "rescore_pending")
     if changed:
@@ -844,6 +840,16 @@ def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> s
     with _weighers_lock:  # a version refitted (warm start) or early scores are superseded
         _forget_versions(store, keep=version)
     return version
+
+
+def _serve_in_label_studio(
+    api: LabelStudioAPI, store: ProjectStore, project: str, version: str, scores: dict
+) -> None:
+    """Write ``version``'s ``scores`` as served (reviews applied) and make it the project's
+    model version, which Label Studio's prediction score counts."""
+    with store.locked("writing"):
+        _write_predictions(api, project, version, reviews.served(store, scores))
+        api.set_model_version(int(project), version)
 
 
 def _write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> None:

@@ -318,11 +318,11 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     seconds = time.perf_counter() - started
     status = backend.get(f"/status?project={project}")[1]
     early = status.get("early_version") == first
-    version, refined = first, None
-    if early and args.stop_at != "scores":
-        version = wait_scores(ls, backend, project, first, args.timeout)
-        status = backend.get(f"/status?project={project}")[1]
-    if not early or args.stop_at != "scores":
+    version, refined = first, None  # refined: unknown when stopping at early scores
+    if not (early and args.stop_at == "scores"):
+        if early:
+            version = wait_scores(ls, backend, project, first, args.timeout)
+            status = backend.get(f"/status?project={project}")[1]
         refined = round(time.perf_counter() - started, 2)
     if args.stop_at != "done":
         all_done = None

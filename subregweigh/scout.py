@@ -409,7 +409,6 @@ class Scout:
 
         encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
         targets = [self._target(ex) for ex in examples]
-        epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
         lr = (
             self.learning_rate
             if self.learning_rate is not None
@@ -441,11 +440,11 @@ class Scout:
         optimizer = torch.optim.AdamW(trainable, lr=lr, fused=fused)
         per_epoch = -(-len(examples) // self.batch_size)
         steps = self.training_steps(len(examples))
-        if steps < epochs * per_epoch:
+        if steps < self._epochs() * per_epoch:
             logger.info(
                 "training budget: %d steps of %d (%.2f passes over %d texts)",
                 steps,
-                epochs * per_epoch,
+                self._epochs() * per_epoch,
                 steps / per_epoch,
                 len(examples),
             )
@@ -496,13 +495,16 @@ class Scout:
     def training_steps(self, n_examples: int) -> int:
         """The optimizer steps a :meth:`fit` on ``n_examples`` texts takes: ``epochs`` passes
         in batches of ``batch_size``, at most ``max_steps``."""
-        epochs = self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
-        steps = epochs * -(-n_examples // self.batch_size)
+        steps = self._epochs() * -(-n_examples // self.batch_size)
         if self.max_steps is None:
             return steps
         if self.max_steps < 1:
             raise ValueError(f"max_steps={self.max_steps}: expected at least 1, or None")
         return min(steps, self.max_steps)
+
+    def _epochs(self) -> int:
+        """``epochs``, or the task's default."""
+        return self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
 
     def _call_back(self, callback, step: int, per_epoch: int) -> None:
         """``callback(self)`` in the middle of a training, predicting as it is then."""
