@@ -68,6 +68,7 @@ def _weigh_params(settings: Settings) -> dict:
         k=settings.k,
         method=settings.method,
         w_min=settings.w_min,
+        softmin_temperature=settings.softmin_temperature,
         random_state=settings.seed,
         progress=False,
     )
@@ -738,7 +739,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             early_version=version,
             early_seconds=clock.total(),
             phase_seconds=dict(clock.seconds),  # so far
-            message=f"early scores in Label Studio ({scout.n_passes_:.2f} passes); training on",
+            message=f"early scores in Label Studio ({scout.n_passes_:.2f} passes"
+            + (f" of scout 1 of {settings.n_scouts}" if settings.n_scouts > 1 else "")
+            + "); training on",
         )
         logger.info(
             "project %s: early scores of version %s in Label Studio after %d steps (%s)",
@@ -750,10 +753,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
 
     version_meta_args = (spec, settings, items, len(annotated))
     srw = engine(settings, spec, warm_from=warm_from)
-    # Early scores when they come at most halfway: a shorter training's own come soon enough.
-    early = settings.early_steps and quick and warm_from is None
-    early = early and srw.scout.training_steps(len(annotated)) >= 2 * settings.early_steps
-    srw.fit(annotated, checkpoint=(settings.early_steps, publish_early) if early else None)
+    early_step = _early_step(srw, len(annotated), settings) if quick and not warm_from else None
+    srw.fit(annotated, checkpoint=(early_step, publish_early) if early_step else None)
     clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
@@ -811,6 +812,21 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "warm_start": warm,
         "warm_retrains": store.status().get("warm_retrains", 0) + 1 if warm else 0,
     }
+
+
+def _early_step(srw, n_annotated: int, settings: Settings) -> int | None:
+    """After which step of the first scout's training early scores are published, or None.
+
+    A training of at least twice SRW_EARLY_STEPS steps publishes after that many: a shorter
+    one's own scores come soon enough. An ensemble's first scout, trained, publishes in any case:
+    the others would multiply the wait for the first scores.
+    """
+    if not settings.early_steps:
+        return None
+    steps = srw.scout.training_steps(n_annotated)
+    if steps >= 2 * settings.early_steps:
+        return settings.early_steps
+    return steps if settings.n_scouts > 1 else None
 
 
 def _weigher_of(scout, settings: Settings):

@@ -45,6 +45,7 @@ METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 PRECISIONS = ("float32", "bfloat16", "auto")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("deterministic", "probability", "agreement")
+SOFTMIN_TEMPERATURE = 0.15  # and subregweigh.weigh.SOFTMIN_TEMPERATURE
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False"}
 _TRUE = ("1", "true", "yes", "on")
@@ -401,12 +402,25 @@ SETTINGS: tuple[Setting, ...] = (
         "score",
         str,
         SCORES[0],
-        "a task's prediction score (lower: review first): deterministic (the scout's lowest "
-        "p(gold) on the deterministic tokenization; finds the most errors), probability (the "
-        "same averaged over the K candidates) or agreement (the paper's c/K)",
+        "a task's prediction score (lower: review first): deterministic (the soft minimum "
+        "over words of the scout's p(gold) on the deterministic tokenization; finds the most "
+        "errors), probability (the same averaged over the K candidates) or agreement (the "
+        "paper's c/K)",
         "SRW_SCORE",
         ("--score",),
         choices=SCORES,
+        **_ENGINE,
+    ),
+    Setting(
+        "softmin_temperature",
+        float,
+        SOFTMIN_TEMPERATURE,
+        "how the words' p(gold) become a task's deterministic or probability score: their "
+        "soft minimum at this temperature (cleanlab's softmin; 0: the lowest p(gold)); 0.15 "
+        "ranks real errors best",
+        "SRW_SOFTMIN_TEMPERATURE",
+        ("--softmin-temperature",),
+        minimum=0.0,
         **_ENGINE,
     ),
     Setting(
@@ -478,8 +492,9 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         300,
         "a training of at least twice this many optimizer steps publishes early scores after "
-        "this many, from the scout as it is then, and its own when it ends (the default score "
-        "only; 0: never)",
+        "this many, from the scout as it is then, and its own when it ends; an ensemble "
+        "(SRW_SCOUTS) publishes its first scout's once it is trained in any case (the default "
+        "score only; 0: never)",
         "SRW_EARLY_STEPS",
         ("--early-steps",),
         group="scout",

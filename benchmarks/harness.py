@@ -181,13 +181,14 @@ def trivial_baselines(examples, task: str, seed: int) -> dict[str, np.ndarray]:
     return scores
 
 
-def cleanlab_in_sample(fitted, examples, task: str, proba=None) -> np.ndarray:
+def cleanlab_in_sample(fitted, examples, task: str, proba=None, **kwargs) -> np.ndarray:
     """cleanlab's label quality on the probabilities of ``fitted``, a scout trained on these
-    very ``examples`` (with cleanlab's defaults: the deterministic p(gold)); ``proba``: its
-    ``predict_proba(examples)`` if already computed."""
+    very ``examples`` (with cleanlab's defaults: the deterministic p(gold), NER its minimum over
+    words; ``kwargs`` go to cleanlab); ``proba``: its ``predict_proba(examples)`` if already
+    computed."""
     given = label_indices(examples, fitted.labels_, task)
     proba = fitted.predict_proba(examples) if proba is None else proba
-    return cleanlab_scores(given, proba, task)
+    return cleanlab_scores(given, proba, task, **kwargs)
 
 
 def cleanlab_out_of_fold(scout, labels, examples, task: str, folds: int, seed: int) -> np.ndarray:

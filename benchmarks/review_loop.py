@@ -6,7 +6,8 @@ one confirmed. Reported: the share of the errors found after reviewing as many s
 are errors (x1) and twice as many (x2), the curve of errors found against sentences reviewed, and
 each round's cost, for:
 
-* ``static``: the scout's ranking (the served default, deterministic p(gold)), read top down;
+* ``static``: the scout's ranking (the served default: the soft minimum over words of the
+  deterministic p(gold), ``--softmin-temperature``), read top down;
 * ``propagate``: after each round, every unreviewed sentence that annotates a word form as a
   fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
   an entity word), has its score multiplied by ``--boost``: the same convention slip elsewhere
@@ -46,6 +47,7 @@ from subregweigh.review import (
     slip_keys,
     word_types,
 )
+from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 NAME = "review_loop"
 POLICIES = ("static", "propagate", "learn")
@@ -58,20 +60,34 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
+    parser.add_argument(
+        "--ensemble", type=int, default=1, help="scouts whose p(gold) is averaged (default: 1)"
+    )
+    parser.add_argument(
+        "--softmin-temperature",
+        type=float,
+        default=SOFTMIN_TEMPERATURE,
+        help=f"the served score's (default: {SOFTMIN_TEMPERATURE}; 0: the lowest p(gold))",
+    )
+    parser.add_argument(
+        "--ranker-c", type=float, default=ReviewRanker().C, help="learn: ReviewRanker's C"
+    )
     parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
     parser.add_argument("--device", help="(default: the scout's choice)")
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     args.learning_rate = args.max_steps = None
-    args.name = args.name or f"review-loop-{args.size}"
+    args.name = args.name or f"review-loop-{args.size}" + (
+        f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
+    )
     return args
 
 
 def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -> list[dict]:
     """Rounds of ``batch`` until every sentence is read; per round the sentences read, the errors
     found so far and the seconds the rescoring took. ``kw``: ``boost`` (propagate), ``X`` (the
-    :func:`sentence_features` of ``original``: learn)."""
+    :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn)."""
     static = np.asarray(quality, dtype=float)
     doubt = -static
     n = len(static)
@@ -96,7 +112,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                         doubt[j] *= kw["boost"]  # -quality < 0: toward 0 moves up
         elif policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
-            ranker = ReviewRanker().fit(kw["X"], slips, decided, flags[decided])
+            ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
             doubt = ranker.doubt(kw["X"], slips, static)
         rounds.append(
             {
@@ -118,17 +134,19 @@ def found_after(rounds, n_reviewed: int) -> int:
     return next(r["found"] for r in rounds if r["reviewed"] >= n_reviewed)
 
 
-def scout_outputs(args, seed: int, examples) -> tuple[list, list, float]:
+def scout_outputs(args, seed: int, examples, member: int = 0) -> tuple[list, list, float]:
     """Per example the scout's p(gold) of each word and its own tags, and the training seconds;
-    from ``--cache`` when a run of the same settings left them there."""
-    key = f"{args.size}-{seed}-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
+    from ``--cache`` when a run of the same settings left them there. ``member``: which scout of
+    an ensemble (seed ``seed + 100 member``, as the real-error benchmark draws them)."""
+    key = f"{args.size}-{seed}" + (f"-m{member}" if member else "")
+    key += f"-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
     path = args.cache / f"scout-{key}.npz" if args.cache else None
     if path is not None and path.exists():
         saved = np.load(path, allow_pickle=False)
         cuts = np.cumsum([len(ex.words) for ex in examples])[:-1]
         gold, tags = np.split(saved["gold"], cuts), np.split(saved["tags"], cuts)
         return gold, [list(t) for t in tags], float(saved["seconds"])
-    fitted, seconds = harness.timed(scout(args, seed).fit, examples)
+    fitted, seconds = harness.timed(scout(args, seed + 100 * member).fit, examples)
     proba = fitted.predict_proba(examples)
     given = label_indices(examples, fitted.labels_, "ner")
     gold = [p[np.arange(len(g)), g] for p, g in zip(proba, given)]
@@ -141,14 +159,22 @@ def scout_outputs(args, seed: int, examples) -> tuple[list, list, float]:
     return gold, tags, seconds
 
 
+def ensemble_outputs(args, seed: int, examples) -> tuple[list, list, float]:
+    """:func:`scout_outputs` of ``--ensemble`` scouts: p(gold) averaged, the first scout's tags,
+    the seconds summed."""
+    members = [scout_outputs(args, seed, examples, j) for j in range(args.ensemble)]
+    gold = [np.mean([m[0][i] for m in members], axis=0) for i in range(len(examples))]
+    return gold, members[0][1], sum(m[2] for m in members)
+
+
 def run_seed(args, seed: int, pair) -> dict:
     original, corrected, all_flags = pair
     pick = draw(args.size, seed, len(original))
     examples = [original[i] for i in pick]
     fixed = [corrected[i] for i in pick]
     flags = all_flags[pick]
-    gold, tags, train_s = scout_outputs(args, seed, examples)
-    quality = np.array([g.min() for g in gold])
+    gold, tags, train_s = ensemble_outputs(args, seed, examples)
+    quality = np.array([soft_minimum(g, args.softmin_temperature) for g in gold])
     X, _ = sentence_features(examples, gold, tags)
     n_errors = int(flags.sum())
     if not n_errors:
@@ -167,7 +193,17 @@ def run_seed(args, seed: int, pair) -> dict:
             "reads_90": reads_to_find(rounds, 0.9 * n_errors),
         }
     for policy in POLICIES:
-        rounds = review(quality, flags, examples, fixed, args.batch, policy, boost=args.boost, X=X)
+        rounds = review(
+            quality,
+            flags,
+            examples,
+            fixed,
+            args.batch,
+            policy,
+            boost=args.boost,
+            X=X,
+            C=args.ranker_c,
+        )
         out[policy] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
             "found_x2": found_after(rounds, 2 * n_errors) / n_errors,
@@ -199,9 +235,16 @@ def markdown(result) -> str:
         "",
         f"{runs[0]['n']} sentences ({cfg['size']}), {runs[0]['n_errors']} erroneous in the first "
         f"draw (base rate {runs[0]['n_errors'] / runs[0]['n']:.3f}); rounds of {cfg['batch']}; "
-        f"propagate boost {cfg['boost']}. Share of the errors found, mean ± sd over {len(runs)} "
-        "seeds. `static` is cleanlab's in-sample label quality on the same scout (the served "
-        "default); the baselines read in a fixed order with no model and learn nothing.",
+        f"propagate boost {cfg['boost']}; learn: ReviewRanker(C={cfg.get('ranker_c', 0.05)}); "
+        + (
+            f"p(gold) averaged over {cfg['ensemble']} scouts; "
+            if cfg.get("ensemble", 1) > 1
+            else ""
+        )
+        + f"Share of the errors found, mean ± sd over {len(runs)} "
+        "seeds. `static` is the served default score on the same scout (soft minimum at "
+        f"temperature {cfg.get('softmin_temperature', 0)}; at 0, cleanlab's in-sample label "
+        "quality); the baselines read in a fixed order with no model and learn nothing.",
         "",
         *harness.table(
             ["policy", "found after reading x1 errors", "x2", "read to find 90%", "s/round"],

@@ -32,6 +32,7 @@ from subregweigh.io.dataset import dataset_format
 # subregweigh.weigh.SCORES, default first (held equal by a test): importing that module here
 # would load torch before `--help` can answer.
 SCORES = ("deterministic", "probability", "agreement")
+SOFTMIN_TEMPERATURE = 0.15  # subregweigh.weigh.SOFTMIN_TEMPERATURE, likewise
 NOISES = ("paper", "sentence")  # subregweigh.selftest.NOISES, likewise
 
 logger = logging.getLogger("subregweigh")
@@ -157,6 +158,13 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         help="weight floor: weight = max(w_min, c/K) (default: 1/3)",
     )
     group.add_argument(
+        "--softmin-temperature",
+        type=float,
+        default=SOFTMIN_TEMPERATURE,
+        help="how the words' p(gold) become a text's score: their soft minimum at this "
+        f"temperature (default: {SOFTMIN_TEMPERATURE}; 0: the lowest p(gold))",
+    )
+    group.add_argument(
         "--n-jobs",
         type=int,
         help="processes that sample and choose the candidates (default: 1; -1: one per CPU "
@@ -174,7 +182,8 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         choices=SCORES,
         default=SCORES[0],
         help="the ranking written as the `score` column and printed: deterministic (the "
-        "scout's lowest p(gold) on the deterministic tokenization; default, it finds most "
+        "soft minimum over words of the scout's p(gold) on the deterministic tokenization; "
+        "default, it finds most "
         "errors), probability (the same, averaged over the K candidates) or agreement (the paper's "
         "c/K). The training weight stays max(w_min, c/K).",
     )
@@ -447,6 +456,7 @@ def _weigh_params(args) -> dict:
         k=args.k,
         method=args.method,
         w_min=args.w_min,
+        softmin_temperature=args.softmin_temperature,
         random_state=args.seed,
         progress=not args.quiet,
         n_jobs=args.n_jobs,

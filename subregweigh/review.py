@@ -14,7 +14,7 @@ conventions were slipped. :class:`ReviewRanker` ranks the undecided sentences wi
   type) pairs the original annotation had in a span the fix changed;
 * a logistic regression on the decided sentences' features and slip counts, balanced between
   errors and confirmations, scores the rest. Until the decisions hold ``min_each`` errors and
-  ``min_each`` confirmations, the static ranking (the lowest p(gold)) stands.
+  ``min_each`` confirmations, the static ranking (the served score) stands.
 
 No retraining of the scout: a refit takes milliseconds. On CoNLL-2003 test against CoNLL++
 (``python -m benchmarks.review_loop``), rounds of 50: see the benchmark's page for what it finds

@@ -80,13 +80,36 @@ def entity_agreement(predictions, multiplicity, gold: tuple) -> list[tuple[str, 
     ]
 
 
-def _lowest(p: np.ndarray) -> float:
-    # min over an empty gold label (a text without words): nothing can be wrong
-    return float(p.min()) if p.size else 1.0
+# The soft minimum's default temperature: it ranked CoNLL-2003's real errors (test against
+# CoNLL++) best among 0.01-0.5, for single scouts and ensembles, on both halves of the test set;
+# injected errors gain too (benchmarks/results/real-errors-softmin-ensemble3.md,
+# detection-conll-sentence-softmin.md; docs/evaluation.md).
+SOFTMIN_TEMPERATURE = 0.15
 
 
-def gold_probability(gold_proba: Sequence[np.ndarray], multiplicity) -> float:
-    """Mean over the K candidates of the lowest probability of a gold part.
+def soft_minimum(p, temperature: float = SOFTMIN_TEMPERATURE) -> float:
+    """The soft minimum of one text's gold-part probabilities, a float in [0, 1].
+
+    ``sum_i p_i w_i / sum_i w_i`` with ``w_i = exp(-p_i / temperature)``: cleanlab's "softmin"
+    sentence score (``cleanlab.token_classification.rank``). A part doubted alone among sure
+    ones gives about its probability; several doubted parts give about their mean, so a text with
+    one sharp doubt ranks above one of the same lowest probability whose other parts are
+    doubted too. ``temperature`` 0 is the plain minimum. ``p``:
+    shape (n_parts,); an empty one (a text without words: nothing can be wrong) gives 1.
+    """
+    p = np.asarray(p, dtype=float)
+    if not p.size:
+        return 1.0
+    if temperature == 0:
+        return float(p.min())
+    w = np.exp(-(p - p.min()) / temperature)  # shifted: the same weights, no underflow
+    return float(p @ w / w.sum())
+
+
+def gold_probability(
+    gold_proba: Sequence[np.ndarray], multiplicity, temperature: float = SOFTMIN_TEMPERATURE
+) -> float:
+    """Mean over the K candidates of the soft minimum of the gold parts' probabilities.
 
     Parameters
     ----------
@@ -96,14 +119,16 @@ def gold_probability(gold_proba: Sequence[np.ndarray], multiplicity) -> float:
         p(gold membership) per class).
     multiplicity : array-like of int, shape (j,)
         How many of the K slots each candidate fills.
+    temperature : float, default 0.15
+        :func:`soft_minimum`'s; 0: the lowest probability.
 
     Returns
     -------
     float in [0, 1]
-        ``sum_j m_j * min(gold_proba[j]) / sum_j m_j`` (1 for a part-less label).
+        ``sum_j m_j * soft_minimum(gold_proba[j]) / sum_j m_j`` (1 for a part-less label).
     """
     m = np.asarray(multiplicity, dtype=float)
-    lowest = np.array([_lowest(np.asarray(p)) for p in gold_proba], dtype=float)
+    lowest = np.array([soft_minimum(p, temperature) for p in gold_proba], dtype=float)
     return float(m @ lowest / m.sum())
 
 
@@ -153,12 +178,12 @@ class WeighResult:
     entities : list of list of (type, start, end, agreement)
         NER only: every gold entity with the fraction of candidates predicting that exact span.
     probability : ndarray of float, shape (n,)
-        Mean over the K candidates of the lowest probability of a gold part
-        (:func:`gold_probability`): NER, min over words of p(gold tag); single-label
-        classification, p(gold class); multi-label, min over classes of p(gold membership).
+        Mean over the K candidates of the soft minimum of the gold parts' probabilities
+        (:func:`gold_probability`): NER, over words of p(gold tag); single-label
+        classification, p(gold class); multi-label, over classes of p(gold membership).
         Lower is more doubtful. NaN where not computed.
     deterministic_probability : ndarray of float, shape (n,)
-        The same lowest probability on the scout's deterministic segmentation alone: the
+        The same soft minimum on the scout's deterministic segmentation alone: the
         "deterministic" score. NaN where not computed (``SubRegWeigh(deterministic=False)``).
     entity_probability : list of list of (type, start, end, probability)
         NER only: every gold entity with the mean over K of the min over its words of
@@ -266,10 +291,14 @@ class SubRegWeigh:
         or 1, this process alone; -1, one per CPU core; a positive int, that many. The examples
         go to the processes in contiguous chunks, so the results are the same for any value.
         Inputs under 64 examples (or 2 per process) stay in this process.
+    softmin_temperature : float, default=0.15
+        How a text's gold-part probabilities (NER: one per word) become its score: their
+        :func:`soft_minimum` at this temperature, 0 for the plain minimum. Applies to the
+        "deterministic" and "probability" scores.
     n_scouts : int, default=1
         Scouts to train, each with its own seed (the scout's ``random_state`` + 1000 j), whose
         probabilities of the gold labels on the deterministic segmentation are averaged before
-        the minimum over words: the "deterministic" score of an ensemble. Seeds disagree most
+        the soft minimum over words: the "deterministic" score of an ensemble. Seeds disagree most
         where the data does; on CoNLL-2003's real errors 3 scouts rank them better than one
         (see the real-error benchmark), for n times the training. The K candidates are
         predicted by the first scout alone.
@@ -297,6 +326,7 @@ class SubRegWeigh:
         batch_size: int = 64,
         n_jobs: int | None = None,
         n_scouts: int = 1,
+        softmin_temperature: float = SOFTMIN_TEMPERATURE,
     ):
         self.scout = scout
         self.task = task
@@ -311,6 +341,7 @@ class SubRegWeigh:
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.n_scouts = n_scouts
+        self.softmin_temperature = softmin_temperature
 
     @classmethod
     def from_scout(cls, scout: Scout, *more: Scout, **params) -> SubRegWeigh:
@@ -338,13 +369,19 @@ class SubRegWeigh:
             raise ValueError(f"n_jobs must be None, -1 or a positive int, got {self.n_jobs!r}")
         if not isinstance(self.n_scouts, (int, np.integer)) or self.n_scouts < 1:
             raise ValueError(f"n_scouts must be a positive int, got {self.n_scouts!r}")
+        if not 0 <= self.softmin_temperature < np.inf:
+            raise ValueError(
+                f"softmin_temperature must be a number >= 0, got {self.softmin_temperature!r}"
+            )
 
     def fit(
         self, examples: Sequence[Example], sample_weight=None, *, checkpoint=None
     ) -> SubRegWeigh:
         """Train the scout (``n_scouts`` of them) on ``examples`` with deterministic
         tokenization. ``checkpoint``: ``(step, callback)`` for the first scout's training
-        (:meth:`Scout.fit`)."""
+        (:meth:`Scout.fit`); with several scouts, a step at or past the end of the first one's
+        training calls ``callback`` with the first scout once it is trained, before the others
+        train (the first scores of an ensemble come as soon as a single scout's)."""
         self._validate()
         template = self.scout if self.scout is not None else Scout(task=self.task)
         self.scouts_ = []
@@ -359,6 +396,8 @@ class SubRegWeigh:
                     examples, sample_weight=sample_weight, checkpoint=checkpoint if j == 0 else None
                 )
             )
+            if j == 0 and checkpoint and self.n_scouts > 1 and checkpoint[0] >= scout.n_steps_:
+                checkpoint[1](scout)
         self.scout_ = self.scouts_[0]
         return self
 
@@ -504,6 +543,7 @@ class SubRegWeigh:
             self.scout_.task,
             gold_proba=gold_proba,
             deterministic_proba=gold_proba,
+            temperature=self.softmin_temperature,
         )
         self._with_class_probability(result, class_proba)
         if self.scout_.task == "ner":
@@ -549,6 +589,7 @@ class SubRegWeigh:
             self.scout_.task,
             gold_proba=gold_proba,
             deterministic_proba=deterministic,
+            temperature=self.softmin_temperature,
         )
         self._with_class_probability(result, class_proba)
         logger.info(
@@ -575,12 +616,14 @@ def _collect(
     task,
     gold_proba=None,
     deterministic_proba=None,
+    temperature: float = SOFTMIN_TEMPERATURE,
 ) -> WeighResult:
     """Aggregate per-candidate outputs into a :class:`WeighResult`.
 
     ``predicted``, ``owner``, ``multiplicity`` and ``gold_proba`` (optional) have one entry per
     distinct candidate, grouped by example in order; ``deterministic_proba`` (optional) one
-    p(gold) array per example. Missing probabilities give NaN scores.
+    p(gold) array per example; ``temperature``: their :func:`soft_minimum`'s. Missing
+    probabilities give NaN scores.
     """
     n = len(examples)
     bounds = np.searchsorted(owner, np.arange(n + 1))
@@ -601,14 +644,14 @@ def _collect(
             major_entities.append(entity_agreement(p, m, top))
         if gold_proba is not None:
             probs = gold_proba[sl]
-            probability[i] = gold_probability(probs, m)
+            probability[i] = gold_probability(probs, m, temperature)
             if task == "ner":
                 entity_probs.append(entity_probability(probs, m, ex.label))
     agree_arr, k_arr = np.array(agree), np.array(ks)
     reliability = agree_arr / k_arr
     deterministic = np.full(n, np.nan)
     if deterministic_proba is not None:
-        deterministic = np.array([_lowest(np.asarray(p)) for p in deterministic_proba], float)
+        deterministic = np.array([soft_minimum(p, temperature) for p in deterministic_proba])
     return WeighResult(
         ids=[ex.id for ex in examples],
         predictions=preds,

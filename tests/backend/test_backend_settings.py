@@ -83,10 +83,11 @@ def test_precisions_are_the_scouts():
 
 def test_scores_are_the_engines_with_its_default_first():
     from backend.settings import SCORES
-    from subregweigh.weigh import DEFAULT_SCORE
+    from subregweigh.weigh import DEFAULT_SCORE, SOFTMIN_TEMPERATURE
     from subregweigh.weigh import SCORES as ENGINE_SCORES
 
     assert SCORES == ENGINE_SCORES and Settings().score == DEFAULT_SCORE == SCORES[0]
+    assert Settings().softmin_temperature == SOFTMIN_TEMPERATURE
 
 
 def test_from_env_flags_win_over_the_environment(monkeypatch):

@@ -354,9 +354,10 @@ def test_cli_scores_are_the_engines():
     from subregweigh import cli
     from subregweigh.annotations import AnnotationTable
     from subregweigh.selftest import self_test
-    from subregweigh.weigh import DEFAULT_SCORE, SCORES
+    from subregweigh.weigh import DEFAULT_SCORE, SCORES, SOFTMIN_TEMPERATURE, SubRegWeigh
 
     assert cli.SCORES == SCORES and cli.SCORES[0] == DEFAULT_SCORE
+    assert cli.SOFTMIN_TEMPERATURE == SOFTMIN_TEMPERATURE == SubRegWeigh().softmin_temperature
     # modules that spell the default out to stay free of torch rank by the same default
     for function in (self_test, AnnotationTable.from_result):
         assert inspect.signature(function).parameters["score"].default == DEFAULT_SCORE

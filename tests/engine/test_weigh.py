@@ -18,6 +18,7 @@ from subregweigh.weigh import (
     gold_probability,
     majority,
     sample_weights,
+    soft_minimum,
 )
 
 # ------------------------------------------------------------------------------ sample_weights
@@ -179,11 +180,33 @@ def test_collect_classification_and_other_floor():
 def test_gold_probability_hand_computed():
     # two candidates, NER, three words: min over words, then mean with multiplicity 3 and 1
     probs = [np.array([0.9, 0.2, 0.8]), np.array([0.6, 0.7, 0.95])]
-    assert gold_probability(probs, [3, 1]) == pytest.approx((3 * 0.2 + 1 * 0.6) / 4)
-    # single-label classification: one part per candidate
+    assert gold_probability(probs, [3, 1], 0) == pytest.approx((3 * 0.2 + 1 * 0.6) / 4)
+    # by default a soft minimum: each candidate's a little above its lowest word
+    soft = [soft_minimum(p) for p in probs]
+    assert gold_probability(probs, [3, 1]) == pytest.approx((3 * soft[0] + soft[1]) / 4)
+    assert 0.2 < soft[0] < 0.25 and 0.6 < soft[1] < 0.7
+    # single-label classification: one part per candidate, whatever the temperature
     assert gold_probability([np.array([0.3]), np.array([0.9])], [1, 1]) == pytest.approx(0.6)
     # a label without parts (no words) cannot be wrong
     assert gold_probability([np.zeros(0)], [5]) == 1.0
+
+
+def test_soft_minimum_is_cleanlab_s_softmin_and_the_minimum_at_zero():
+    from cleanlab.token_classification.rank import _softmin_sentence_score
+
+    rng = np.random.default_rng(0)
+    sentences = [rng.uniform(size=n) for n in (1, 2, 7, 30)] + [np.array([1e-9, 1.0, 1.0])]
+    for temperature in (0.05, 0.15, 1.0):
+        theirs = _softmin_sentence_score(sentences, temperature=temperature)
+        ours = [soft_minimum(p, temperature) for p in sentences]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9)
+    assert [soft_minimum(p, 0) for p in sentences] == [p.min() for p in sentences]
+    # one doubted word among sure ones stays near it; doubts throughout rank less doubtful
+    assert soft_minimum([0.1, 0.99, 0.99]) == pytest.approx(0.1, abs=0.01)
+    assert soft_minimum([0.1, 0.15, 0.99]) > soft_minimum([0.1, 0.99, 0.99])
+    assert soft_minimum([]) == 1.0
+    # far below the others, an underflowing weight would give NaN: the shift keeps it exact
+    assert soft_minimum([1e-300, 0.5], 1e-4) == pytest.approx(0.0)
 
 
 def test_entity_probability_hand_computed():
@@ -210,13 +233,15 @@ def test_probability_with_multiplicity_equals_expanded(pairs):
     probs = [np.array(p) for p, _ in pairs]
     multiplicity = np.array([m for _, m in pairs])
     expanded = [p for p, m in zip(probs, multiplicity) for _ in range(m)]
-    naive = np.mean([p.min() if p.size else 1.0 for p in expanded])
+    naive = np.mean([soft_minimum(p) for p in expanded])
     assert gold_probability(probs, multiplicity) == pytest.approx(naive)
+    lowest = np.mean([p.min() if p.size else 1.0 for p in expanded])
+    assert gold_probability(probs, multiplicity, 0) == pytest.approx(lowest)
     n_words = probs[0].size
     if n_words:
         gold = ("B-PER",) + ("I-PER",) * (n_words - 1)
         ((_, _, _, ent),) = entity_probability(probs, multiplicity, gold)
-        assert ent == pytest.approx(naive)  # one entity over all words: the same number
+        assert ent == pytest.approx(lowest)  # one entity over all words: the same number
 
 
 def test_collect_probabilities_leave_agreement_alone():
@@ -244,6 +269,7 @@ def test_collect_probabilities_leave_agreement_alone():
         "ner",
         gold_proba=gold_proba,
         deterministic_proba=deterministic,
+        temperature=0,  # the lowest p(gold): hand-computable
     )
     np.testing.assert_array_equal(res.agreement, plain.agreement)
     np.testing.assert_allclose(res.reliability, [0.6, 0.1])

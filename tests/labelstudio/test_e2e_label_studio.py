@@ -297,6 +297,32 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         assert scores[early] != scores[final]  # a scout 6 steps in is not the trained one
 
 
+def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studio, tmp_path):
+    """With SRW_SCOUTS=2, a training too short for early scores mid-way still publishes its
+    first scout's scores as soon as that scout is trained; the ensemble's version, both scouts
+    averaged, follows and is what the project ends with."""
+    tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
+    env = {"SRW_SCOUTS": "2"}  # 16 steps a scout, far below twice SRW_EARLY_STEPS
+    with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
+        status = wait_trained(backend, project.id)
+        final, early = status["current_version"], status["early_version"]
+
+        assert early and early < final and status["scores_in_label_studio"] == final
+        assert ls.projects.get(id=project.id).model_version == final
+        assert 0 < status["early_seconds"] < status["scores_seconds"]
+        versions = tmp_path / "models" / str(project.id) / "versions"
+        assert sorted(p.name for p in (versions / early).glob("scout*")) == ["scout"]
+        assert len(list((versions / final).glob("scout*"))) == 2
+        meta = json.loads((versions / early / "meta.json").read_text())
+        assert meta["training"] == {"steps": 16, "passes": 8.0}  # the first scout, whole
+        scores = {v: {} for v in (early, final)}
+        for task in ls.tasks.list(project=project.id, fields="all"):
+            for prediction in task.predictions or []:
+                scores[field(prediction, "model_version")][task.id] = field(prediction, "score")
+        assert set(scores[early]) == set(scores[final]) == set(ids)
+        assert scores[early] != scores[final]  # one scout is not the two averaged
+
+
 def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_path):
     """An annotation edited while the scout trains is scored by the version that training
     publishes, from its edited labels. One edited afterwards is rescored by that version a few

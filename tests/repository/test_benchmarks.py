@@ -221,7 +221,7 @@ def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
     first = json.loads((tmp_path / "det.json").read_text())
     assert first["complete"] and first["summary"]["24"]["methods"]["random"]
     (run,) = first["runs"]
-    assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5  # cleanlab's default = p(gold)
+    assert run["cleanlab_vs_min_gold_max_diff"] < 1e-5  # cleanlab's default: the lowest p(gold)
     assert run["methods"]["length"]["ap"] >= 0 and "Command:" in (tmp_path / "det.md").read_text()
     assert {"precision_at_50", "r_precision"} <= set(run["methods"]["length"])
     assert (
@@ -439,8 +439,8 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     }
     for name, m in methods.items():
         assert set(m) >= {"ap", "auroc", "precision_at_50", "r_precision", "recall_missing"}, name
-    # cleanlab's in-sample score is the served default, computed by cleanlab's own code
-    assert run["cleanlab_vs_deterministic_max_diff"] < 1e-5
+    # cleanlab's in-sample score is the lowest p(gold), computed by cleanlab's own code
+    assert run["cleanlab_vs_min_gold_max_diff"] < 1e-5
     page = (tmp_path / "real-errors-40-ensemble2.md").read_text()
     assert "deterministic (product)" in page and "consistency (model-free)" in page
 
@@ -486,6 +486,11 @@ def test_review_loop_runs_end_to_end(tmp_path):
     (again,) = json.loads((tmp_path / "again.json").read_text())["runs"]
     assert again["static"]["curve"] == run["static"]["curve"]
     assert again["scout_seconds"] == run["scout_seconds"]
+    assert review_loop.main([*argv, "--ensemble", "2", "--name", "pair"]) == 0
+    assert len(list((tmp_path / "cache").glob("scout-*.npz"))) == 2  # the first one reused
+    (pair,) = json.loads((tmp_path / "pair.json").read_text())["runs"]
+    assert pair["scout_seconds"] > run["scout_seconds"]  # the two scouts' trainings
+    assert "averaged over 2 scouts" in (tmp_path / "pair.md").read_text()
     for policy in review_loop.POLICIES:
         curve = run[policy]["curve"]
         assert curve[-1] == [40, run["n_errors"]]  # every sentence read, every error found
