@@ -818,8 +818,8 @@ def _early_step(srw, n_annotated: int, settings: Settings) -> int | None:
     """After which step of the first scout's training early scores are published, or None.
 
     A training of at least twice SRW_EARLY_STEPS steps publishes after that many: a shorter
-    one's own scores come soon enough. An ensemble's first scout, trained, publishes in any case:
-    the others would multiply the wait for the first scores.
+    one's own scores come soon enough. An ensemble's first scout also publishes once trained
+    (SubRegWeigh.fit calls the checkpoint then too): the others would multiply the wait.
     """
     if not settings.early_steps:
         return None

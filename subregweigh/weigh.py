@@ -379,9 +379,9 @@ class SubRegWeigh:
     ) -> SubRegWeigh:
         """Train the scout (``n_scouts`` of them) on ``examples`` with deterministic
         tokenization. ``checkpoint``: ``(step, callback)`` for the first scout's training
-        (:meth:`Scout.fit`); with several scouts, a step at or past the end of the first one's
-        training calls ``callback`` with the first scout once it is trained, before the others
-        train (the first scores of an ensemble come as soon as a single scout's)."""
+        (:meth:`Scout.fit`). With several scouts, ``callback`` also sees the first scout once
+        it is trained, before the others train: an ensemble's scores can come as soon as a
+        single scout's."""
         self._validate()
         template = self.scout if self.scout is not None else Scout(task=self.task)
         self.scouts_ = []
@@ -396,7 +396,7 @@ class SubRegWeigh:
                     examples, sample_weight=sample_weight, checkpoint=checkpoint if j == 0 else None
                 )
             )
-            if j == 0 and checkpoint and self.n_scouts > 1 and checkpoint[0] >= scout.n_steps_:
+            if j == 0 and checkpoint and self.n_scouts > 1:
                 checkpoint[1](scout)
         self.scout_ = self.scouts_[0]
         return self

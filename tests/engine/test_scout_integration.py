@@ -760,9 +760,9 @@ def test_a_checkpoint_sees_the_scout_mid_training_and_changes_nothing(tiny_ner_d
 
 
 def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_ner_data):
-    """A checkpoint at or past the end of the first scout's training sees that scout, trained,
-    before the next one trains: an ensemble's early scores. A lone scout's own end is no
-    checkpoint (its scores are the final ones)."""
+    """An ensemble's checkpoint also sees its first scout once trained, before the next one
+    trains: an ensemble's early scores. A lone scout's own end is no checkpoint (its scores are
+    the final ones)."""
     data = tiny_ner_data[:20]  # batches of 4: 5 steps an epoch, 10 in all
     seen = []
 
@@ -778,8 +778,9 @@ def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_n
     [(steps, trained, proba)] = seen
     assert (steps, trained) == (10, 1)  # the second scout had not started
     np.testing.assert_allclose(proba[0], srw.scouts_[0].predict_proba(data)[0])
-    srw = ensemble(7)  # mid-training, as for one scout: once
-    assert [s[:2] for s in seen[1:]] == [(7, 0)]
+    ensemble(7)  # mid-training, as for one scout, and once trained
+    assert [s[:2] for s in seen[1:]] == [(7, 0), (10, 1)]
     lone = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
     lone.fit(data, checkpoint=(10, look))
-    assert len(seen) == 2
+    lone.fit(data, checkpoint=(7, look))
+    assert [s[0] for s in seen[3:]] == [7]  # mid-training only
