@@ -45,7 +45,7 @@ METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
 PRECISIONS = ("float32", "bfloat16", "auto")
 # The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
 SCORES = ("deterministic", "probability", "agreement")
-SOFTMIN_TEMPERATURE = 0.15  # and subregweigh.weigh.SOFTMIN_TEMPERATURE
+SOFTMIN_TEMPERATURE = 0.1  # and subregweigh.weigh.SOFTMIN_TEMPERATURE
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False"}
 _TRUE = ("1", "true", "yes", "on")
@@ -416,8 +416,8 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         SOFTMIN_TEMPERATURE,
         "how the words' p(gold) become a task's deterministic or probability score: their "
-        "soft minimum at this temperature (cleanlab's softmin; 0: the lowest p(gold)); 0.15 "
-        "ranks real errors best",
+        "soft minimum at this temperature (cleanlab's softmin; 0: the lowest p(gold)); it ranks "
+        "real and injected errors better than the lowest",
         "SRW_SOFTMIN_TEMPERATURE",
         ("--softmin-temperature",),
         minimum=0.0,

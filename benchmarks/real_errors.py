@@ -46,7 +46,7 @@ from benchmarks import harness
 from subregweigh.baselines import align_proba, consistency_scores, label_indices
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.scout import Scout
-from subregweigh.weigh import SubRegWeigh, soft_minimum
+from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh, soft_minimum
 
 NAME = "real_errors"
 ORIGINAL, CORRECTED, TRAIN = "conll2003-test", "conllpp-test", "conll"
@@ -93,6 +93,12 @@ def parse_args(argv=None):
         default=list(PRODUCT),
         help="the product's scores to compute; deterministic alone skips the K views "
         "(default: all)",
+    )
+    parser.add_argument(
+        "--softmin-temperature",
+        type=float,
+        default=SOFTMIN_TEMPERATURE,
+        help=f"of the product's scores (default: {SOFTMIN_TEMPERATURE}; 0: the lowest p(gold))",
     )
     parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
@@ -157,10 +163,9 @@ def scout(args, seed: int) -> Scout:
     )
 
 
-def soft_min_gold(examples, labels, proba, temperature=None) -> np.ndarray:
-    """Per example, the soft minimum of its gold tags' probabilities, shape (n,), as the product
-    scores them (``temperature``: SubRegWeigh's default; 0, the lowest)."""
-    temperature = SubRegWeigh().softmin_temperature if temperature is None else temperature
+def soft_min_gold(examples, labels, proba, temperature: float) -> np.ndarray:
+    """Per example, the soft minimum of its gold tags' probabilities at ``temperature`` (0: the
+    lowest), shape (n,), as the product scores them."""
     given = label_indices(examples, labels, "ner")
     return np.array(
         [soft_minimum(p[np.arange(len(g)), g], temperature) for p, g in zip(proba, given)]
@@ -194,11 +199,15 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         random_state=seed,
         n_jobs=args.n_jobs,
         progress=False,
+        softmin_temperature=args.softmin_temperature,
     )
     early, started = {}, time.perf_counter()
 
     def score_early(scout):  # the product's early scores: the deterministic score at that step
-        result = SubRegWeigh.from_scout(scout, progress=False).weigh_deterministic(examples)
+        early_weigher = SubRegWeigh.from_scout(
+            scout, progress=False, softmin_temperature=args.softmin_temperature
+        )
+        result = early_weigher.weigh_deterministic(examples)
         early["quality"] = result.score("deterministic")
         early["seconds"] = time.perf_counter() - started
 
@@ -231,7 +240,8 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             members.append(align_proba(member_proba, member.labels_, labels))
             seconds += s + p_s
         mean = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
-        scores[f"ensemble of {args.ensemble}"] = (soft_min_gold(examples, labels, mean), seconds)
+        quality = soft_min_gold(examples, labels, mean, args.softmin_temperature)
+        scores[f"ensemble of {args.ensemble}"] = (quality, seconds)
     in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
     scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)
     softmin, cl_s = harness.timed(
@@ -316,7 +326,13 @@ def markdown(result) -> str:
             else ""
         )
         + "; "
-        f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['dropout']}; cleanlab "
+        + (
+            f"the product's scores take a soft minimum over the words at temperature "
+            f"{cfg['softmin_temperature']:g}; "
+            if "softmin_temperature" in cfg
+            else ""
+        )
+        + f"K={cfg['k']} ({cfg['method']}), N={cfg['n_samples']}, p={cfg['dropout']}; cleanlab "
         f"OOF {cfg['folds']} folds. Mean ± sd over {cfg['seeds']} seeds (a subsample is drawn "
         "with its run's seed). Lower score = more doubtful.",
     ]

@@ -32,7 +32,7 @@ from subregweigh.io.dataset import dataset_format
 # subregweigh.weigh.SCORES, default first (held equal by a test): importing that module here
 # would load torch before `--help` can answer.
 SCORES = ("deterministic", "probability", "agreement")
-SOFTMIN_TEMPERATURE = 0.15  # subregweigh.weigh.SOFTMIN_TEMPERATURE, likewise
+SOFTMIN_TEMPERATURE = 0.1  # subregweigh.weigh.SOFTMIN_TEMPERATURE, likewise
 NOISES = ("paper", "sentence")  # subregweigh.selftest.NOISES, likewise
 
 logger = logging.getLogger("subregweigh")
