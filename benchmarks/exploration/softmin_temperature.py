@@ -98,7 +98,6 @@ def main(argv=None) -> int:
         "",
         *harness.table(header, table),
         "",
-        f"Date: {harness.now()}.",
     ]
     result = {
         **harness.stamp(harness.command("exploration.softmin_temperature", argv)),
@@ -106,6 +105,7 @@ def main(argv=None) -> int:
         "summary": summary,
         "values": rows,
     }
+    lines += harness.footer(result)
     harness.save(harness.RESULTS, NAME, result, "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
