@@ -7,10 +7,10 @@ predictions equal to the gold label (NER: the whole tag sequence),
     reliability = c / K,    weight = max(w_min, c / K).
 
 c / K (the paper's agreement ratio) only sees argmax decisions; the same forward passes also give
-the scout's probability of the gold label, a finer score: for each candidate the lowest
-probability of a gold part (NER: the gold tag of any word; multi-label: the gold membership of
-any class; single-label: the gold class), averaged over the K candidates
-(:func:`gold_probability`; per gold entity :func:`entity_probability`).
+the scout's probability of the gold label, a finer score: for each candidate the soft minimum
+(:func:`soft_minimum`) of the gold parts' probabilities (NER: the gold tag of each word;
+multi-label: the gold membership of each class; single-label: the gold class), averaged over the
+K candidates (:func:`gold_probability`; per gold entity, the minimum: :func:`entity_probability`).
 
 Each distinct segmentation is predicted once and counted as often as it was chosen.
 """
@@ -94,8 +94,8 @@ def soft_minimum(p, temperature: float = SOFTMIN_TEMPERATURE) -> float:
     sentence score (``cleanlab.token_classification.rank``). A part doubted alone among sure
     ones gives about its probability; several doubted parts give about their mean, so a text with
     one sharp doubt ranks above one of the same lowest probability whose other parts are
-    doubted too. ``temperature`` 0 is the plain minimum. ``p``:
-    shape (n_parts,); an empty one (a text without words: nothing can be wrong) gives 1.
+    doubted too. ``temperature`` 0 is the plain minimum. ``p``: shape (n_parts,); an empty one
+    (a text without words: nothing can be wrong) gives 1.
     """
     p = np.asarray(p, dtype=float)
     if not p.size:
