@@ -195,12 +195,23 @@ class Page:
                 raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {expression}")
             time.sleep(0.25)
 
-    def goto(self, url: str, timeout: float = 60.0) -> None:
-        """Open ``url`` and wait until the document and its images have loaded."""
-        self.cdp.call("Page.navigate", url=url)
-        self.wait_for(
-            f"location.href === {json.dumps(url)} && document.readyState === 'complete'", timeout
-        )
+    def goto(self, url: str, timeout: float = 60.0, attempts: int = 3) -> None:
+        """Open ``url`` and wait until the document and its images have loaded.
+
+        A single-page app still changing its own URL (Label Studio's Data Manager adds
+        ``&tab=N`` after a load) can cancel a navigation that starts meanwhile: the page then
+        stays where it was. So a navigation that has not arrived within its share of
+        ``timeout`` is issued again, ``attempts`` times in all.
+        """
+        arrived = f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
+        for attempt in range(attempts):
+            self.cdp.call("Page.navigate", url=url)
+            try:
+                self.wait_for(arrived, timeout / attempts)
+                return
+            except TimeoutError:
+                if attempt == attempts - 1:
+                    raise
 
     def log_in_to_label_studio(self, base_url: str, username: str, password: str) -> None:
         """Log in to Label Studio at ``base_url`` through its login form."""

@@ -15,7 +15,7 @@ from backend.convert import class_note, doubt_regions
 from backend.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.compare import span_changes
 from subregweigh.suggest import class_suggestion, span_suggestions
-from subregweigh.weigh import SubRegWeigh, _collect
+from subregweigh.weigh import SubRegWeigh, _collect, soft_minimum
 from tests.engine.test_scout_integration import multi_label_scout
 
 CLS_CONFIG = """<View><Text name="text" value="$text"/>
@@ -205,11 +205,12 @@ def test_multi_label_suggestion_per_label_from_a_real_scout(multi_label):
     for i, ex in enumerate(train):
         s = class_suggestion(ordinary.class_probability[i], ordinary.labels, ex.label, True)
         assert tuple(sorted(c for c, _ in s.suggested)) == ordinary.majority[i]
-        # its confidence is the least sure decision; the score is the least sure annotated one
+        # its confidence is the least sure decision; the score, the soft minimum of the annotated
+        # memberships' probabilities
         decisions = np.maximum(sigmoids[i], 1 - sigmoids[i])
         assert s.probability == pytest.approx(decisions.min(), abs=1e-5)
         member = np.isin(ordinary.labels, ex.label)
-        of_annotation = np.where(member, sigmoids[i], 1 - sigmoids[i]).min()
+        of_annotation = soft_minimum(np.where(member, sigmoids[i], 1 - sigmoids[i]))
         assert ordinary.deterministic_probability[i] == pytest.approx(of_annotation, abs=1e-5)
         assert dict(s.annotated) == pytest.approx(
             {c: sigmoids[i][ordinary.labels.index(c)] for c in ex.label}, abs=1e-5
