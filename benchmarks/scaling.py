@@ -317,10 +317,14 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     first = wait_scores(ls, backend, project, old, args.timeout)
     seconds = time.perf_counter() - started
     status = backend.get(f"/status?project={project}")[1]
-    early = status.get("early_version") == first
+    early_version = status.get("early_version")
+    early = early_version not in (None, old)  # this training published early scores
+    # A training this short can publish its own version within one poll of its early one's:
+    # then the first version seen is the full training's (the row says so).
+    missed = early and first != early_version
     version, refined = first, None  # refined: unknown when stopping at early scores
     if not (early and args.stop_at == "scores"):
-        if early:
+        if early and not missed:
             version = wait_scores(ls, backend, project, first, args.timeout)
             status = backend.get(f"/status?project={project}")[1]
         refined = round(time.perf_counter() - started, 2)
@@ -340,7 +344,8 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
         "size": len(task_ids),
         "end_to_end_seconds": round(seconds, 2),
         "refined_seconds": refined,
-        "early_passes": passes_used(backend, project, first) if early else None,
+        "early_passes": passes_used(backend, project, early_version) if early else None,
+        "early_scores_unseen": missed,
         "all_done_seconds": all_done,
         "phase_seconds": phases,
         "overhead_seconds": round(
