@@ -80,6 +80,7 @@ from benchmarks.harness import (
     pm,
     ranking,
     save,
+    soft_min_gold,
     stamp,
     start,
     summarize_rows,
@@ -87,10 +88,9 @@ from benchmarks.harness import (
     timed,
     trivial_baselines,
 )
-from subregweigh.baselines import label_indices
 from subregweigh.crossweigh import CrossWeigh
 from subregweigh.scout import Scout
-from subregweigh.weigh import SubRegWeigh
+from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh
 
 logger = logging.getLogger("detection")
 
@@ -226,10 +226,8 @@ def run_one(args, size: int, seed: int) -> dict:
         random_state=seed,
         progress=False,
         n_scouts=args.scouts or 1,
-        **(
-            {"softmin_temperature": args.softmin_temperature}
-            if args.softmin_temperature is not None
-            else {}
+        softmin_temperature=(
+            SOFTMIN_TEMPERATURE if args.softmin_temperature is None else args.softmin_temperature
         ),
     )
     _, train_s = timed(srw.fit, noisy)
@@ -238,8 +236,7 @@ def run_one(args, size: int, seed: int) -> dict:
     in_sample, cleanlab_s = timed(cleanlab_in_sample, srw.scout_, noisy, task, proba)
     lowest = result.deterministic_probability  # one part: its soft minimum is itself
     if task == "ner":
-        given = label_indices(noisy, srw.scout_.labels_, task)
-        lowest = np.array([p[np.arange(len(g)), g].min() for p, g in zip(proba, given)])
+        lowest = soft_min_gold(noisy, srw.scout_.labels_, proba, 0)
 
     scores = {
         "agreement c/K": (result.reliability, train_s + weigh_s),

@@ -21,6 +21,8 @@ Scores and metrics (a *quality* score: lower = more doubtful)
     ``precision_at(quality, flags, k)``   share of errors among the k most doubtful (ties fair)
     ``trivial_baselines(examples, task, seed)``  random, length, entity count (NER)
     ``cleanlab_in_sample(fitted, examples, task)``  cleanlab on a fitted scout's probabilities
+    ``word_gold(examples, labels, proba)``  NER: each word's p(annotated tag), per example
+    ``soft_min_gold(...)``                the product's score from them, at a temperature
     ``cleanlab_out_of_fold(scout, labels, examples, task, folds, seed)``  on K-fold scouts'
     ``timed(fn, *args, **kwargs)``        (fn's result, wall seconds)
     ``timed_cpu(fn, *args, **kwargs)``    (fn's result, wall seconds, CPU seconds)
@@ -81,6 +83,7 @@ from subregweigh.io import read_conll, read_tsv
 from subregweigh.metrics import hits_at_k
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import PRECISIONS, bfloat16_native
+from subregweigh.weigh import soft_minimum
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; SUBREGWEIGH_DATA elsewhere (a GPU machine, say)
@@ -189,6 +192,19 @@ def cleanlab_in_sample(fitted, examples, task: str, proba=None, **kwargs) -> np.
     given = label_indices(examples, fitted.labels_, task)
     proba = fitted.predict_proba(examples) if proba is None else proba
     return cleanlab_scores(given, proba, task, **kwargs)
+
+
+def word_gold(examples, labels, proba) -> list[np.ndarray]:
+    """NER: per example, the probability of each word's annotated tag, shape (n_words,), read
+    off ``proba`` (``Scout.predict_proba``, columns in ``labels``' order)."""
+    given = label_indices(examples, labels, "ner")
+    return [p[np.arange(len(g)), g] for p, g in zip(proba, given)]
+
+
+def soft_min_gold(examples, labels, proba, temperature: float) -> np.ndarray:
+    """NER: per example, the soft minimum of :func:`word_gold` at ``temperature`` (0: the
+    lowest), shape (n,), as the product scores it."""
+    return np.array([soft_minimum(g, temperature) for g in word_gold(examples, labels, proba)])
 
 
 def cleanlab_out_of_fold(scout, labels, examples, task: str, folds: int, seed: int) -> np.ndarray:

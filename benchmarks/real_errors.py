@@ -43,10 +43,10 @@ import time
 import numpy as np
 
 from benchmarks import harness
-from subregweigh.baselines import align_proba, consistency_scores, label_indices
+from subregweigh.baselines import align_proba, consistency_scores
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.scout import Scout
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh, soft_minimum
+from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh
 
 NAME = "real_errors"
 ORIGINAL, CORRECTED, TRAIN = "conll2003-test", "conllpp-test", "conll"
@@ -163,15 +163,6 @@ def scout(args, seed: int) -> Scout:
     )
 
 
-def soft_min_gold(examples, labels, proba, temperature: float) -> np.ndarray:
-    """Per example, the soft minimum of its gold tags' probabilities at ``temperature`` (0: the
-    lowest), shape (n,), as the product scores them."""
-    given = label_indices(examples, labels, "ner")
-    return np.array(
-        [soft_minimum(p[np.arange(len(g)), g], temperature) for p, g in zip(proba, given)]
-    )
-
-
 def kind_recall(quality, flags, kinds) -> dict:
     """Of the sentences whose correction changed an entity of each kind, the share among the
     ``flags.sum()`` most doubtful."""
@@ -240,7 +231,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             members.append(align_proba(member_proba, member.labels_, labels))
             seconds += s + p_s
         mean = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
-        quality = soft_min_gold(examples, labels, mean, args.softmin_temperature)
+        quality = harness.soft_min_gold(examples, labels, mean, args.softmin_temperature)
         scores[f"ensemble of {args.ensemble}"] = (quality, seconds)
     in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
     scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)
@@ -286,7 +277,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "weigh_seconds": round(weigh_s, 2),
         # cleanlab's defaults are the lowest p(gold): ours, at temperature 0, should agree
         "cleanlab_vs_min_gold_max_diff": float(
-            np.max(np.abs(in_sample - soft_min_gold(examples, labels, proba, 0)))
+            np.max(np.abs(in_sample - harness.soft_min_gold(examples, labels, proba, 0)))
         ),
         "methods": methods,
     }

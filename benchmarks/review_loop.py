@@ -39,7 +39,7 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.real_errors import draw, load_pair, scout
-from subregweigh.baselines import consistency_scores, label_indices
+from subregweigh.baselines import consistency_scores
 from subregweigh.review import (
     ReviewRanker,
     sentence_features,
@@ -134,22 +134,32 @@ def found_after(rounds, n_reviewed: int) -> int:
     return next(r["found"] for r in rounds if r["reviewed"] >= n_reviewed)
 
 
+def cache_file(args, seed: int, member: int = 0) -> Path:
+    """Where ``--cache`` keeps the outputs of a scout of these settings (``args``: size,
+    epochs, model, precision; ``member``: which scout of an ensemble)."""
+    key = f"{args.size}-{seed}" + (f"-m{member}" if member else "")
+    key += f"-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
+    return args.cache / f"scout-{key}.npz"
+
+
+def cached_outputs(path: Path, examples) -> tuple[list, list, float]:
+    """:func:`scout_outputs` as a run left them in ``path``."""
+    saved = np.load(path, allow_pickle=False)
+    cuts = np.cumsum([len(ex.words) for ex in examples])[:-1]
+    gold, tags = np.split(saved["gold"], cuts), np.split(saved["tags"], cuts)
+    return gold, [list(t) for t in tags], float(saved["seconds"])
+
+
 def scout_outputs(args, seed: int, examples, member: int = 0) -> tuple[list, list, float]:
     """Per example the scout's p(gold) of each word and its own tags, and the training seconds;
     from ``--cache`` when a run of the same settings left them there. ``member``: which scout of
     an ensemble (seed ``seed + 100 member``, as the real-error benchmark draws them)."""
-    key = f"{args.size}-{seed}" + (f"-m{member}" if member else "")
-    key += f"-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
-    path = args.cache / f"scout-{key}.npz" if args.cache else None
+    path = cache_file(args, seed, member) if args.cache else None
     if path is not None and path.exists():
-        saved = np.load(path, allow_pickle=False)
-        cuts = np.cumsum([len(ex.words) for ex in examples])[:-1]
-        gold, tags = np.split(saved["gold"], cuts), np.split(saved["tags"], cuts)
-        return gold, [list(t) for t in tags], float(saved["seconds"])
+        return cached_outputs(path, examples)
     fitted, seconds = harness.timed(scout(args, seed + 100 * member).fit, examples)
     proba = fitted.predict_proba(examples)
-    given = label_indices(examples, fitted.labels_, "ner")
-    gold = [p[np.arange(len(g)), g] for p, g in zip(proba, given)]
+    gold = harness.word_gold(examples, fitted.labels_, proba)
     tags = [[fitted.labels_[j] for j in p.argmax(axis=1)] for p in proba]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -195,23 +195,26 @@ class Page:
                 raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {expression}")
             time.sleep(0.25)
 
-    def goto(self, url: str, timeout: float = 60.0, attempts: int = 3) -> None:
+    def goto(self, url: str, timeout: float = 60.0, retry_after: float = 10.0) -> None:
         """Open ``url`` and wait until the document and its images have loaded.
 
         A single-page app still changing its own URL (Label Studio's Data Manager adds
         ``&tab=N`` after a load) can cancel a navigation that starts meanwhile: the page then
-        stays where it was. So a navigation that has not arrived within its share of
-        ``timeout`` is issued again, ``attempts`` times in all.
+        stays where it was. So while the page has not left its URL, the navigation is issued
+        again every ``retry_after`` seconds; once it has, the load gets the rest of ``timeout``.
         """
         arrived = f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
-        for attempt in range(attempts):
+        left = f"location.href !== {json.dumps(self.evaluate('location.href'))} || ({arrived})"
+        deadline = time.monotonic() + timeout
+        while True:
             self.cdp.call("Page.navigate", url=url)
             try:
-                self.wait_for(arrived, timeout / attempts)
-                return
+                self.wait_for(left, min(retry_after, max(deadline - time.monotonic(), 0)))
+                break
             except TimeoutError:
-                if attempt == attempts - 1:
+                if time.monotonic() >= deadline:
                     raise
+        self.wait_for(arrived, max(deadline - time.monotonic(), 0))
 
     def log_in_to_label_studio(self, base_url: str, username: str, password: str) -> None:
         """Log in to Label Studio at ``base_url`` through its login form."""

@@ -23,7 +23,7 @@ from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
 from benchmarks.exploration.softmin_temperature import cached_gold
-from benchmarks.real_errors import load_pair, scout, soft_min_gold
+from benchmarks.real_errors import load_pair, scout
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         keep = np.setdiff1d(np.arange(len(a)), drop)
         began = time.perf_counter()
         b_scout = scout(settings, seed).fit([original[i] for i in keep])
-        b = soft_min_gold(
+        b = harness.soft_min_gold(
             original, b_scout.labels_, b_scout.predict_proba(original), SOFTMIN_TEMPERATURE
         )
         seconds.append(time.perf_counter() - began)

@@ -24,6 +24,7 @@ from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
 from benchmarks.real_errors import load_pair
+from benchmarks.review_loop import cache_file, cached_outputs
 from subregweigh.weigh import soft_minimum
 
 NAME = "softmin-temperature"
@@ -31,10 +32,12 @@ TEMPERATURES = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
 
 def cached_gold(cache: Path, seed: int, member: int, examples) -> list[np.ndarray]:
-    """One scout's per-word p(gold), as benchmarks.review_loop cached it (``--size all``)."""
-    key = f"all-{seed}" + (f"-m{member}" if member else "") + "-None-minilm-auto"
-    saved = np.load(cache / f"scout-{key}.npz", allow_pickle=False)
-    return np.split(saved["gold"], np.cumsum([len(ex.words) for ex in examples])[:-1])
+    """One scout's per-word p(gold), as benchmarks.review_loop cached it (``--size all`` and
+    the default scout)."""
+    settings = argparse.Namespace(
+        cache=cache, size="all", epochs=None, model=None, precision="auto"
+    )
+    return cached_outputs(cache_file(settings, seed, member), examples)[0]
 
 
 def ap(flags, per_word, temperature: float) -> float:
