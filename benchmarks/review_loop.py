@@ -15,10 +15,15 @@ each round's cost, for:
 * ``learn``: after each round, :class:`subregweigh.review.ReviewRanker` fits a logistic
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
-  sentences it repeats) and ranks the rest by it.
+  sentences it repeats) and ranks the rest by it;
+* ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
+  ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
+  fresh scout of the seed trains on the annotations as they stand, the fixes included (what the
+  backend's next training does), and its scores rank the rest; ``propagate+retrain``: both.
 
-No retraining: a round costs milliseconds. One scout per seed (``random_state=s``) on the run's
-sentences (``--size``: ``all`` or a seeded subsample), as the real-error benchmark trains it.
+The first three retrain nothing: a round costs milliseconds. One scout per seed
+(``random_state=s``) on the run's sentences (``--size``: ``all`` or a seeded subsample), as the
+real-error benchmark trains it.
 
     python -m benchmarks.review_loop --size 1000          # 3 seeds
     python -m benchmarks.review_loop --size all --cache /tmp/review-loop
@@ -50,7 +55,8 @@ from subregweigh.review import (
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 NAME = "review_loop"
-POLICIES = ("static", "propagate", "learn")
+POLICIES = ("static", "propagate", "learn", "retrain", "propagate+retrain")
+CHEAP = POLICIES[:3]  # no retraining: the default
 
 
 def parse_args(argv=None):
@@ -58,6 +64,7 @@ def parse_args(argv=None):
     parser.add_argument("--size", default="1000", help="'all' or a sentence count (default 1000)")
     parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
     parser.add_argument(
@@ -72,12 +79,27 @@ def parse_args(argv=None):
     parser.add_argument(
         "--ranker-c", type=float, default=ReviewRanker().C, help="learn: ReviewRanker's C"
     )
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        choices=POLICIES,
+        default=list(CHEAP),
+        help=f"(default: {' '.join(CHEAP)}; the retrain ones train a scout per retraining)",
+    )
+    parser.add_argument(
+        "--retrain-every", type=int, default=2, help="retrain: rounds between (default: 2)"
+    )
+    parser.add_argument(
+        "--retrain-until",
+        type=int,
+        help="retrain: no more once this many sentences are read (default: twice the errors)",
+    )
     parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
     parser.add_argument("--device", help="(default: the scout's choice)")
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
-    args.learning_rate = args.max_steps = None
+    args.max_steps = None
     args.name = args.name or f"review-loop-{args.size}" + (
         f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
     )
@@ -86,9 +108,13 @@ def parse_args(argv=None):
 
 def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -> list[dict]:
     """Rounds of ``batch`` until every sentence is read; per round the sentences read, the errors
-    found so far and the seconds the rescoring took. ``kw``: ``boost`` (propagate), ``X`` (the
-    :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn)."""
+    found so far and the seconds the rescoring took. ``policy``: ``static``, ``propagate``,
+    ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost`` (propagate), ``X`` (the
+    :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn;
+    ``rescore`` (the annotations as they stand -> a new quality per sentence),
+    ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain."""
     static = np.asarray(quality, dtype=float)
+    boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
     doubt = -static
     n = len(static)
     by_key: dict = {}
@@ -105,15 +131,22 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
         began = time.perf_counter()
         fixed_now = [(int(i), corrected[i]) for i in picked[flags[picked]]]
         fixes += fixed_now
-        if policy == "propagate":  # the same slip elsewhere moves up
+        if "propagate" in policy:  # the same slip elsewhere moves up
             for i, fixed in fixed_now:
                 for key in slip_keys(original[i], fixed):
-                    for j in by_key.get(key, ()):
-                        doubt[j] *= kw["boost"]  # -quality < 0: toward 0 moves up
-        elif policy == "learn":
+                    boosts[by_key.get(key, [])] *= kw["boost"]  # -quality < 0: toward 0 is up
+        if "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw):
+            # as the backend's next training: every annotation as it stands, fixes included
+            now = list(original)
+            for i, fixed in fixes:
+                now[i] = fixed
+            static = np.asarray(kw["rescore"](now), dtype=float)
+        if policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
             doubt = ranker.doubt(kw["X"], slips, static)
+        else:
+            doubt = -static * boosts
         rounds.append(
             {
                 "reviewed": int(reviewed.sum()),
@@ -122,6 +155,12 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             }
         )
     return rounds
+
+
+def retrain_due(n_rounds: int, n_reviewed: int, kw) -> bool:
+    """Whether the scout retrains after round ``n_rounds``: every ``retrain_every`` rounds,
+    while fewer than ``retrain_until`` sentences are read."""
+    return n_rounds % kw["retrain_every"] == 0 and n_reviewed < kw["retrain_until"]
 
 
 def reads_to_find(rounds, n_found: float) -> int:
@@ -136,9 +175,11 @@ def found_after(rounds, n_reviewed: int) -> int:
 
 def cache_file(args, seed: int, member: int = 0) -> Path:
     """Where ``--cache`` keeps the outputs of a scout of these settings (``args``: size,
-    epochs, model, precision; ``member``: which scout of an ensemble)."""
+    epochs, model, precision, learning rate; ``member``: which scout of an ensemble)."""
     key = f"{args.size}-{seed}" + (f"-m{member}" if member else "")
     key += f"-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
+    if getattr(args, "learning_rate", None) is not None:  # older caches: the scout's own
+        key += f"-lr{args.learning_rate:g}"
     return args.cache / f"scout-{key}.npz"
 
 
@@ -202,7 +243,13 @@ def run_seed(args, seed: int, pair) -> dict:
             "found_x2": found_after(rounds, 2 * n_errors) / n_errors,
             "reads_90": reads_to_find(rounds, 0.9 * n_errors),
         }
-    for policy in POLICIES:
+
+    def rescore(now) -> np.ndarray:  # a fresh scout of the seed on the annotations as they stand
+        fitted = scout(args, seed).fit(now)
+        gold_now = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
+        return np.array([soft_minimum(g, args.softmin_temperature) for g in gold_now])
+
+    for policy in args.policies:
         rounds = review(
             quality,
             flags,
@@ -213,6 +260,9 @@ def run_seed(args, seed: int, pair) -> dict:
             boost=args.boost,
             X=X,
             C=args.ranker_c,
+            rescore=rescore,
+            retrain_every=args.retrain_every,
+            retrain_until=args.retrain_until or 2 * n_errors,
         )
         out[policy] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
@@ -230,6 +280,7 @@ def summarize(runs) -> dict:
             [run[policy] for run in runs], ("found_x1", "found_x2", "reads_90", "round_seconds")
         )
         for policy in POLICIES
+        if policy in runs[0]
     }
     for name in runs[0]["baselines"]:
         out[f"baseline: {name}"] = harness.summarize_rows(
@@ -279,7 +330,8 @@ def markdown(result) -> str:
 
 def plot(result, path) -> None:
     with harness.figure(path) as ax:
-        for policy, style in zip(POLICIES, ("-", "--", ":")):
+        present = [p for p in POLICIES if p in result["runs"][0]]
+        for policy, style in zip(present, ("-", "--", ":", "-.", (0, (1, 3)))):
             for k, run in enumerate(result["runs"]):
                 xs, ys = zip(*run[policy]["curve"])
                 ax.plot(

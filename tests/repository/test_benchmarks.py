@@ -472,6 +472,35 @@ def test_review_loop_moves_the_same_convention_slip_up():
     assert found_after(propagated, 2) == 2 and found_after(static, 2) == 1
 
 
+def test_review_loop_retrains_on_the_annotations_as_fixed():
+    from benchmarks.review_loop import review
+    from subregweigh.example import Example
+
+    def ex(i, tags):
+        return Example(str(i), ("Victoria", "won"), tuple(tags.split()))
+
+    original = [ex(i, "B-LOC O") for i in range(6)]
+    corrected = [ex(i, "B-ORG O") if i in (0, 4) else original[i] for i in range(6)]
+    flags = np.array([False if o == c else True for o, c in zip(original, corrected)])
+    quality = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.5])
+    seen = []
+
+    def rescore(now):  # the retrained scout's scores: it doubts sentence 4 now
+        seen.append([e.label[0] for e in now])
+        return np.array([0.9, 0.9, 0.8, 0.7, 0.1, 0.6])
+
+    kw = {"rescore": rescore, "retrain_every": 2, "retrain_until": 5, "boost": 0.5}
+    static = review(quality, flags, original, corrected, 1, "static", **kw)
+    assert [r["found"] for r in static] == [1, 1, 1, 1, 1, 2] and not seen
+    retrained = review(quality, flags, original, corrected, 1, "retrain", **kw)
+    assert [r["found"] for r in retrained] == [1, 1, 2, 2, 2, 2]  # read 0, 1, then 4
+    # after round 2 (sentence 0 fixed) and round 4 (0 and 4 fixed); not after round 6: 6 >= 5
+    assert seen == [
+        ["B-ORG"] + ["B-LOC"] * 5,
+        ["B-ORG", "B-LOC", "B-LOC", "B-LOC", "B-ORG", "B-LOC"],
+    ]
+
+
 @pytest.mark.slow
 def test_review_loop_runs_end_to_end(tmp_path):
     from benchmarks import review_loop
@@ -491,8 +520,14 @@ def test_review_loop_runs_end_to_end(tmp_path):
     (pair,) = json.loads((tmp_path / "pair.json").read_text())["runs"]
     assert pair["scout_seconds"] > run["scout_seconds"]  # the two scouts' trainings
     assert "averaged over 2 scouts" in (tmp_path / "pair.md").read_text()
-    for policy in review_loop.POLICIES:
-        curve = run[policy]["curve"]
+    again = ["--policies", "static", "retrain", "--retrain-every", "4", "--retrain-until", "40"]
+    assert review_loop.main([*argv, *again, "--name", "re"]) == 0
+    (retrained,) = json.loads((tmp_path / "re.json").read_text())["runs"]
+    assert set(review_loop.POLICIES) - set(retrained) == {"propagate", "learn", "propagate+retrain"}
+    # a round that retrains a scout costs seconds, a static one microseconds
+    assert retrained["retrain"]["round_seconds"] > 100 * retrained["static"]["round_seconds"]
+    for policy in [*review_loop.CHEAP, "retrain"]:
+        curve = (retrained if policy == "retrain" else run)[policy]["curve"]
         assert curve[-1] == [40, run["n_errors"]]  # every sentence read, every error found
         assert all(a[1] <= b[1] for a, b in zip(curve, curve[1:]))
     assert (tmp_path / "review-loop-40.png").stat().st_size > 0
