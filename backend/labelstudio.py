@@ -310,6 +310,38 @@ class LabelStudioAPI:
             ),
         )
 
+    def _raw(self, method: str, path: str, **kwargs):
+        """A request the SDK has no method for, through its own client (auth, base URL); the
+        answer's JSON, or ApiError as the SDK raises it."""
+        from label_studio_sdk.core.api_error import ApiError
+
+        response = self.client._client_wrapper.httpx_client.request(
+            path, method=method, request_options=ONCE, **kwargs
+        )
+        if not 200 <= response.status_code < 300:
+            raise ApiError(status_code=response.status_code, body=response.text)
+        return response.json()
+
+    def model_versions(self, project: int) -> dict[str, int]:
+        """Each model version of ``project``'s predictions and how many it has
+        (``GET /api/projects/P/model-versions/``)."""
+        return self._call(
+            f"list the model versions of project {project}",
+            lambda: self._raw("GET", f"api/projects/{project}/model-versions/"),
+        )
+
+    def delete_model_version(self, project: int, version: str) -> None:
+        """Delete every prediction of ``version`` in ``project``, in one request
+        (``DELETE /api/projects/P/model-versions/``)."""
+        self._call(
+            f"delete the predictions of version {version} in project {project}",
+            lambda: self._raw(
+                "DELETE",
+                f"api/projects/{project}/model-versions/",
+                json={"model_version": version},
+            ),
+        )
+
     def ml_backends(self, project: int) -> list[dict]:
         """The ML backends connected to ``project`` (``GET /api/ml?project=P``): ``url``,
         ``auth_method`` (``NONE``, ``BASIC_AUTH``), ``basic_auth_user``."""

@@ -866,6 +866,36 @@ def _serve_in_label_studio(
     with store.locked("writing"):
         _write_predictions(api, project, version, reviews.served(store, scores))
         api.set_model_version(int(project), version)
+    _drop_superseded_predictions(api, store, project, version)
+
+
+def _drop_superseded_predictions(
+    api: LabelStudioAPI, store: ProjectStore, project: str, served: str
+) -> None:
+    """Delete from Label Studio the predictions of this backend's versions that ``served``
+    supersedes: those the store no longer keeps, and the early scores of the training that
+    made ``served``. Each retraining writes a prediction per task, so without this a project's
+    predictions grow with every version, twice with early scores. Predictions of other model
+    versions (another backend's, imported ones) stay. A failure is logged: the scores are
+    served already."""
+    kept = set(store.all_versions()) - {store.status().get("early_version")}
+    try:
+        stale = [
+            version
+            for version in api.model_versions(int(project))
+            if version.startswith("srw-") and version != served and version not in kept
+        ]
+        for version in stale:
+            api.delete_model_version(int(project), version)
+    except LabelStudioUnavailable as err:
+        logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
+        return
+    if stale:
+        logger.info(
+            "project %s: deleted the predictions of superseded versions %s from Label Studio",
+            project,
+            ", ".join(stale),
+        )
 
 
 def _write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> None:

@@ -261,8 +261,8 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
 def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
     """With SRW_EARLY_STEPS below a training's steps, the scout as it is after that many steps
     scores the annotated tasks and its version goes to Label Studio first; the full training's
-    version follows and is what the project ends with. Each has one prediction per annotated
-    task."""
+    version follows and is what the project ends with: one prediction per annotated task, the
+    early version's deleted from Label Studio once superseded (kept in the store)."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
     early_env = {"SRW_EARLY_STEPS": "6"}  # of 16: 30 tasks in batches of 16, 8 epochs
     with _trained(label_studio, tmp_path, "early scores", tasks, early_env) as (
@@ -287,14 +287,18 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
             f"the review queue is sorted by version {final}"
         )
 
-        scores = {v: {} for v in (early, final)}
+        assert f"deleted the predictions of superseded versions {early}" in backend.log(200)
+        scores = {}
         for task in ls.tasks.list(project=project.id, fields="all"):
             for prediction in task.predictions or []:
-                version = field(prediction, "model_version")
-                assert task.id not in scores[version], f"task {task.id}: {task.predictions}"
-                scores[version][task.id] = field(prediction, "score")
-        assert set(scores[early]) == set(scores[final]) == set(ids)
-        assert scores[early] != scores[final]  # a scout 6 steps in is not the trained one
+                assert field(prediction, "model_version") == final, task.predictions
+                assert task.id not in scores, f"task {task.id}: {task.predictions}"
+                scores[task.id] = field(prediction, "score")
+        assert set(scores) == set(ids)
+        stored = json.loads((versions / early / "scores.json").read_text())
+        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
+        assert set(early_scores) == set(ids)
+        assert early_scores != scores  # a scout 6 steps in is not the trained one
 
 
 def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studio, tmp_path):
@@ -315,12 +319,16 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
         assert len(list((versions / final).glob("scout*"))) == 2
         meta = json.loads((versions / early / "meta.json").read_text())
         assert meta["training"] == {"steps": 16, "passes": 8.0}  # the first scout, whole
-        scores = {v: {} for v in (early, final)}
+        scores = {}
         for task in ls.tasks.list(project=project.id, fields="all"):
             for prediction in task.predictions or []:
-                scores[field(prediction, "model_version")][task.id] = field(prediction, "score")
-        assert set(scores[early]) == set(scores[final]) == set(ids)
-        assert scores[early] != scores[final]  # one scout is not the two averaged
+                assert field(prediction, "model_version") == final, task.predictions
+                scores[task.id] = field(prediction, "score")
+        assert set(scores) == set(ids)
+        stored = json.loads((versions / early / "scores.json").read_text())
+        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
+        assert set(early_scores) == set(ids)
+        assert early_scores != scores  # one scout is not the two averaged
 
 
 def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_path):

@@ -157,3 +157,42 @@ def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413():
     assert len(imports["v1"]) == 1
     # 40 -> 20 + 20 -> 10 + 10 + 10 + 10: 3 refused, 4 landed; then the large one refused
     assert len(imports["v2"]) == 3 + 4 + 1
+
+
+def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
+    """Serving a version deletes, in Label Studio, the predictions of this backend's versions
+    the store no longer keeps and of the training's superseded early scores; a version the
+    store keeps, the served one and other model versions (an import, another backend) stay."""
+    from backend.service import _drop_superseded_predictions
+    from backend.store import ProjectStore, new_version_name
+
+    require_label_studio()
+    with LabelStudioServer() as ls:
+        project = ls.api("POST", "/api/projects", {"title": "prune", "label_config": NER_CONFIG})
+        pid = project["id"]
+        ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 3)
+        tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+        store = ProjectStore(tmp_path, pid)
+        gone, kept, early, served = (new_version_name() for _ in range(4))
+        for version in (kept, early, served):  # gone: pruned from the store already
+            store.publish(store.staging_dir(), version)
+        store.update_status(early_version=early)
+        api = LabelStudioAPI(ls.url, ls.token, retries=0)
+        versions = (gone, kept, early, served, "imported-1")
+        api.write_predictions(
+            pid,
+            [
+                {"task": t, "result": [], "score": 0.5, "model_version": v}
+                for v in versions
+                for t in tasks
+            ],
+        )
+        written = {v: n for v, n in api.model_versions(pid).items() if n}
+        assert written == dict.fromkeys(versions, 3)
+
+        _drop_superseded_predictions(api, store, str(pid), served)
+
+        left = {v: n for v, n in api.model_versions(pid).items() if n}
+        assert left == {kept: 3, served: 3, "imported-1": 3}
+        _drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
+        assert {v: n for v, n in api.model_versions(pid).items() if n} == left
