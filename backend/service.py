@@ -727,12 +727,24 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     quick = settings.score == "deterministic"
 
     def publish_early(scout) -> None:
-        """A long training's early scores: the scout as it is after SRW_EARLY_STEPS steps."""
+        """A long training's early scores: the scout as it is after SRW_EARLY_STEPS steps.
+        Early scores are a courtesy: where they cannot be saved or written, the training goes
+        on to its own version (a warning says why)."""
         clock.lap("train")
         early = _weigher_of(scout, settings)
         scores = score_tasks(early, spec, items, settings.score, quick=True)
-        version = _save_version(store, early, scores, version_meta_args)
-        _serve_in_label_studio(api, store, project, version, scores)
+        try:
+            version = _save_version(store, early, scores, version_meta_args)
+            _serve_in_label_studio(api, store, project, version, scores)
+        except (LabelStudioUnavailable, OSError) as err:
+            clock.lap("early")
+            logger.warning(
+                "project %s: early scores not published (%s); training on to the full version",
+                project,
+                err,
+            )
+            store.update_status(message="early scores not published; training on")
+            return
         clock.lap("early")
         store.update_status(
             scores_in_label_studio=version,

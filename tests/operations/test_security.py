@@ -415,6 +415,13 @@ class FakeLabelStudio:
     def set_model_version(self, project, version):
         type(self).model_version = version
 
+    def model_versions(self, project):
+        versions = {p["model_version"] for p in type(self).written}
+        return {v: sum(p["model_version"] == v for p in type(self).written) for v in versions}
+
+    def delete_model_version(self, project, version):
+        type(self).written[:] = [p for p in type(self).written if p["model_version"] != version]
+
 
 def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monkeypatch):
     model_dir, canary = tmp_path / "models", tmp_path / "canary"

@@ -1,0 +1,84 @@
+"""Early scores are a courtesy: a training whose early publication fails goes on to its own
+version.
+
+Label Studio is a double here: the point is a write that fails on cue (the early scores'),
+which a real server cannot be made to do; the writes of a real server are tested in
+tests/labelstudio. The training itself is real (the offline MiniLM, two scouts, so that the
+first scout's scores are early ones).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+import model as model_module
+from backend import service
+from backend.labelstudio import LabelStudioUnavailable
+from backend.settings import Settings
+from backend.store import ProjectStore
+from testbed.projects import NER_CONFIG, conll_tasks
+
+
+class FailsTheFirstWrite:
+    """Label Studio's API for a project of CoNLL++ sentences; its first prediction write (the
+    early scores') fails as an unreachable server does."""
+
+    task_list: ClassVar[list[dict]] = []
+    writes: ClassVar[list[list[dict]]] = []
+    served: ClassVar[list[str]] = []
+
+    def __init__(self, url, api_key, **kwargs):
+        pass
+
+    def label_config(self, project):
+        return NER_CONFIG
+
+    def tasks(self, project):
+        return type(self).task_list
+
+    def users(self):
+        return {}
+
+    def write_predictions(self, project, predictions):
+        type(self).writes.append(list(predictions))
+        if len(type(self).writes) == 1:
+            raise LabelStudioUnavailable("could not write predictions at http://ls: refused")
+
+    def set_model_version(self, project, version):
+        type(self).served.append(version)
+
+    def model_versions(self, project):
+        return {}
+
+
+def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeypatch, caplog):
+    tasks = conll_tasks(np.random.default_rng(0), 12)
+    for i, task in enumerate(tasks, 1):
+        task["id"] = i
+    monkeypatch.setattr(FailsTheFirstWrite, "task_list", tasks)
+    monkeypatch.setattr(FailsTheFirstWrite, "writes", [])
+    monkeypatch.setattr(FailsTheFirstWrite, "served", [])
+    monkeypatch.setattr(service, "LabelStudioAPI", FailsTheFirstWrite)
+    settings = Settings(
+        model_dir=str(tmp_path / "models"),
+        label_studio_url="http://127.0.0.1:1",
+        label_studio_api_key="key",
+        epochs=1,
+        k=2,
+        n_samples=4,
+        min_annotations=2,
+        n_scouts=2,
+    )
+    result = model_module.SubRegWeighModel(project="7", settings=settings).fit()
+
+    assert result["trained"] is True, result
+    early, final, *_ = FailsTheFirstWrite.writes  # the early write failed; the final one landed
+    assert {p["model_version"] for p in early} != {p["model_version"] for p in final}
+    assert FailsTheFirstWrite.served == [result["last_version"]]
+    assert {p["task"] for p in final} == {t["id"] for t in tasks}
+    assert "early scores not published" in caplog.text and "refused" in caplog.text
+    store = ProjectStore(tmp_path / "models", 7)
+    assert store.current_version() == result["last_version"]
+    assert store.status()["early_version"] is None  # no early scores were served
