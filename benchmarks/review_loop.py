@@ -97,6 +97,9 @@ def parse_args(argv=None):
     parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
     parser.add_argument("--device", help="(default: the scout's choice)")
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the seeds a stopped run of --name finished"
+    )
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     args.max_steps = None
@@ -331,13 +334,13 @@ def markdown(result) -> str:
 def plot(result, path) -> None:
     with harness.figure(path) as ax:
         present = [p for p in POLICIES if p in result["runs"][0]]
-        for policy, style in zip(present, ("-", "--", ":", "-.", (0, (1, 3)))):
+        for policy, style in zip(present, ("-", "--", ":", "-.", (0, (1, 3)))):  # linestyles
             for k, run in enumerate(result["runs"]):
                 xs, ys = zip(*run[policy]["curve"])
                 ax.plot(
                     xs,
                     np.array(ys) / run["n_errors"],
-                    style,
+                    linestyle=style,
                     color=f"C{k}",
                     label=f"{policy}, seed {run['seed']}",
                 )
@@ -351,9 +354,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     harness.start(args.threads)
     pair = load_pair()
-    runs = []
-    for seed in range(args.seeds):
-        runs.append(run_seed(args, seed, pair))
+    earlier = harness.earlier_result(args.out, args.name, args.resume)
+    runs = earlier["runs"] if earlier else []  # --resume: the seeds a stopped run finished
+
+    def saved(runs) -> dict:
         result = {
             **harness.stamp(harness.command(NAME, argv)),
             "config": harness.config(args),
@@ -363,6 +367,12 @@ def main(argv=None) -> int:
         }
         harness.save(args.out, args.name, result, markdown(result))
         plot(result, args.out / f"{args.name}.png")
+        return result
+
+    result = saved(runs) if runs else None
+    for seed in range(len(runs), args.seeds):
+        runs.append(run_seed(args, seed, pair))
+        result = saved(runs)
     print(markdown(result))
     return 0
 

@@ -520,10 +520,13 @@ def test_review_loop_runs_end_to_end(tmp_path):
     (pair,) = json.loads((tmp_path / "pair.json").read_text())["runs"]
     assert pair["scout_seconds"] > run["scout_seconds"]  # the two scouts' trainings
     assert "averaged over 2 scouts" in (tmp_path / "pair.md").read_text()
-    again = ["--policies", "static", "retrain", "--retrain-every", "4", "--retrain-until", "40"]
+    again = ["--policies", *review_loop.POLICIES, "--retrain-every", "4", "--retrain-until", "40"]
     assert review_loop.main([*argv, *again, "--name", "re"]) == 0
     (retrained,) = json.loads((tmp_path / "re.json").read_text())["runs"]
-    assert set(review_loop.POLICIES) - set(retrained) == {"propagate", "learn", "propagate+retrain"}
+    assert set(review_loop.POLICIES) <= set(retrained)
+    assert review_loop.main([*argv, *again, "--name", "re", "--seeds", "2", "--resume"]) == 0
+    first, second = json.loads((tmp_path / "re.json").read_text())["runs"]
+    assert first == retrained and second["seed"] == 1  # the finished seed kept, not rerun
     # a round that retrains a scout costs seconds, a static one microseconds
     assert retrained["retrain"]["round_seconds"] > 100 * retrained["static"]["round_seconds"]
     for policy in [*review_loop.CHEAP, "retrain"]:
