@@ -211,7 +211,8 @@ def wait_done(backend: BackendServer, project: int, version: str, timeout) -> di
 
 
 def check_predictions(ls: LabelStudioServer, project: int, version: str, task_ids) -> None:
-    """Every task has exactly one prediction of ``version``."""
+    """Every task of ``task_ids`` has exactly one prediction of ``version``, and no other task
+    has one (``[]``: no task has)."""
     listed = ls.api("GET", f"/api/predictions?project={project}", timeout=300)
     tasks = [p["task"] for p in listed if p["model_version"] == version]
     if sorted(tasks) != sorted(task_ids):
@@ -336,8 +337,9 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
         status = wait_trained(backend, project, timeout=120)
     peak = memory.stop()["trainer"]
     assert status["current_version"] == version, (status, version)
-    for scored in {first, version}:
-        check_predictions(ls, project, scored, task_ids)
+    check_predictions(ls, project, version, task_ids)
+    if first != version:  # early scores, superseded: the backend deleted their predictions
+        check_predictions(ls, project, first, [])
     cpu = None if all_done is None else training_cpu_seconds(trainer_pid, cpu_before)
     phases = {phase: status["phase_seconds"].get(phase, 0.0) for phase in PHASES}
     return {

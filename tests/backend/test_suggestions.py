@@ -185,9 +185,11 @@ def test_class_probability_comes_from_the_scoring_pass(sentiment):
         )
         disagree += not s.agrees
     assert 0 < disagree < len(rows)  # the check has both kinds to tell apart
-    # weigh() computes the same deterministic pass, probabilities included
+    # weigh() computes the same deterministic pass, probabilities included (on the same rows:
+    # other rows in a batch change its padding, and bfloat16 passes then differ in the 4th digit)
     full = srw.weigh(rows[:5])
-    np.testing.assert_allclose(full.class_probability, proba[:5], rtol=1e-5)
+    same = srw.weigh_deterministic(rows[:5]).class_probability
+    np.testing.assert_allclose(full.class_probability, same, rtol=1e-5)
     no_ordinary = SubRegWeigh.from_scout(
         scout, k=3, n_samples=10, progress=False, deterministic=False
     ).weigh(rows[:5])
