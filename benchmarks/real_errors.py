@@ -133,6 +133,21 @@ def load_pair():
     return original, corrected, differs(original, corrected)
 
 
+def halves(n: int) -> dict[str, slice]:
+    """The whole set and its two halves (the first and the last ``n // 2`` sentences, whole
+    documents apart from the one cut): a setting chosen on one half is read on the other."""
+    return {"whole": slice(0, n), "first half": slice(0, n // 2), "second half": slice(n // 2, n)}
+
+
+def halves_base_rate(flags) -> str:
+    """The sentence a table over :func:`halves` starts with."""
+    n = len(flags)
+    return (
+        f"Base rate {flags.mean():.3f} ({int(flags.sum())} of {n} sentences; first half "
+        f"{int(flags[: n // 2].sum())}, second half {int(flags[n // 2 :].sum())} erroneous)."
+    )
+
+
 def added_train(n: int, seed: int) -> list:
     """``n`` CoNLL-2003 train sentences drawn with ``seed`` (all of them when ``n`` is their
     number), annotated as given: the rest of a larger project around the ranked sentences."""

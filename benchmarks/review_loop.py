@@ -37,6 +37,7 @@ Smoke test: ``python -m benchmarks.review_loop --size 80 --seeds 1 --epochs 1 --
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -186,6 +187,23 @@ def cache_file(args, seed: int, member: int = 0) -> Path:
     return args.cache / f"scout-{key}.npz"
 
 
+def whole_set_settings(
+    cache: Path, epochs: int | None = None, learning_rate: float | None = None
+) -> argparse.Namespace:
+    """The settings of a scout of the default encoder on the whole set, as :func:`cache_file`
+    and :func:`scout_outputs` read them (``None``: the scout's own epochs or learning rate)."""
+    return argparse.Namespace(
+        cache=cache,
+        size="all",
+        epochs=epochs,
+        learning_rate=learning_rate,
+        max_steps=None,
+        model=None,
+        device=None,
+        precision="auto",
+    )
+
+
 def cached_outputs(path: Path, examples) -> tuple[list, list, float]:
     """:func:`scout_outputs` as a run left them in ``path``."""
     saved = np.load(path, allow_pickle=False)
@@ -249,8 +267,8 @@ def run_seed(args, seed: int, pair) -> dict:
 
     def rescore(now) -> np.ndarray:  # a fresh scout of the seed on the annotations as they stand
         fitted = scout(args, seed).fit(now)
-        gold_now = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
-        return np.array([soft_minimum(g, args.softmin_temperature) for g in gold_now])
+        proba = fitted.predict_proba(now)
+        return harness.soft_min_gold(now, fitted.labels_, proba, args.softmin_temperature)
 
     for policy in args.policies:
         rounds = review(

@@ -1,3 +1,17 @@
-"""One-off explorations run on lent GPU machines: kept so that every figure they gave has its
+"""One-off explorations (some on lent GPU machines): kept so that every figure they gave has its
 command. Not benchmarks of the harness (no smoke tests); their results are in
 benchmarks/results/ with the command that made them."""
+
+from __future__ import annotations
+
+from benchmarks import harness
+
+
+def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
+    """What an exploration does with its table: ``lines`` (markdown) and ``fields`` (JSON),
+    stamped with ``python -m benchmarks.exploration.MODULE ARGV``, the footer appended, saved
+    as ``benchmarks/results/STEM.{json,md}``; the markdown, footer included."""
+    result = {**harness.stamp(harness.command(f"exploration.{module}", argv)), **fields}
+    text = "\n".join([*lines, *harness.footer(result)])
+    harness.save(harness.RESULTS, stem, result, text + "\n")
+    return text

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
+from benchmarks.exploration import save
 from benchmarks.real_errors import load_pair
-from benchmarks.review_loop import cache_file, cached_outputs
+from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
 from subregweigh.review import slip_keys
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
@@ -54,10 +55,7 @@ def main(argv=None) -> int:
     rows = {"found": [], "missed": []}
     strings: Counter = Counter()
     for seed in range(args.seeds):
-        settings = argparse.Namespace(
-            cache=args.cache, size="all", epochs=3, model=None, precision="auto"
-        )
-        gold, _, _ = cached_outputs(cache_file(settings, seed), original)
+        gold, _, _ = cached_outputs(cache_file(whole_set_settings(args.cache, 3), seed), original)
         quality = np.array([soft_minimum(g, SOFTMIN_TEMPERATURE) for g in gold])
         top = set(np.argsort(quality, kind="stable")[:budget].tolist())
         for name, group in (
@@ -102,16 +100,17 @@ def main(argv=None) -> int:
         *[f"- {text} ({count})" for text, count in strings.most_common(15)],
         "",
     ]
-    result = {
-        **harness.stamp(harness.command("exploration.missed_errors", argv)),
-        "source": str(args.cache),
-        "summary": summary,
-        "values": rows,
-        "most_missed": strings.most_common(30),
-    }
-    lines += harness.footer(result)
-    harness.save(harness.RESULTS, NAME, result, "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = save(
+        "missed_errors",
+        NAME,
+        argv,
+        lines,
+        source=str(args.cache),
+        summary=summary,
+        values=rows,
+        most_missed=strings.most_common(30),
+    )
+    print(text)
     return 0
 
 

@@ -24,8 +24,9 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.real_errors import load_pair
-from benchmarks.review_loop import scout_outputs
+from benchmarks.exploration import save
+from benchmarks.real_errors import halves, halves_base_rate, load_pair
+from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 NAME = "scout-schedule"
@@ -51,23 +52,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     harness.start(args.threads)
     original, _, flags = load_pair()
-    n = len(original)
-    parts = {"whole": slice(0, n), "first half": slice(0, n // 2), "second half": slice(n // 2, n)}
+    parts = halves(len(original))
     temperatures = {"softmin": SOFTMIN_TEMPERATURE, "minimum": 0.0}
     summary, values = {}, {}
     for text in args.schedules:
         epochs, rate = schedule(text)
-        settings = argparse.Namespace(
-            cache=args.cache,
-            size="all",
-            epochs=epochs,
-            learning_rate=rate,
-            max_steps=None,
-            model=None,
-            device=None,
-            precision="auto",
-        )
-        rows = []
+        settings, rows = whole_set_settings(args.cache, epochs, rate), []
         for seed in range(args.seeds):
             gold, _, seconds = scout_outputs(settings, seed, original)
             row = {"seconds": seconds}
@@ -82,20 +72,20 @@ def main(argv=None) -> int:
         key = label(epochs, rate)
         values[key] = rows
         summary[key] = harness.summarize_rows(rows, list(rows[0]))
-        lines = markdown(summary, flags, n, args.seeds)
-        result = {
-            **harness.stamp(harness.command("exploration.scout_schedule", argv)),
-            "source": str(args.cache),
-            "summary": summary,
-            "values": values,
-        }
-        lines += harness.footer(result)
-        harness.save(harness.RESULTS, args.name, result, "\n".join(lines) + "\n")
-    print("\n".join(lines))
+        text = save(
+            "scout_schedule",
+            args.name,
+            argv,
+            markdown(summary, flags, args.seeds),
+            source=str(args.cache),
+            summary=summary,
+            values=values,
+        )
+    print(text)
     return 0
 
 
-def markdown(summary, flags, n: int, seeds: int) -> list[str]:
+def markdown(summary, flags, seeds: int) -> list[str]:
     columns = [
         f"{score} {part}"
         for score in ("softmin", "minimum")
@@ -104,12 +94,10 @@ def markdown(summary, flags, n: int, seeds: int) -> list[str]:
     return [
         "## The scout's schedule on real errors: CoNLL-2003 test against CoNLL++, AP",
         "",
-        f"Base rate {flags.mean():.3f} ({int(flags.sum())} of {n} sentences; first half "
-        f"{int(flags[: n // 2].sum())}, second half {int(flags[n // 2 :].sum())} erroneous). "
-        f"Mean ± sd over {seeds} seeds of the offline MiniLM, trained on the whole set as "
-        f"annotated (this machine, bfloat16). `softmin`: the served score (soft minimum over "
-        f"the words at {SOFTMIN_TEMPERATURE}); `minimum`: the lowest p(gold), cleanlab's "
-        "in-sample quality.",
+        f"{halves_base_rate(flags)} Mean ± sd over {seeds} seeds of the offline MiniLM, "
+        "trained on the whole set as annotated (this machine, bfloat16). `softmin`: the served "
+        f"score (soft minimum over the words at {SOFTMIN_TEMPERATURE}); `minimum`: the lowest "
+        "p(gold), cleanlab's in-sample quality.",
         "",
         *harness.table(
             ["schedule", *columns, "softmin P@50", "s/scout"],

@@ -23,8 +23,9 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.real_errors import load_pair
-from benchmarks.review_loop import cache_file, cached_outputs
+from benchmarks.exploration import save
+from benchmarks.real_errors import halves_base_rate, load_pair
+from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.weigh import soft_minimum
 
 NAME = "softmin-temperature"
@@ -34,10 +35,7 @@ TEMPERATURES = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 def cached_gold(cache: Path, seed: int, member: int, examples) -> list[np.ndarray]:
     """One scout's per-word p(gold), as benchmarks.review_loop cached it (``--size all`` and
     the default scout)."""
-    settings = argparse.Namespace(
-        cache=cache, size="all", epochs=None, model=None, precision="auto"
-    )
-    return cached_outputs(cache_file(settings, seed, member), examples)[0]
+    return cached_outputs(cache_file(whole_set_settings(cache), seed, member), examples)[0]
 
 
 def ap(flags, per_word, temperature: float) -> float:
@@ -92,25 +90,25 @@ def main(argv=None) -> int:
     lines = [
         "## The soft minimum's temperature: real errors, CoNLL-2003 test against CoNLL++, AP",
         "",
-        f"Base rate {flags.mean():.3f} ({int(flags.sum())} of {n} sentences; first half "
-        f"{int(flags[: n // 2].sum())}, second half {int(flags[n // 2 :].sum())} erroneous). "
-        f"One scout: mean ± sd over {len(scouts)} scouts ({args.seeds} seeds x {args.members} "
-        f"members); 3 scouts: over {args.seeds} ensembles. The scouts of "
+        f"{halves_base_rate(flags)} One scout: mean ± sd over {len(scouts)} scouts "
+        f"({args.seeds} seeds x {args.members} members); 3 scouts: over {args.seeds} "
+        "ensembles. The scouts of "
         "`python -m benchmarks.review_loop --size all --ensemble 3 --cache /tmp/review-loop` "
         "(the offline MiniLM, 3 epochs, this 2-core CPU, bfloat16); nothing is trained here.",
         "",
         *harness.table(header, table),
         "",
     ]
-    result = {
-        **harness.stamp(harness.command("exploration.softmin_temperature", argv)),
-        "source": str(args.cache),
-        "summary": summary,
-        "values": rows,
-    }
-    lines += harness.footer(result)
-    harness.save(harness.RESULTS, NAME, result, "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = save(
+        "softmin_temperature",
+        NAME,
+        argv,
+        lines,
+        source=str(args.cache),
+        summary=summary,
+        values=rows,
+    )
+    print(text)
     return 0
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.real_errors import load_pair, scout
+from benchmarks.exploration import save
+from benchmarks.real_errors import halves, halves_base_rate, load_pair, scout
 from subregweigh.weigh import SubRegWeigh
 
 NAME = "views-real-errors"
@@ -44,8 +45,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     harness.start(args.threads)
     original, _, flags = load_pair()
-    n = len(original)
-    parts = {"whole": slice(0, n), "first half": slice(0, n // 2), "second half": slice(n // 2, n)}
+    parts = halves(len(original))
     schedule = argparse.Namespace(
         model=None, epochs=None, max_steps=None, learning_rate=None, precision="auto", device=None
     )
@@ -71,28 +71,21 @@ def main(argv=None) -> int:
             record(f"{text} probability", result.score("probability"), seconds)
             record(f"{text} agreement", result.score("agreement"), seconds)
         summary = {key: harness.summarize_rows(rows, list(rows[0])) for key, rows in values.items()}
-        lines = markdown(summary, flags, n, seed + 1)
-        result = {
-            **harness.stamp(harness.command("exploration.views", argv)),
-            "summary": summary,
-            "values": values,
-        }
-        lines += harness.footer(result)
-        harness.save(harness.RESULTS, args.name, result, "\n".join(lines) + "\n")
-    print("\n".join(lines))
+        lines = markdown(summary, flags, seed + 1)
+        text = save("views", args.name, argv, lines, summary=summary, values=values)
+    print(text)
     return 0
 
 
-def markdown(summary, flags, n: int, seeds: int) -> list[str]:
+def markdown(summary, flags, seeds: int) -> list[str]:
     return [
         "## The SubRegWeigh views on real errors: CoNLL-2003 test against CoNLL++, AP",
         "",
-        f"Base rate {flags.mean():.3f} ({int(flags.sum())} of {n} sentences; first half "
-        f"{int(flags[: n // 2].sum())}, second half {int(flags[n // 2 :].sum())} erroneous). "
-        f"Mean ± sd over {seeds} seeds, one scout per seed (the offline MiniLM, its defaults, "
-        "this machine, bfloat16) shared by every setting. Settings are `p:K:N:selection`; "
-        "`probability` averages p(gold) over the K views before the soft minimum over words, "
-        "`agreement` is c/K. Seconds: the scout's training (served row), the weighing (others).",
+        f"{halves_base_rate(flags)} Mean ± sd over {seeds} seeds, one scout per seed (the "
+        "offline MiniLM, its defaults, this machine, bfloat16) shared by every setting. "
+        "Settings are `p:K:N:selection`; `probability` averages p(gold) over the K views before "
+        "the soft minimum over words, `agreement` is c/K. Seconds: the scout's training (served "
+        "row), the weighing (others).",
         "",
         *harness.table(
             ["score", "whole", "first half", "second half", "s"],
