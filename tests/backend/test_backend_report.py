@@ -319,3 +319,39 @@ def test_report_shows_the_project_s_settings_beside_the_version_s(stored):
         assert "nothing: the server's settings" in page
     finally:
         store.replace_overrides({})
+
+
+def test_the_report_names_the_reference_corpus_a_version_trained_on(tmp_path, tiny_scout):
+    from subregweigh.weigh import SubRegWeigh
+
+    folder = tmp_path / "references"
+    folder.mkdir()
+    (folder / "corpus.conll").write_text("EU B-ORG\nrejects O\n", encoding="utf-8")
+    settings = Settings(k=3, n_samples=10, reference_dir=str(folder), reference="corpus.conll")
+    spec = parse_label_config(NER_CONFIG)
+    items = [i for i in read_tasks(name_annotators(team_tasks(), USERS), spec).tasks if i]
+    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    publish_scout(
+        tmp_path / "models",
+        5,
+        tiny_scout,
+        scores=score_tasks(srw, spec, items),
+        meta=lambda name: version_meta(name, spec, settings, items, 4, n_reference=200),
+    )
+    client, _ = make(tmp_path / "models")
+    meta = client.get("/report.json?project=5", headers=GOOD).get_json()["meta"]
+    assert meta["reference"] == {"name": "corpus.conll", "examples": 200}
+    page = client.get("/report?project=5", headers=GOOD).get_data(as_text=True)
+    assert "<th>reference corpus</th><td>corpus.conll: 200 examples, trained on" in page
+    # A version trained without one says nothing of it.
+    publish_scout(
+        tmp_path / "models",
+        6,
+        tiny_scout,
+        scores=score_tasks(srw, spec, items),
+        meta=lambda name: version_meta(name, spec, Settings(k=3, n_samples=10), items, 4),
+    )
+    assert "reference" not in client.get("/report.json?project=6", headers=GOOD).get_json()["meta"]
+    assert "reference corpus" not in client.get("/report?project=6", headers=GOOD).get_data(
+        as_text=True
+    )

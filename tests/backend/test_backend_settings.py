@@ -327,12 +327,16 @@ def test_secrets_stay_out_of_public_and_repr():
 
 
 @pytest.mark.parametrize("s", SETTINGS, ids=lambda s: s.name)
-def test_every_setting_from_the_environment_and_from_its_flag(s, monkeypatch):
+def test_every_setting_from_the_environment_and_from_its_flag(s, monkeypatch, tmp_path):
     """A value in the environment reaches the field; the flag's value, or --kwargs by field
     name, wins over it."""
     for other in SETTINGS:
         for name in (other.env, *other.fallbacks):
             monkeypatch.delenv(name, raising=False)
+    if s.name == "reference":  # it names a file of the reference folder: both are there
+        for name in _values(s):
+            (tmp_path / name).touch()
+        monkeypatch.setenv("SRW_REFERENCE_DIR", str(tmp_path))
     from_env, from_flag = _values(s)
     monkeypatch.setenv(s.env, _raw(from_env))
     assert getattr(Settings.from_env(), s.name) == from_env
@@ -362,6 +366,8 @@ def _bad(s: Setting):
         return next(s.type(bad) for bad in range(int(s.minimum) - 1, -9, -1) if bad not in s.also)
     if s.min_length:
         return "x" * (s.min_length - 1)
+    if s.pattern:
+        return "../not-a-name"
     return None
 
 

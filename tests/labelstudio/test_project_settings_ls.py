@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from subregweigh.scout import Scout
 from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
 from testbed.servers import (
     LabelStudioServer,
@@ -18,6 +19,7 @@ from testbed.servers import (
     http_json,
     require_label_studio,
 )
+from tests.paths import DATA
 
 # The server's defaults: the project overrides K, N and the epochs, and each must show.
 SERVER_ENV = {
@@ -134,3 +136,73 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
         assert code == 400 and "extra parameter p is 1.5; it must be in [0, 1)" in _refusal(reply)
         assert ls.api("GET", f"/api/ml/{ml['id']}")["extra_params"] == new
         assert backend.get(f"/status?project={pid}")[1]["settings"]["overrides"] == new
+
+
+def _conll_train(n: int) -> str:
+    """CoNLL-2003's first ``n`` training sentences, as distributed (IOB1)."""
+    blocks = (DATA / "conll2003" / "eng.train").read_text(encoding="utf-8").split("\n\n")
+    sentences = [b for b in blocks if b.strip() and not b.startswith("-DOCSTART-")]
+    return "\n\n".join(sentences[:n]) + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", ["embedded", "redis"])
+def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
+    label_studio, jobs, tmp_path
+):
+    references = tmp_path / "references"
+    references.mkdir()
+    (references / "conll-200.conll").write_text(_conll_train(200), encoding="utf-8")
+    env = {
+        **SERVER_ENV,
+        "LABEL_STUDIO_URL": label_studio.url,
+        "LABEL_STUDIO_API_KEY": label_studio.token,
+        "SRW_REFERENCE_DIR": str(references),
+    }
+    with backend_with_jobs(jobs, env, tmp_path) as (backend, _):
+        ls = label_studio
+        project = ls.api(
+            "POST", "/api/projects", {"title": f"reference {jobs}", "label_config": NER_CONFIG}
+        )
+        pid = project["id"]
+        tasks, _ = ner_tasks(np.random.default_rng(4), N_TASKS, 2)
+        ls.api("POST", f"/api/projects/{pid}/import", tasks)
+
+        # A project names a file of the server's folder, never a path; a missing one is refused
+        # with the names it could have meant.
+        code, reply = _connect(ls, pid, backend.url, "reference=../models/settings.json")
+        assert code == 400 and "must be a file name in SRW_REFERENCE_DIR" in _refusal(reply)
+        code, reply = _connect(ls, pid, backend.url, "reference=conll.conll")
+        assert code == 400, reply
+        assert "no such file in" in _refusal(reply)
+        assert "(SRW_REFERENCE_DIR); it holds conll-200.conll for url" in _refusal(reply)
+
+        code, ml = _connect(ls, pid, backend.url, "reference=conll-200.conll")
+        assert code == 201, ml
+        ls.api("POST", f"/api/ml/{ml['id']}/train", {})
+        first = wait_trained(backend, pid, timeout=600)["current_version"]
+        code, report = backend.get(f"/report.json?project={pid}")
+        assert code == 200, report
+        meta = report["meta"]
+        assert meta["reference"] == {"name": "conll-200.conll", "examples": 200}
+        assert meta["settings"]["reference"] == "conll-200.conll"
+        # It trained on both: the steps of 1 epoch over 216 examples, not over 16.
+        steps = Scout(task="ner", epochs=1).training_steps(N_TASKS + 200)
+        assert meta["training"]["steps"] == steps > Scout(task="ner", epochs=1).training_steps(16)
+        # Only the project's tasks are scored and written.
+        predictions = ls.api("GET", f"/api/predictions?project={pid}")
+        assert len(predictions) == N_TASKS
+        assert {p["model_version"] for p in predictions} == {first}
+
+        # A reference that stops reading fails the next training with its name and line; the
+        # last good version keeps serving.
+        (references / "conll-200.conll").write_text("EU B-ORG\nrejects\n", encoding="utf-8")
+        ls.api("POST", f"/api/ml/{ml['id']}/train", {})
+        deadline = time.monotonic() + 300
+        while (status := backend.get(f"/status?project={pid}")[1])["state"] != "failed":
+            assert time.monotonic() < deadline, status
+            time.sleep(1)
+        assert "the reference conll-200.conll cannot be read" in status["last_error"]
+        assert "conll-200.conll:2: expected 2 or 4 columns" in status["last_error"]
+        assert status["current_version"] == first
+        assert ls.api("GET", f"/api/projects/{pid}")["model_version"] == first
