@@ -76,11 +76,11 @@ from benchmarks.harness import (
     figure,
     footer,
     load,
+    lowest_gold,
     machine,
     pm,
     ranking,
     save,
-    soft_min_gold,
     stamp,
     start,
     summarize_rows,
@@ -236,7 +236,7 @@ def run_one(args, size: int, seed: int) -> dict:
     in_sample, cleanlab_s = timed(cleanlab_in_sample, srw.scout_, noisy, task, proba)
     lowest = result.deterministic_probability  # one part: its soft minimum is itself
     if task == "ner":
-        lowest = soft_min_gold(noisy, srw.scout_.labels_, proba, 0)
+        lowest = lowest_gold(noisy, srw.scout_.labels_, proba)
 
     scores = {
         "agreement c/K": (result.reliability, train_s + weigh_s),

@@ -22,7 +22,9 @@ Scores and metrics (a *quality* score: lower = more doubtful)
     ``trivial_baselines(examples, task, seed)``  random, length, entity count (NER)
     ``cleanlab_in_sample(fitted, examples, task)``  cleanlab on a fitted scout's probabilities
     ``word_gold(examples, labels, proba)``  NER: each word's p(annotated tag), per example
-    ``soft_min_gold(...)``                the product's score from them, at a temperature
+    ``served_score(examples, gold, t)``   the product's score from them, at a temperature
+    ``soft_min_gold(...)``                the same from a scout's probabilities
+    ``lowest_gold(...)``                  their lowest: cleanlab's default quality
     ``cleanlab_out_of_fold(scout, labels, examples, task, folds, seed)``  on K-fold scouts'
     ``timed(fn, *args, **kwargs)``        (fn's result, wall seconds)
     ``timed_cpu(fn, *args, **kwargs)``    (fn's result, wall seconds, CPU seconds)
@@ -83,7 +85,7 @@ from subregweigh.io import read_conll, read_tsv
 from subregweigh.metrics import hits_at_k
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
 from subregweigh.scout import PRECISIONS, bfloat16_native
-from subregweigh.weigh import soft_minimum
+from subregweigh.weigh import entity_parts, soft_minimum
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; SUBREGWEIGH_DATA elsewhere (a GPU machine, say)
@@ -201,10 +203,25 @@ def word_gold(examples, labels, proba) -> list[np.ndarray]:
     return [p[np.arange(len(g)), g] for p, g in zip(proba, given)]
 
 
+def served_score(examples, gold, temperature: float) -> np.ndarray:
+    """NER: per example, the product's score from ``gold`` (:func:`word_gold`, one array per
+    example): the soft minimum at ``temperature`` of its entity parts (``entity_parts``: each
+    annotated entity once, then the words outside them), shape (n,)."""
+    return np.array(
+        [soft_minimum(entity_parts(g, ex.label), temperature) for g, ex in zip(gold, examples)]
+    )
+
+
 def soft_min_gold(examples, labels, proba, temperature: float) -> np.ndarray:
-    """NER: per example, the soft minimum of :func:`word_gold` at ``temperature`` (0: the
-    lowest), shape (n,), as the product scores it."""
-    return np.array([soft_minimum(g, temperature) for g in word_gold(examples, labels, proba)])
+    """NER: :func:`served_score` from a scout's probabilities, shape (n,)."""
+    return served_score(examples, word_gold(examples, labels, proba), temperature)
+
+
+def lowest_gold(examples, labels, proba) -> np.ndarray:
+    """NER: per example, the lowest of its words' p(annotated tag), shape (n,): cleanlab's
+    default label quality (``cleanlab.token_classification``), the product's score until
+    2026-11-25."""
+    return np.array([g.min() for g in word_gold(examples, labels, proba)])
 
 
 def cleanlab_out_of_fold(scout, labels, examples, task: str, folds: int, seed: int) -> np.ndarray:

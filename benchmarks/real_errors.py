@@ -98,7 +98,7 @@ def parse_args(argv=None):
         "--softmin-temperature",
         type=float,
         default=SOFTMIN_TEMPERATURE,
-        help=f"of the product's scores (default: {SOFTMIN_TEMPERATURE}; 0: the lowest p(gold))",
+        help=f"of the product's scores (default: {SOFTMIN_TEMPERATURE}; 0: the lowest part)",
     )
     parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
@@ -290,9 +290,9 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "base_rate": float(flags.mean()),
         "scout_seconds": round(train_s, 2),
         "weigh_seconds": round(weigh_s, 2),
-        # cleanlab's defaults are the lowest p(gold): ours, at temperature 0, should agree
+        # cleanlab's defaults are the lowest p(gold) of a word: lowest_gold should agree
         "cleanlab_vs_min_gold_max_diff": float(
-            np.max(np.abs(in_sample - harness.soft_min_gold(examples, labels, proba, 0)))
+            np.max(np.abs(in_sample - harness.lowest_gold(examples, labels, proba)))
         ),
         "methods": methods,
     }

@@ -53,7 +53,7 @@ from subregweigh.review import (
     slip_keys,
     word_types,
 )
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
+from subregweigh.weigh import SOFTMIN_TEMPERATURE
 
 NAME = "review_loop"
 POLICIES = ("static", "propagate", "learn", "retrain", "propagate+retrain")
@@ -75,7 +75,7 @@ def parse_args(argv=None):
         "--softmin-temperature",
         type=float,
         default=SOFTMIN_TEMPERATURE,
-        help=f"the served score's (default: {SOFTMIN_TEMPERATURE}; 0: the lowest p(gold))",
+        help=f"the served score's (default: {SOFTMIN_TEMPERATURE}; 0: the lowest part)",
     )
     parser.add_argument(
         "--ranker-c", type=float, default=ReviewRanker().C, help="learn: ReviewRanker's C"
@@ -246,7 +246,7 @@ def run_seed(args, seed: int, pair) -> dict:
     fixed = [corrected[i] for i in pick]
     flags = all_flags[pick]
     gold, tags, train_s = ensemble_outputs(args, seed, examples)
-    quality = np.array([soft_minimum(g, args.softmin_temperature) for g in gold])
+    quality = harness.served_score(examples, gold, args.softmin_temperature)
     X, _ = sentence_features(examples, gold, tags)
     n_errors = int(flags.sum())
     if not n_errors:

@@ -4,7 +4,20 @@ benchmarks/results/ with the command that made them."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 from benchmarks import harness
+
+
+def cache_arguments(doc: str, argv, seeds: bool = True) -> argparse.Namespace:
+    """The arguments of an exploration of the scouts that ``scout_schedule`` cached:
+    ``--cache`` and, with ``seeds``, ``--seeds``."""
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--cache", type=Path, required=True, help="scout_schedule's --cache")
+    if seeds:
+        parser.add_argument("--seeds", type=int, default=harness.SEEDS)
+    return parser.parse_args(argv)
 
 
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:

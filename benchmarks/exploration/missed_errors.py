@@ -15,14 +15,12 @@ in another erroneous sentence, against the errors it finds. It trains nothing::
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import save
+from benchmarks.exploration import cache_arguments, save
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
@@ -39,10 +37,7 @@ def all_caps(words) -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cache", type=Path, required=True, help="scout_schedule's --cache")
-    parser.add_argument("--seeds", type=int, default=harness.SEEDS)
-    args = parser.parse_args(argv)
+    args = cache_arguments(__doc__, argv)
     original, corrected, flags = load_pair()
     errors = np.flatnonzero(flags)
     budget = 2 * len(errors)

@@ -21,7 +21,7 @@ from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
 from subregweigh.scout import STATE_FILE, Scout, bfloat16_native
 from subregweigh.tags import entity_spans, entity_types
-from subregweigh.weigh import SubRegWeigh, soft_minimum
+from subregweigh.weigh import SubRegWeigh, entity_parts, soft_minimum
 
 pytestmark = pytest.mark.slow  # every test here trains, or weighs with, a real scout
 
@@ -255,7 +255,7 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
         # c / K is unchanged by the probability scores
         assert result.reliability[i] == np.mean([labels[r] == ex.label for r in rows])
         assert result.probability[i] == pytest.approx(
-            np.mean([soft_minimum(probs[r]) for r in rows]), rel=1e-4
+            np.mean([soft_minimum(entity_parts(probs[r], ex.label)) for r in rows]), rel=1e-4
         )
         for (t, s, e, p), (t2, s2, e2, _) in zip(result.entity_probability[i], result.entities[i]):
             assert (t, s, e) == (t2, s2, e2)
@@ -265,7 +265,9 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
         assert full[i].shape == (len(ex.words), len(tiny_scout.labels_))
         np.testing.assert_allclose(full[i].sum(axis=1), 1.0, rtol=1e-5)
         gold = full[i][np.arange(len(ex.words)), [index[t] for t in ex.label]]
-        assert result.deterministic_probability[i] == pytest.approx(soft_minimum(gold), rel=1e-4)
+        assert result.deterministic_probability[i] == pytest.approx(
+            soft_minimum(entity_parts(gold, ex.label)), rel=1e-4
+        )
     argmax = [tuple(tiny_scout.labels_[j] for j in P.argmax(axis=1)) for P in full]
     assert argmax == tiny_scout.predict(data)
     assert ((0 <= result.probability) & (result.probability <= 1)).all()
@@ -704,7 +706,12 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
         given = label_indices(data, scout.labels_, "ner")
         proba = scout.predict_proba(data)
         per_scout.append([p[np.arange(len(g)), g] for p, g in zip(proba, given)])
-    expected = np.array([soft_minimum(np.mean(words, axis=0)) for words in zip(*per_scout)])
+    expected = np.array(
+        [
+            soft_minimum(entity_parts(np.mean(words, axis=0), ex.label))
+            for words, ex in zip(zip(*per_scout), data)
+        ]
+    )
     singles = [np.array([w.min() for w in words]) for words in per_scout]
     assert not np.allclose(singles[0], singles[1])  # two seeds, two scouts
     got = srw.weigh_deterministic(data).deterministic_probability

@@ -14,6 +14,7 @@ from subregweigh.weigh import (
     _collect,
     agreement,
     entity_agreement,
+    entity_parts,
     entity_probability,
     gold_probability,
     majority,
@@ -207,6 +208,33 @@ def test_soft_minimum_is_cleanlab_s_softmin_and_the_minimum_at_zero():
     assert soft_minimum([]) == 1.0
     # far below the others, an underflowing weight would give NaN: the shift keeps it exact
     assert soft_minimum([1e-300, 0.5], 1e-4) == pytest.approx(0.0)
+
+
+def test_entity_parts_count_each_entity_once():
+    # an entity is its words' mean; the words outside entities stay as they are, after them
+    tags = ("B-ORG", "I-ORG", "I-ORG", "O", "B-PER", "B-PER", "O")
+    p = [0.9, 0.3, 0.9, 0.95, 0.6, 0.8, 1.0]
+    np.testing.assert_allclose(entity_parts(p, tags), [0.7, 0.6, 0.8, 0.95, 1.0])
+    np.testing.assert_allclose(entity_parts([0.2, 0.4], ("O", "O")), [0.2, 0.4])
+    assert entity_parts([], ()).size == 0
+    # one doubted word inside a sure long name weighs less than a doubted name of its own
+    long_name = entity_parts([0.99, 0.2, 0.99, 0.99], ("B-ORG", "I-ORG", "I-ORG", "I-ORG"))
+    own_name = entity_parts([0.99, 0.2, 0.99, 0.99], ("O", "B-ORG", "O", "O"))
+    assert soft_minimum(long_name) > soft_minimum(own_name) == pytest.approx(0.2, abs=0.01)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["O", "B-X", "I-X"]), st.floats(0, 1)), max_size=12))
+def test_entity_parts_keep_the_range_and_one_part_per_entity(pairs):
+    from subregweigh.tags import entity_spans, iob1_to_iob2
+
+    tags = tuple(iob1_to_iob2([t for t, _ in pairs]))  # any sequence, made valid IOB2
+    p = np.array([q for _, q in pairs])
+    parts = entity_parts(p, tags)
+    spans = entity_spans(tags)
+    assert parts.size == len(spans) + sum(t == "O" for t in tags)
+    if p.size:
+        assert p.min() - 1e-12 <= parts.min() and parts.max() <= p.max() + 1e-12
 
 
 def test_entity_probability_hand_computed():
