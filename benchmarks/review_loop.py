@@ -324,9 +324,10 @@ def markdown(result) -> str:
             else ""
         )
         + f"Share of the errors found, mean ± sd over {len(runs)} "
-        "seeds. `static` is the served default score on the same scout (soft minimum at "
-        f"temperature {cfg.get('softmin_temperature', 0)}; at 0, cleanlab's in-sample label "
-        "quality); the baselines read in a fixed order with no model and learn nothing.",
+        "seeds. `static` is the served default score on the same scout (the soft minimum "
+        "over the annotated entities, each once, and the words outside them, at temperature "
+        f"{cfg.get('softmin_temperature', 0)}); the baselines read in a fixed order with no "
+        "model and learn nothing.",
         "",
         *harness.table(
             ["policy", "found after reading x1 errors", "x2", "read to find 90%", "s/round"],
