@@ -38,7 +38,9 @@ run it on a GPU with any encoder.
 
 from __future__ import annotations
 
+import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -110,6 +112,12 @@ def parse_args(argv=None):
     parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
     parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
     parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        help="keep each run's first scout's outputs here, where benchmarks.review_loop --cache "
+        "finds them: the loop then reviews on the same scouts without training (default: none)",
+    )
     harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     if args.add_train and args.folds:
@@ -224,6 +232,11 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
     proba, proba_s = harness.timed(srw.scout_.predict_proba, examples)
     labels = srw.scout_.labels_
+    if args.cache and not args.add_train and not args.max_steps:  # the loop's scouts are these
+        from benchmarks.review_loop import cache_file, save_outputs
+
+        where = argparse.Namespace(**{**vars(args), "size": size})
+        save_outputs(cache_file(where, seed), examples, labels, proba, train_s)
     scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
     if early:
         scores[f"deterministic at {args.early_steps} steps (early)"] = (

@@ -221,14 +221,22 @@ def scout_outputs(args, seed: int, examples, member: int = 0) -> tuple[list, lis
         return cached_outputs(path, examples)
     fitted, seconds = harness.timed(scout(args, seed + 100 * member).fit, examples)
     proba = fitted.predict_proba(examples)
-    gold = harness.word_gold(examples, fitted.labels_, proba)
-    tags = [[fitted.labels_[j] for j in p.argmax(axis=1)] for p in proba]
+    gold, tags = save_outputs(path, examples, fitted.labels_, proba, seconds)
+    return gold, tags, seconds
+
+
+def save_outputs(path: Path | None, examples, labels, proba, seconds: float) -> tuple[list, list]:
+    """A fitted scout's p(gold) of each word and its own tags, per example, from its
+    probabilities ``proba`` (columns in ``labels``' order); kept in ``path`` (None: not kept),
+    where :func:`cached_outputs` reads them."""
+    gold = harness.word_gold(examples, labels, proba)
+    tags = [[labels[j] for j in p.argmax(axis=1)] for p in proba]
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(
             path, gold=np.concatenate(gold), tags=np.concatenate(tags), seconds=seconds
         )
-    return gold, tags, seconds
+    return gold, tags
 
 
 def ensemble_outputs(args, seed: int, examples) -> tuple[list, list, float]:
