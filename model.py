@@ -3,9 +3,10 @@
 A thin adapter over :mod:`backend.service`, which does the work (and which ``backend.server``
 serves without this class): ``fit()`` trains a scout on the project's current annotations and
 publishes a new version; ``predict(tasks)`` serves, per task, the scout's prediction scored by
-SRW_SCORE (lower: review first; by default "deterministic", the soft minimum over words of
-the scout's p(gold) on the deterministic tokenization of the task's least reliable annotation;
-for an unannotated task, the share of the K candidates agreeing with the majority prediction).
+SRW_SCORE (lower: review first; by default "deterministic", the soft minimum over entities
+and words of the scout's p(gold) on the deterministic tokenization of the task's least
+reliable annotation; for an unannotated task, the share of the K candidates agreeing with the
+majority prediction).
 Nothing in ``backend`` or ``subregweigh`` imports this module.
 """
 

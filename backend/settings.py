@@ -407,9 +407,9 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         SCORES[0],
         "a task's prediction score (lower: review first): deterministic (the soft minimum "
-        "over words of the scout's p(gold) on the deterministic tokenization; finds the most "
-        "errors), probability (the same averaged over the K candidates) or agreement (the "
-        "paper's c/K)",
+        "of the scout's p(gold) on the deterministic tokenization over entities and words; "
+        "finds the most errors), probability (the same averaged over the K candidates) or "
+        "agreement (the paper's c/K)",
         "SRW_SCORE",
         ("--score",),
         choices=SCORES,

@@ -346,7 +346,8 @@ def markdown(result) -> str:
         )
         + "; "
         + (
-            f"the product's scores take a soft minimum over the words at temperature "
+            "the product's scores take a soft minimum over the annotated entities (each once) "
+            f"and the words outside them at temperature "
             f"{cfg['softmin_temperature']:g}; "
             if "softmin_temperature" in cfg
             else ""

@@ -8,8 +8,8 @@ in-sample (the scout that was fitted on the data, as SubRegWeigh uses it) or out
 (:func:`out_of_fold_proba`, one scout per fold, as cleanlab recommends).
 
 With its default settings cleanlab's score is the scout's p(gold) on the ordinary segmentation
-(NER: its minimum over words), i.e. ``WeighResult.deterministic_probability`` with
-``SubRegWeigh(softmin_temperature=0)``, computed by cleanlab's own code.
+(NER: its minimum over words; classification: ``WeighResult.deterministic_probability``),
+computed by cleanlab's own code.
 """
 
 from __future__ import annotations

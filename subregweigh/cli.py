@@ -182,7 +182,8 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         choices=SCORES,
         default=SCORES[0],
         help="the ranking written as the `score` column and printed: deterministic (the "
-        "soft minimum over words of the scout's p(gold) on the deterministic tokenization; "
+        "soft minimum of the scout's p(gold) on the deterministic tokenization over entities "
+        "and words; "
         "default, it finds most "
         "errors), probability (the same, averaged over the K candidates) or agreement (the paper's "
         "c/K). The training weight stays max(w_min, c/K).",

@@ -62,8 +62,8 @@ def score_summary(
     expected_error_rate : float in [0, 1] or None, default None
         The share of wrong annotations one expects (say, from a past audit). None: the scores'
         own estimate, ``mean(1 - score)``, the expected share of errors if each score were the
-        probability that its annotation is right (an overestimate for NER, whose score is the
-        lowest over the words).
+        probability that its annotation is right (an overestimate for NER, whose score is a
+        soft minimum over its entities and words).
     bins : int, default 10
         Histogram bins over [0, 1].
 
