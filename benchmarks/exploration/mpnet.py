@@ -11,8 +11,9 @@ MiniLM scout's NER default is 3e-4), on this 2-core CPU::
         --name real-errors-mpnet-lr5e-5-1seed
 
 At 5e-5 for the default 3 epochs (324 optimizer steps on 3,453 sentences) it is undertrained;
-at 1e-4 for 5 epochs (2026-11-27, benchmarks/results/real-errors-mpnet-lr1e-4-5ep.md, 3 seeds;
-the outputs kept for the review loop)::
+at 1e-4 for 5 epochs it ties the MiniLM on AP (2026-11-27,
+benchmarks/results/real-errors-mpnet-lr1e-4-5ep.md, 3 seeds; the outputs kept for the review
+loop)::
 
     python -m benchmarks.real_errors --model /tmp/all-mpnet-base-v2 --learning-rate 1e-4 \
         --epochs 5 --folds 0 --scores deterministic --seeds 3 --threads 2 \
