@@ -16,7 +16,6 @@ what the project labels, with the project's labels.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 
@@ -25,8 +24,6 @@ from subregweigh.example import DataError, Example
 from subregweigh.io import read_dataset
 from subregweigh.io.labelstudio import LabelingSpec
 from subregweigh.tags import entity_types
-
-logger = logging.getLogger(__name__)
 
 _read: dict[tuple, tuple[list[Example], str]] = {}  # (path, size, mtime) -> (examples, task)
 _lock = threading.Lock()

@@ -10,14 +10,17 @@ from pathlib import Path
 from benchmarks import harness
 
 
-def cache_arguments(doc: str, argv, seeds: bool = True) -> argparse.Namespace:
-    """The arguments of an exploration of the scouts that ``scout_schedule`` cached:
-    ``--cache`` and, with ``seeds``, ``--seeds``."""
+def cache_parser(doc: str, seeds: bool = True) -> argparse.ArgumentParser:
+    """The parser of an exploration of cached scout outputs (the review loop's ``--cache``, where
+    ``scout_schedule`` and ``real_errors --cache`` leave them too): ``--cache`` and, with
+    ``seeds``, ``--seeds``; an exploration adds its own arguments."""
     parser = argparse.ArgumentParser(description=doc)
-    parser.add_argument("--cache", type=Path, required=True, help="scout_schedule's --cache")
+    parser.add_argument(
+        "--cache", type=Path, required=True, help="the folder of cached scout outputs"
+    )
     if seeds:
         parser.add_argument("--seeds", type=int, default=harness.SEEDS)
-    return parser.parse_args(argv)
+    return parser
 
 
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_arguments, save
+from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
 from subregweigh.tags import entity_spans
@@ -62,11 +62,11 @@ VARIANTS = {
 
 
 def main(argv=None) -> int:
-    args = cache_arguments(__doc__, argv, seeds=False)
+    args = cache_parser(__doc__, seeds=False).parse_args(argv)
     original, _, flags = load_pair()
     cuts = halves(len(original))
     spans = [entity_spans(ex.label) for ex in original]
-    files = sorted(args.cache.glob("scout-all-*-minilm-auto*.npz"))
+    files = sorted(args.cache.glob("scout-all-[0-9]*-[0-9]*-minilm-auto*.npz"))  # scout_schedule's
     if not files:
         raise SystemExit(f"no cached scouts in {args.cache}: run scout_schedule first")
     ap = {name: {half: [] for half in cuts} for name in VARIANTS}

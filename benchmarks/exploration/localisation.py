@@ -5,7 +5,7 @@ A reviewer reads a flagged sentence, not a score: the queue helps most when the 
 the region to fix and the scout's own tagging is the fix. For the scouts that
 ``benchmarks.exploration.scout_schedule`` cached (the default schedule, 3 seeds, trained on
 CoNLL-2003 test as annotated), over the sentences among the twice-as-many-as-errors most
-doubtful by the served score (the soft minimum over the words), it measures:
+doubtful by the served score until 2026-11-27 (the soft minimum over the words), it measures:
 
 * for the erroneous ones (CoNLL++ changed their tags): whether the most doubtful word (lowest
   p(gold)) lies in a changed region (the words of every span the correction added, removed,
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_arguments, save
+from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
@@ -62,7 +62,7 @@ def error_row(gold, tags, original, corrected) -> dict:
 
 
 def main(argv=None) -> int:
-    args = cache_arguments(__doc__, argv)
+    args = cache_parser(__doc__).parse_args(argv)
     original, corrected, flags = load_pair()
     budget = 2 * int(flags.sum())
     errors_rows, correct_rows, per_kind = [], [], {kind: [] for kind in CHANGE_KINDS}

@@ -3,8 +3,8 @@ them.
 
 What it measures: for the scouts that ``benchmarks.exploration.scout_schedule`` cached (the
 default schedule, 3 seeds, trained on CoNLL-2003 test as annotated), the errors against CoNLL++
-that the served score (the soft minimum over the words) leaves below twice as many sentences as
-there are errors (x2, where the review-loop target is read): their kinds of change
+that the served score until 2026-11-27 (the soft minimum over the words) leaves below twice as
+many sentences as there are errors (x2, where the review-loop target is read): their kinds of change
 (``subregweigh.compare``), the share in all-caps sentences (headlines, sports tables), and the
 share that repeat their slip (a (word, type) pair the fix changed, ``subregweigh.review.slip_keys``)
 in another erroneous sentence, against the errors it finds. It trains nothing::
@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_arguments, save
+from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
@@ -37,7 +37,7 @@ def all_caps(words) -> bool:
 
 
 def main(argv=None) -> int:
-    args = cache_arguments(__doc__, argv)
+    args = cache_parser(__doc__).parse_args(argv)
     original, corrected, flags = load_pair()
     errors = np.flatnonzero(flags)
     budget = 2 * len(errors)

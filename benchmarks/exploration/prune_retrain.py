@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
+from benchmarks.exploration import cache_parser
 from benchmarks.exploration.softmin_temperature import cached_gold
 from benchmarks.real_errors import load_pair, scout
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cache", type=Path, required=True, help="the review loop's --cache")
+    parser = cache_parser(__doc__)
     parser.add_argument("--drop", type=float, default=0.1, help="share left out of B's training")
-    parser.add_argument("--seeds", type=int, default=harness.SEEDS)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     args = parser.parse_args(argv)
     harness.start(args.threads)

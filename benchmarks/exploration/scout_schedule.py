@@ -17,14 +17,11 @@ scouts::
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import save
+from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
@@ -43,10 +40,8 @@ def label(epochs: int, rate: float | None) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = cache_parser(__doc__)
     parser.add_argument("schedules", nargs="+", help="EPOCHS or EPOCHS:LEARNING_RATE")
-    parser.add_argument("--cache", type=Path, required=True, help="the review loop's --cache")
-    parser.add_argument("--seeds", type=int, default=harness.SEEDS)
     parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)

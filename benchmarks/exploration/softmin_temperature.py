@@ -16,14 +16,13 @@ scout (3 seeds x 3 members, the scouts of ``benchmarks.real_errors --ensemble 3`
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import save
+from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves_base_rate, load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.weigh import soft_minimum
@@ -44,9 +43,7 @@ def ap(flags, per_word, temperature: float) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cache", type=Path, required=True, help="the review loop's --cache")
-    parser.add_argument("--seeds", type=int, default=harness.SEEDS)
+    parser = cache_parser(__doc__)
     parser.add_argument("--members", type=int, default=3, help="scouts per ensemble")
     args = parser.parse_args(argv)
     original, _, flags = load_pair()
