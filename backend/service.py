@@ -90,7 +90,9 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         scout = copy.deepcopy(warm_from)
         scout.warm_start, scout.epochs, scout.progress = True, settings.warm_epochs, False
         scout.quantize, scout.precision = settings.quantize, settings.precision
-        return SubRegWeigh(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
+        return SubRegWeigh(
+            scout, **_weigh_params(settings), n_jobs=settings.n_jobs, crf=settings.crf
+        )
     scout = Scout(
         model=settings.scout_model or None,
         task=spec.task,
@@ -107,7 +109,11 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         progress=False,
     )
     return SubRegWeigh(
-        scout, **_weigh_params(settings), n_jobs=settings.n_jobs, n_scouts=settings.n_scouts
+        scout,
+        **_weigh_params(settings),
+        n_jobs=settings.n_jobs,
+        n_scouts=settings.n_scouts,
+        crf=settings.crf,
     )
 
 
@@ -121,6 +127,7 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
 
     Raises :class:`CorruptVersion` when its files do not load (the caller marks it BROKEN).
     """
+    from subregweigh.crf import FeatureTagger
     from subregweigh.scout import Scout
     from subregweigh.weigh import SubRegWeigh
 
@@ -136,6 +143,8 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
                 Scout.load(store.scout_dir(version, j), progress=False)
                 for j in range(store.n_scouts(version))
             ]
+            crf_file = store.crf_file(version)
+            crf = FeatureTagger.load(crf_file) if crf_file.is_file() else None
         except MemoryError:
             raise
         except Exception as err:
@@ -145,7 +154,7 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
         # how this server predicts, whatever trained it
         for scout in scouts:
             scout.quantize, scout.precision = settings.quantize, settings.precision
-        srw = SubRegWeigh.from_scout(*scouts, **_weigh_params(settings))
+        srw = SubRegWeigh.from_scout(*scouts, crf=crf, **_weigh_params(settings))
         _weighers[key] = srw
         while len(_weighers) > settings.cached_models:
             _weighers.popitem(last=False)
@@ -870,6 +879,8 @@ def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> s
     try:
         for j, scout in enumerate(srw.scouts_):
             scout.save(staging / store.scout_dir(version, j).name)
+        if getattr(srw, "crf_", None) is not None:
+            srw.crf_.save(staging / store.crf_file(version).name)
         atomic_write_json(staging / "scores.json", scores)
         atomic_write_json(staging / "meta.json", version_meta(version, *meta_args, srw.scout_))
         store.publish(staging, version)

@@ -48,6 +48,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from subregweigh.crf import CRF_FILE
 from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -454,6 +455,10 @@ class ProjectStore:
     def scout_dir(self, version: str, member: int = 0) -> Path:
         """Where ``version``'s scout is: the first (``member`` 0), or another of an ensemble."""
         return self.versions / version / ("scout" if member == 0 else f"scout-{member}")
+
+    def crf_file(self, version: str) -> Path:
+        """Where ``version``'s CRF is (NER with SRW_CRF; absent otherwise)."""
+        return self.versions / version / CRF_FILE
 
     def n_scouts(self, version: str) -> int:
         """How many scouts ``version`` holds (an ensemble's, or one)."""

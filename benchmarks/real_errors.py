@@ -10,12 +10,15 @@ the 50 most doubtful, R-precision = recall at the number of errors), reported as
 the seeds:
 
 * the product's scores (``SRW_SCORE``, ``subregweigh weigh --score``): ``deterministic``
-  (p(gold) on the deterministic segmentation, its soft minimum over words: the served default),
-  ``probability`` (the same averaged over the K SubRegWeigh views) and ``agreement`` (the
-  paper's c/K);
+  (p(gold) on the deterministic segmentation, averaged half and half with the CRF's
+  (``subregweigh.crf``; ``--no-crf``: the scout's alone), its soft minimum over the annotated
+  entities and the words outside them: the served default), ``probability`` (the scout's
+  p(gold) averaged over the K SubRegWeigh views) and ``agreement`` (the paper's c/K);
+* with the CRF, its parts: ``scout alone (no CRF)``, ``CRF alone``, and ``lowest word, scout +
+  CRF`` (cleanlab's default score, the lowest word, on the same averaged p(gold));
 * ``ensemble of N`` (``--ensemble N``): the deterministic p(gold) averaged over N scouts of
-  seeds s, s+100, ... before the soft minimum over words (what ``SRW_SCOUTS`` / ``--scouts N``
-  serve);
+  seeds s, s+100, ... (and then with the CRF's, half and half) before the soft minimum (what
+  ``SRW_SCOUTS`` / ``--scouts N`` serve); ``ensemble of N (no CRF)`` without it;
 * ``cleanlab in-sample`` (cleanlab's token-classification quality on the same scout, its
   defaults: the minimum over words), ``cleanlab in-sample, softmin`` (cleanlab's soft minimum at
   its default temperature, 0.05) and ``cleanlab OOF`` (defaults, on ``--folds`` out-of-fold
@@ -109,6 +112,12 @@ def parse_args(argv=None):
     parser.add_argument("--method", default="kmeans", help="(default: kmeans)")
     parser.add_argument("--folds", type=int, default=5, help="OOF folds; 0: none (default: 5)")
     parser.add_argument("--ensemble", type=int, default=1, help="scouts averaged (default: 1)")
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the product's CRF beside the scout (SubRegWeigh(crf=...); default: on)",
+    )
     parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
     parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
     parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
@@ -130,6 +139,7 @@ def parse_args(argv=None):
         args.name += f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
         args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
         args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
+        args.name += "" if args.crf else "-no-crf"
     return args
 
 
@@ -214,6 +224,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         n_jobs=args.n_jobs,
         progress=False,
         softmin_temperature=args.softmin_temperature,
+        crf=args.crf,
     )
     early, started = {}, time.perf_counter()
 
@@ -238,6 +249,21 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         where = argparse.Namespace(**{**vars(args), "size": size})
         save_outputs(cache_file(where, seed), examples, labels, proba, train_s)
     scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
+    scout_gold = harness.word_gold(examples, labels, proba)
+    crf_gold = srw.crf_.gold_proba(examples) if srw.crf_ is not None else None
+    if crf_gold is not None:  # what the CRF adds, and what it does alone
+        scores["scout alone (no CRF)"] = (
+            harness.served_score(examples, scout_gold, args.softmin_temperature),
+            proba_s,
+        )
+        scores["CRF alone"] = (
+            harness.served_score(examples, crf_gold, args.softmin_temperature),
+            0.0,
+        )
+        scores["lowest word, scout + CRF"] = (
+            np.array([(g + c).min() / 2 for g, c in zip(scout_gold, crf_gold)]),
+            0.0,
+        )
     if early:
         scores[f"deterministic at {args.early_steps} steps (early)"] = (
             early["quality"],
@@ -259,8 +285,15 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             members.append(align_proba(member_proba, member.labels_, labels))
             seconds += s + p_s
         mean = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
-        quality = harness.soft_min_gold(examples, labels, mean, args.softmin_temperature)
-        scores[f"ensemble of {args.ensemble}"] = (quality, seconds)
+        gold = harness.word_gold(examples, labels, mean)
+        name = f"ensemble of {args.ensemble}"
+        if crf_gold is not None:  # as the product's SRW_SCOUTS does
+            scores[f"{name} (no CRF)"] = (
+                harness.served_score(examples, gold, args.softmin_temperature),
+                seconds,
+            )
+            gold = [(g + c) / 2 for g, c in zip(gold, crf_gold)]
+        scores[name] = (harness.served_score(examples, gold, args.softmin_temperature), seconds)
     in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
     scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)
     softmin, cl_s = harness.timed(
@@ -345,6 +378,11 @@ def markdown(result) -> str:
             else ""
         )
         + "; "
+        + (
+            "the deterministic score averages the scout's p(gold) with a CRF's (half each); "
+            if cfg.get("crf")
+            else ""
+        )
         + (
             "the product's scores take a soft minimum over the annotated entities (each once) "
             f"and the words outside them at temperature "

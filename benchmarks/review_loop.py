@@ -16,12 +16,19 @@ each round's cost, for:
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
   sentences it repeats) and ranks the rest by it;
+* ``refit-crf``: every ``--retrain-every`` rounds, until ``--retrain-until`` sentences are
+  read, the CRF alone (``subregweigh.crf``, seconds) refits on the annotations as they stand,
+  the fixes included, beside the same scout: a fixed convention reaches the CRF's p(gold) of
+  the sentences that share it; ``propagate+refit-crf``: both;
 * ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
-  fresh scout of the seed trains on the annotations as they stand, the fixes included (what the
-  backend's next training does), and its scores rank the rest; ``propagate+retrain``: both.
+  fresh scout of the seed (and a fresh CRF) trains on the annotations as they stand, the fixes
+  included (what the backend's next training does), and its scores rank the rest;
+  ``propagate+retrain``: both.
 
-The first three retrain nothing: a round costs milliseconds. One scout per seed
+With ``--crf`` (the default, as the product), every score's p(gold) is the scout's and the
+CRF's half and half (``SubRegWeigh(crf=True)``); ``--no-crf``: the scout's alone. The first
+three policies retrain nothing: a round costs milliseconds. One scout per seed
 (``random_state=s``) on the run's sentences (``--size``: ``all`` or a seeded subsample), as the
 real-error benchmark trains it.
 
@@ -46,6 +53,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.real_errors import draw, load_pair, scout
 from subregweigh.baselines import consistency_scores
+from subregweigh.crf import FeatureTagger
 from subregweigh.review import (
     ReviewRanker,
     sentence_features,
@@ -56,8 +64,16 @@ from subregweigh.review import (
 from subregweigh.weigh import SOFTMIN_TEMPERATURE
 
 NAME = "review_loop"
-POLICIES = ("static", "propagate", "learn", "retrain", "propagate+retrain")
-CHEAP = POLICIES[:3]  # no retraining: the default
+POLICIES = (
+    "static",
+    "propagate",
+    "learn",
+    "refit-crf",
+    "propagate+refit-crf",
+    "retrain",
+    "propagate+retrain",
+)
+CHEAP = POLICIES[:5]  # no scout retrained: the default
 
 
 def parse_args(argv=None):
@@ -95,6 +111,12 @@ def parse_args(argv=None):
         type=int,
         help="retrain: no more once this many sentences are read (default: twice the errors)",
     )
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the product's CRF beside the scout (default: on)",
+    )
     parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
     parser.add_argument("--device", help="(default: the scout's choice)")
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
@@ -116,7 +138,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost`` (propagate), ``X`` (the
     :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn;
     ``rescore`` (the annotations as they stand -> a new quality per sentence),
-    ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain."""
+    ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain; ``refit``
+    (the same, by a refitted CRF): refit-crf."""
     static = np.asarray(quality, dtype=float)
     boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
     doubt = -static
@@ -139,12 +162,14 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             for i, fixed in fixed_now:
                 for key in slip_keys(original[i], fixed):
                     boosts[by_key.get(key, [])] *= kw["boost"]  # -quality < 0: toward 0 is up
-        if "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw):
+        refits = "retrain" in policy or "refit-crf" in policy
+        if refits and retrain_due(len(rounds) + 1, reviewed.sum(), kw):
             # as the backend's next training: every annotation as it stands, fixes included
             now = list(original)
             for i, fixed in fixes:
                 now[i] = fixed
-            static = np.asarray(kw["rescore"](now), dtype=float)
+            how = kw["rescore"] if "retrain" in policy else kw["refit"]
+            static = np.asarray(how(now), dtype=float)
         if policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
@@ -253,7 +278,15 @@ def run_seed(args, seed: int, pair) -> dict:
     examples = [original[i] for i in pick]
     fixed = [corrected[i] for i in pick]
     flags = all_flags[pick]
-    gold, tags, train_s = ensemble_outputs(args, seed, examples)
+    scout_gold, tags, train_s = ensemble_outputs(args, seed, examples)
+
+    def with_crf(annotations, gold) -> list:  # the product's p(gold): the CRF's beside
+        if not args.crf:
+            return gold
+        crf = FeatureTagger().fit(annotations).gold_proba(annotations)
+        return [(g + c) / 2 for g, c in zip(gold, crf)]
+
+    gold = with_crf(examples, scout_gold)
     quality = harness.served_score(examples, gold, args.softmin_temperature)
     X, _ = sentence_features(examples, gold, tags)
     n_errors = int(flags.sum())
@@ -275,8 +308,12 @@ def run_seed(args, seed: int, pair) -> dict:
 
     def rescore(now) -> np.ndarray:  # a fresh scout of the seed on the annotations as they stand
         fitted = scout(args, seed).fit(now)
-        proba = fitted.predict_proba(now)
-        return harness.soft_min_gold(now, fitted.labels_, proba, args.softmin_temperature)
+        fresh = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
+        return harness.served_score(now, with_crf(now, fresh), args.softmin_temperature)
+
+    def refit(now) -> np.ndarray:  # the same scout, a CRF refitted on the annotations as they stand
+        # the scout's p(gold) of a fixed sentence is of its old tags: it is read already
+        return harness.served_score(now, with_crf(now, scout_gold), args.softmin_temperature)
 
     for policy in args.policies:
         rounds = review(
@@ -290,6 +327,7 @@ def run_seed(args, seed: int, pair) -> dict:
             X=X,
             C=args.ranker_c,
             rescore=rescore,
+            refit=refit,
             retrain_every=args.retrain_every,
             retrain_until=args.retrain_until or 2 * n_errors,
         )
@@ -329,6 +367,13 @@ def markdown(result) -> str:
         + (
             f"p(gold) averaged over {cfg['ensemble']} scouts; "
             if cfg.get("ensemble", 1) > 1
+            else ""
+        )
+        + (
+            "the scout's p(gold) averaged with a CRF's, half each (the product's default); "
+            f"refits every {cfg['retrain_every']} rounds until "
+            f"{cfg['retrain_until'] or 'twice the errors'} sentences are read. "
+            if cfg.get("crf")
             else ""
         )
         + f"Share of the errors found, mean ± sd over {len(runs)} "

@@ -525,3 +525,29 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
     assert len(loaded.scouts_) == 3 and loaded.scout_ is loaded.scouts_[0]
     with pytest.raises(SettingsError, match="SRW_SCOUTS"):
         Settings(model_dir=str(tmp_path), n_scouts=0)
+
+
+def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_ner_data):
+    """SRW_CRF reaches the engine; a version trained with the CRF keeps it beside its scout,
+    and the loaded version scores with it, as the training did."""
+    import numpy as np
+
+    from backend.store import ProjectStore
+    from backend.tasks import parse_label_config
+    from subregweigh.crf import FeatureTagger
+    from subregweigh.weigh import SubRegWeigh
+
+    spec = parse_label_config(NER_CONFIG)
+    settings = Settings(model_dir=str(tmp_path))
+    assert service.engine(settings, spec).crf
+    assert not service.engine(Settings(model_dir=str(tmp_path), crf=False), spec).crf
+    store = ProjectStore(tmp_path, 1)
+    trained = SubRegWeigh.from_scout(tiny_scout, crf=FeatureTagger().fit(tiny_ner_data))
+    version = service._save_version(store, trained, {}, (spec, settings, [], 0, 0))
+    assert store.crf_file(version).is_file()
+    expected = trained.weigh_deterministic(tiny_ner_data).deterministic_probability
+    served = service.weigher(settings, store, version)
+    got = served.weigh_deterministic(tiny_ner_data).deterministic_probability
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    alone = SubRegWeigh.from_scout(tiny_scout).weigh_deterministic(tiny_ner_data)
+    assert not np.allclose(alone.deterministic_probability, expected, atol=1e-3)

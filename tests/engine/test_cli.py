@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from subregweigh import cli
@@ -244,7 +245,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         assert 0.0 <= r["deterministic_probability"] <= 1.0
         assert r["weight"] == pytest.approx(max(1 / 3, r["reliability"]))
         assert "entities" in r and "majority" in r
-    assert (scout_dir / "scout.json").is_file()
+    assert (scout_dir / "scout.json").is_file() and (scout_dir / "crf.crfsuite").is_file()
 
     assert (
         cli.main(
@@ -291,6 +292,15 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
     with open(again, newline="") as f:
         csv_rows = list(csv.DictReader(f))
     assert [float(r["reliability"]) for r in csv_rows] == [r["reliability"] for r in rows]
+    # ... and the CRF saved beside it: the same deterministic scores; --no-crf, the scout's alone
+    with_crf = [float(r["deterministic_probability"]) for r in csv_rows]
+    np.testing.assert_allclose(with_crf, [r["deterministic_probability"] for r in rows], atol=1e-6)
+    alone = tmp_path / "alone.jsonl"
+    argv = ["-q", "weigh", str(noisy), "-o", str(alone), "--scout", str(scout_dir), "--no-crf"]
+    assert cli.main([*argv, "--n-samples", "30", "-k", "5"]) == 0
+    capsys.readouterr()
+    scout_only = [json.loads(line)["deterministic_probability"] for line in alone.open()]
+    assert not np.allclose(scout_only, with_crf, atol=1e-3)
     # an unknown output extension: a clean error, nothing written
     _fails_cleanly(
         capsys,

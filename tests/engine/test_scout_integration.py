@@ -706,10 +706,12 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
         given = label_indices(data, scout.labels_, "ner")
         proba = scout.predict_proba(data)
         per_scout.append([p[np.arange(len(g)), g] for p, g in zip(proba, given)])
+    # the scouts' mean, then half and half with the CRF's (trained after them, by default)
+    crf = srw.crf_.gold_proba(data)
     expected = np.array(
         [
-            soft_minimum(entity_parts(np.mean(words, axis=0), ex.label))
-            for words, ex in zip(zip(*per_scout), data)
+            soft_minimum(entity_parts((np.mean(words, axis=0) + c) / 2, ex.label))
+            for words, c, ex in zip(zip(*per_scout), crf, data)
         ]
     )
     singles = [np.array([w.min() for w in words]) for words in per_scout]
@@ -717,9 +719,20 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
     got = srw.weigh_deterministic(data).deterministic_probability
     np.testing.assert_allclose(got, expected, atol=2e-3)  # batching differs from predict_proba
     np.testing.assert_allclose(srw.weigh(data).deterministic_probability, got, atol=1e-6)
-    # A loaded ensemble weighs the same.
-    again = SubRegWeigh.from_scout(*srw.scouts_, k=2, n_samples=4)
+    # A loaded ensemble weighs the same; without its CRF, by the scouts alone.
+    again = SubRegWeigh.from_scout(*srw.scouts_, crf=srw.crf_, k=2, n_samples=4)
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
+    alone = SubRegWeigh.from_scout(*srw.scouts_, k=2, n_samples=4)
+    scouts_only = np.array(
+        [
+            soft_minimum(entity_parts(np.mean(words, axis=0), ex.label))
+            for words, ex in zip(zip(*per_scout), data)
+        ]
+    )
+    np.testing.assert_allclose(
+        alone.weigh_deterministic(data).deterministic_probability, scouts_only, atol=2e-3
+    )
+    assert not np.allclose(scouts_only, got, atol=0.01)
     with pytest.raises(ValueError, match="n_scouts must be a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
 

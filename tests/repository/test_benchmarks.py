@@ -434,6 +434,10 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     assert set(methods) == {
         *real_errors.PRODUCT,
         "ensemble of 2",
+        "ensemble of 2 (no CRF)",
+        "scout alone (no CRF)",
+        "CRF alone",
+        "lowest word, scout + CRF",
         *real_errors.BASELINES,
         *real_errors.MODEL_FREE,
     }
@@ -499,6 +503,15 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
         ["B-ORG"] + ["B-LOC"] * 5,
         ["B-ORG", "B-LOC", "B-LOC", "B-LOC", "B-ORG", "B-LOC"],
     ]
+
+    # refit-crf: the same rounds, by the CRF's refit; the scout is not retrained
+    def no_scout(now):
+        raise AssertionError("refit-crf retrained the scout")
+
+    seen.clear()
+    refit = {**kw, "rescore": no_scout, "refit": rescore}
+    refitted = review(quality, flags, original, corrected, 1, "refit-crf", **refit)
+    assert [r["found"] for r in refitted] == [1, 1, 2, 2, 2, 2] and len(seen) == 2
 
 
 @pytest.mark.slow

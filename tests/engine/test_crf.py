@@ -1,0 +1,87 @@
+"""subregweigh.crf: the CRF over cased word features, trained on real CoNLL sentences."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from subregweigh.crf import FeatureTagger, word_features, word_shape
+from subregweigh.example import Example
+
+
+@pytest.fixture(scope="module")
+def sentences(conll_train):
+    return conll_train[:400]
+
+
+@pytest.fixture(scope="module")
+def tagger(sentences):
+    return FeatureTagger().fit(sentences)
+
+
+@pytest.mark.parametrize(
+    "word, shape",
+    [("McDonald's", "XxXx'x"), ("1990s", "dx"), ("EU", "X"), ("rejects", "x"), ("U.S.", "X.X.")],
+)
+def test_word_shape_keeps_one_mark_per_run(word, shape):
+    assert word_shape(word) == shape
+
+
+def test_features_see_case_where_the_scout_does_not():
+    """The uncased scout reads "Jordan" and "jordan" alike; the CRF's features differ."""
+    cased, lower = word_features(["Jordan", "won"], 0), word_features(["jordan", "won"], 0)
+    assert "w=jordan" in cased and "w=jordan" in lower
+    assert set(cased) != set(lower)
+    assert "title=1" in cased and "title=0" in lower
+    # neighbours two words away, padding past the edges, the pair with the adjacent word
+    features = word_features(["a", "b", "c"], 0)
+    assert {"-1:pad", "-2:pad", "1:w=b", "2:w=c", "1:pair=b|a", "first"} <= set(features)
+
+
+def test_it_learns_the_tags_and_doubts_a_wrong_one(tagger, sentences):
+    predicted = tagger.predict(sentences)
+    words = sum(len(ex.words) for ex in sentences)
+    right = sum(p == g for ex, pred in zip(sentences, predicted) for p, g in zip(pred, ex.label))
+    assert right / words > 0.95  # in-sample, as the scout is
+    assert set(tagger.labels_) == {t for ex in sentences for t in ex.label}
+    gold = tagger.gold_proba(sentences)
+    assert [g.shape for g in gold] == [(len(ex.words),) for ex in sentences]
+    assert all(((g >= 0) & (g <= 1)).all() for g in gold)
+    # the same sentence with one entity's type changed: that word's p(gold) drops
+    i, j = next(
+        (i, j) for i, ex in enumerate(sentences) for j, t in enumerate(ex.label) if t == "B-LOC"
+    )
+    wrong = list(sentences[i].label)
+    wrong[j] = "B-PER"
+    flipped = dataclasses.replace(sentences[i], label=tuple(wrong))
+    assert tagger.gold_proba([flipped])[0][j] < gold[i][j] - 0.5
+
+
+def test_a_tag_it_never_saw_gets_zero_and_an_empty_text_nothing(tagger):
+    ex = Example("x", ("Paris", "is", "nice"), ("B-CITY", "O", "O"))
+    empty = Example("e", (), ())
+    got = tagger.gold_proba([ex, empty])
+    assert got[0][0] == 0.0 and got[0][1] > 0.5 and got[1].shape == (0,)
+    assert tagger.predict([empty]) == [()]
+
+
+def test_save_and_load_give_the_same_probabilities(tagger, sentences, tmp_path):
+    path = tagger.save(tmp_path / "crf.crfsuite")
+    loaded = FeatureTagger.load(path)
+    assert loaded.labels_ == tagger.labels_
+    for a, b in zip(loaded.gold_proba(sentences[:50]), tagger.gold_proba(sentences[:50])):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_same_examples_give_the_same_model(sentences, tagger):
+    again = FeatureTagger().fit(sentences)
+    assert again.model_ == tagger.model_
+
+
+def test_refusals():
+    with pytest.raises(RuntimeError, match="not fitted"):
+        FeatureTagger().gold_proba([])
+    with pytest.raises(ValueError, match="c2 must be a number >= 0"):
+        FeatureTagger(c2=-1).fit([])
