@@ -53,6 +53,7 @@ a minute):
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
@@ -167,6 +168,12 @@ def parse_args(argv=None):
         type=float,
         help="of the scores' soft minimum over parts (default: SubRegWeigh's; 0: the minimum)",
     )
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="NER: the product's CRF beside the scout (SubRegWeigh(crf=); default: on)",
+    )
     add_precision_argument(parser)
     parser.add_argument(
         "--resume",
@@ -229,6 +236,7 @@ def run_one(args, size: int, seed: int) -> dict:
         softmin_temperature=(
             SOFTMIN_TEMPERATURE if args.softmin_temperature is None else args.softmin_temperature
         ),
+        crf=args.crf,
     )
     _, train_s = timed(srw.fit, noisy)
     result, weigh_s = timed(srw.weigh, noisy)
@@ -320,6 +328,11 @@ def markdown(result) -> str:
         f"{cfg['epochs'] or 'default'}, cleanlab OOF {cfg['folds']} folds"
         + (f", CrossWeigh {cfg['cw_folds']}x{cfg['cw_iterations']}" if cfg["crossweigh"] else "")
         + (f", {cfg['scouts']} scouts averaged" if cfg.get("scouts") else "")
+        + (
+            ", the scout's p(gold) averaged with a CRF's"
+            if cfg.get("crf") and cfg.get("dataset") == "conll"
+            else ""
+        )
         + (
             f", soft minimum at temperature {cfg['softmin_temperature']:g}"
             if cfg.get("softmin_temperature") is not None

@@ -5,6 +5,7 @@ benchmarks/results/ with the command that made them."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from benchmarks import harness
@@ -31,3 +32,14 @@ def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
     text = "\n".join([*lines, *harness.footer(result)])
     harness.save(harness.RESULTS, stem, result, text + "\n")
     return text
+
+
+def schedule_scouts(cache: Path) -> list[Path]:
+    """The cached outputs of ``scout_schedule``'s scouts in ``cache``: one per seed and
+    schedule (``scout-all-SEED-EPOCHS-minilm-auto[-lrRATE].npz``), not an ensemble's other
+    members (``-mJ``) nor the scouts of another encoder; SystemExit when there are none."""
+    pattern = re.compile(r"scout-all-\d+-\d+-minilm-auto(-lr[0-9.e-]+)?\.npz")
+    files = sorted(p for p in cache.glob("scout-all-*.npz") if pattern.fullmatch(p.name))
+    if not files:
+        raise SystemExit(f"no cached scouts in {cache}: run scout_schedule first")
+    return files

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
+from benchmarks.exploration import cache_parser, save, schedule_scouts
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
 from subregweigh.crf import FeatureTagger
@@ -71,9 +71,7 @@ def main(argv=None) -> int:
     args = cache_parser(__doc__, seeds=False).parse_args(argv)
     original, _, flags = load_pair()
     cuts = halves(len(original))
-    files = sorted(args.cache.glob("scout-all-[0-9]*-[0-9]*-minilm-auto*.npz"))  # scout_schedule's
-    if not files:
-        raise SystemExit(f"no cached scouts in {args.cache}: run scout_schedule first")
+    files = schedule_scouts(args.cache)
     scouts = {p.stem.removeprefix("scout-all-"): cached_outputs(p, original)[0] for p in files}
     schedules = sorted({name.split("-", 1)[1] for name in scouts})
     ensembles = {

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
+from benchmarks.exploration import cache_parser, save, schedule_scouts
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
 from subregweigh.tags import entity_spans
@@ -66,9 +66,7 @@ def main(argv=None) -> int:
     original, _, flags = load_pair()
     cuts = halves(len(original))
     spans = [entity_spans(ex.label) for ex in original]
-    files = sorted(args.cache.glob("scout-all-[0-9]*-[0-9]*-minilm-auto*.npz"))  # scout_schedule's
-    if not files:
-        raise SystemExit(f"no cached scouts in {args.cache}: run scout_schedule first")
+    files = schedule_scouts(args.cache)
     ap = {name: {half: [] for half in cuts} for name in VARIANTS}
     for path in files:
         gold, tags, _ = cached_outputs(path, original)
