@@ -40,6 +40,7 @@ settings.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -111,6 +112,11 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default: the backend's)")
     parser.add_argument("--max-steps", type=int, help="SRW_MAX_STEPS (default: the backend's)")
     parser.add_argument("--early-steps", type=int, help="SRW_EARLY_STEPS (default: the backend's)")
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        help="SRW_CRF (default: the backend's, on)",
+    )
     parser.add_argument("-k", type=int, help="SRW_K (default: the backend's, 10)")
     parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
@@ -139,6 +145,8 @@ def engine_env(args) -> dict[str, str]:
         "SRW_N": args.n_samples,
     }
     env = {name: str(value) for name, value in given.items() if value is not None}
+    if args.crf is not None:
+        env["SRW_CRF"] = "true" if args.crf else "false"
     return {**env, "SRW_RETRAIN_AFTER": str(args.changes), "LOG_LEVEL": "INFO"}
 
 

@@ -387,6 +387,8 @@ class SubRegWeigh:
         the ``more`` of an ensemble, ready to :meth:`weigh`; ``crf``: a fitted
         :class:`FeatureTagger` beside them (NER; None: the scouts alone); ``params`` are the
         other constructor parameters."""
+        if crf is not None and not isinstance(crf, FeatureTagger):
+            raise TypeError(f"crf must be a fitted FeatureTagger or None, got {crf!r}")
         srw = cls(scout, task=scout.task, n_scouts=1 + len(more), crf=crf is not None, **params)
         srw._validate()
         srw.scout_, srw.scouts_ = scout, [scout, *more]

@@ -733,6 +733,8 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
         alone.weigh_deterministic(data).deterministic_probability, scouts_only, atol=2e-3
     )
     assert not np.allclose(scouts_only, got, atol=0.01)
+    with pytest.raises(TypeError, match="crf must be a fitted FeatureTagger"):
+        SubRegWeigh.from_scout(*srw.scouts_, crf=True)
     with pytest.raises(ValueError, match="n_scouts must be a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
 
