@@ -879,7 +879,7 @@ def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> s
     try:
         for j, scout in enumerate(srw.scouts_):
             scout.save(staging / store.scout_dir(version, j).name)
-        if getattr(srw, "crf_", None) is not None:
+        if srw.crf_ is not None:
             srw.crf_.save(staging / store.crf_file(version).name)
         atomic_write_json(staging / "scores.json", scores)
         atomic_write_json(staging / "meta.json", version_meta(version, *meta_args, srw.scout_))

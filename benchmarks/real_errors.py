@@ -50,6 +50,7 @@ import numpy as np
 from benchmarks import harness
 from subregweigh.baselines import align_proba, consistency_scores
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
+from subregweigh.crf import mix_gold
 from subregweigh.scout import Scout
 from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh
 
@@ -261,7 +262,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             0.0,
         )
         scores["lowest word, scout + CRF"] = (
-            np.array([(g + c).min() / 2 for g, c in zip(scout_gold, crf_gold)]),
+            np.array([g.min() for g in mix_gold(scout_gold, crf_gold)]),
             0.0,
         )
     if early:
@@ -292,7 +293,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
                 harness.served_score(examples, gold, args.softmin_temperature),
                 seconds,
             )
-            gold = [(g + c) / 2 for g, c in zip(gold, crf_gold)]
+            gold = mix_gold(gold, crf_gold)
         scores[name] = (harness.served_score(examples, gold, args.softmin_temperature), seconds)
     in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
     scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)

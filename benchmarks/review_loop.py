@@ -53,7 +53,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.real_errors import draw, load_pair, scout
 from subregweigh.baselines import consistency_scores
-from subregweigh.crf import FeatureTagger
+from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.review import (
     ReviewRanker,
     sentence_features,
@@ -283,8 +283,7 @@ def run_seed(args, seed: int, pair) -> dict:
     def with_crf(annotations, gold) -> list:  # the product's p(gold): the CRF's beside
         if not args.crf:
             return gold
-        crf = FeatureTagger().fit(annotations).gold_proba(annotations)
-        return [(g + c) / 2 for g, c in zip(gold, crf)]
+        return mix_gold(gold, FeatureTagger().fit(annotations).gold_proba(annotations))
 
     gold = with_crf(examples, scout_gold)
     quality = harness.served_score(examples, gold, args.softmin_temperature)

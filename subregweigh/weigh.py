@@ -28,7 +28,7 @@ import joblib
 import numpy as np
 from tqdm.auto import tqdm
 
-from subregweigh.crf import FeatureTagger
+from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
 from subregweigh.scout import Scout
 from subregweigh.selection import METHODS, sample_and_choose
@@ -472,10 +472,7 @@ class SubRegWeigh:
         if len(runs) > 1:
             gold_proba = [np.mean(parts, axis=0) for parts in zip(*(r[1] for r in runs))]
         if getattr(self, "crf_", None) is not None:
-            gold_proba = [
-                (scouts + crf) / 2
-                for scouts, crf in zip(gold_proba, self.crf_.gold_proba(examples), strict=True)
-            ]
+            gold_proba = mix_gold(gold_proba, self.crf_.gold_proba(examples))
         class_proba = None
         if classes:
             n_labels = len(self.scout_.labels_)

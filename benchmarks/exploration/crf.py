@@ -27,7 +27,7 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser, save, schedule_scouts
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
-from subregweigh.crf import FeatureTagger
+from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.weigh import SOFTMIN_TEMPERATURE
 
 NAME = "crf"
@@ -88,9 +88,6 @@ def main(argv=None) -> int:
         quality = harness.served_score(original, gold, SOFTMIN_TEMPERATURE)
         return {half: harness.ranking(quality[cut], flags[cut])["ap"] for half, cut in cuts.items()}
 
-    def mixed(gold, crf, share):
-        return [(1 - share) * g + share * c for g, c in zip(gold, crf)]
-
     alone = {name: ap(g) for name, g in scouts.items()}
     alone_ensembles = {name: ap(g) for name, g in ensembles.items()}
     rows = [
@@ -118,8 +115,8 @@ def main(argv=None) -> int:
         )
         summary["variants"][variant] = {"crf alone": crf_ap, "seconds": seconds, "shares": {}}
         for share in SHARES:
-            got = {name: ap(mixed(g, crf, share)) for name, g in scouts.items()}
-            got_ensembles = {name: ap(mixed(g, crf, share)) for name, g in ensembles.items()}
+            got = {name: ap(mix_gold(g, crf, share)) for name, g in scouts.items()}
+            got_ensembles = {name: ap(mix_gold(g, crf, share)) for name, g in ensembles.items()}
             diff = np.array([got[n]["whole"] - alone[n]["whole"] for n in scouts])
             halves_higher = [int(sum(got[n][h] > alone[n][h] for n in scouts)) for h in cuts]
             rows.append(
