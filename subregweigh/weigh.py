@@ -28,7 +28,7 @@ import joblib
 import numpy as np
 from tqdm.auto import tqdm
 
-from subregweigh.crf import FeatureTagger, mix_gold
+from subregweigh.crf import CRF_FIRST_EXAMPLES, FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
 from subregweigh.scout import Scout
 from subregweigh.selection import METHODS, sample_and_choose
@@ -329,8 +329,9 @@ class SubRegWeigh:
         candidates are predicted by the first scout alone.
     crf : bool, default=True
         NER: also train a CRF over cased word features (:class:`subregweigh.crf.FeatureTagger`)
-        on the same examples, after the scouts, and average its p(gold tag) of each word half
-        and half with the scouts' mean in the "deterministic" score. On CoNLL-2003's real
+        on the same examples (after the scouts; see :meth:`fit` for early scores), and
+        average its p(gold tag) of each word half and half with the scouts' mean in the
+        "deterministic" score. On CoNLL-2003's real
         errors it raises one uncased MiniLM scout's AP by about 0.04, for seconds of training
         (docs/evaluation.md). The K candidates and c/K stay the scout's. Ignored for
         classification.
@@ -423,9 +424,15 @@ class SubRegWeigh:
         tokenization. ``checkpoint``: ``(step, callback)`` for the first scout's training
         (:meth:`Scout.fit`). With several scouts, ``callback`` also sees the first scout once
         it is trained, before the others train: an ensemble's scores can come as soon as a
-        single scout's. The CRF (``crf``, NER) trains after the scouts, unweighted."""
+        single scout's. The CRF (``crf``, NER) trains unweighted, after the scouts; with a
+        ``checkpoint`` and at most :data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples,
+        before them, so that the callback finds it in :attr:`crf_` and early scores include
+        it."""
         self._validate()
         template = self.scout if self.scout is not None else Scout(task=self.task)
+        with_crf = self.crf and template.task == "ner"
+        crf_first = with_crf and checkpoint is not None and len(examples) <= CRF_FIRST_EXAMPLES
+        self.crf_ = self._fit_crf(examples) if crf_first else None
         self.scouts_ = []
         for j in range(self.n_scouts):
             scout = copy.deepcopy(template)
@@ -441,13 +448,14 @@ class SubRegWeigh:
             if j == 0 and checkpoint and self.n_scouts > 1:
                 checkpoint[1](scout)
         self.scout_ = self.scouts_[0]
-        self.crf_ = None
-        if self.crf and self.scout_.task == "ner":
-            # after the scouts: a checkpoint's early scores come from a scout alone, as soon
-            # as it is trained
-            logger.info("training the CRF on %d examples", len(examples))
-            self.crf_ = FeatureTagger().fit(examples)
+        if with_crf and not crf_first:
+            self.crf_ = self._fit_crf(examples)
         return self
+
+    @staticmethod
+    def _fit_crf(examples: Sequence[Example]) -> FeatureTagger:
+        logger.info("training the CRF on %d examples", len(examples))
+        return FeatureTagger().fit(examples)
 
     def _deterministic(self, examples: Sequence[Example]):
         """``(labels, gold_proba, predicted_proba, class_proba)`` of the deterministic

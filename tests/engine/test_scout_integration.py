@@ -806,3 +806,24 @@ def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_n
     lone.fit(data, checkpoint=(10, look))
     lone.fit(data, checkpoint=(7, look))
     assert [s[0] for s in seen[3:]] == [7]  # mid-training only
+
+
+def test_early_scores_find_the_crf_trained_first_when_it_is_cheap(tiny_ner_data, monkeypatch):
+    """With a checkpoint, a CRF over at most CRF_FIRST_EXAMPLES examples trains before the
+    scout, so the callback's early scores can include it; it is the CRF the fit ends with, and
+    the same model as one trained after the scout. Over more examples it trains after."""
+    data = tiny_ner_data[:20]
+    seen = []
+    srw = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
+
+    def look(scout):
+        seen.append(srw.crf_)
+
+    srw.fit(data, checkpoint=(7, look))
+    [early_crf] = seen
+    assert early_crf is srw.crf_ and early_crf is not None
+    after = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
+    assert after.fit(data).crf_.model_ == early_crf.model_  # the order changes nothing
+    monkeypatch.setattr("subregweigh.weigh.CRF_FIRST_EXAMPLES", len(data) - 1)
+    srw.fit(data, checkpoint=(7, look))
+    assert seen[1] is None and srw.crf_ is not None  # too many examples: after the scout

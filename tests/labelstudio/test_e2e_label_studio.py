@@ -259,12 +259,13 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
 
 
 def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
-    """With SRW_EARLY_STEPS below a training's steps, the scout as it is after that many steps
-    scores the annotated tasks and its version goes to Label Studio first; the full training's
+    """With SRW_EARLY_STEPS above a third of a training's steps, the scout as it is after that
+    third, with the CRF, scores the annotated tasks and its version goes to Label Studio
+    first; the full training's
     version follows and is what the project ends with: one prediction per annotated task, the
     early version's deleted from Label Studio once superseded (kept in the store)."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    early_env = {"SRW_EARLY_STEPS": "6"}  # of 16: 30 tasks in batches of 16, 8 epochs
+    early_env = {"SRW_EARLY_STEPS": "6"}  # 16 steps: 30 tasks in batches of 16, 8 epochs
     with _trained(label_studio, tmp_path, "early scores", tasks, early_env) as (
         ls,
         backend,
@@ -280,7 +281,8 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         assert status["phase_seconds"]["early"] > 0
         versions = tmp_path / "models" / str(project.id) / "versions"
         meta = {v: json.loads((versions / v / "meta.json").read_text()) for v in (early, final)}
-        assert meta[early]["training"] == {"steps": 6, "passes": 3.0}
+        assert meta[early]["training"] == {"steps": 5, "passes": 2.5}  # a third of 16
+        assert (versions / early / "crf.crfsuite").is_file()  # trained first: 30 examples
         assert meta[final]["training"] == {"steps": 16, "passes": 8.0}
         log = backend.log(200)
         assert log.index(f"early scores of version {early}") < log.index(
@@ -298,7 +300,7 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         stored = json.loads((versions / early / "scores.json").read_text())
         early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
         assert set(early_scores) == set(ids)
-        assert early_scores != scores  # a scout 6 steps in is not the trained one
+        assert early_scores != scores  # a scout 5 steps in is not the trained one
 
 
 def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studio, tmp_path):
