@@ -154,7 +154,12 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
         # how this server predicts, whatever trained it
         for scout in scouts:
             scout.quantize, scout.precision = settings.quantize, settings.precision
-        srw = SubRegWeigh.from_scout(*scouts, crf=crf, **_weigh_params(settings))
+        if scouts:
+            srw = SubRegWeigh.from_scout(*scouts, crf=crf, **_weigh_params(settings))
+        elif crf is not None:  # early scores of the CRF alone
+            srw = SubRegWeigh.from_crf(crf, **_weigh_params(settings))
+        else:
+            raise CorruptVersion(version, "it holds neither a scout nor a CRF")
         _weighers[key] = srw
         while len(_weighers) > settings.cached_models:
             _weighers.popitem(last=False)
@@ -749,13 +754,11 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
     quick = settings.score == "deterministic"
 
-    def publish_early(scout) -> None:
-        """A long training's early scores: the scout as it is after :func:`_early_step`
-        steps, beside the CRF where it trained first (SubRegWeigh.fit). Early scores are a
-        courtesy: where they cannot be saved or written, the training goes on to its own
-        version (a warning says why)."""
+    def publish_early(early, what: str) -> None:
+        """Early scores of the weigher ``early`` (``what`` it is, for the status and the log).
+        Early scores are a courtesy: where they cannot be saved or written, the training goes
+        on to its own version (a warning says why)."""
         clock.lap("train")
-        early = _weigher_of(scout, settings, crf=srw.crf_)
         scores = score_tasks(early, spec, items, settings.score, quick=True)
         try:
             version = _save_version(store, early, scores, version_meta_args)
@@ -775,22 +778,35 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             early_version=version,
             early_seconds=clock.total(),
             phase_seconds=dict(clock.seconds),  # so far
-            message=f"early scores in Label Studio ({scout.n_passes_:.2f} passes"
-            + (f" of scout 1 of {settings.n_scouts}" if settings.n_scouts > 1 else "")
-            + "); training on",
+            message=f"early scores in Label Studio ({what}); training on",
         )
         logger.info(
-            "project %s: early scores of version %s in Label Studio after %d steps (%s)",
+            "project %s: early scores of version %s in Label Studio (%s; %s)",
             project,
             version,
-            scout.n_steps_,
+            what,
             clock,
         )
 
+    def publish_scout(scout) -> None:
+        """The scout as it is after :func:`_early_step` steps (an ensemble's first)."""
+        of = f" of scout 1 of {settings.n_scouts}" if settings.n_scouts > 1 else ""
+        what = f"{scout.n_passes_:.2f} passes{of}, {scout.n_steps_} steps"
+        publish_early(_weigher_of(scout, settings), what)
+
+    def publish_crf(alone) -> None:
+        publish_early(alone, "the CRF alone, while the scout trains")
+
     version_meta_args = (spec, settings, items, len(annotated), len(reference))
     srw = engine(settings, spec, warm_from=warm_from)
-    early_step = _early_step(srw, len(training), settings) if quick and not warm_from else None
-    srw.fit(training, checkpoint=(early_step, publish_early) if early_step else None)
+    early = quick and not warm_from and settings.early_steps > 0
+    on_crf, early_step = None, None
+    if early and _crf_first(srw, len(training)):
+        on_crf = publish_crf  # then an ensemble's first scout, once trained
+        early_step = srw.scout.training_steps(len(training)) if settings.n_scouts > 1 else None
+    elif early:
+        early_step = _early_step(srw, len(training), settings)
+    srw.fit(training, checkpoint=(early_step, publish_scout) if early_step else None, on_crf=on_crf)
     clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
@@ -868,12 +884,21 @@ def _early_step(srw, n_annotated: int, settings: Settings) -> int | None:
     return steps if settings.n_scouts > 1 else None
 
 
-def _weigher_of(scout, settings: Settings, crf=None):
-    """A SubRegWeigh around ``scout`` (fitted) and ``crf`` (a fitted CRF or None), weighing
-    with ``settings``."""
+def _crf_first(srw, n_examples: int) -> bool:
+    """Whether the early scores of a training are its CRF's alone: a NER project's with a CRF
+    (SRW_CRF) and at most ``CRF_FIRST_EXAMPLES`` examples, where the CRF trains in seconds and
+    ranks real errors about as well as a scout a third of the way through its training
+    (docs/evaluation.md); in a larger project the scout's early scores come sooner."""
+    from subregweigh.crf import CRF_FIRST_EXAMPLES
+
+    return srw.crf and srw.scout.task == "ner" and n_examples <= CRF_FIRST_EXAMPLES
+
+
+def _weigher_of(scout, settings: Settings):
+    """A SubRegWeigh around ``scout`` (fitted), weighing with ``settings``."""
     from subregweigh.weigh import SubRegWeigh
 
-    return SubRegWeigh.from_scout(scout, crf=crf, **_weigh_params(settings), n_jobs=settings.n_jobs)
+    return SubRegWeigh.from_scout(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
 
 
 def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> str:
@@ -1001,6 +1026,8 @@ def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec
         scout = weigher(settings, store, current).scout_
     except CorruptVersion as err:
         return None, f"version {current} does not load: {err}"
+    if scout is None:
+        return None, f"version {current} holds early scores of the CRF alone"
     if scout.labels_ != label_space(training, spec.task):
         return None, "the label set changed"
     return scout, None

@@ -529,11 +529,12 @@ SETTINGS: tuple[Setting, ...] = (
         "early_steps",
         int,
         300,
-        "a training publishes early scores after a third of its optimizer steps, at most this "
-        "many, from the scout as it is then (NER: beside the CRF, trained first up to 5,000 "
-        "examples), and its own when it ends; trainings under 3/10 of this many steps publish "
-        "only their own; an ensemble (SRW_SCOUTS) publishes its first scout's once it is "
-        "trained in any case (the default score only; 0: never)",
+        "a training publishes early scores, then its own when it ends: a NER project with the "
+        "CRF (SRW_CRF) and at most 5,000 examples the CRF's, once it has trained (seconds); "
+        "otherwise the scout's after a third of its optimizer steps, at most this many "
+        "(trainings under 3/10 of this many steps publish only their own); an ensemble "
+        "(SRW_SCOUTS) also its first scout's once it is trained (the default score only; 0: "
+        "never)",
         "SRW_EARLY_STEPS",
         ("--early-steps",),
         group="scout",

@@ -461,8 +461,9 @@ class ProjectStore:
         return self.versions / version / CRF_FILE
 
     def n_scouts(self, version: str) -> int:
-        """How many scouts ``version`` holds (an ensemble's, or one)."""
-        n = 1
+        """How many scouts ``version`` holds: an ensemble's, one, or none (the early scores of
+        a NER project's CRF alone)."""
+        n = 0
         while self.scout_dir(version, n).is_dir():
             n += 1
         return n

@@ -34,10 +34,10 @@ CRF_FILE = "crf.crfsuite"
 # it on the other (docs/evaluation.md).
 CRF_SHARE = 0.5
 
-# Up to how many examples the CRF trains before the scouts when early scores are asked for
-# (SubRegWeigh.fit's checkpoint), so that they include it. CRFsuite's training time grows
-# faster than the data (one core: about 1 s at 1,000 CoNLL sentences, 10 s at 3,453, 80 s
-# at 14,041): beyond this, early scores would wait for it longer than they save.
+# Up to how many examples a CRF is quick enough to train first and publish its scores alone
+# while the scout trains (the Label Studio backend's early scores). CRFsuite's training time
+# grows faster than the data (one core: about 1 s at 1,000 CoNLL sentences, 10 s at 3,453,
+# 80 s at 14,041): beyond this, the scout's own early scores come sooner.
 CRF_FIRST_EXAMPLES = 5000
 
 
@@ -153,17 +153,22 @@ class FeatureTagger:
     def gold_proba(self, examples: Sequence[Example]) -> list[np.ndarray]:
         """Per example, the marginal probability of each word's gold tag, shape (n_words,)
         (float32; 0 for a tag the CRF never saw)."""
+        return self.tag_proba(examples, [ex.label for ex in examples])
+
+    def tag_proba(self, examples: Sequence[Example], tags) -> list[np.ndarray]:
+        """:meth:`gold_proba` of other ``tags`` (one sequence per example, one tag per word),
+        e.g. of the CRF's own :meth:`predict`."""
         tagger = self._tagger()
         known = set(tagger.labels())
         out = []
-        for ex in examples:
+        for ex, sequence in zip(examples, tags, strict=True):
             if ex.words:
                 tagger.set(sentence_features(ex.words))
             out.append(
                 np.array(
                     [
                         tagger.marginal(tag, i) if tag in known else 0.0
-                        for i, tag in enumerate(ex.label)
+                        for i, tag in enumerate(sequence)
                     ],
                     dtype=np.float32,
                 )

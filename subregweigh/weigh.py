@@ -28,7 +28,7 @@ import joblib
 import numpy as np
 from tqdm.auto import tqdm
 
-from subregweigh.crf import CRF_FIRST_EXAMPLES, FeatureTagger, mix_gold
+from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
 from subregweigh.scout import Scout
 from subregweigh.selection import METHODS, sample_and_choose
@@ -396,6 +396,23 @@ class SubRegWeigh:
         srw.crf_ = crf if scout.task == "ner" else None
         return srw
 
+    @classmethod
+    def from_crf(cls, crf: FeatureTagger, **params) -> SubRegWeigh:
+        """A NER SubRegWeigh of a fitted CRF alone, no scout: early scores while the scout
+        trains (``fit(on_crf=)``). With no scout there are no K candidates: :meth:`weigh` is
+        :meth:`weigh_deterministic`, the CRF's p(gold) of each word and its own tags as the
+        prediction. ``params``: the other constructor parameters."""
+        if not isinstance(crf, FeatureTagger):
+            raise TypeError(f"crf must be a fitted FeatureTagger, got {crf!r}")
+        srw = cls(None, task="ner", crf=True, **params)
+        srw._validate()
+        srw.scout_, srw.scouts_, srw.crf_ = None, [], crf
+        return srw
+
+    @property
+    def _task(self) -> Task:
+        return self.scout_.task if self.scout_ is not None else "ner"
+
     def _validate(self):
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
@@ -418,22 +435,29 @@ class SubRegWeigh:
             )
 
     def fit(
-        self, examples: Sequence[Example], sample_weight=None, *, checkpoint=None
+        self, examples: Sequence[Example], sample_weight=None, *, checkpoint=None, on_crf=None
     ) -> SubRegWeigh:
         """Train the scout (``n_scouts`` of them) on ``examples`` with deterministic
         tokenization. ``checkpoint``: ``(step, callback)`` for the first scout's training
         (:meth:`Scout.fit`). With several scouts, ``callback`` also sees the first scout once
         it is trained, before the others train: an ensemble's scores can come as soon as a
-        single scout's. The CRF (``crf``, NER) trains unweighted, after the scouts; with a
-        ``checkpoint`` and at most :data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples,
-        before them, so that the callback finds it in :attr:`crf_` and early scores include
-        it."""
+        single scout's. The CRF (``crf``, NER) trains unweighted, after the scouts; with
+        ``on_crf``, before them, and ``on_crf`` is called with :meth:`from_crf` of it (early
+        scores of the CRF alone; never called without a CRF)."""
         self._validate()
         template = self.scout if self.scout is not None else Scout(task=self.task)
         with_crf = self.crf and template.task == "ner"
-        crf_first = with_crf and checkpoint is not None and len(examples) <= CRF_FIRST_EXAMPLES
-        self.crf_ = self._fit_crf(examples) if crf_first else None
-        self.scouts_ = []
+        self.crf_, self.scouts_ = None, []
+        if with_crf and on_crf is not None:
+            self.crf_ = self._fit_crf(examples)
+            on_crf(
+                SubRegWeigh.from_crf(
+                    self.crf_,
+                    w_min=self.w_min,
+                    progress=self.progress,
+                    softmin_temperature=self.softmin_temperature,
+                )
+            )
         for j in range(self.n_scouts):
             scout = copy.deepcopy(template)
             scout.progress = self.progress
@@ -448,7 +472,7 @@ class SubRegWeigh:
             if j == 0 and checkpoint and self.n_scouts > 1:
                 checkpoint[1](scout)
         self.scout_ = self.scouts_[0]
-        if with_crf and not crf_first:
+        if with_crf and self.crf_ is None:
             self.crf_ = self._fit_crf(examples)
         return self
 
@@ -464,6 +488,14 @@ class SubRegWeigh:
         classification, every label's probability (averaged too), shape
         (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
         example and is not needed)."""
+        if not self.scouts_:  # the CRF alone (from_crf)
+            predicted = self.crf_.predict(examples)
+            return (
+                predicted,
+                self.crf_.gold_proba(examples),
+                self.crf_.tag_proba(examples, predicted),
+                None,
+            )
         gold = [ex.label for ex in examples]
         classes = self.scout_.task == "classification"
         params = dict(
@@ -497,6 +529,10 @@ class SubRegWeigh:
         nor on ``n_jobs``.
         """
         self._validate()
+        if getattr(self, "scout_", None) is None:
+            raise RuntimeError(
+                "no scout to sample candidates with: fit() first (from_crf has none)"
+            )
         sampler = self.scout_.sampler(self.p)
         n = self.k if self.method == "random" else self.n_samples
         seeds = np.random.SeedSequence(self.random_state).spawn(len(examples))
@@ -576,6 +612,8 @@ class SubRegWeigh:
         """Weigh ``examples`` (usually the scout's own training data)."""
         if not hasattr(self, "scout_"):
             raise RuntimeError("call fit() before weigh()")
+        if self.scout_ is None:  # the CRF alone (from_crf): no candidates to weigh
+            return self.weigh_deterministic(examples)
         return self.weigh_candidates(examples, *self.candidates(examples))
 
     def weigh_deterministic(self, examples: Sequence[Example]) -> WeighResult:
@@ -599,13 +637,13 @@ class SubRegWeigh:
             np.arange(len(examples)),
             one,
             self.w_min,
-            self.scout_.task,
+            self._task,
             gold_proba=gold_proba,
             deterministic_proba=gold_proba,
             temperature=self.softmin_temperature,
         )
         self._with_class_probability(result, class_proba)
-        if self.scout_.task == "ner":
+        if self._task == "ner":
             result.majority_entities = [
                 entity_probability([p], [1], pred) for p, pred in zip(predicted_proba, predicted)
             ]

@@ -574,3 +574,37 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
     np.testing.assert_allclose(got, expected, atol=1e-5)
     alone = SubRegWeigh.from_scout(tiny_scout).weigh_deterministic(tiny_ner_data)
     assert not np.allclose(alone.deterministic_probability, expected, atol=1e-3)
+
+
+def test_a_version_of_the_crf_alone_serves_and_is_no_warm_start(
+    tmp_path, tiny_scout, tiny_ner_data
+):
+    """Early scores of the CRF alone make a version with no scout: it loads and scores tasks,
+    annotated or not, with the CRF (its own tags as the prediction), and a warm start does not
+    refit from it."""
+    import numpy as np
+
+    from backend.store import ProjectStore
+    from backend.tasks import parse_label_config
+    from subregweigh.crf import FeatureTagger
+    from subregweigh.weigh import SubRegWeigh
+
+    spec = parse_label_config(NER_CONFIG)
+    settings = Settings(model_dir=str(tmp_path), warm_start=True)
+    store = ProjectStore(tmp_path, 1)
+    crf = FeatureTagger().fit(tiny_ner_data)
+    version = service._save_version(
+        store, SubRegWeigh.from_crf(crf), {}, (spec, settings, [], 0, 0)
+    )
+    assert store.n_scouts(version) == 0 and store.crf_file(version).is_file()
+    assert "training" not in store.meta(version)
+    served = service.weigher(settings, store, version)
+    assert served.scout_ is None
+    got = served.weigh(tiny_ner_data)  # no K candidates: the CRF's one pass
+    expected = SubRegWeigh.from_crf(crf).weigh_deterministic(tiny_ner_data)
+    np.testing.assert_allclose(got.deterministic_probability, expected.deterministic_probability)
+    assert got.majority == crf.predict(tiny_ner_data)
+    assert service._warm_start_from(store, settings, spec, tiny_ner_data) == (
+        None,
+        f"version {version} holds early scores of the CRF alone",
+    )

@@ -808,22 +808,36 @@ def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_n
     assert [s[0] for s in seen[3:]] == [7]  # mid-training only
 
 
-def test_early_scores_find_the_crf_trained_first_when_it_is_cheap(tiny_ner_data, monkeypatch):
-    """With a checkpoint, a CRF over at most CRF_FIRST_EXAMPLES examples trains before the
-    scout, so the callback's early scores can include it; it is the CRF the fit ends with, and
-    the same model as one trained after the scout. Over more examples it trains after."""
+def test_on_crf_sees_the_crf_alone_before_the_scout_trains(tiny_ner_data, sst2_train):
+    """``fit(on_crf=)`` trains the CRF first and hands over a weigher of the CRF alone (early
+    scores): its score is the CRF's p(gold), its prediction the CRF's own tags, and it has no
+    K candidates. The CRF is the one the fit ends with, the same model as one trained after
+    the scout. Classification has no CRF: no call."""
     data = tiny_ner_data[:20]
     seen = []
     srw = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
 
-    def look(scout):
-        seen.append(srw.crf_)
+    def look(weigher):
+        seen.append((weigher, len(srw.scouts_)))
 
-    srw.fit(data, checkpoint=(7, look))
-    [early_crf] = seen
-    assert early_crf is srw.crf_ and early_crf is not None
+    srw.fit(data, on_crf=look)
+    [(alone, scouts_then)] = seen
+    assert scouts_then == 0 and alone.scout_ is None and alone.crf_ is srw.crf_
     after = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
-    assert after.fit(data).crf_.model_ == early_crf.model_  # the order changes nothing
-    monkeypatch.setattr("subregweigh.weigh.CRF_FIRST_EXAMPLES", len(data) - 1)
-    srw.fit(data, checkpoint=(7, look))
-    assert seen[1] is None and srw.crf_ is not None  # too many examples: after the scout
+    assert after.fit(data).crf_.model_ == srw.crf_.model_  # the order changes nothing
+
+    result = alone.weigh_deterministic(data)
+    crf_gold = srw.crf_.gold_proba(data)
+    expected = [soft_minimum(entity_parts(g, ex.label)) for g, ex in zip(crf_gold, data)]
+    np.testing.assert_allclose(result.score("deterministic"), expected, rtol=1e-6)
+    assert result.majority == srw.crf_.predict(data)
+    np.testing.assert_allclose(alone.weigh(data).score("deterministic"), expected, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="no scout to sample candidates"):
+        alone.candidates(data)
+    with pytest.raises(TypeError, match="crf must be a fitted FeatureTagger"):
+        SubRegWeigh.from_crf(srw.scout_)
+
+    scout = Scout(task="classification", epochs=1, progress=False)
+    classes = SubRegWeigh(scout, task="classification", k=2, n_samples=4)
+    classes.fit(sst2_train[:16], on_crf=look)
+    assert len(seen) == 1 and classes.crf_ is None

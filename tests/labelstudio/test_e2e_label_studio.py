@@ -260,12 +260,12 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
 
 def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
     """With SRW_EARLY_STEPS above a third of a training's steps, the scout as it is after that
-    third, with the CRF, scores the annotated tasks and its version goes to Label Studio
-    first; the full training's
+    third scores the annotated tasks and its version goes to Label Studio first (no CRF here:
+    with one, a project this small gets the CRF's early scores instead); the full training's
     version follows and is what the project ends with: one prediction per annotated task, the
     early version's deleted from Label Studio once superseded (kept in the store)."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    early_env = {"SRW_EARLY_STEPS": "6"}  # 16 steps: 30 tasks in batches of 16, 8 epochs
+    early_env = {"SRW_EARLY_STEPS": "6", "SRW_CRF": "0"}  # 16 steps: 30 tasks, batches of 16
     with _trained(label_studio, tmp_path, "early scores", tasks, early_env) as (
         ls,
         backend,
@@ -282,7 +282,6 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         versions = tmp_path / "models" / str(project.id) / "versions"
         meta = {v: json.loads((versions / v / "meta.json").read_text()) for v in (early, final)}
         assert meta[early]["training"] == {"steps": 5, "passes": 2.5}  # a third of 16
-        assert (versions / early / "crf.crfsuite").is_file()  # trained first: 30 examples
         assert meta[final]["training"] == {"steps": 16, "passes": 8.0}
         log = backend.log(200)
         assert log.index(f"early scores of version {early}") < log.index(
@@ -303,10 +302,42 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         assert early_scores != scores  # a scout 5 steps in is not the trained one
 
 
+def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_studio, tmp_path):
+    """A NER project with the CRF (the default) and at most CRF_FIRST_EXAMPLES annotations
+    gets the CRF's scores first: a version with the CRF and no scout, in Label Studio before
+    the scout has trained; the full version (scout and CRF) replaces it and its predictions."""
+    tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
+    with _trained(label_studio, tmp_path, "crf early", tasks, {}) as (ls, backend, project, ids):
+        status = wait_trained(backend, project.id)
+        final, early = status["current_version"], status["early_version"]
+
+        assert early and early < final and status["scores_in_label_studio"] == final
+        versions = tmp_path / "models" / str(project.id) / "versions"
+        assert sorted(
+            p.name for p in (versions / early).iterdir() if p.name.startswith(("scout", "crf"))
+        ) == ["crf.crfsuite"]
+        assert {"scout", "crf.crfsuite"} <= {p.name for p in (versions / final).iterdir()}
+        assert "training" not in json.loads((versions / early / "meta.json").read_text())
+        log = backend.log(200)
+        assert log.index(
+            f"early scores of version {early} in Label Studio (the CRF alone"
+        ) < log.index(f"the review queue is sorted by version {final}")
+        scores = {}
+        for task in ls.tasks.list(project=project.id, fields="all"):
+            for prediction in task.predictions or []:
+                assert field(prediction, "model_version") == final, task.predictions
+                scores[task.id] = field(prediction, "score")
+        assert set(scores) == set(ids)
+        stored = json.loads((versions / early / "scores.json").read_text())
+        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
+        assert set(early_scores) == set(ids) and early_scores != scores
+
+
 def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studio, tmp_path):
     """With SRW_SCOUTS=2, a training too short for early scores mid-way still publishes its
-    first scout's scores as soon as that scout is trained; the ensemble's version, both scouts
-    averaged, follows and is what the project ends with."""
+    first scout's scores as soon as that scout is trained (after the CRF's); the ensemble's
+    version, both scouts averaged, follows and is what the project ends with, the early
+    versions' predictions deleted."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
     env = {"SRW_SCOUTS": "2"}  # 16 steps a scout, far below twice SRW_EARLY_STEPS
     with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
