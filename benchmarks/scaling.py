@@ -299,9 +299,9 @@ def backend_for(ls: LabelStudioServer, args, work: Path):
 
 def passes_used(backend: BackendServer, project: int, version: str) -> float:
     """The scout's passes over the tasks in ``version`` (its meta.json): its epochs, or fewer
-    under the training budget."""
+    under the training budget, or an early one's; 0 for early scores of the CRF alone."""
     meta = Path(backend.env["MODEL_DIR"], str(project), "versions", version, "meta.json")
-    return json.loads(meta.read_text())["training"]["passes"]
+    return json.loads(meta.read_text()).get("training", {"passes": 0.0})["passes"]
 
 
 def training_cpu_seconds(trainer_pid: int, since: float, timeout: float = 30.0) -> float:
@@ -438,13 +438,23 @@ def label(row: dict) -> str:
     return f"{row['size']:,}" + (f" (+{row['changes']} edits)" if row["kind"] == RETRAIN else "")
 
 
+def early_passes(row: dict) -> str:
+    """What made a row's early scores: "CRF" (the CRF alone), the scout's passes, or "-"."""
+    passes = row.get("early_passes")
+    if passes is None:
+        return "-"
+    return f"{passes:.2f}" if passes else "CRF"
+
+
 def markdown(result: dict) -> str:
     cfg = result["settings"]
     lines = [
         f"Start Training (POST /api/ml/{{id}}/train) to scores in Label Studio, {cfg['mode']} "
         f"jobs, engine settings {cfg['engine']}; seconds (wall). *Scores*: the project's model "
-        "version is the new one, every annotated task scored (by a long training's early "
-        "scores, from its scout after SRW_EARLY_STEPS steps: *early passes* over the tasks); "
+        "version is the new one, every annotated task scored (by a training's early scores "
+        "where it has them: a NER project's CRF alone up to 5,000 annotations, *early passes* "
+        "CRF, or its scout after a third of its steps, at most SRW_EARLY_STEPS: *early passes* "
+        "over the tasks); "
         "*refined*: the full training's scores in their place (the same as *scores* without "
         "early scores); *early*: scoring and writing the early scores; *all done*: the "
         "K-candidate pass finished too (c/K stored, unannotated tasks pre-annotated). Peak RSS: "
@@ -460,7 +470,7 @@ def markdown(result: dict) -> str:
                 row["kind"],
                 f"{row['end_to_end_seconds']:.1f}",
                 shown(row.get("refined_seconds", row["end_to_end_seconds"])),
-                f"{row['early_passes']:.2f}" if row.get("early_passes") else "-",
+                early_passes(row),
             ]
             + [f"{sec.get(p, 0.0):.1f}" for p in SCORED]
             + [f"{row['overhead_seconds']:.1f}"]

@@ -258,6 +258,19 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
             assert 0 <= annotation["reliability"] <= 1 and 0 <= annotation["probability"] <= 1
 
 
+def _served_and_early_scores(ls, project, versions, final: str, early: str):
+    """``(scores, early_scores)``: task id -> the score of its one prediction in Label Studio,
+    which must be ``final``'s, and the ``early`` version's stored score of those tasks."""
+    scores = {}
+    for task in ls.tasks.list(project=project.id, fields="all"):
+        for prediction in task.predictions or []:
+            assert field(prediction, "model_version") == final, task.predictions
+            assert task.id not in scores, f"task {task.id}: {task.predictions}"
+            scores[task.id] = field(prediction, "score")
+    stored = json.loads((versions / early / "scores.json").read_text())
+    return scores, {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
+
+
 def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
     """With SRW_EARLY_STEPS above a third of a training's steps, the scout as it is after that
     third scores the annotated tasks and its version goes to Label Studio first (no CRF here:
@@ -289,15 +302,8 @@ def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_p
         )
 
         assert f"deleted the predictions of superseded versions {early}" in backend.log(200)
-        scores = {}
-        for task in ls.tasks.list(project=project.id, fields="all"):
-            for prediction in task.predictions or []:
-                assert field(prediction, "model_version") == final, task.predictions
-                assert task.id not in scores, f"task {task.id}: {task.predictions}"
-                scores[task.id] = field(prediction, "score")
+        scores, early_scores = _served_and_early_scores(ls, project, versions, final, early)
         assert set(scores) == set(ids)
-        stored = json.loads((versions / early / "scores.json").read_text())
-        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
         assert set(early_scores) == set(ids)
         assert early_scores != scores  # a scout 5 steps in is not the trained one
 
@@ -322,14 +328,8 @@ def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_
         assert log.index(
             f"early scores of version {early} in Label Studio (the CRF alone"
         ) < log.index(f"the review queue is sorted by version {final}")
-        scores = {}
-        for task in ls.tasks.list(project=project.id, fields="all"):
-            for prediction in task.predictions or []:
-                assert field(prediction, "model_version") == final, task.predictions
-                scores[task.id] = field(prediction, "score")
+        scores, early_scores = _served_and_early_scores(ls, project, versions, final, early)
         assert set(scores) == set(ids)
-        stored = json.loads((versions / early / "scores.json").read_text())
-        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
         assert set(early_scores) == set(ids) and early_scores != scores
 
 
@@ -352,14 +352,8 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
         assert len(list((versions / final).glob("scout*"))) == 2
         meta = json.loads((versions / early / "meta.json").read_text())
         assert meta["training"] == {"steps": 16, "passes": 8.0}  # the first scout, whole
-        scores = {}
-        for task in ls.tasks.list(project=project.id, fields="all"):
-            for prediction in task.predictions or []:
-                assert field(prediction, "model_version") == final, task.predictions
-                scores[task.id] = field(prediction, "score")
+        scores, early_scores = _served_and_early_scores(ls, project, versions, final, early)
         assert set(scores) == set(ids)
-        stored = json.loads((versions / early / "scores.json").read_text())
-        early_scores = {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
         assert set(early_scores) == set(ids)
         assert early_scores != scores  # one scout is not the two averaged
 
