@@ -73,10 +73,11 @@ def parse_args(argv=None):
 
 def engine_env(args) -> dict[str, str]:
     """The backend's SRW_* settings: its defaults, except what the command line gives; no
-    retrain from events (only the triggers train)."""
+    retrain from events (only the triggers train) and no early scores."""
     given = {"SRW_EPOCHS": args.epochs, "SRW_K": args.k, "SRW_N": args.n_samples}
     env = {name: str(value) for name, value in given.items() if value is not None}
-    return {**env, "SRW_RETRAIN_AFTER": "1000000", "LOG_LEVEL": "INFO"}
+    # without early scores a training publishes one version, which is what a round counts
+    return {**env, "SRW_RETRAIN_AFTER": "1000000", "SRW_EARLY_STEPS": "0", "LOG_LEVEL": "INFO"}
 
 
 def _seconds(moment) -> float:

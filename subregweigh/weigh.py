@@ -488,7 +488,7 @@ class SubRegWeigh:
         classification, every label's probability (averaged too), shape
         (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
         example and is not needed)."""
-        if not self.scouts_:  # the CRF alone (from_crf)
+        if self.scout_ is None:  # the CRF alone (from_crf)
             predicted = self.crf_.predict(examples)
             return (
                 predicted,

@@ -141,8 +141,12 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
     """The previous version keeps serving, the job shows as failed, the next training succeeds."""
     require_redis()
     with RedisServer() as redis:
-        env = _env(
-            label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults", SRW_JOB_LOCK_SECONDS="3"
+        env = _env(  # no early scores: the killed training must leave no version
+            label_studio,
+            REDIS_URL=redis.url,
+            RQ_QUEUE_NAME="faults",
+            SRW_JOB_LOCK_SECONDS="3",
+            SRW_EARLY_STEPS="0",
         )
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             project, _ = _project(label_studio)
@@ -150,8 +154,8 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
 
-            slow = _worker(  # no early scores: the killed training must leave no version
-                {**env, "SRW_EPOCHS": "300", "SRW_EARLY_STEPS": "0"},
+            slow = _worker(
+                {**env, "SRW_EPOCHS": "300"},
                 tmp_path / "models",
                 tmp_path / "worker2.log",
             ).start()
