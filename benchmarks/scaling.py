@@ -229,6 +229,18 @@ def check_predictions(ls: LabelStudioServer, project: int, version: str, task_id
         )
 
 
+def wait_deleted(ls: LabelStudioServer, project: int, version: str, timeout) -> None:
+    """Wait until no task has a prediction of ``version`` (:func:`check_predictions`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check_predictions(ls, project, version, [])
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(POLL_SECONDS)
+
+
 def edits(ls: LabelStudioServer, task_ids, n: int) -> list[tuple[int, Callable[[], object]]]:
     """``n`` edits ``(task id, edit)``, each edit a function that retypes an entity of another
     task's annotation."""
@@ -346,8 +358,8 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     peak = memory.stop()["trainer"]
     assert status["current_version"] == version, (status, version)
     check_predictions(ls, project, version, task_ids)
-    if first != version:  # early scores, superseded: the backend deleted their predictions
-        check_predictions(ls, project, first, [])
+    if first != version:  # early scores, superseded: the backend deletes their predictions
+        wait_deleted(ls, project, first, args.timeout)  # after it says the scores are in
     cpu = None if all_done is None else training_cpu_seconds(trainer_pid, cpu_before)
     phases = {phase: status["phase_seconds"].get(phase, 0.0) for phase in PHASES}
     return {
