@@ -802,12 +802,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     version_meta_args = (spec, settings, items, len(annotated), len(reference))
     srw = engine(settings, spec, warm_from=warm_from)
     early = quick and not warm_from and settings.early_steps > 0
-    on_crf, early_step = None, None
-    if early and _crf_first(srw, len(training)):
-        on_crf = publish_crf  # then an ensemble's first scout, once trained
-        early_step = srw.scout.training_steps(len(training)) if settings.n_scouts > 1 else None
-    elif early:
-        early_step = _early_step(srw, len(training), settings)
+    on_crf = publish_crf if early and _crf_first(srw, len(training)) else None
+    after_crf = on_crf is not None
+    early_step = _early_step(srw, len(training), settings, after_crf) if early else None
     srw.fit(training, checkpoint=(early_step, publish_scout) if early_step else None, on_crf=on_crf)
     clock.lap("train")
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
@@ -872,20 +869,21 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     }
 
 
-def _early_step(srw, n_annotated: int, settings: Settings) -> int | None:
+def _early_step(srw, n_annotated: int, settings: Settings, after_crf: bool = False) -> int | None:
     """After which step of the first scout's training early scores are published, or None.
 
     After a third of the training's steps, at most SRW_EARLY_STEPS. A training whose third
     is under a tenth of SRW_EARLY_STEPS publishes only its own scores, which come soon enough
     (the default 300: under 90 steps, about 480 NER tasks' 3 epochs in batches of 16, some
-    15 s of training on 2 cores). An ensemble's first scout also publishes once trained
-    (SubRegWeigh.fit calls the checkpoint then too): the others would multiply the wait.
+    15 s of training on 2 cores); so does one whose CRF's scores come first (``after_crf``).
+    An ensemble's first scout also publishes once trained (SubRegWeigh.fit calls the
+    checkpoint then too): the others would multiply the wait.
     """
     if not settings.early_steps:
         return None
     steps = srw.scout.training_steps(n_annotated)
     early = min(settings.early_steps, steps // 3)
-    if early >= max(1, settings.early_steps // 10):
+    if not after_crf and early >= max(1, settings.early_steps // 10):
         return early
     return steps if settings.n_scouts > 1 else None
 
@@ -893,8 +891,9 @@ def _early_step(srw, n_annotated: int, settings: Settings) -> int | None:
 def _crf_first(srw, n_examples: int) -> bool:
     """Whether the early scores of a training are its CRF's alone: a NER project's with a CRF
     (SRW_CRF) and at most ``CRF_FIRST_EXAMPLES`` examples, where the CRF trains in seconds and
-    ranks real errors about as well as a scout a third of the way through its training
-    (docs/evaluation.md); in a larger project the scout's early scores come sooner."""
+    ranks real errors about as well as a scout given a third of the training budget, with the
+    CRF beside it (docs/evaluation.md); in a larger project the scout's early scores come
+    sooner."""
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
     return srw.crf and srw.scout.task == "ner" and n_examples <= CRF_FIRST_EXAMPLES

@@ -231,7 +231,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
 
     def score_early(scout):  # the product's early scores: the deterministic score at that step
         early_weigher = SubRegWeigh.from_scout(
-            scout, crf=srw.crf_, progress=False, softmin_temperature=args.softmin_temperature
+            scout, progress=False, softmin_temperature=args.softmin_temperature
         )
         result = early_weigher.weigh_deterministic(examples)
         early["quality"] = result.score("deterministic")

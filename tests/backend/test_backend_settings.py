@@ -254,26 +254,28 @@ def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("tasks", "early_steps", "scouts", "expected"),
+    ("tasks", "early_steps", "scouts", "after_crf", "expected"),
     [
-        (14000, 300, 1, 300),  # 2,625 steps: SRW_EARLY_STEPS is the cap
-        (1000, 300, 1, 63),  # 189 steps: after a third
-        (3000, 300, 1, 188),  # 564 steps
-        (480, 300, 1, 30),  # 90 steps: a third is a tenth of 300, the least that publishes
-        (460, 300, 1, None),  # 87 steps: a third is under a tenth of 300
-        (300, 300, 1, None),  # 57 steps: its own scores come soon enough
-        (300, 300, 2, 57),  # an ensemble's first scout publishes once trained
-        (1000, 0, 2, None),  # 0: never
+        (14000, 300, 1, False, 300),  # 2,625 steps: SRW_EARLY_STEPS is the cap
+        (1000, 300, 1, False, 63),  # 189 steps: after a third
+        (3000, 300, 1, False, 188),  # 564 steps
+        (480, 300, 1, False, 30),  # 90 steps: a third is a tenth of 300, the least that does
+        (460, 300, 1, False, None),  # 87 steps: a third is under a tenth of 300
+        (300, 300, 1, False, None),  # 57 steps: its own scores come soon enough
+        (300, 300, 2, False, 57),  # an ensemble's first scout publishes once trained
+        (1000, 0, 2, False, None),  # 0: never
+        (1000, 300, 1, True, None),  # the CRF's scores came first: no scout mid-way
+        (1000, 300, 2, True, 189),  # but an ensemble's first scout, once trained
     ],
 )
 def test_early_scores_come_after_a_third_of_the_training_at_most_srw_early_steps(
-    tmp_path, tasks, early_steps, scouts, expected
+    tmp_path, tasks, early_steps, scouts, after_crf, expected
 ):
     from backend.tasks import parse_label_config
 
     settings = Settings(model_dir=str(tmp_path), early_steps=early_steps, n_scouts=scouts)
     srw = service.engine(settings, parse_label_config(NER_CONFIG))
-    assert service._early_step(srw, tasks, settings) == expected
+    assert service._early_step(srw, tasks, settings, after_crf) == expected
 
 
 def test_trainings_compute_in_the_servers_precision(tmp_path, monkeypatch):
