@@ -830,8 +830,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     )
     # After the scores are in: Label Studio 1.23 takes seconds to delete a version's
     # predictions (some 15 s for 3,000 tasks' early scores), and the queue needs none of it.
-    _drop_superseded_predictions(api, store, project, version)
-    clock.lap("write")  # added to the phase, after scores_seconds
+    _drop_superseded_predictions(api, store, project, version)  # timed in the next phase:
+    # the phases before scores_seconds must add up to no more than it
     if quick:
         logger.info(
             "project %s: the review queue is sorted by version %s's scores (%s); weighing K "
