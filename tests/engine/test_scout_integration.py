@@ -19,7 +19,7 @@ from subregweigh.crossweigh import CrossWeigh, entity_surfaces, fold_splits
 from subregweigh.example import Example
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
-from subregweigh.scout import STATE_FILE, Scout, bfloat16_native
+from subregweigh.scout import STATE_FILE, Scout, bfloat16_native, default_model
 from subregweigh.tags import entity_spans, entity_types
 from subregweigh.weigh import SubRegWeigh, entity_parts, soft_minimum
 
@@ -608,8 +608,6 @@ def test_fold_splits_plain_kfold(conll_train):
 def test_freeze_encoder_trains_only_the_head(sst2_train, tmp_path):
     from transformers import AutoModel
 
-    from subregweigh.scout import default_model
-
     base = AutoModel.from_pretrained(default_model()).state_dict()
     scout = Scout(
         task="classification", freeze_encoder=True, epochs=2, learning_rate=3e-3, progress=False
@@ -636,8 +634,6 @@ def test_freeze_embeddings_keeps_the_word_embeddings_and_trains_the_rest(
 ):
     from transformers import AutoModel
 
-    from subregweigh.scout import default_model
-
     base = AutoModel.from_pretrained(default_model())
     data = conll_train[:24] if task == "ner" else sst2_train[:24]
     scout = Scout(task=task, freeze_embeddings=True, epochs=1, progress=False).fit(data)
@@ -656,8 +652,6 @@ def test_freeze_embeddings_keeps_the_word_embeddings_and_trains_the_rest(
 
 def test_freeze_layers_keeps_the_lowest_layers_and_trains_the_ones_above(conll_train):
     from transformers import AutoModel
-
-    from subregweigh.scout import default_model
 
     base = dict(AutoModel.from_pretrained(default_model()).named_parameters())
     scout = Scout(freeze_layers=2, epochs=1, progress=False).fit(conll_train[:24])
@@ -737,6 +731,44 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
         SubRegWeigh.from_scout(*srw.scouts_, crf=True)
     with pytest.raises(ValueError, match="n_scouts must be a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
+
+
+def _random_encoder(folder, hidden_size: int):
+    """A one-layer BERT of random weights and the given width, with the MiniLM's tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    AutoTokenizer.from_pretrained(default_model()).save_pretrained(folder)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=hidden_size,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+    )
+    BertModel(config).save_pretrained(folder)
+    return str(folder)
+
+
+def test_a_wider_encoder_trains_ner_longer_at_a_lower_rate(tiny_ner_data, tmp_path, caplog):
+    wide = _random_encoder(tmp_path / "wide", 544)  # over SMALL_ENCODER_WIDTH, as base models
+    narrow = _random_encoder(tmp_path / "narrow", 384)  # the MiniLM's width
+    assert (Scout(model=wide).default("learning_rate"), Scout(model=wide).default("epochs")) == (
+        1e-4,
+        5,
+    )
+    assert Scout(model=narrow).default("learning_rate") == 3e-4 == Scout().default("learning_rate")
+    assert Scout(model=narrow).training_steps(32) == 3 * 2  # batches of 16
+    assert Scout(model=wide).training_steps(32) == 5 * 2  # known before a fit
+    assert Scout(model=wide, epochs=2).training_steps(32) == 2 * 2  # a chosen value stays
+    classifier = Scout(model=wide, task="classification")
+    assert (classifier.default("learning_rate"), classifier.default("epochs")) == (1e-4, 2)
+    with caplog.at_level(logging.INFO, logger="subregweigh.scout"):
+        fitted = Scout(model=wide, batch_size=8, progress=False).fit(tiny_ner_data[:16])
+    assert (fitted.n_steps_, fitted.n_passes_) == (10, 5.0)
+    assert "on 16 texts: 5 epochs at learning rate 0.0001" in caplog.text
+    with caplog.at_level(logging.INFO, logger="subregweigh.scout"):
+        Scout(model=wide, learning_rate=2e-5, epochs=1, progress=False).fit(tiny_ner_data[:16])
+    assert "1 epochs at learning rate 2e-05" in caplog.text
 
 
 def test_max_steps_caps_the_training_and_leaves_shorter_ones_alone(tiny_ner_data, caplog):
