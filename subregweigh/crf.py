@@ -8,25 +8,35 @@ word, averaged half and half with the scouts' (``SubRegWeigh(crf=True)``, the de
 ranks CoNLL-2003's real errors above the scouts alone (docs/evaluation.md); a CRF over
 lowercased words adds nearly nothing, so it is the case that helps.
 
+Beside those binary features the CRF reads each word in context: its vector from the middle
+layer of a pretrained encoder (the offline MiniLM, not fine-tuned: a view of the words that
+owes nothing to the annotation), reduced by PCA to ``context_dims`` real-valued features
+(:func:`context_vectors`). On the same real errors they raise the CRF alone and the mix.
+
 The CRF is python-crfsuite's (CRFsuite, L-BFGS with an L2 penalty ``c2``); it is trained on the
 same examples as the scout and, like the scout, judges them in-sample.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
+from transformers import AutoModel, AutoTokenizer
 
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_open
+from subregweigh.scout import default_model
 
 # The model file's name where it is kept beside a scout (the CLI's --save-scout folder, a Label
 # Studio version's folder).
-CRF_FILE = "crf.crfsuite"
+CRF_FILE = "crf.npz"
 
 
 # The CRF's share of a word's p(gold) beside the scouts' mean: on CoNLL-2003's real errors a half
@@ -93,8 +103,76 @@ def sentence_features(words: Sequence[str]) -> list[list[str]]:
     return [word_features(words, i) for i in range(len(words))]
 
 
+# How many PCA components of the context vectors the CRF reads, and their standard deviation
+# as features (beside binary features of value 1). On CoNLL-2003's real errors 64 components at
+# 0.5 ranked about as 32 or 128, and 0.25 or 1.0 (docs/evaluation.md).
+CONTEXT_DIMS = 64
+CONTEXT_SCALE = 0.5
+
+
+@functools.lru_cache(maxsize=4)
+def _pretrained(path: str):
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, add_prefix_space=True)
+    except TypeError:
+        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
+    return tokenizer, AutoModel.from_pretrained(path).eval()
+
+
+def context_vectors(
+    texts: Sequence[Sequence[str]],
+    encoder: str | None = None,
+    layer: int | None = None,
+    batch_size: int = 64,
+) -> list[np.ndarray]:
+    """Each word's vector in context: the hidden state of its first subword at ``layer`` of the
+    pretrained ``encoder`` (a Hugging Face name or path; None: the offline MiniLM), as loaded,
+    not fine-tuned. ``layer``: 0 is the embeddings, None the middle transformer layer (3 of the
+    MiniLM's 6). Per text an array of shape (n_words, hidden_size), float32; a word past the
+    encoder's length limit gets NaN."""
+    tokenizer, model = _pretrained(encoder or default_model())
+    if layer is None:
+        layer = model.config.num_hidden_layers // 2
+    if not 0 <= layer <= model.config.num_hidden_layers:
+        raise ValueError(
+            f"layer {layer}: the encoder has layers 0 (embeddings) to "
+            f"{model.config.num_hidden_layers}"
+        )
+    limit = min(tokenizer.model_max_length, 512)
+    out: list = [None] * len(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches pad little
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            rows = [i for i in order[start : start + batch_size] if texts[i]]
+            for i in order[start : start + batch_size]:
+                if not texts[i]:
+                    out[i] = np.zeros((0, model.config.hidden_size), dtype=np.float32)
+            if not rows:
+                continue
+            encoded = tokenizer(
+                [list(texts[i]) for i in rows],
+                is_split_into_words=True,
+                truncation=True,
+                max_length=limit,
+                padding=True,
+                return_tensors="pt",
+            )
+            states = model(**encoded, output_hidden_states=True).hidden_states[layer]
+            for b, i in enumerate(rows):
+                first: dict[int, int] = {}
+                for position, word in enumerate(encoded.word_ids(b)):
+                    if word is not None:
+                        first.setdefault(word, position)
+                vectors = np.full((len(texts[i]), states.shape[-1]), np.nan, dtype=np.float32)
+                seen = sorted(first)
+                vectors[seen] = states[b, [first[w] for w in seen]].float().numpy()
+                out[i] = vectors
+    return out
+
+
 class FeatureTagger:
-    """A linear-chain CRF tagger over :func:`word_features`, for IOB2 tags.
+    """A linear-chain CRF tagger over :func:`word_features` and the words' context vectors
+    (:func:`context_vectors`), for IOB2 tags.
 
     Parameters
     ----------
@@ -104,29 +182,66 @@ class FeatureTagger:
     max_iterations : int or None, default=None
         L-BFGS iterations; None: until CRFsuite's convergence test stops it. The same examples
         give the same model.
+    context_dims : int, default=64
+        PCA components of the context vectors given to the CRF as real-valued features; 0:
+        the binary word features alone (the CRF before 2026-11-28).
+    encoder : str or None, default=None
+        The pretrained encoder of the context vectors (None: the offline MiniLM).
+    context_layer : int or None, default=None
+        Its layer (None: the middle one; on CoNLL-2003's real errors the MiniLM's middle layer
+        ranked above its last and its embeddings).
 
     Attributes
     ----------
     labels_ : list of str
         The tags seen in training.
     model_ : bytes
-        The trained CRFsuite model (what :meth:`save` writes).
+        The trained CRFsuite model.
+    context_mean_ : ndarray of shape (hidden_size,)
+    context_components_ : ndarray of shape (context_dims, hidden_size)
+        The PCA of the training words' context vectors, scaled so that each feature's standard
+        deviation is ``CONTEXT_SCALE`` (absent with ``context_dims=0``).
     """
 
-    def __init__(self, c2: float = 0.3, max_iterations: int | None = None):
+    def __init__(
+        self,
+        c2: float = 0.3,
+        max_iterations: int | None = None,
+        context_dims: int = CONTEXT_DIMS,
+        encoder: str | None = None,
+        context_layer: int | None = None,
+    ):
         self.c2 = c2
         self.max_iterations = max_iterations
+        self.context_dims = context_dims
+        self.encoder = encoder
+        self.context_layer = context_layer
 
     def fit(self, examples: Sequence[Example]) -> FeatureTagger:
         """Train on ``examples`` (NER: one tag per word); examples without words are skipped."""
         import pycrfsuite
+        from sklearn.decomposition import PCA
 
         if not 0 <= self.c2 < np.inf:
             raise ValueError(f"c2 must be a number >= 0, got {self.c2!r}")
+        if not isinstance(self.context_dims, (int, np.integer)) or self.context_dims < 0:
+            raise ValueError(f"context_dims must be an int >= 0, got {self.context_dims!r}")
+        examples = [ex for ex in examples if ex.words]
+        for stale in ("context_mean_", "context_components_", "_last_projected"):
+            self.__dict__.pop(stale, None)
+        vectors = None
+        if self.context_dims:
+            vectors = self._vectors(examples)
+            words = np.concatenate(vectors)
+            words = words[~np.isnan(words).any(axis=1)]
+            dims = min(self.context_dims, *words.shape)
+            pca = PCA(dims, random_state=0).fit(words)
+            spread = pca.transform(words).std()
+            self.context_mean_ = pca.mean_.astype(np.float32)
+            self.context_components_ = (pca.components_ * CONTEXT_SCALE / spread).astype(np.float32)
         trainer = pycrfsuite.Trainer(verbose=False)
-        for ex in examples:
-            if ex.words:
-                trainer.append(sentence_features(ex.words), list(ex.label))
+        for ex, items in zip(examples, self._items(examples, vectors), strict=True):
+            trainer.append(items, list(ex.label))
         params = {"c1": 0.0, "c2": self.c2, "feature.possible_transitions": True}
         if self.max_iterations is not None:
             params["max_iterations"] = self.max_iterations
@@ -140,6 +255,42 @@ class FeatureTagger:
             os.unlink(path)
         self.labels_ = sorted(self._tagger().labels())
         return self
+
+    def _vectors(self, examples: Sequence[Example]) -> list[np.ndarray]:
+        return context_vectors([ex.words for ex in examples], self.encoder, self.context_layer)
+
+    def _items(self, examples: Sequence[Example], vectors=None) -> list:
+        """Per example CRFsuite's input: each word's binary features, with the fitted context
+        features when there are any (``vectors``: :func:`context_vectors` if already
+        computed)."""
+        if not hasattr(self, "context_components_"):
+            return [sentence_features(ex.words) for ex in examples]
+        import pycrfsuite
+
+        key = tuple(ex.words for ex in examples)
+        cached = getattr(self, "_last_projected", None)  # (key, projected): one tuple, atomic
+        if cached is not None and cached[0] == key:
+            projected = cached[1]
+        else:
+            if vectors is None:
+                vectors = self._vectors(examples)
+            projected = [
+                np.nan_to_num((words - self.context_mean_) @ self.context_components_.T)
+                for words in vectors
+            ]
+            # the weighing right after a fit, and the CRF-alone weigher's two passes, read the
+            # same texts again: the encoder runs once
+            self._last_projected = (key, projected)
+        return [
+            pycrfsuite.ItemSequence(
+                [
+                    dict.fromkeys(binary, 1.0)
+                    | {f"c{k}": float(value) for k, value in enumerate(row)}
+                    for binary, row in zip(sentence_features(ex.words), rows)
+                ]
+            )
+            for ex, rows in zip(examples, projected, strict=True)
+        ]
 
     def _tagger(self):
         import pycrfsuite
@@ -158,13 +309,30 @@ class FeatureTagger:
     def tag_proba(self, examples: Sequence[Example], tags) -> list[np.ndarray]:
         """:meth:`gold_proba` of other ``tags`` (one sequence per example, one tag per word),
         e.g. of the CRF's own :meth:`predict`."""
+        return self.proba_and_predict(examples, tags)[0]
+
+    def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
+        """The most probable tag sequence of each example (Viterbi)."""
+        return self.proba_and_predict(examples)[1]
+
+    def proba_and_predict(
+        self, examples: Sequence[Example], tags=None
+    ) -> tuple[list[np.ndarray], list[tuple[str, ...]]]:
+        """:meth:`tag_proba` of ``tags`` (None: the gold tags) and :meth:`predict`, from one
+        pass of the encoder over ``examples``."""
         tagger = self._tagger()
         known = set(tagger.labels())
-        out = []
+        tags = [ex.label for ex in examples] if tags is None else tags
+        with_words = [ex for ex in examples if ex.words]
+        items = iter(self._items(with_words))
+        proba, predicted = [], []
         for ex, sequence in zip(examples, tags, strict=True):
-            if ex.words:
-                tagger.set(sentence_features(ex.words))
-            out.append(
+            if not ex.words:
+                proba.append(np.zeros(len(sequence), dtype=np.float32))
+                predicted.append(())
+                continue
+            tagger.set(next(items))
+            proba.append(
                 np.array(
                     [
                         tagger.marginal(tag, i) if tag in known else 0.0
@@ -173,27 +341,40 @@ class FeatureTagger:
                     dtype=np.float32,
                 )
             )
-        return out
-
-    def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
-        """The most probable tag sequence of each example (Viterbi)."""
-        tagger = self._tagger()
-        return [
-            tuple(tagger.tag(sentence_features(ex.words))) if ex.words else () for ex in examples
-        ]
+            predicted.append(tuple(tagger.tag()))
+        return proba, predicted
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the model to ``path`` (a CRFsuite model file), atomically."""
+        """Write the model to ``path`` (an ``.npz``: the CRFsuite model, the context PCA and
+        the encoder's settings), atomically."""
         self._tagger()  # fitted?
+        arrays = {
+            "crfsuite": np.frombuffer(self.model_, dtype=np.uint8),
+            "encoder": np.array(self.encoder or ""),
+            "context_layer": np.array(-1 if self.context_layer is None else self.context_layer),
+        }
+        if hasattr(self, "context_components_"):
+            arrays |= {"mean": self.context_mean_, "components": self.context_components_}
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
         with atomic_open(path, "wb") as f:
-            f.write(self.model_)
+            f.write(buffer.getvalue())
         return Path(path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureTagger:
-        """A tagger from a model file :meth:`save` wrote (its ``c2`` is not kept: the
-        default is shown)."""
-        tagger = cls()
-        tagger.model_ = Path(path).read_bytes()
+        """A tagger from a file :meth:`save` wrote (its ``c2`` is not kept: the default is
+        shown)."""
+        with np.load(path, allow_pickle=False) as saved:
+            layer = int(saved["context_layer"])
+            tagger = cls(
+                encoder=str(saved["encoder"]) or None,
+                context_layer=None if layer < 0 else layer,
+                context_dims=len(saved["components"]) if "components" in saved else 0,
+            )
+            tagger.model_ = saved["crfsuite"].tobytes()
+            if "components" in saved:
+                tagger.context_mean_ = saved["mean"]
+                tagger.context_components_ = saved["components"]
         tagger.labels_ = sorted(tagger._tagger().labels())
         return tagger

@@ -489,13 +489,8 @@ class SubRegWeigh:
         (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
         example and is not needed)."""
         if self.scout_ is None:  # the CRF alone (from_crf)
-            predicted = self.crf_.predict(examples)
-            return (
-                predicted,
-                self.crf_.gold_proba(examples),
-                self.crf_.tag_proba(examples, predicted),
-                None,
-            )
+            gold_proba, predicted = self.crf_.proba_and_predict(examples)
+            return predicted, gold_proba, self.crf_.tag_proba(examples, predicted), None
         gold = [ex.label for ex in examples]
         classes = self.scout_.task == "classification"
         params = dict(

@@ -55,6 +55,14 @@ def crf_variants(examples) -> dict[str, tuple[list, float]]:
         began = time.perf_counter()
         tagger = FeatureTagger(c2=c2).fit(examples)
         out[f"c2 {c2:g}"] = (tagger.gold_proba(examples), time.perf_counter() - began)
+    for name, params in {
+        "c2 0.3, word features only (the CRF before 2026-11-28)": {"context_dims": 0},
+        "c2 0.3, context from the last layer": {"context_layer": 6},  # the MiniLM's 6th
+        "c2 0.3, context from the embeddings": {"context_layer": 0},
+    }.items():
+        began = time.perf_counter()
+        tagger = FeatureTagger(**params).fit(examples)
+        out[name] = (tagger.gold_proba(examples), time.perf_counter() - began)
     lowered = [dataclasses.replace(ex, words=tuple(w.lower() for w in ex.words)) for ex in examples]
     began = time.perf_counter()
     tagger = FeatureTagger().fit(lowered)
@@ -68,7 +76,9 @@ def crf_variants(examples) -> dict[str, tuple[list, float]]:
 
 
 def main(argv=None) -> int:
-    args = cache_parser(__doc__, seeds=False).parse_args(argv)
+    parser = cache_parser(__doc__, seeds=False)
+    parser.add_argument("--name", default=NAME, help=f"the results' name (default: {NAME})")
+    args = parser.parse_args(argv)
     original, _, flags = load_pair()
     cuts = halves(len(original))
     files = schedule_scouts(args.cache)
@@ -158,7 +168,7 @@ def main(argv=None) -> int:
     ]
     text = save(
         "crf",
-        NAME,
+        args.name,
         argv,
         lines,
         source=str(args.cache),

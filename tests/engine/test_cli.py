@@ -245,7 +245,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         assert 0.0 <= r["deterministic_probability"] <= 1.0
         assert r["weight"] == pytest.approx(max(1 / 3, r["reliability"]))
         assert "entities" in r and "majority" in r
-    assert (scout_dir / "scout.json").is_file() and (scout_dir / "crf.crfsuite").is_file()
+    assert (scout_dir / "scout.json").is_file() and (scout_dir / "crf.npz").is_file()
 
     assert (
         cli.main(

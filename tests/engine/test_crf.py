@@ -68,7 +68,7 @@ def test_a_tag_it_never_saw_gets_zero_and_an_empty_text_nothing(tagger):
 
 
 def test_save_and_load_give_the_same_probabilities(tagger, sentences, tmp_path):
-    path = tagger.save(tmp_path / "crf.crfsuite")
+    path = tagger.save(tmp_path / "crf.npz")
     loaded = FeatureTagger.load(path)
     assert loaded.labels_ == tagger.labels_
     for a, b in zip(loaded.gold_proba(sentences[:50]), tagger.gold_proba(sentences[:50])):

@@ -322,8 +322,8 @@ def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_
         versions = tmp_path / "models" / str(project.id) / "versions"
         assert sorted(
             p.name for p in (versions / early).iterdir() if p.name.startswith(("scout", "crf"))
-        ) == ["crf.crfsuite"]
-        assert {"scout", "crf.crfsuite"} <= {p.name for p in (versions / final).iterdir()}
+        ) == ["crf.npz"]
+        assert {"scout", "crf.npz"} <= {p.name for p in (versions / final).iterdir()}
         assert "training" not in json.loads((versions / early / "meta.json").read_text())
         log = backend.log(200)
         assert log.index(
