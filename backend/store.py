@@ -48,7 +48,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from subregweigh.crf import CRF_FILE
+from subregweigh.crf import crf_path
 from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -457,8 +457,8 @@ class ProjectStore:
         return self.versions / version / ("scout" if member == 0 else f"scout-{member}")
 
     def crf_file(self, version: str) -> Path:
-        """Where ``version``'s CRF is (NER with SRW_CRF; absent otherwise)."""
-        return self.versions / version / CRF_FILE
+        """Where ``version``'s CRF is (NER with SRW_CRF; absent otherwise; :func:`crf_path`)."""
+        return crf_path(self.versions / version)
 
     def n_scouts(self, version: str) -> int:
         """How many scouts ``version`` holds: an ensemble's, one, or none (the early scores of

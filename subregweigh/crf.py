@@ -37,6 +37,20 @@ from subregweigh.scout import default_model
 # The model file's name where it is kept beside a scout (the CLI's --save-scout folder, a Label
 # Studio version's folder).
 CRF_FILE = "crf.npz"
+# What such a folder held before the context features (2026-11-28): the CRFsuite model alone,
+# which :meth:`FeatureTagger.load` still reads.
+LEGACY_CRF_FILE = "crf.crfsuite"
+
+
+def crf_path(folder: str | os.PathLike) -> Path:
+    """Where the CRF kept in ``folder`` is: its :data:`CRF_FILE`, or the
+    :data:`LEGACY_CRF_FILE` a folder saved before 2026-11-28 holds instead (neither may
+    exist)."""
+    folder = Path(folder)
+    legacy = folder / LEGACY_CRF_FILE
+    if legacy.is_file() and not (folder / CRF_FILE).exists():
+        return legacy
+    return folder / CRF_FILE
 
 
 # The CRF's share of a word's p(gold) beside the scouts' mean: on CoNLL-2003's real errors a half
@@ -46,8 +60,9 @@ CRF_SHARE = 0.5
 
 # Up to how many examples a CRF is quick enough to train first and publish its scores alone
 # while the scout trains (the Label Studio backend's early scores). CRFsuite's training time
-# grows faster than the data (one core: about 1 s at 1,000 CoNLL sentences, 10 s at 3,453,
-# 80 s at 14,041): beyond this, the scout's own early scores come sooner.
+# grows faster than the data (one core, word features alone: about 1 s at 1,000 CoNLL
+# sentences, 10 s at 3,453, 80 s at 14,041; the context features add the encoder's pass and
+# triple it, 31 s at 3,453): beyond this, the scout's own early scores come sooner.
 CRF_FIRST_EXAMPLES = 5000
 
 
@@ -364,7 +379,12 @@ class FeatureTagger:
     @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureTagger:
         """A tagger from a file :meth:`save` wrote (its ``c2`` is not kept: the default is
-        shown)."""
+        shown), or from a bare CRFsuite model (:data:`LEGACY_CRF_FILE`: word features only)."""
+        if Path(path).read_bytes()[:4] != b"PK\x03\x04":  # not an npz: a bare CRFsuite model
+            tagger = cls(context_dims=0)
+            tagger.model_ = Path(path).read_bytes()
+            tagger.labels_ = sorted(tagger._tagger().labels())
+            return tagger
         with np.load(path, allow_pickle=False) as saved:
             layer = int(saved["context_layer"])
             tagger = cls(

@@ -328,13 +328,13 @@ class SubRegWeigh:
         better than one (see the real-error benchmark), for n times the training. The K
         candidates are predicted by the first scout alone.
     crf : bool, default=True
-        NER: also train a CRF over cased word features (:class:`subregweigh.crf.FeatureTagger`)
-        on the same examples (after the scouts; see :meth:`fit` for early scores), and
-        average its p(gold tag) of each word half and half with the scouts' mean in the
-        "deterministic" score. On CoNLL-2003's real
-        errors it raises one uncased MiniLM scout's AP by about 0.04, for seconds of training
-        (docs/evaluation.md). The K candidates and c/K stay the scout's. Ignored for
-        classification.
+        NER: also train a CRF over cased word features and the words' pretrained context
+        vectors (:class:`subregweigh.crf.FeatureTagger`) on the same examples (after the
+        scouts; see :meth:`fit` for early scores), and average its p(gold tag) of each word
+        half and half with the scouts' mean in the "deterministic" score. On CoNLL-2003's
+        real errors it raises one uncased MiniLM scout's AP by about 0.05, for about a third
+        of the scout's training time (docs/evaluation.md). The K candidates and c/K stay the
+        scout's. Ignored for classification.
 
     Attributes
     ----------

@@ -7,7 +7,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from subregweigh.crf import FeatureTagger, word_features, word_shape
+from subregweigh.crf import (
+    CRF_FILE,
+    LEGACY_CRF_FILE,
+    FeatureTagger,
+    context_vectors,
+    crf_path,
+    word_features,
+    word_shape,
+)
 from subregweigh.example import Example
 
 
@@ -75,6 +83,7 @@ def test_save_and_load_give_the_same_probabilities(tagger, sentences, tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_same_examples_give_the_same_model(sentences, tagger):
     again = FeatureTagger().fit(sentences)
     assert again.model_ == tagger.model_
@@ -85,3 +94,51 @@ def test_refusals():
         FeatureTagger().gold_proba([])
     with pytest.raises(ValueError, match="c2 must be a number >= 0"):
         FeatureTagger(c2=-1).fit([])
+
+
+def test_context_vectors_give_each_word_its_first_subword_in_context(sentences):
+    texts = [sentences[0].words, (), ("Paris",) * 600]  # the last runs past 512 subwords
+    got = context_vectors(texts)
+    assert [v.shape for v in got] == [(len(texts[0]), 384), (0, 384), (600, 384)]
+    assert not np.isnan(got[0]).any()
+    assert np.isnan(got[2][-1]).all() and not np.isnan(got[2][0]).any()  # cut off: unknown
+    # in context: one word form, two sentences, two vectors; in order, whatever the batching
+    alone = context_vectors([("Paris", "won"), ("I", "saw", "Paris")])
+    assert not np.allclose(alone[0][0], alone[1][2])
+    np.testing.assert_allclose(context_vectors([texts[0]])[0], got[0], atol=1e-5)
+    with pytest.raises(ValueError, match="layers 0 \\(embeddings\\) to 6"):
+        context_vectors(texts, layer=7)
+
+
+@pytest.mark.slow
+def test_the_crf_reads_the_context_and_keeps_it_through_save_and_load(tagger, sentences, tmp_path):
+    words_only = FeatureTagger(context_dims=0).fit(sentences)
+    assert not hasattr(words_only, "context_components_")
+    assert tagger.context_components_.shape == (64, 384) and tagger.context_mean_.shape == (384,)
+    assert words_only.model_ != tagger.model_
+    assert not np.allclose(
+        np.concatenate(words_only.gold_proba(sentences)),
+        np.concatenate(tagger.gold_proba(sentences)),
+    )
+    loaded = FeatureTagger.load(words_only.save(tmp_path / "words.npz"))
+    assert loaded.context_dims == 0 and not hasattr(loaded, "context_components_")
+    for a, b in zip(loaded.gold_proba(sentences[:20]), words_only.gold_proba(sentences[:20])):
+        np.testing.assert_array_equal(a, b)
+    layered = FeatureTagger(context_layer=6).fit(sentences[:50])
+    assert FeatureTagger.load(layered.save(tmp_path / "last.npz")).context_layer == 6
+    with pytest.raises(ValueError, match="context_dims must be an int >= 0"):
+        FeatureTagger(context_dims=-1).fit(sentences)
+
+
+def test_a_folder_saved_before_the_context_features_still_loads_its_crf(sentences, tmp_path):
+    """Before 2026-11-28 a scout's folder held the bare CRFsuite model as crf.crfsuite."""
+    words_only = FeatureTagger(context_dims=0).fit(sentences[:100])
+    assert crf_path(tmp_path) == tmp_path / CRF_FILE  # nothing there yet: where to save
+    (tmp_path / LEGACY_CRF_FILE).write_bytes(words_only.model_)
+    assert crf_path(tmp_path) == tmp_path / LEGACY_CRF_FILE
+    loaded = FeatureTagger.load(crf_path(tmp_path))
+    assert loaded.context_dims == 0 and loaded.labels_ == words_only.labels_
+    for a, b in zip(loaded.gold_proba(sentences[:20]), words_only.gold_proba(sentences[:20])):
+        np.testing.assert_array_equal(a, b)
+    words_only.save(tmp_path / CRF_FILE)  # a newer save in the same folder wins
+    assert crf_path(tmp_path) == tmp_path / CRF_FILE
