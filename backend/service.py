@@ -112,7 +112,7 @@ def engine(settings: Settings, spec: LabelingSpec, warm_from=None):
         scout,
         **_weigh_params(settings),
         n_jobs=settings.n_jobs,
-        n_scouts=settings.n_scouts,
+        n_scouts=settings.n_scouts or None,
         crf=settings.crf,
     )
 
@@ -749,6 +749,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         message=f"{how} on {len(annotated)} annotations{beside}",
         early_version=None,
         early_seconds=None,
+        early_scores=[],
     )
     # Ranked by the ordinary segmentation's p(gold) (the default), the review queue needs one
     # forward pass per annotated task: it goes to Label Studio first, the K candidates after.
@@ -775,10 +776,12 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             store.update_status(message="early scores not published; training on")
             return
         clock.lap("early")
+        published = {"version": version, "seconds": clock.total(), "what": what}
         store.update_status(
             scores_in_label_studio=version,
             early_version=version,
             early_seconds=clock.total(),
+            early_scores=[*store.status().get("early_scores", []), published],
             phase_seconds=dict(clock.seconds),  # so far
             message=f"early scores in Label Studio ({what}); training on",
         )
@@ -791,10 +794,14 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         )
 
     def publish_scout(scout) -> None:
-        """The scout as it is after :func:`_early_step` steps (an ensemble's first)."""
-        of = f" of scout 1 of {settings.n_scouts}" if settings.n_scouts > 1 else ""
+        """The scout as it is after :func:`_early_step` steps (an ensemble's first), with the
+        CRF beside it when that trained first."""
+        n_scouts = srw.ensemble_size()
+        of = f" of scout 1 of {n_scouts}" if n_scouts > 1 else ""
         what = f"{scout.n_passes_:.2f} passes{of}, {scout.n_steps_} steps"
-        publish_early(_weigher_of(scout, settings), what)
+        if srw.crf_ is not None:
+            what += ", with the CRF"
+        publish_early(_weigher_of(scout, settings, crf=srw.crf_), what)
 
     def publish_crf(alone) -> None:
         publish_early(alone, "the CRF alone, while the scout trains")
@@ -885,7 +892,7 @@ def _early_step(srw, n_annotated: int, settings: Settings, after_crf: bool = Fal
     early = min(settings.early_steps, steps // 3)
     if not after_crf and early >= max(1, settings.early_steps // 10):
         return early
-    return steps if settings.n_scouts > 1 else None
+    return steps if srw.ensemble_size() > 1 else None
 
 
 def _crf_first(srw, n_examples: int) -> bool:
@@ -899,11 +906,12 @@ def _crf_first(srw, n_examples: int) -> bool:
     return srw.crf and srw.scout.task == "ner" and n_examples <= CRF_FIRST_EXAMPLES
 
 
-def _weigher_of(scout, settings: Settings):
-    """A SubRegWeigh around ``scout`` (fitted), weighing with ``settings``."""
+def _weigher_of(scout, settings: Settings, crf=None):
+    """A SubRegWeigh around ``scout`` (fitted) and ``crf`` (a fitted CRF or None), weighing
+    with ``settings``."""
     from subregweigh.weigh import SubRegWeigh
 
-    return SubRegWeigh.from_scout(scout, **_weigh_params(settings), n_jobs=settings.n_jobs)
+    return SubRegWeigh.from_scout(scout, crf=crf, **_weigh_params(settings), n_jobs=settings.n_jobs)
 
 
 def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> str:
@@ -1012,14 +1020,16 @@ def _warm_start_from(store: ProjectStore, settings: Settings, spec: LabelingSpec
     """``(scout, None)``: the current version's scout, to be refitted on ``training``; or
     ``(None, why)`` when the retrain starts from the base encoder instead."""
     from subregweigh.scout import label_space
+    from subregweigh.weigh import default_scouts
 
     current = store.current_version()
     if not settings.warm_start:
         return None, None
     if current is None:
         return None, "no version yet"
-    if settings.n_scouts > 1:
-        return None, f"an ensemble of {settings.n_scouts} scouts (SRW_SCOUTS) retrains in full"
+    n_scouts = settings.n_scouts or default_scouts(spec.task)
+    if n_scouts > 1:
+        return None, f"an ensemble of {n_scouts} scouts (SRW_SCOUTS) retrains in full"
     done = store.status().get("warm_retrains", 0)
     if done >= settings.full_retrain_every:
         return None, f"{done} warm retrains since the last full one (SRW_FULL_RETRAIN_EVERY)"

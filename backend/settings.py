@@ -360,13 +360,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "n_scouts",
         int,
-        1,
+        0,
         "scouts trained with different seeds, their p(gold) averaged for the deterministic "
-        "score: better rankings of real errors, n times the training (see the real-error "
-        "benchmark); a retrain of an ensemble always starts from the base encoder",
+        "score (0: the default, NER 3, classification 1): better rankings of real errors, n "
+        "times the training, the first scout's scores in Label Studio as soon as it is "
+        "trained (see the real-error benchmark); a retrain of an ensemble always starts from "
+        "the base encoder",
         "SRW_SCOUTS",
         ("--scouts",),
-        minimum=1,
+        minimum=0,
         maximum=10,
         **_ENGINE,
     ),

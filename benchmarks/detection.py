@@ -161,7 +161,8 @@ def parse_args(argv=None):
     parser.add_argument(
         "--scouts",
         type=int,
-        help="scouts averaged for the deterministic p(gold) (SubRegWeigh(n_scouts=); default: 1)",
+        help="scouts averaged for the deterministic p(gold) (SubRegWeigh(n_scouts=); default: the "
+        "product's, 3 for NER, 1 for classification; 1 before 2026-11-28)",
     )
     parser.add_argument(
         "--softmin-temperature",
@@ -232,7 +233,7 @@ def run_one(args, size: int, seed: int) -> dict:
         method=args.method,
         random_state=seed,
         progress=False,
-        n_scouts=args.scouts or 1,
+        n_scouts=args.scouts,
         softmin_temperature=(
             SOFTMIN_TEMPERATURE if args.softmin_temperature is None else args.softmin_temperature
         ),

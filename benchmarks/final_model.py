@@ -322,6 +322,7 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
             w_min=args.w_min,
             random_state=seed,
             progress=False,
+            n_scouts=1,  # the weights are c/K, the first scout's: more would only cost time
         )
         _, scout_s = timed(srw.fit, noisy)  # unit weights: also the vanilla final model
         if "vanilla" in todo:

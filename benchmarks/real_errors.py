@@ -14,15 +14,19 @@ the seeds:
   (``subregweigh.crf``; ``--no-crf``: the scout's alone), its soft minimum over the annotated
   entities and the words outside them: the served default), ``probability`` (the scout's
   p(gold) averaged over the K SubRegWeigh views) and ``agreement`` (the paper's c/K);
-* with the CRF, its parts: ``scout alone (no CRF)``, ``CRF alone``, and ``lowest word, scout +
-  CRF`` (cleanlab's default score, the lowest word, on the same averaged p(gold));
-* ``ensemble of N`` (``--ensemble N``): the deterministic p(gold) averaged over N scouts of
-  seeds s, s+100, ... (and then with the CRF's, half and half) before the soft minimum (what
-  ``SRW_SCOUTS`` / ``--scouts N`` serve); ``ensemble of N (no CRF)`` without it;
-* ``cleanlab in-sample`` (cleanlab's token-classification quality on the same scout, its
-  defaults: the minimum over words), ``cleanlab in-sample, softmin`` (cleanlab's soft minimum at
-  its default temperature, 0.05) and ``cleanlab OOF`` (defaults, on ``--folds`` out-of-fold
-  scouts of the same encoder, plainly fine-tuned);
+  The scouts are the product's: ``--ensemble N`` of them (``SubRegWeigh(n_scouts=N)``,
+  ``SRW_SCOUTS``, ``--scouts``; default: the product's, 3 for NER), seeds s, s+1000, ...,
+  their p(gold) averaged before the CRF's joins;
+* with the CRF, its parts: ``scout alone (no CRF)`` (``N scouts alone``), ``CRF alone`` (the
+  CRF trains first, as for Label Studio's early scores: its seconds are its scores'), and
+  ``lowest word, scouts + CRF`` (cleanlab's default score, the lowest word, on the same
+  averaged p(gold));
+* with several scouts, ``one scout (SRW_SCOUTS=1)``: the first scout's p(gold) with the
+  CRF's, in Label Studio as soon as that scout is trained (its seconds);
+* ``cleanlab in-sample`` (cleanlab's token-classification quality on the same scouts'
+  probabilities, averaged; its defaults: the minimum over words), ``cleanlab in-sample,
+  softmin`` (cleanlab's soft minimum at its default temperature, 0.05) and ``cleanlab OOF``
+  (defaults, on ``--folds`` out-of-fold scouts of the same encoder, plainly fine-tuned);
 * the trivial baselines ``random``, ``length``, ``entity count`` and the model-free
   ``consistency`` (a word form labelled against the rest of the data set,
   ``subregweigh.baselines.consistency_scores``).
@@ -32,7 +36,7 @@ Recall at the number of errors is also split by what the correction changed
 
     python -m benchmarks.real_errors                        # whole set, 3 seeds
     python -m benchmarks.real_errors --sizes 300 1000       # project-sized draws, 3 seeds each
-    python -m benchmarks.real_errors --ensemble 3           # with the 3-scout ensemble
+    python -m benchmarks.real_errors --ensemble 1           # one scout (SRW_SCOUTS=1)
 
 Smoke test (a minute): ``python -m benchmarks.real_errors --sizes 60 --seeds 1 --epochs 1
 --n-samples 20 -k 5 --folds 2 --out /tmp/real-errors-smoke``. ``--device cuda`` and ``--model``
@@ -112,7 +116,11 @@ def parse_args(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1, help="p (default: 0.1)")
     parser.add_argument("--method", default="kmeans", help="(default: kmeans)")
     parser.add_argument("--folds", type=int, default=5, help="OOF folds; 0: none (default: 5)")
-    parser.add_argument("--ensemble", type=int, default=1, help="scouts averaged (default: 1)")
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        help="scouts averaged (SubRegWeigh(n_scouts=); default: the product's, 3 for NER)",
+    )
     parser.add_argument(
         "--crf",
         action=argparse.BooleanOptionalAction,
@@ -137,7 +145,7 @@ def parse_args(argv=None):
             parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
     if args.name is None:
         args.name = "real-errors" + ("" if args.sizes == ["all"] else "-" + "-".join(args.sizes))
-        args.name += f"-ensemble{args.ensemble}" if args.ensemble > 1 else ""
+        args.name += f"-scouts{args.ensemble}" if args.ensemble else ""
         args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
         args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
         args.name += "" if args.crf else "-no-crf"
@@ -225,11 +233,16 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         n_jobs=args.n_jobs,
         progress=False,
         softmin_temperature=args.softmin_temperature,
+        n_scouts=args.ensemble,
         crf=args.crf,
     )
-    early, started = {}, time.perf_counter()
+    n_scouts = srw.ensemble_size()
+    early, first_trained, started = {}, {}, time.perf_counter()
 
     def score_early(scout):  # the product's early scores: the deterministic score at that step
+        if scout.n_steps_ == scout.training_steps(len(training)):  # an ensemble's first scout
+            first_trained["seconds"] = time.perf_counter() - started
+            return
         early_weigher = SubRegWeigh.from_scout(
             scout, progress=False, softmin_temperature=args.softmin_temperature
         )
@@ -237,33 +250,48 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         early["quality"] = result.score("deterministic")
         early["seconds"] = time.perf_counter() - started
 
-    checkpoint = (args.early_steps, score_early) if args.early_steps else None
+    def crf_trained(_):  # the CRF trains first, as in Label Studio's early scores
+        first_trained["crf seconds"] = time.perf_counter() - started
+
+    training = examples + added_train(args.add_train, seed)
     _, train_s = harness.timed(
-        srw.fit, examples + added_train(args.add_train, seed), checkpoint=checkpoint
+        srw.fit, training, checkpoint=(args.early_steps or -1, score_early), on_crf=crf_trained
     )
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
-    proba, proba_s = harness.timed(srw.scout_.predict_proba, examples)
     labels = srw.scout_.labels_
+    members, proba_s = harness.timed(
+        lambda: [align_proba(s.predict_proba(examples), s.labels_, labels) for s in srw.scouts_]
+    )
+    proba = members[0]  # the first scout's
     if args.cache and not args.add_train and not args.max_steps:  # the loop's scouts are these
         from benchmarks.review_loop import cache_file, save_outputs
 
         where = argparse.Namespace(**{**vars(args), "size": size})
         save_outputs(cache_file(where, seed), examples, labels, proba, train_s)
     scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
-    scout_gold = harness.word_gold(examples, labels, proba)
+    mean_proba = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
+    scouts_gold = harness.word_gold(examples, labels, mean_proba)
+    first_gold = harness.word_gold(examples, labels, proba)
     crf_gold = srw.crf_.gold_proba(examples) if srw.crf_ is not None else None
+    alone = "scout alone" if n_scouts == 1 else f"{n_scouts} scouts alone"
     if crf_gold is not None:  # what the CRF adds, and what it does alone
-        scores["scout alone (no CRF)"] = (
-            harness.served_score(examples, scout_gold, args.softmin_temperature),
-            proba_s,
+        scores[f"{alone} (no CRF)"] = (
+            harness.served_score(examples, scouts_gold, args.softmin_temperature),
+            train_s + proba_s,
         )
         scores["CRF alone"] = (
             harness.served_score(examples, crf_gold, args.softmin_temperature),
+            first_trained["crf seconds"],
+        )
+        scores["lowest word, scouts + CRF"] = (
+            np.array([g.min() for g in mix_gold(scouts_gold, crf_gold)]),
             0.0,
         )
-        scores["lowest word, scout + CRF"] = (
-            np.array([g.min() for g in mix_gold(scout_gold, crf_gold)]),
-            0.0,
+    if n_scouts > 1:  # what one scout gives (SRW_SCOUTS=1), as soon as it is trained
+        one = mix_gold(first_gold, crf_gold) if crf_gold is not None else first_gold
+        scores["one scout (SRW_SCOUTS=1)"] = (
+            harness.served_score(examples, one, args.softmin_temperature),
+            first_trained["seconds"],
         )
     if early:
         scores[f"deterministic at {args.early_steps} steps (early)"] = (
@@ -278,31 +306,17 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             for name in args.scores
             if name != "deterministic"
         )
-    if args.ensemble > 1:
-        members, seconds = [proba], train_s + proba_s
-        for j in range(1, args.ensemble):
-            member, s = harness.timed(scout(args, seed + 100 * j).fit, examples)
-            member_proba, p_s = harness.timed(member.predict_proba, examples)
-            members.append(align_proba(member_proba, member.labels_, labels))
-            seconds += s + p_s
-        mean = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
-        gold = harness.word_gold(examples, labels, mean)
-        name = f"ensemble of {args.ensemble}"
-        if crf_gold is not None:  # as the product's SRW_SCOUTS does
-            scores[f"{name} (no CRF)"] = (
-                harness.served_score(examples, gold, args.softmin_temperature),
-                seconds,
-            )
-            gold = mix_gold(gold, crf_gold)
-        scores[name] = (harness.served_score(examples, gold, args.softmin_temperature), seconds)
-    in_sample, cl_s = harness.timed(harness.cleanlab_in_sample, srw.scout_, examples, "ner", proba)
+    # cleanlab on the same scouts' probabilities (an ensemble's averaged)
+    in_sample, cl_s = harness.timed(
+        harness.cleanlab_in_sample, srw.scout_, examples, "ner", mean_proba
+    )
     scores["cleanlab in-sample"] = (in_sample, train_s + proba_s + cl_s)
     softmin, cl_s = harness.timed(
         harness.cleanlab_in_sample,
         srw.scout_,
         examples,
         "ner",
-        proba,
+        mean_proba,
         sentence_score_method="softmin",
     )
     scores["cleanlab in-sample, softmin"] = (softmin, train_s + proba_s + cl_s)
@@ -334,12 +348,13 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "seed": seed,
         "machine": harness.machine(),
         "n_errors": int(flags.sum()),
+        "n_scouts": n_scouts,
         "base_rate": float(flags.mean()),
         "scout_seconds": round(train_s, 2),
         "weigh_seconds": round(weigh_s, 2),
         # cleanlab's defaults are the lowest p(gold) of a word: lowest_gold should agree
         "cleanlab_vs_min_gold_max_diff": float(
-            np.max(np.abs(in_sample - harness.lowest_gold(examples, labels, proba)))
+            np.max(np.abs(in_sample - harness.lowest_gold(examples, labels, mean_proba)))
         ),
         "methods": methods,
     }
@@ -372,6 +387,11 @@ def markdown(result) -> str:
         "## Real errors: CoNLL-2003 test (original) against CoNLL++ (corrected)",
         "",
         f"Scout: {cfg['model'] or 'the offline MiniLM'}, epochs {cfg['epochs'] or 'default'}"
+        + (
+            f"; {cfg['scouts']} scouts (seeds s, s+1000, ...), their p(gold) averaged"
+            if cfg.get("scouts", 1) > 1
+            else ""
+        )
         + (f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else "")
         + (
             f", trained with {cfg['add_train']} CoNLL-2003 train sentences besides the ranked ones"
@@ -443,7 +463,7 @@ def main(argv=None) -> int:
         runs.append(run_one(args, size, seed, pair))
         result = {
             **harness.stamp(command_line),
-            "config": harness.config(args),
+            "config": {**harness.config(args), "scouts": runs[0]["n_scouts"]},
             "complete": len(runs) == len(planned),
             "summary": summarize(runs),
             "runs": runs,

@@ -345,11 +345,14 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     early = early_version not in (None, old)  # this training published early scores
     # A training this short can publish its own version within one poll of its early one's:
     # then the first version seen is the full training's (the row says so).
-    missed = early and first != early_version
+    missed = early and first not in {e["version"] for e in status.get("early_scores", [])}
     version, refined = first, None  # refined: unknown when stopping at early scores
     if not (early and args.stop_at == "scores"):
-        if early and not missed:
-            version = wait_scores(ls, backend, project, first, args.timeout)
+        # every early version of this training (the CRF's, an ensemble's first scout's...) is
+        # followed by another; early_scores only grows during a training, so a version found
+        # there is early whenever the status is read
+        while version in {e["version"] for e in status.get("early_scores", [])}:
+            version = wait_scores(ls, backend, project, version, args.timeout)
             status = backend.get(f"/status?project={project}")[1]
         refined = round(time.perf_counter() - started, 2)
     if args.stop_at != "done":
@@ -370,6 +373,10 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
         "end_to_end_seconds": round(seconds, 2),
         "refined_seconds": refined,
         "early_passes": passes_used(backend, project, early_version) if early else None,
+        "early_scores": [  # the backend's own clock, from the training's start
+            {"what": e["what"], "seconds": round(e["seconds"], 2)}
+            for e in status.get("early_scores", [])
+        ],
         "early_scores_unseen": missed,
         "all_done_seconds": all_done,
         "phase_seconds": phases,
@@ -454,11 +461,26 @@ def label(row: dict) -> str:
 
 
 def early_passes(row: dict) -> str:
-    """What made a row's early scores: "CRF" (the CRF alone), the scout's passes, or "-"."""
+    """What made a row's early scores: "CRF" (the CRF alone), the scout's passes, or "-";
+    rows that list them (``early_scores``, since 2026-11-28) each with the backend's seconds,
+    e.g. "CRF 11.0; scout 1 of 3 + CRF 37.2"."""
+    listed = row.get("early_scores")
+    if listed:
+        return "; ".join(f"{_early_what(e['what'])} {e['seconds']:.1f}" for e in listed)
     passes = row.get("early_passes")
     if passes is None:
         return "-"
     return f"{passes:.2f}" if passes else "CRF"
+
+
+def _early_what(what: str) -> str:
+    """The backend's words for early scores, short: "CRF", "scout 1 of 3 + CRF", "0.34 passes"."""
+    if what.startswith("the CRF alone"):
+        return "CRF"
+    short = what.split(", ")[0]
+    if " of scout " in short:
+        short = "scout " + short.split(" of scout ")[1]
+    return short + (" + CRF" if "with the CRF" in what else "")
 
 
 def markdown(result: dict) -> str:
@@ -469,7 +491,8 @@ def markdown(result: dict) -> str:
         "version is the new one, every annotated task scored (by a training's early scores "
         "where it has them: a NER project's CRF alone up to 5,000 annotations, *early passes* "
         "CRF, or its scout after a third of its steps, at most SRW_EARLY_STEPS: *early passes* "
-        "over the tasks); "
+        "over the tasks; rows since 2026-11-28 list each early version, an ensemble's first "
+        "scout's too, with the backend's seconds from the training's start); "
         "*refined*: the full training's scores in their place (the same as *scores* without "
         "early scores); *early*: scoring and writing the early scores; *all done*: the "
         "K-candidate pass finished too (c/K stored, unannotated tasks pre-annotated). Peak RSS: "

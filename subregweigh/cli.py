@@ -173,9 +173,10 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--scouts",
         type=int,
-        default=1,
+        default=None,
         help="scouts trained with different seeds, their p(gold) averaged for the deterministic "
-        "score (default: 1); n times the training, better rankings of real errors",
+        "score (default: 3 for NER, 1 for classification); n times the training, better "
+        "rankings of real errors",
     )
     group.add_argument(
         "--crf",
@@ -489,12 +490,18 @@ def _weigh(args, examples, task, reference=()):
 
     start = time.perf_counter()
     if getattr(args, "scout", None):
-        scout = Scout.load(args.scout, device=args.device, progress=not args.quiet)
-        scout.precision = args.precision
+        scouts = [
+            Scout.load(folder, device=args.device, progress=not args.quiet)
+            for folder in _ensemble_folders(args.scout)
+        ]
+        for scout in scouts:
+            scout.precision = args.precision
         crf_file = crf_path(args.scout)
         crf = FeatureTagger.load(crf_file) if args.crf and crf_file.is_file() else None
-        srw = SubRegWeigh.from_scout(scout, crf=crf, **_weigh_params(args))
-        logger.info("loaded scout from %s%s", args.scout, " with its CRF" if crf else "")
+        srw = SubRegWeigh.from_scout(*scouts, crf=crf, **_weigh_params(args))
+        logger.info(
+            "loaded %d scout(s) from %s%s", len(scouts), args.scout, " with the CRF" if crf else ""
+        )
     else:
         training = [*examples, *reference]
         srw = SubRegWeigh(
@@ -504,14 +511,32 @@ def _weigh(args, examples, task, reference=()):
             crf=args.crf,
         ).fit(training)
         logger.info(
-            "trained scout on %d examples in %.1f s", len(training), time.perf_counter() - start
+            "trained %d scout(s) on %d examples in %.1f s",
+            len(srw.scouts_),
+            len(training),
+            time.perf_counter() - start,
         )
         if getattr(args, "save_scout", None):
-            srw.scout_.save(args.save_scout)
+            for folder, scout in zip(
+                _ensemble_folders(args.save_scout, len(srw.scouts_)), srw.scouts_
+            ):
+                scout.save(folder)  # the first replaces the whole folder: no stale members
             if srw.crf_ is not None:
                 srw.crf_.save(Path(args.save_scout) / CRF_FILE)
-            logger.info("saved scout to %s", args.save_scout)
+            logger.info("saved %d scout(s) to %s", len(srw.scouts_), args.save_scout)
     return srw.weigh(examples)
+
+
+def _ensemble_folders(folder, n: int | None = None) -> list[Path]:
+    """Where --save-scout keeps an ensemble: the first scout in ``folder`` itself (so a folder
+    of one scout is a plain saved scout), scout j in ``folder/scout-j``. ``n``: that many
+    folders; None: those of the scouts saved in ``folder``."""
+    folder = Path(folder)
+    if n is None:
+        n = 1
+        while (folder / f"scout-{n}").is_dir():
+            n += 1
+    return [folder if j == 0 else folder / f"scout-{j}" for j in range(n)]
 
 
 def _annotation_columns(args, examples) -> dict[str, list]:

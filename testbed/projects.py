@@ -33,6 +33,7 @@ ENGINE_ENV = {  # a small configuration for CI's 2 cores
     "SRW_N": "100",
     "SRW_K": "10",
     "SRW_EPOCHS": "8",
+    "SRW_SCOUTS": "1",  # the default ensemble's mechanics have tests of their own
     "SRW_MIN_ANNOTATIONS": "10",
     "SRW_RETRAIN_AFTER": "1000",
     "LOG_LEVEL": "INFO",

@@ -30,6 +30,7 @@ from backend.settings import (
     from_arguments,
     parse_kwargs,
 )
+from testbed.projects import CLS_CONFIG
 from tests.paths import REPO
 
 NER_CONFIG = """<View>
@@ -266,6 +267,7 @@ def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
         (1000, 0, 2, False, None),  # 0: never
         (1000, 300, 1, True, None),  # the CRF's scores came first: no scout mid-way
         (1000, 300, 2, True, 189),  # but an ensemble's first scout, once trained
+        (1000, 300, 0, True, 189),  # 0: the default, an ensemble of 3 for NER
     ],
 )
 def test_early_scores_come_after_a_third_of_the_training_at_most_srw_early_steps(
@@ -538,9 +540,12 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
     from backend.tasks import parse_label_config
     from testbed.projects import publish_scout
 
-    settings = Settings(model_dir=str(tmp_path), n_scouts=3)
+    default = Settings(model_dir=str(tmp_path))  # SRW_SCOUTS 0: NER 3, classification 1
+    assert service.engine(default, parse_label_config(NER_CONFIG)).ensemble_size() == 3
+    assert service.engine(default, parse_label_config(CLS_CONFIG)).ensemble_size() == 1
+    settings = Settings(model_dir=str(tmp_path), n_scouts=2)
     srw = service.engine(settings, parse_label_config(NER_CONFIG))
-    assert srw.n_scouts == 3
+    assert srw.n_scouts == 2 == srw.ensemble_size()
     store = ProjectStore(tmp_path, 1)
     version = publish_scout(tmp_path, 1, tiny_scout)
     for member in (1, 2):  # an ensemble's version: scout, scout-1, scout-2
@@ -549,7 +554,7 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
     loaded = service.weigher(settings, store, version)
     assert len(loaded.scouts_) == 3 and loaded.scout_ is loaded.scouts_[0]
     with pytest.raises(SettingsError, match="SRW_SCOUTS"):
-        Settings(model_dir=str(tmp_path), n_scouts=0)
+        Settings(model_dir=str(tmp_path), n_scouts=-1)
 
 
 def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_ner_data):
@@ -592,8 +597,8 @@ def test_a_version_of_the_crf_alone_serves_and_is_no_warm_start(
     from subregweigh.weigh import SubRegWeigh
 
     spec = parse_label_config(NER_CONFIG)
-    settings = Settings(model_dir=str(tmp_path), warm_start=True)
-    store = ProjectStore(tmp_path, 1)
+    settings = Settings(model_dir=str(tmp_path), warm_start=True, n_scouts=1)  # an ensemble
+    store = ProjectStore(tmp_path, 1)  # never refits: its own reason
     crf = FeatureTagger().fit(tiny_ner_data)
     version = service._save_version(
         store, SubRegWeigh.from_crf(crf), {}, (spec, settings, [], 0, 0)

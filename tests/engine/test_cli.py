@@ -379,9 +379,20 @@ def test_weigh_with_an_ensemble_of_scouts(tmp_path):
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:30], task="ner")
     out = tmp_path / "weights.jsonl"
     argv = ["-q", "weigh", str(data), "-o", str(out), "--epochs", "1", "-k", "2"]
-    assert cli.main([*argv, "--n-samples", "4", "--scouts", "2"]) == 0
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "scout-2").mkdir()  # a member of an earlier, larger ensemble: replaced whole
+    assert cli.main([*argv, "--n-samples", "4", "--scouts", "2", "--save-scout", str(saved)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 30 and all(0.0 <= row["score"] <= 1.0 for row in rows)
+    assert sorted(p.name for p in saved.iterdir() if p.is_dir()) == ["scout-1"]
+    assert (saved / "crf.npz").is_file() and (saved / "scout-1" / "config.json").is_file()
+    # the saved ensemble weighs as it did, both scouts and the CRF loaded
+    again = tmp_path / "again.jsonl"
+    loaded = ["-q", "weigh", str(data), "-o", str(again), "--scout", str(saved), "-k", "2"]
+    assert cli.main([*loaded, "--n-samples", "4"]) == 0
+    reloaded = [json.loads(line)["score"] for line in again.read_text().splitlines()]
+    np.testing.assert_allclose(reloaded, [row["score"] for row in rows], atol=2e-3)
     assert cli.main([*argv, "--n-samples", "4", "--scouts", "1"]) == 0
     single = [json.loads(line)["score"] for line in out.read_text().splitlines()]
     assert single != [row["score"] for row in rows]  # the second scout moved the scores

@@ -21,7 +21,13 @@ from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
 from subregweigh.scout import STATE_FILE, Scout, bfloat16_native, default_model
 from subregweigh.tags import entity_spans, entity_types
-from subregweigh.weigh import SubRegWeigh, entity_parts, soft_minimum
+from subregweigh.weigh import (
+    NER_SCOUTS,
+    SubRegWeigh,
+    default_scouts,
+    entity_parts,
+    soft_minimum,
+)
 
 pytestmark = pytest.mark.slow  # every test here trains, or weighs with, a real scout
 
@@ -729,8 +735,29 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
     assert not np.allclose(scouts_only, got, atol=0.01)
     with pytest.raises(TypeError, match="crf must be a fitted FeatureTagger"):
         SubRegWeigh.from_scout(*srw.scouts_, crf=True)
-    with pytest.raises(ValueError, match="n_scouts must be a positive int"):
+    with pytest.raises(ValueError, match="n_scouts must be None or a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
+
+
+def test_ner_trains_three_scouts_unless_told_and_classification_one(tiny_ner_data, caplog):
+    """The default ensemble (``n_scouts=None``): three scouts for NER, chosen on real errors,
+    one for classification, where no real-error set measured an ensemble."""
+    assert NER_SCOUTS == 3
+    assert SubRegWeigh().ensemble_size() == 3 == default_scouts("ner")
+    assert SubRegWeigh(task="classification").ensemble_size() == 1
+    assert SubRegWeigh(Scout(task="classification")).ensemble_size() == 1  # the scout's task
+    assert SubRegWeigh(n_scouts=2).ensemble_size() == 2
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(
+            ValueError, match=f"n_scouts must be None or a positive int, got {bad!r}"
+        ):
+            SubRegWeigh(n_scouts=bad).fit(tiny_ner_data[:4])
+    with caplog.at_level("INFO", logger="subregweigh.weigh"):
+        srw = SubRegWeigh(
+            Scout(epochs=1, batch_size=8, progress=False), k=2, n_samples=4, crf=False
+        ).fit(tiny_ner_data[:8])
+    assert [s.random_state for s in srw.scouts_] == [0, 1000, 2000]
+    assert "training scout 3 of 3" in caplog.text
 
 
 def _random_encoder(folder, hidden_size: int):
@@ -834,7 +861,7 @@ def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_n
     np.testing.assert_allclose(proba[0], srw.scouts_[0].predict_proba(data)[0])
     ensemble(7)  # mid-training, as for one scout, and once trained
     assert [s[:2] for s in seen[1:]] == [(7, 0), (10, 1)]
-    lone = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
+    lone = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4, n_scouts=1)
     lone.fit(data, checkpoint=(10, look))
     lone.fit(data, checkpoint=(7, look))
     assert [s[0] for s in seen[3:]] == [7]  # mid-training only

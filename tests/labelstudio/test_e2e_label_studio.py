@@ -336,7 +336,8 @@ def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_
 
 def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studio, tmp_path):
     """With SRW_SCOUTS=2, a training too short for early scores mid-way still publishes its
-    first scout's scores as soon as that scout is trained (after the CRF's); the ensemble's
+    first scout's scores, with the CRF's, as soon as that scout is trained (after the CRF's
+    alone); the ensemble's
     version, both scouts averaged, follows and is what the project ends with, the early
     versions' predictions deleted."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
@@ -350,6 +351,7 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
         assert 0 < status["early_seconds"] < status["scores_seconds"]
         versions = tmp_path / "models" / str(project.id) / "versions"
         assert sorted(p.name for p in (versions / early).glob("scout*")) == ["scout"]
+        assert (versions / early / "crf.npz").is_file()  # beside the CRF, which trained first
         assert len(list((versions / final).glob("scout*"))) == 2
         meta = json.loads((versions / early / "meta.json").read_text())
         assert meta["training"] == {"steps": 16, "passes": 8.0}  # the first scout, whole

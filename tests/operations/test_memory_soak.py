@@ -87,6 +87,7 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
         k=2,
         min_annotations=1,
         warm_start=True,
+        n_scouts=1,  # an ensemble retrains in full: the warm starts are what is soaked
         seed=0,
     )
     app = create_app(settings)

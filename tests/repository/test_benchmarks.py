@@ -359,8 +359,8 @@ def test_ablation_rows_share_one_scout(tmp_path):
 def test_scaling_times_training_through_label_studio(tmp_path):
     """benchmarks.scaling on a 20-task project: Start Training, then a retrain that 2 edits
     in Label Studio start through its webhooks, both timed to the early scores in Label Studio
-    (the CRF's alone: a NER project this small) and to the full training's; the first edit is
-    also timed until the backend rescored it."""
+    (the CRF's alone: a NER project this small, then the first of three scouts' with the CRF's)
+    and to the full training's; the first edit is also timed until the backend rescored it."""
     from testbed.servers import require_label_studio
 
     require_label_studio()
@@ -382,7 +382,12 @@ def test_scaling_times_training_through_label_studio(tmp_path):
         to_scores = sum(run["phase_seconds"][p] for p in scaling.SCORED)
         assert run["refined_seconds"] >= to_scores and run["overhead_seconds"] >= 0
         assert run["end_to_end_seconds"] <= run["refined_seconds"]
-        assert run["early_passes"] == 0.0 and run["phase_seconds"]["early"] > 0  # the CRF
+        # the CRF's scores, then the first of the default three scouts' beside it, then all
+        early = [scaling._early_what(e["what"]) for e in run["early_scores"]]
+        assert early == ["CRF", "scout 1 of 3 + CRF"] and run["phase_seconds"]["early"] > 0
+        crf_s, scout_s = (e["seconds"] for e in run["early_scores"])
+        assert 0 < crf_s < scout_s < run["refined_seconds"]
+        assert run["early_passes"] == 1.0  # the last early version's: the first scout, whole
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
         # the K candidates were weighed, after the scores (the end-to-end times are rounded to
         # 10 ms and polled every 0.5 s, so a K pass this small can end within the same poll)
@@ -394,7 +399,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert (tmp_path / "scaling.png").stat().st_size > 0
     table = (tmp_path / "scaling.md").read_text()
     assert "| 20 (+2 edits) | retrain after changes |" in table
-    assert table.count(" | CRF | ") == 2  # what made the early scores
+    assert table.count(" | CRF ") == 2 and table.count("; scout 1 of 3 + CRF ") == 2
     (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
     assert 0 < rescored < retrain["end_to_end_seconds"] + 120
     assert "over 1 edits" in table
@@ -427,18 +432,17 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     argv = ["--sizes", "40", "--seeds", "1", "--epochs", "1", "--n-samples", "6", "-k", "3"]
     argv += ["--folds", "2", "--ensemble", "2", "--out", str(tmp_path), "--threads", "1"]
     assert real_errors.main(argv) == 0
-    result = json.loads((tmp_path / "real-errors-40-ensemble2.json").read_text())
+    result = json.loads((tmp_path / "real-errors-40-scouts2.json").read_text())
     (run,) = result["runs"]
     picked = real_errors.draw("40", 0, len(original))
     assert run["n"] == 40 and run["n_errors"] == int(flags[picked].sum())
     methods = run["methods"]
     assert set(methods) == {
-        *real_errors.PRODUCT,
-        "ensemble of 2",
-        "ensemble of 2 (no CRF)",
-        "scout alone (no CRF)",
+        *real_errors.PRODUCT,  # of the two scouts with the CRF
+        "one scout (SRW_SCOUTS=1)",
+        "2 scouts alone (no CRF)",
         "CRF alone",
-        "lowest word, scout + CRF",
+        "lowest word, scouts + CRF",
         *real_errors.BASELINES,
         *real_errors.MODEL_FREE,
     }
@@ -446,8 +450,14 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
         assert set(m) >= {"ap", "auroc", "precision_at_50", "r_precision", "recall_missing"}, name
     # cleanlab's in-sample score is the lowest p(gold), computed by cleanlab's own code
     assert run["cleanlab_vs_min_gold_max_diff"] < 1e-5
-    page = (tmp_path / "real-errors-40-ensemble2.md").read_text()
+    # the CRF trains first and the first scout's scores come before the ensemble's
+    seconds = {name: methods[name]["seconds"] for name in methods}
+    assert 0 < seconds["CRF alone"] < seconds["one scout (SRW_SCOUTS=1)"]
+    assert seconds["one scout (SRW_SCOUTS=1)"] < seconds["deterministic"]
+    assert methods["one scout (SRW_SCOUTS=1)"]["ap"] != methods["deterministic"]["ap"]
+    page = (tmp_path / "real-errors-40-scouts2.md").read_text()
     assert "deterministic (product)" in page and "consistency (model-free)" in page
+    assert "2 scouts (seeds s, s+1000" in page
 
 
 def test_review_loop_moves_the_same_convention_slip_up():
