@@ -118,6 +118,7 @@ def parse_args(argv=None):
         action=argparse.BooleanOptionalAction,
         help="SRW_CRF (default: the backend's, on)",
     )
+    parser.add_argument("--scouts", type=int, help="SRW_SCOUTS (default: the backend's, 3 for NER)")
     parser.add_argument("-k", type=int, help="SRW_K (default: the backend's, 10)")
     parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
@@ -144,6 +145,7 @@ def engine_env(args) -> dict[str, str]:
         "SRW_EARLY_STEPS": args.early_steps,
         "SRW_K": args.k,
         "SRW_N": args.n_samples,
+        "SRW_SCOUTS": args.scouts,
     }
     env = {name: str(value) for name, value in given.items() if value is not None}
     if args.crf is not None:
