@@ -644,7 +644,8 @@ SETTINGS: tuple[Setting, ...] = (
         bool,
         False,
         "retrain by refitting the current version's scout for SRW_WARM_EPOCHS epochs, when its "
-        "labels and scout settings still hold",
+        "labels and scout settings still hold; one scout only (SRW_SCOUTS=1: an ensemble, NER's "
+        "default, retrains in full)",
         "SRW_WARM_START",
         ("--warm-start",),
         group="retraining",

@@ -387,7 +387,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
         assert early == ["CRF", "scout 1 of 3 + CRF"] and run["phase_seconds"]["early"] > 0
         crf_s, scout_s = (e["seconds"] for e in run["early_scores"])
         assert 0 < crf_s < scout_s < run["refined_seconds"]
-        assert run["early_passes"] == 1.0  # the last early version's: the first scout, whole
+        assert run["early_passes"] == 0.0  # what made the first scores: the CRF alone
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
         # the K candidates were weighed, after the scores (the end-to-end times are rounded to
         # 10 ms and polled every 0.5 s, so a K pass this small can end within the same poll)

@@ -67,9 +67,9 @@ def test_the_headline_is_the_real_error_result():
     head = docs.headline()
     assert head["header"] == ["score", "AP", "P@50", "R-precision"]
     rows = {row[0]: row[1] for row in head["rows"]}
-    # the served default against cleanlab on the same scouts, the ensemble, the baselines
+    # the served default against cleanlab on the same scouts, one scout, the baselines
     assert {"deterministic (product)", "cleanlab in-sample", "random", "length"} <= set(rows)
-    assert "ensemble of 3" in rows and "consistency (model-free)" in rows
+    assert "one scout (SRW_SCOUTS=1)" in rows and "consistency (model-free)" in rows
     assert "benchmarks.real_errors" in head["command"] and "CPUs" in head["machine"]
 
 
