@@ -476,12 +476,14 @@ def early_passes(row: dict) -> str:
 
 
 def _early_what(what: str) -> str:
-    """The backend's words for early scores, short: "CRF", "scout 1 of 3 + CRF", "0.34 passes"."""
+    """The backend's words for early scores, short: "CRF", "scout 1 of 3 (3.00 passes) + CRF",
+    "0.34 passes"."""
     if what.startswith("the CRF alone"):
         return "CRF"
     short = what.split(", ")[0]
     if " of scout " in short:
-        short = "scout " + short.split(" of scout ")[1]
+        passes, scout = short.split(" of scout ")
+        short = f"scout {scout} ({passes})"
     return short + (" + CRF" if "with the CRF" in what else "")
 
 

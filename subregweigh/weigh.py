@@ -89,10 +89,11 @@ def entity_agreement(predictions, multiplicity, gold: tuple) -> list[tuple[str, 
 SOFTMIN_TEMPERATURE = 0.1
 
 # Scouts a NER weigher trains by default. On CoNLL-2003's real errors, beside the CRF, three
-# seeds rank at AP 0.401 ± 0.010 against 0.380 ± 0.010 for one (real-errors-context-ensemble3),
-# and raise the review loop's errors found after twice their number of reviews from 0.647 to
-# 0.704; the first scout's scores can be used as soon as it is trained (fit's checkpoint).
-# Classification keeps one: no real-error set measured an ensemble there.
+# seeds rank at AP 0.409 ± 0.006 against 0.380 ± 0.010 for the first of them
+# (real-errors-three-scouts), and raise the review loop's errors found after twice their number
+# of reviews from 0.647 to 0.704. On 1,000-sentence draws the gain is smaller, on 300 nil
+# (docs/evaluation.md). The first scout's scores can be used as soon as it is trained (fit's
+# checkpoint). Classification keeps one: no real-error set measured an ensemble there.
 NER_SCOUTS = 3
 
 
@@ -339,7 +340,7 @@ class SubRegWeigh:
         the soft minimum over the parts: the "deterministic" score of an ensemble. ``None``:
         :data:`NER_SCOUTS` (3) for NER, 1 for classification (:func:`default_scouts`). Seeds
         disagree most where the data does; on CoNLL-2003's real errors 3 scouts with the CRF
-        rank them at AP 0.401 against 0.380 for one (docs/evaluation.md), for 3 times the
+        rank them at AP 0.409 against 0.380 for one (docs/evaluation.md), for 3 times the
         training; :meth:`fit`'s ``checkpoint`` sees the first scout as soon as it is trained,
         so a caller can use its scores while the others train. The K candidates are predicted
         by the first scout alone.

@@ -384,7 +384,8 @@ def test_scaling_times_training_through_label_studio(tmp_path):
         assert run["end_to_end_seconds"] <= run["refined_seconds"]
         # the CRF's scores, then the first of the default three scouts' beside it, then all
         early = [scaling._early_what(e["what"]) for e in run["early_scores"]]
-        assert early == ["CRF", "scout 1 of 3 + CRF"] and run["phase_seconds"]["early"] > 0
+        assert early == ["CRF", "scout 1 of 3 (1.00 passes) + CRF"]
+        assert run["phase_seconds"]["early"] > 0
         crf_s, scout_s = (e["seconds"] for e in run["early_scores"])
         assert 0 < crf_s < scout_s < run["refined_seconds"]
         assert run["early_passes"] == 0.0  # what made the first scores: the CRF alone
@@ -399,7 +400,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert (tmp_path / "scaling.png").stat().st_size > 0
     table = (tmp_path / "scaling.md").read_text()
     assert "| 20 (+2 edits) | retrain after changes |" in table
-    assert table.count(" | CRF ") == 2 and table.count("; scout 1 of 3 + CRF ") == 2
+    assert table.count(" | CRF ") == 2 and table.count("; scout 1 of 3 (1.00 passes) + CRF ") == 2
     (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
     assert 0 < rescored < retrain["end_to_end_seconds"] + 120
     assert "over 1 edits" in table
