@@ -330,6 +330,11 @@ def training_cpu_seconds(trainer_pid: int, since: float, timeout: float = 30.0) 
     return cpu_seconds(trainer_pid) - since
 
 
+def early_versions(status: dict) -> set[str]:
+    """The early versions the backend's ``status`` lists for its current training."""
+    return {e["version"] for e in status.get("early_scores", [])}
+
+
 def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -> dict:
     """Call ``trigger`` and time it until the new version's scores are in Label Studio."""
     old = model_version(ls, project)
@@ -347,13 +352,13 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
     early = early_version not in (None, old)  # this training published early scores
     # A training this short can publish its own version within one poll of its early one's:
     # then the first version seen is the full training's (the row says so).
-    missed = early and first not in {e["version"] for e in status.get("early_scores", [])}
+    missed = early and first not in early_versions(status)
     version, refined = first, None  # refined: unknown when stopping at early scores
     if not (early and args.stop_at == "scores"):
         # every early version of this training (the CRF's, an ensemble's first scout's...) is
         # followed by another; early_scores only grows during a training, so a version found
         # there is early whenever the status is read
-        while version in {e["version"] for e in status.get("early_scores", [])}:
+        while version in early_versions(status):
             version = wait_scores(ls, backend, project, version, args.timeout)
             status = backend.get(f"/status?project={project}")[1]
         refined = round(time.perf_counter() - started, 2)

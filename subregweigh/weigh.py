@@ -479,7 +479,7 @@ class SubRegWeigh:
                     softmin_temperature=self.softmin_temperature,
                 )
             )
-        n_scouts = self.ensemble_size(template.task)
+        n_scouts = self.ensemble_size()  # template.task's
         for j in range(n_scouts):
             scout = copy.deepcopy(template)
             scout.progress = self.progress
@@ -498,12 +498,12 @@ class SubRegWeigh:
             self.crf_ = self._fit_crf(examples)
         return self
 
-    def ensemble_size(self, task: Task | None = None) -> int:
-        """How many scouts :meth:`fit` trains for ``task`` (None: this weigher's):
-        ``n_scouts``, or :func:`default_scouts`."""
+    def ensemble_size(self) -> int:
+        """How many scouts :meth:`fit` trains: ``n_scouts``, or :func:`default_scouts` of the
+        scout's task (``task`` without a scout)."""
         if self.n_scouts is not None:
             return int(self.n_scouts)
-        return default_scouts(task or (self.scout.task if self.scout is not None else self.task))
+        return default_scouts(self.scout.task if self.scout is not None else self.task)
 
     @staticmethod
     def _fit_crf(examples: Sequence[Example]) -> FeatureTagger:
