@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from backend import webhook_auth
 from backend.jobs import JobQueueUnavailable
+from backend.labelstudio import LabelStudioUnavailable
 from backend.report import ReportUnavailable
 from backend.settings import SettingsError
 from backend.store import TooManyProjects
@@ -28,6 +29,16 @@ logger = logging.getLogger("backend.server")  # the server's log, as before the 
 
 class BadRequest(ValueError):
     """A request the backend cannot act on; becomes a 400 with this message."""
+
+
+class Forbidden(PermissionError):
+    """A request whose credentials do not reach what it names (another project, a task of
+    another project); becomes a 403 with this message."""
+
+
+class NotConnected(LookupError):
+    """A project this backend does not serve (not in Label Studio, or not connected to an ML
+    backend there); becomes a 404 with this message, and nothing is stored for it."""
 
 
 REASON_CHARS = 400  # of a message put in the status line
@@ -53,11 +64,17 @@ def install(app: Flask) -> None:
         response.status = f"400 {reason_phrase(str(err)) or 'BAD REQUEST'}"
         return response
 
+    @app.errorhandler(Forbidden)
+    def forbidden(err):
+        return jsonify(error=str(err)), 403
+
     @app.errorhandler(ReportUnavailable)
+    @app.errorhandler(NotConnected)
     def no_report(err):
         return jsonify(error=str(err)), 404
 
     @app.errorhandler(JobQueueUnavailable)
+    @app.errorhandler(LabelStudioUnavailable)
     @app.errorhandler(TooManyProjects)
     @app.errorhandler(webhook_auth.WebhookSecretUnavailable)
     def unavailable(err):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import request
 
+from backend.echo import shown
 from backend.errors import BadRequest
 from backend.store import project_id
 
@@ -42,7 +43,7 @@ def number(name: str, default, kind, low, high):
     try:
         value = kind(raw)
     except ValueError:
-        raise BadRequest(f"{name} must be a {kind.__name__}, got {raw[:40]!r}") from None
+        raise BadRequest(f"{name} must be a {kind.__name__}, got {shown(raw)}") from None
     if not low <= value <= high:
-        raise BadRequest(f"{name} must be in [{low}, {high}], got {raw[:40]!r}")
+        raise BadRequest(f"{name} must be in [{low}, {high}], got {shown(raw)}")
     return value

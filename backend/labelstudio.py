@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 logger = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ ONCE = {"max_retries": 0}
 IMPORT_ONCE = {"max_retries": 0, "timeout": 600.0}
 # The export of a large project is one long request (14,000 tasks: about a minute here).
 EXPORT_ONCE = {"max_retries": 0, "timeout": 600.0}
+# Task ids per request when reading chosen tasks of a project (they travel in the URL's query).
+SELECTED_PER_REQUEST = 200
 
 
 class LabelStudioUnavailable(RuntimeError):
@@ -47,6 +49,10 @@ def _describe(err: Exception, body: bool = True) -> str:
             f"HTTP {status}: {str(getattr(err, 'body', None))[:300]}" if body else f"HTTP {status}"
         )
     return f"{type(err).__name__}: {str(err)[:300]}"
+
+
+def _field(task, name: str):
+    return task.get(name) if isinstance(task, dict) else getattr(task, name, None)
 
 
 def _plain_task(task) -> dict:
@@ -177,12 +183,51 @@ class LabelStudioAPI:
             found = self._call(f"list the tasks of project {project}", listed)
         return sorted((_plain_task(task) for task in found), key=lambda task: task["id"])
 
-    def task(self, task: int) -> dict:
-        """One task with its annotations, as :meth:`tasks` lists them."""
-        found = self._call(
-            f"read task {task}", lambda: self.client.tasks.get(id=str(task), request_options=ONCE)
-        )
-        return _plain_task(found)
+    def project_tasks(self, project: int, ids: Iterable[int], fields: str = "all") -> list[dict]:
+        """The tasks of ``project`` among ``ids``, as :meth:`tasks` lists them, in id order.
+
+        Asked of ``project``'s own task list with ``ids`` as its selection (the Data Manager's
+        ``selectedItems``), so a task of another project is never read: it is simply not in the
+        answer. ``fields="task_only"`` leaves out what the Data Manager computes (annotations
+        included), for when only membership matters."""
+        wanted = sorted({int(task) for task in ids})
+        found: list = []
+        for start in range(0, len(wanted), SELECTED_PER_REQUEST):
+            chunk = wanted[start : start + SELECTED_PER_REQUEST]
+            query = json.dumps({"selectedItems": {"all": False, "included": chunk}})
+
+            def listed(query=query, size=len(chunk)):
+                pages = self.client.tasks.list(
+                    project=project,
+                    query=query,
+                    fields=fields,
+                    page_size=size,
+                    request_options=ONCE,
+                )
+                return list(pages)
+
+            found += self._call(f"read {len(chunk)} tasks of project {project}", listed)
+        mine = [
+            _plain_task(task)
+            for task in found
+            if _field(task, "project") in (None, project) and _field(task, "id") in wanted
+        ]
+        return sorted(mine, key=lambda task: task["id"])
+
+    def tasks_in_project(self, project: int, ids: Iterable[int]) -> set[int]:
+        """Which of ``ids`` are tasks of ``project`` (one request per
+        :data:`SELECTED_PER_REQUEST` ids; nothing of another project is read)."""
+        return {task["id"] for task in self.project_tasks(project, ids, fields="task_only")}
+
+    def project_connected(self, project: int) -> bool:
+        """Whether ``project`` exists in Label Studio with at least one ML backend connected
+        (False for a project Label Studio does not have)."""
+        try:
+            return bool(self.ml_backends(project))
+        except LabelStudioUnavailable as err:
+            if "HTTP 404" in str(err):
+                return False
+            raise
 
     def users(self) -> dict[int, str]:
         """User id -> email, for naming annotators (an annotation's ``completed_by`` is an id)."""
@@ -256,12 +301,25 @@ class LabelStudioAPI:
         }
         return [p for p in batch if (p["task"], p["model_version"]) not in written]
 
-    def replace_predictions(self, predictions: Sequence[dict]) -> None:
+    def replace_predictions(self, project: int, predictions: Sequence[dict]) -> None:
         """Make each ``{task, result, score, model_version}`` the task's one prediction of its
         model version: the existing one is updated (extras deleted), or one is created. Label
         Studio's prediction score averages every prediction of the project's version, so an
-        added second one would blur the new score with the old."""
-        for new in predictions:
+        added second one would blur the new score with the old. Only tasks of ``project`` are
+        written: the others are skipped with a WARNING."""
+        if not predictions:
+            return
+        in_project = self.tasks_in_project(project, [p["task"] for p in predictions])
+        foreign = sorted({p["task"] for p in predictions} - in_project)
+        if foreign:
+            logger.warning(
+                "project %s: %d predictions not written: their tasks are not in project %s: %s",
+                project,
+                len(foreign),
+                project,
+                ", ".join(map(str, foreign[:10])),
+            )
+        for new in [p for p in predictions if p["task"] in in_project]:
             task, version = new["task"], new["model_version"]
             mine = [
                 p

@@ -10,16 +10,18 @@ labeling config, so the gestures are two every annotator already has, and Label 
   and Updates; through the API, ``PATCH /api/annotations/{id}`` with the result as it is.
 * **fix**: change the labels and Update (``PATCH /api/annotations/{id} {"result": [...]}``).
 
-:func:`record_decision` reads the annotation as the engine reads it and compares it with what
-the serving version scored (the annotation's record in ``scores.json``) and with what the last
-decision on it left: the same labels are a confirmation, other labels a fix.
+A webhook only says *which* task changed. Its body is never trusted for a decision: the rescore
+that follows reads the task from Label Studio, within the project (:func:`decide`), and judges
+each annotation the serving version scored against its baseline, the content and ``updated_at``
+a training or a rescore last read from Label Studio (kept in the scored record as ``saved``):
+other labels are a fix; the same labels are a confirmation only if Label Studio saved the
+annotation after the baseline, so a replayed or made-up event confirms nothing.
 
-A decision is kept in ``MODEL_DIR/<project>/reviews.json`` (atomic writes under the project's
-lock, so two reviewers deciding at once lose nothing), outside the versions: it survives
-restarts and retrains. Its key is ``<decision>:<task>/<annotation>/<content hash>``, the hash
-over the annotation's words and labels (:func:`content_hash`), so a decision never applies to
-another annotation, nor to the same annotation once its labels change: an edit undoes a
-confirmation by itself.
+Decisions are kept in ``MODEL_DIR/<project>/reviews.json`` (atomic writes under the project's
+lock, so two reviewers deciding at once lose nothing), outside the versions: they survive
+restarts and retrains. The file is bounded: one current decision per annotation (keyed
+``<task>/<annotation>``, with the hash of the content it decided, :func:`content_hash`, so a
+confirmation never applies once the labels change) and the last :data:`HISTORY` decisions.
 
 :func:`served` gives a confirmed annotation the score 1 (fully reliable) wherever the backend
 serves a score (``/predict``, the predictions a training or a rescore writes, the report), so
@@ -41,11 +43,12 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
-from backend.store import ProjectStore, no_space, project_id, unwritten_projects
-from backend.tasks import ConfigError, parse_label_config, read_tasks
+from backend.store import ProjectStore, unwritten_projects
+from backend.tasks import read_tasks
 from subregweigh import review
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
@@ -56,6 +59,7 @@ from subregweigh.tags import entity_spans
 logger = logging.getLogger(__name__)
 
 CONFIRMED, FIXED = "confirmed", "fixed"
+HISTORY = 1_000  # decisions kept in reviews.json's history, the newest
 # An annotation's served score is multiplied by this for every repeat of a fixed slip: halved
 # per repeat, as the review-loop benchmark's `propagate` policy, which reads 90% of CoNLL-2003
 # test's errors in half the sentences of the static ranking (benchmarks/review_loop.py).
@@ -97,8 +101,11 @@ def _path(store: ProjectStore):
 
 
 def load(store: ProjectStore) -> dict:
-    """``reviews.json``: ``{"decisions": {key: decision}, "seen": {"task/annotation": hash}}``;
-    empty when there is none (or it is unreadable: logged, and rewritten by the next decision)."""
+    """``reviews.json``: ``{"decisions": {"task/annotation": its current decision},
+    "history": [[time, task, annotation, decision], ...]}`` (the last :data:`HISTORY`); empty
+    when there is none (or it is unreadable: logged, and rewritten by the next decision). A
+    file of the earlier layout (one entry per decision and content) reads as its latest
+    decision per annotation."""
     try:
         value = json.loads(_path(store).read_text())
     except FileNotFoundError:
@@ -108,9 +115,16 @@ def load(store: ProjectStore) -> dict:
         value = {}
     if not isinstance(value, dict):
         value = {}
-    value.setdefault("decisions", {})
-    value.setdefault("seen", {})
-    return value
+    decisions = value.get("decisions") if isinstance(value.get("decisions"), dict) else {}
+    if any(":" in key for key in decisions):  # the earlier layout: the latest per annotation
+        latest: dict[str, dict] = {}
+        for d in sorted(decisions.values(), key=lambda d: d.get("last_at", 0)):
+            key = f"{d['task']}/{d['annotation']}"
+            fixed = d.get("decision") == FIXED or latest.get(key, {}).get("fixed", False)
+            latest[key] = {**latest.get(key, {}), **d, "fixed": fixed}
+        decisions = latest
+    history = value.get("history") if isinstance(value.get("history"), list) else []
+    return {"decisions": decisions, "history": history[-HISTORY:]}
 
 
 def confirmed_keys(store: ProjectStore) -> set[str]:
@@ -157,6 +171,7 @@ def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
             "hash": content_hash(record),
             "score": float(record["score"]),
             "labels": record_labels(record),
+            "saved": record.get("saved"),  # the baseline a save is judged against (decide)
             **{k: record[k] for k in ("words", "tags") if k in record},  # NER: a fix's slips
         }
         for entry in store.scores(version).values()
@@ -171,145 +186,173 @@ def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
     return index
 
 
-class _NoDecision(Exception):
-    """Why a webhook decides nothing; ``unreadable``: the event itself is at fault (a WARNING)
-    rather than a task or annotation the serving version has not scored (INFO)."""
-
-    def __init__(self, why: str, unreadable: bool = False):
-        super().__init__(why)
-        self.unreadable = unreadable
-
-
-def _event_parts(body: Mapping) -> tuple[str, str, dict, dict]:
-    """``(task id, annotation id, annotation, task)`` of an ANNOTATION_UPDATED webhook."""
-    annotation = body.get("annotation")
-    task = body.get("task")
-    if not isinstance(annotation, dict) or not isinstance(annotation.get("result"), list):
-        raise _NoDecision("it carries no annotation with a result list", unreadable=True)
-    if type(annotation.get("id")) is not int:
-        raise _NoDecision("its annotation has no integer id", unreadable=True)
+def _when(value) -> float | None:
+    """Label Studio's ``updated_at`` (ISO 8601) as seconds, None when missing or unreadable."""
+    if not isinstance(value, str):
+        return None
     try:
-        task_id = project_id(task if isinstance(task, dict) else annotation.get("task"))
+        return datetime.fromisoformat(value).timestamp()
     except ValueError:
-        raise _NoDecision("it names no task id", unreadable=True) from None
-    if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
-        raise _NoDecision(f"it carries no data of task {task_id}", unreadable=True)
-    return task_id, str(annotation["id"]), annotation, task
+        return None
 
 
-def _judged(store: ProjectStore, body: Mapping) -> dict:
-    """What an ANNOTATION_UPDATED webhook says about a scored annotation (before it is compared
-    with earlier decisions); :class:`_NoDecision` when it says nothing."""
-    task_id, annotation_id, annotation, task = _event_parts(body)
-    version = store.current_version()
-    if version is None:
-        raise _NoDecision("no version scores the project yet")
-    key = f"{task_id}/{annotation_id}"
-    scored = scored_annotations(store, version).get(key)
-    if scored is None:
-        raise _NoDecision(
-            f"version {version} has not scored annotation {annotation_id} of task {task_id} "
-            "(the task or the annotation is newer, or gone): nothing to confirm or fix"
-        )
-    project = body.get("project")
-    config = project.get("label_config") if isinstance(project, dict) else None
-    try:
-        spec = parse_label_config(config)
-    except ConfigError as err:
-        raise _NoDecision(f"its labeling config cannot be read ({err})", unreadable=True) from None
-    parsed = read_tasks([{"id": task_id, "data": task["data"], "annotations": [annotation]}], spec)
-    examples = parsed.tasks[0].examples if parsed.tasks and parsed.tasks[0] else ()
-    if not examples:
-        why = "; ".join(parsed.warnings) or "it is cancelled or empty"
-        raise _NoDecision(f"annotation {annotation_id} of task {task_id} is not usable: {why}")
+def saved_times(tasks: Sequence[Mapping]) -> dict[str, str]:
+    """``"task/annotation"`` -> the annotation's ``updated_at``, for ``tasks`` as Label Studio
+    returned them (the export, or :meth:`~backend.labelstudio.LabelStudioAPI.project_tasks`)."""
+    out = {}
+    for task in tasks:
+        for annotation in task.get("annotations") or ():
+            if isinstance(annotation, Mapping) and isinstance(annotation.get("updated_at"), str):
+                out[f"{task['id']}/{annotation.get('id')}"] = annotation["updated_at"]
+    return out
+
+
+def stamp_saved(scores: Mapping[str, dict], times: Mapping[str, str], before=None) -> None:
+    """Give each annotation record of ``scores`` its ``saved``: ``{"at", "hash"}``, the time
+    Label Studio says the annotation was saved (``times``, :func:`saved_times`) and the content
+    that time belongs to: the baseline a later save is judged against (:func:`decide`). Without
+    a time from Label Studio (``/predict``'s tasks come from the caller), the record keeps the
+    baseline of the same annotation in ``before`` (task id -> the stored entry), if any. In
+    place."""
+    for task, entry in scores.items():
+        old = {
+            r.get("id"): r.get("saved")
+            for r in ((before or {}).get(task) or {}).get("annotations") or ()
+            if isinstance(r, Mapping)
+        }
+        for record in entry.get("annotations") or ():
+            at = times.get(record.get("id"))
+            if at is not None:
+                record["saved"] = {"at": at, "hash": content_hash(record)}
+            elif old.get(record.get("id")):
+                record["saved"] = old[record.get("id")]
+
+
+def decide(store: ProjectStore, version: str, spec, tasks: Sequence[Mapping]) -> dict[str, str]:
+    """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
+    them just now, never a webhook's body) against what ``version`` scored and what the last
+    decision on it left, and keep what they decide. Returns ``"task/annotation"`` -> decision.
+
+    * Other labels than the baseline's (the content last read from Label Studio by a training
+      or a rescore, or the last decision's): **fixed**.
+    * The same labels, saved after the baseline (Label Studio's ``updated_at``): **confirmed**.
+      The same labels not saved since (a replayed or made-up event) decide nothing, and neither
+      does an annotation whose baseline has no time (a version made before times were kept).
+    """
+    scored = scored_annotations(store, version)
+    judged = []
+    for task in tasks:
+        parsed = read_tasks([task], spec)
+        item = parsed.tasks[0] if parsed.tasks else None
+        examples = {ex.id: ex for ex in (item.examples if item else ())}
+        saved = saved_times([task])
+        for key, ex in examples.items():
+            record = scored.get(key)
+            if record is None:
+                continue  # newer than the version: the rescore scores it, nothing to judge
+            judged.append(_judged(key, ex, spec, record, saved.get(key), version))
+    if not judged:
+        return {}
+    return _keep(store, judged)
+
+
+def _judged(key: str, ex: Example, spec, record: dict, saved_at, version: str) -> dict:
+    """What Label Studio's annotation ``ex`` (saved at ``saved_at``) is, beside the
+    ``record`` the version scored."""
+    task, annotation = key.split("/", 1)
     slips = []
-    if "words" in scored and "tags" in scored:
-        before = Example(id=key, words=tuple(scored["words"]), label=tuple(scored["tags"]))
-        slips = (
-            sorted(review.slip_keys(before, examples[0]))
-            if before.words == examples[0].words
-            else []
-        )
+    if "words" in record and "tags" in record:
+        before = Example(id=key, words=tuple(record["words"]), label=tuple(record["tags"]))
+        slips = sorted(review.slip_keys(before, ex)) if before.words == ex.words else []
     return {
-        "task": task_id,
-        "annotation": annotation_id,
+        "task": task,
+        "annotation": annotation,
         "slips": [list(s) for s in slips],
-        "hash": content_hash(example_record(examples[0], spec.task)),
-        "scored_hash": scored["hash"],
-        "score": scored["score"],
-        "labels": scored["labels"],
+        "hash": content_hash(example_record(ex, spec.task)),
+        "saved_at": saved_at,
+        "scored_hash": record["hash"],
+        "baseline": record.get("saved") or {},
+        "score": record["score"],
+        "labels": record["labels"],
         "version": version,
     }
 
 
-def record_decision(store: ProjectStore, body: Mapping) -> str | None:
-    """Judge an ANNOTATION_UPDATED webhook (see the module's docstring) and keep the decision:
-    ``"confirmed"``, ``"fixed"``, or None when it decides nothing (a WARNING for an event that
-    cannot be read, an INFO line for a task or annotation the serving version has not scored).
-    Never raises: a webhook must count its event whatever this finds."""
-    try:
-        return _keep(store, _judged(store, body))
-    except _NoDecision as why:
-        (logger.warning if why.unreadable else logger.info)(
-            "project %s: ANNOTATION_UPDATED decides nothing%s: %s",
-            store.project,
-            " (the webhook is unreadable)" if why.unreadable else "",
-            why,
-        )
-    except Exception as err:  # a full disk, a damaged version: the event still counts
-        logger.warning(
-            "project %s: a reviewer's decision was not kept (%s: %s)%s",
-            store.project,
-            type(err).__name__,
-            err,
-            "; the disk of MODEL_DIR is full" if no_space(err) else "",
-        )
-    return None
+def _decision(judged: dict, prior: dict) -> str | None:
+    """The decision ``judged`` makes after ``prior`` (the annotation's current decision, or
+    {}), or None."""
+    # the newer of the two: what Label Studio held when last read, or what was last decided
+    known = [
+        (_when(judged["baseline"].get("at")), judged["baseline"].get("hash")),
+        (_when(prior.get("saved_at")), prior.get("hash")),
+    ]
+    known = [(at, h) for at, h in known if h is not None]
+    dated = [(at, h) for at, h in known if at is not None]
+    base_at, base_hash = max(dated) if dated else (None, None)
+    if base_hash is None:
+        base_hash = known[-1][1] if known else judged["scored_hash"]
+    saved = _when(judged["saved_at"])
+    if saved is not None and base_at is not None and saved <= base_at:
+        return None  # not saved since: read before, or decided already
+    if judged["hash"] != base_hash:
+        return FIXED
+    if saved is None or base_at is None:
+        return None  # the same labels, and no time to prove a save since
+    return CONFIRMED
 
 
-def _keep(store: ProjectStore, judged: dict) -> str:
-    """Add ``judged`` to reviews.json under the project's lock: the labels scored, or those the
-    last decision left, are a confirmation; other labels a fix."""
-    key = f"{judged['task']}/{judged['annotation']}"
+def _keep(store: ProjectStore, judged: list[dict]) -> dict[str, str]:
+    """Keep each of ``judged`` that decides something in reviews.json, under the project's
+    lock: one current decision per annotation and a bounded history."""
+    made: dict[str, str] = {}
+    new_slips: dict[str, int] = {}
     with store.locked():
         reviews = load(store)
-        unchanged = judged["hash"] in {judged["scored_hash"], reviews["seen"].get(key)}
-        decision = CONFIRMED if unchanged else FIXED
         now = time.time()
-        slot = f"{decision}:{key}/{judged['hash']}"
-        old = reviews["decisions"].get(slot) or {}
-        reviews["decisions"][slot] = {
-            "decision": decision,
-            **{k: judged[k] for k in ("task", "annotation", "hash")},
-            # a repeat keeps the score, labels and version it was first decided with
-            **{k: old.get(k, judged[k]) for k in ("score", "labels", "version")},
-            "at": old.get("at", now),
-            "last_at": now,
-            "count": old.get("count", 0) + 1,
-            **(
-                {"slips": judged["slips"], "scored_hash": judged["scored_hash"]}
-                if decision == FIXED and judged["slips"]
-                else {}
-            ),
-        }
-        reviews["seen"][key] = judged["hash"]
-        atomic_write_json(_path(store), reviews)
-    if decision == FIXED and judged["slips"] and not old:
-        # the next rescore rewrites the predictions of the tasks that repeat them
-        new = {SLIP_SEP.join(s): 1 for s in judged["slips"]}
-        store.update_status(
-            slips_pending=lambda pending: {**new, **(pending or {})},
-        )
-    logger.info(
-        "project %s: annotation %s of task %s %s by a reviewer (score %.3f with version %s)",
-        store.project,
-        judged["annotation"],
-        judged["task"],
-        decision,
-        judged["score"],
-        judged["version"],
-    )
-    return decision
+        for j in judged:
+            key = f"{j['task']}/{j['annotation']}"
+            prior = reviews["decisions"].get(key) or {}
+            decision = _decision(j, prior)
+            if decision is None:
+                continue
+            fix_slips = j["slips"] if decision == FIXED else []
+            if fix_slips and not prior.get("slips"):
+                new_slips.update({SLIP_SEP.join(s): 1 for s in fix_slips})
+            reviews["decisions"][key] = {
+                "decision": decision,
+                **{k: j[k] for k in ("task", "annotation", "hash", "saved_at")},
+                # the score, labels and version it was first decided with
+                **{k: prior.get(k, j[k]) for k in ("score", "labels", "version")},
+                "fixed": decision == FIXED or bool(prior.get("fixed")),
+                "at": prior.get("at", now),
+                "last_at": now,
+                "count": prior.get("count", 0) + 1,
+                **(
+                    {"slips": fix_slips, "scored_hash": j["scored_hash"]}
+                    if fix_slips
+                    else {k: prior[k] for k in ("slips", "scored_hash") if k in prior}
+                ),
+            }
+            reviews["history"] = [
+                *reviews["history"][-(HISTORY - 1) :],
+                [round(now, 3), j["task"], j["annotation"], decision],
+            ]
+            made[key] = decision
+            logger.info(
+                "project %s: annotation %s of task %s %s by a reviewer (score %.3f with "
+                "version %s)",
+                store.project,
+                j["annotation"],
+                j["task"],
+                decision,
+                j["score"],
+                j["version"],
+            )
+        if made:
+            atomic_write_json(_path(store), reviews)
+    if new_slips:  # the next rescore rewrites the predictions of the tasks that repeat them
+        store.update_status(slips_pending=lambda pending: {**new_slips, **(pending or {})})
+    return made
 
 
 # --------------------------------------------------------------------------------- serving
@@ -336,7 +379,7 @@ def _slips(reviews: dict) -> Slips:
     counts: Counter = Counter()
     fixed = set()
     for d in reviews["decisions"].values():
-        if d.get("decision") == FIXED and d.get("slips"):
+        if d.get("slips"):
             counts.update(tuple(s) for s in d["slips"])
             fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
     return Slips(counts, frozenset(fixed))
@@ -422,7 +465,7 @@ def review_inputs(store: ProjectStore) -> dict | None:
     for d in load(store)["decisions"].values():
         item = tasks.setdefault(d["task"], {"score": 1.0, "fixed": False, "labels": set()})
         item["score"] = min(item["score"], float(d["score"]))
-        item["fixed"] |= d["decision"] == FIXED
+        item["fixed"] |= d["decision"] == FIXED or bool(d.get("fixed"))
         item["labels"].update(d.get("labels") or ())
     if not tasks:
         return None

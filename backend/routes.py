@@ -12,7 +12,7 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import inputs, project_settings, reviews, service, webhook_auth
+from backend import auth, inputs, membership, project_settings, service, webhook_auth
 from backend import report as reports
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
@@ -56,7 +56,7 @@ def wants_training(
     and written when space returns: Label Studio sends a webhook once, whatever the reply)."""
     if event in TRAIN_NOW:
         return True, None
-    status = store.note_event(task)
+    status = store.note_event(task, serving=store.current_version() is not None)
     unwritten = status.get("unwritten")
     logger.info(
         "project %s: %s (%d of %d changes before retraining)%s",
@@ -116,7 +116,10 @@ def setup():
     project = inputs.project(body.get("project"))
     parse_label_config(body.get("schema"))  # an unsupported config fails at connect time
     if "extra_params" in body:  # Label Studio always sends it (null when unset)
-        _project_settings(_store(project), body["extra_params"])
+        store = _store(project)
+        if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
+            membership.require_exists(_settings(), store)
+        _project_settings(store, body["extra_params"])
     return jsonify(model_version=service.model_version(_settings(), project))
 
 
@@ -177,28 +180,37 @@ def webhook():
     if event not in TRAIN_EVENTS:
         if event in IGNORED_EVENTS:
             return jsonify(status="ignored", action=event), 200
-        raise BadRequest(f"unknown webhook action {event!r}")
-    store = _store(body.get("project"))
-    reply = {"action": event}
+        raise BadRequest(f"unknown webhook action {inputs.shown(event)}")
+    project = inputs.project(body.get("project"))
+    auth.require_project(project)  # a token opens its own project only
+    store = _store(project)
+    membership.require_connected(_settings(), store)
     task = changed_task(body)
-    # Judged before its rescore replaces the scores it is judged against.
-    updated = event == "ANNOTATION_UPDATED" and task is not None
-    decision = reviews.record_decision(store, body) if updated else None
-    if decision:
-        reply["review"] = decision
+    if task is not None:  # before anything of it is kept: is it this project's?
+        membership.require_task_of(_settings(), store, task, claimed_project(body))
+    reply = {"action": event}
     settings = project_settings.effective(_settings(), store)
     train, unwritten = wants_training(store, settings, event, task)
     if unwritten:  # a full disk: counted in this process, written when space returns
         reply["unwritten"] = unwritten
     if task is not None and store.current_version() is not None:
-        reply["rescore"] = _jobs("rescore_runner").submit(
-            store.project
-        )  # else the training scores it
+        # The rescore reads the task from Label Studio, keeps the decision it shows
+        # (backend.reviews.decide) and rescores it; else the training scores it.
+        reply["rescore"] = _jobs("rescore_runner").submit(store.project)
     if not train:
         return jsonify(status="counted", **reply), 202 if unwritten else 200
     outcome = _jobs("runner").submit(store.project)
     logger.info("project %s: %s -> training %s", store.project, event, outcome)
     return jsonify(status=outcome, **reply), 201
+
+
+def claimed_project(body: dict) -> str | None:
+    """The project a webhook's task says it is in (for a refusal's log line only)."""
+    task = body.get("task") if isinstance(body.get("task"), dict) else {}
+    try:
+        return project_id(task.get("project"))
+    except ValueError:
+        return None
 
 
 def _reconciled(store: ProjectStore, jobs, running, why: str, **failed) -> tuple[dict, str]:
@@ -299,6 +311,7 @@ def selftest():
     body = inputs.request_json()
     body = body if isinstance(body, dict) else {}
     store = _store(request.args.get("project", body.get("project")))
+    membership.require_connected(_settings(), store)
     raw = request.args.get("noise", body.get("noise", ",".join(NOISES)))
     noises = raw.split(",") if isinstance(raw, str) else raw
     # Each kind once, in the order asked: one training per kind, however often it is named.
@@ -307,7 +320,7 @@ def selftest():
         or not noises
         or not all(isinstance(n, str) and n in NOISES for n in noises)
     ):
-        raise BadRequest(f"noise must be among {', '.join(NOISES)}, got {str(raw)[:60]!r}")
+        raise BadRequest(f"noise must be among {', '.join(NOISES)}, got {inputs.shown(raw)}")
     noises = list(dict.fromkeys(noises))
     # The job reads what was asked last (submissions of one project collapse into one job).
     store.update_status(selftest_request={"noises": noises, "at": time.time()})

@@ -26,7 +26,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 
-from backend import project_settings, reviews
+from backend import membership, project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.redact import printable, redact, secrets_of
 from backend.reference import reference_examples
@@ -219,18 +219,28 @@ def model_version(settings: Settings, project: str | None) -> str:
 
 
 def predict(
-    settings: Settings, project: str | None, spec: LabelingSpec, tasks: Sequence[dict]
+    settings: Settings,
+    project: str | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
 ) -> list[dict]:
     """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
     for a task that cannot be read, and for every task before the first training), with the
-    project's settings (:func:`backend.project_settings.effective`)."""
+    project's settings (:func:`backend.project_settings.effective`).
+
+    ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
+    project by the backend itself): a caller's task that the version does not hold yet has its
+    score stored only once Label Studio lists it in the project (:func:`proven_tasks`), and
+    only tasks read from Label Studio set the baseline reviewers' decisions are judged
+    against (:func:`backend.reviews.stamp_saved`)."""
     store = ProjectStore(settings.model_dir, project) if project else None
     if store is not None:
         settings = project_settings.effective(settings, store)
     broken: set[str] = set()
     while True:  # a version found corrupt is marked BROKEN; then the next newest serves
         try:
-            return _predict(settings, store, spec, tasks)
+            return _predict(settings, store, spec, tasks, from_label_studio)
         except CorruptVersion as err:
             if err.version in broken:  # the marker did not take: do not loop
                 raise
@@ -239,7 +249,11 @@ def predict(
 
 
 def _predict(
-    settings: Settings, store: ProjectStore | None, spec: LabelingSpec, tasks: Sequence[dict]
+    settings: Settings,
+    store: ProjectStore | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
 ) -> list[dict]:
     version = store.current_version() if store else None
     if version is None:
@@ -263,7 +277,10 @@ def _predict(
         # The version's own score: a project's new one ranks from its retrain on, not mixed in.
         score = store.meta(version).get("score") or settings.score
         fresh = score_tasks(weigher(settings, store, version), spec, stale, score)
-        to_store = _within_bound(store, version, stored, fresh)
+        times = reviews.saved_times(tasks) if from_label_studio else {}
+        reviews.stamp_saved(fresh, times, before=stored)
+        to_store = fresh if from_label_studio else _proven(settings, store, stored, fresh)
+        to_store = _within_bound(store, version, stored, to_store)
         stored.update(fresh)
         # Add them to the version's store, where every worker sees them; on a full disk they
         # are served all the same, and kept in memory until it has room (the store logs it).
@@ -290,6 +307,38 @@ def _predict(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
     return out
+
+
+def _proven(settings: Settings, store: ProjectStore, stored: dict, fresh: dict) -> dict:
+    """The part of ``fresh`` (scores of a caller's tasks) that may be stored: tasks the version
+    holds already (read from the project by a training or a rescore), and new ones Label Studio
+    lists in the project. The rest is served, not stored (logged); all new ones when Label
+    Studio cannot be asked."""
+    new = [task for task in fresh if task not in stored]
+    if not new:
+        return fresh
+    try:
+        mine = membership.tasks_of(settings, store, new)
+    except (LabelStudioUnavailable, ValueError) as err:
+        logger.warning(
+            "project %s: scores of %d new tasks served, not stored: Label Studio could not say "
+            "they are the project's (%s)",
+            store.project,
+            len(new),
+            err,
+        )
+        mine = set()
+    foreign = [task for task in new if task not in mine]
+    if foreign:
+        logger.warning(
+            "project %s: /predict named %d tasks Label Studio does not list in project %s: "
+            "served, not stored (%s)",
+            store.project,
+            len(foreign),
+            store.project,
+            ", ".join(foreign[:10]),
+        )
+    return {task: e for task, e in fresh.items() if task in stored or task in mine}
 
 
 # A version stores /predict's scores of at most this many tasks beyond those it was trained
@@ -446,20 +495,23 @@ def rescore_project(project: str, settings: Settings) -> dict:
     from the status when the job starts; if it fails they are put back for the next one.
     """
     store = ProjectStore(settings.model_dir, project)
-    pending = store.take_status("rescore_pending")
-    slips = store.take_status("slips_pending")
     version = store.current_version()
-    if not (pending or slips) or version is None:  # no version: the first training scores them
+    if version is None:  # the first training scores them
         return {"rescored": 0}
+    pending = store.take_status("rescore_pending")
+    slips: dict = {}
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
         written = 0
-        if pending:
+        if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
             written = _rescore(api, store, settings, spec, pending)
+        slips = store.take_status("slips_pending")
         if slips:
             _move_up_repeats(api, store, version, slips, skip=pending)
+        if not (pending or slips):
+            return {"rescored": 0}
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
@@ -476,7 +528,7 @@ def rescore_project(project: str, settings: Settings) -> dict:
     seconds = round(time.perf_counter() - start, 3)
     now = time.time()
     # What an annotator waits for: from the webhook of the oldest change to its new score.
-    since_change = round(now - min(pending.values()), 3)
+    since_change = round(now - min(pending.values()), 3) if pending else None
     last = {
         "tasks": written,
         "version": version,
@@ -486,11 +538,11 @@ def rescore_project(project: str, settings: Settings) -> dict:
     }
     store.update_status(last_rescore=last)
     logger.info(
-        "project %s: %d changed tasks rescored in %.1f s, %.1f s after the oldest change",
+        "project %s: %d changed tasks rescored in %.1f s%s",
         project,
         written,
         seconds,
-        since_change,
+        f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
 
@@ -503,24 +555,35 @@ def run_queued_rescore(project: str, training: dict) -> dict:
 def _rescore(
     api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
 ) -> int:
-    """Read ``tasks`` (ids) from Label Studio, score them with the current version (only what
-    changed is computed, see :func:`predict`) and make each score the task's one prediction of
-    that version. Returns how many were written; a task Label Studio no longer has is skipped."""
-    read = []
-    for task in sorted(tasks, key=int):
-        try:
-            read.append(api.task(int(task)))
-        except LabelStudioUnavailable as err:
-            logger.warning("project %s: task %s not rescored: %s", store.project, task, err)
+    """Read ``tasks`` (ids) from Label Studio, within the project only, keep the reviewers'
+    decisions they show (:func:`backend.reviews.decide`), score them with the current version
+    (only what changed is computed, see :func:`predict`) and make each score the task's one
+    prediction of that version. Returns how many were written; a task the project does not
+    hold (gone, or another project's) is skipped and logged."""
+    wanted = sorted({int(task) for task in tasks})
+    read = api.project_tasks(int(store.project), wanted)
+    missing = sorted(set(wanted) - {task["id"] for task in read})
+    if missing:
+        logger.warning(
+            "project %s: %d tasks not rescored: Label Studio does not list them in project %s "
+            "(deleted, or another project's): %s",
+            store.project,
+            len(missing),
+            store.project,
+            ", ".join(map(str, missing[:10])),
+        )
     read = name_annotators(read, _users(api, store.project)) if read else []
+    version = store.current_version()
+    if read and version is not None:
+        reviews.decide(store, version, spec, read)
     with store.locked("writing"):  # not between a training's writes: one prediction per task
-        results = predict(settings, store.project, spec, read)
+        results = predict(settings, store.project, spec, read, from_label_studio=True)
         written = [
             {"task": int(task["id"]), **result}
             for task, result in zip(read, results, strict=True)
             if "score" in result
         ]
-        api.replace_predictions(written)
+        api.replace_predictions(int(store.project), written)
     if written:
         logger.info(
             "project %s: rescored %d changed tasks with version %s: %s",
@@ -552,6 +615,7 @@ def _move_up_repeats(
     served = reviews.served(store, repeats)
     with store.locked("writing"):  # one prediction per task and version, as a rescore's
         api.replace_predictions(
+            int(store.project),
             [
                 {
                     "task": int(task),
@@ -560,7 +624,7 @@ def _move_up_repeats(
                     "model_version": version,
                 }
                 for task, e in served.items()
-            ]
+            ],
         )
     logger.info(
         "project %s: %d tasks repeat a slip a reviewer fixed (%s): moved up",
@@ -663,8 +727,9 @@ def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) ->
 
 
 def _annotations(project: str, settings: Settings, what: str):
-    """``(api, spec, items, n_annotated, refusal)``: the project's tasks read from Label Studio
-    (read only), and why ``what`` cannot start yet (None if it can)."""
+    """``(api, spec, items, n_annotated, refusal, saved)``: the project's tasks read from Label
+    Studio (read only), why ``what`` cannot start yet (None if it can), and when each annotation
+    was saved (:func:`backend.reviews.saved_times`)."""
     api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
     spec = parse_label_config(api.label_config(int(project)))
     tasks = name_annotators(api.tasks(int(project)), _users(api, project))
@@ -679,7 +744,7 @@ def _annotations(project: str, settings: Settings, what: str):
             f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
         )
         logger.info("project %s: %s", project, refusal)
-    return api, spec, items, n_annotated, refusal
+    return api, spec, items, n_annotated, refusal, reviews.saved_times(tasks)
 
 
 def version_meta(
@@ -722,7 +787,7 @@ def version_meta(
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock = _PhaseClock()
-    api, spec, items, n_annotated, refusal = _annotations(project, settings, "training")
+    api, spec, items, n_annotated, refusal, saved = _annotations(project, settings, "training")
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
     annotated = annotated_examples(items)
@@ -761,6 +826,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         on to its own version (a warning says why)."""
         clock.lap("train")
         scores = score_tasks(early, spec, items, settings.score, quick=True)
+        reviews.stamp_saved(scores, saved)
         try:
             version = _save_version(store, early, scores, version_meta_args)
             _serve_in_label_studio(api, store, project, version, scores)
@@ -817,6 +883,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(message=f"scoring {n_annotated if quick else len(items)} tasks")
     ordinary = srw.weigh_deterministic(annotated) if quick else None  # for both steps
     scores = score_tasks(srw, spec, items, settings.score, quick=quick, ordinary=ordinary)
+    reviews.stamp_saved(scores, saved)
     clock.lap("score" if quick else "weigh")
     version = _save_version(store, srw, scores, version_meta_args)
     clock.lap("save")
@@ -852,6 +919,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
         )
         full = score_tasks(srw, spec, items, settings.score, ordinary=ordinary)
+        reviews.stamp_saved(full, saved)
         clock.lap("weigh")
         new = _complete_version(store, version, scores, full)
         with store.locked("writing"):
@@ -1098,7 +1166,7 @@ def run_queued_selftest(project: str, training: dict) -> dict:
 def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
     from subregweigh.selftest import NOISES, describe, self_test
 
-    _, spec, items, _, refusal = _annotations(project, settings, "the self-test")
+    _, spec, items, _, refusal, _ = _annotations(project, settings, "the self-test")
     if refusal:
         raise ValueError(refusal)
     examples = [ex for item in items for ex in item.examples]

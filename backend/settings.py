@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.echo import shown
+
 # The process id tells gunicorn workers and rq workers apart in one log.
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
@@ -134,14 +136,14 @@ class Setting:
         raw = raw.strip() if self.type is not str else raw
         if self.type is bool:
             if raw.lower() not in _TRUE + _FALSE:
-                raise SettingsError(f"{source}={raw!r} is not 1/0, true/false, on/off")
+                raise SettingsError(f"{source}={shown(raw)} is not 1/0, true/false, on/off")
             return raw.lower() in _TRUE
         try:
             return self.type(raw)
         except ValueError:
             hint = f" (the setting of {'/'.join(self.flags)})" if self.flags else ""
             raise SettingsError(
-                f"{source}={raw!r} is not a valid {self.type.__name__}{hint}"
+                f"{source}={shown(raw)} is not a valid {self.type.__name__}{hint}"
             ) from None
 
     def coerce(self, value):
@@ -158,12 +160,12 @@ class Setting:
         names = names or self.names
         value = self.coerce(value)
         if type(value) is not self.type:
-            shown = "set" if self.secret else f"{value!r}"
-            return f"{names} is {shown}; it must be {_TYPE_WORDS[self.type]}"
+            given = "set" if self.secret else shown(value)
+            return f"{names} is {given}; it must be {_TYPE_WORDS[self.type]}"
         if value in self.also:
             return None
         if self.type is float and not math.isfinite(value):  # NaN passes every comparison
-            return f"{names} is {value!r}; it must be a finite number"
+            return f"{names} is {shown(value)}; it must be a finite number"
         bad = (
             (self.choices and value not in self.choices)
             or (self.minimum is not None and value < self.minimum)
@@ -176,7 +178,7 @@ class Setting:
             return None
         if self.secret:  # the message would repeat the secret
             return f"{self.env} is shorter than {self.min_length} characters"
-        return f"{names} is {value!r}; {self.requirement}"
+        return f"{names} is {shown(value)}; {self.requirement}"
 
 
 def _number(value) -> str:

@@ -139,18 +139,37 @@ def _manifest(directory: Path) -> dict[str, int]:
     }
 
 
+# Tasks a project's status keeps waiting for a rescore, the newest: beyond them, the next
+# training scores the changes (annotation events still count towards it).
+MAX_PENDING = 5_000
+
+
+def _bounded(pending: dict) -> dict:
+    if len(pending) <= MAX_PENDING:
+        return pending
+    newest = sorted(pending.items(), key=lambda item: item[1])[-MAX_PENDING:]
+    return dict(newest)
+
+
 class _Events:
     """``n`` annotation events (:meth:`ProjectStore.note_event`), ``tasks`` the tasks they changed
-    -> when: one status change however many events a full disk keeps back."""
+    -> when: one status change however many events a full disk keeps back. The tasks are kept
+    only where something will read them: ``rescore_pending`` while a version serves
+    (``serving``), ``changed_since_fetch`` while a training runs; each at most
+    :data:`MAX_PENDING`."""
 
-    def __init__(self, n: int = 0, tasks: dict | None = None):
-        self.n, self.tasks = n, dict(tasks or {})
+    def __init__(self, n: int = 0, tasks: dict | None = None, serving: bool = True):
+        self.n, self.tasks, self.serving = n, dict(tasks or {}), serving
 
     def apply(self, status: dict) -> None:
         status["events_since_training"] = (status.get("events_since_training") or 0) + self.n
-        if self.tasks:
-            for key in ("rescore_pending", "changed_since_fetch"):
-                status[key] = {**(status.get(key) or {}), **self.tasks}
+        if not self.tasks:
+            return
+        keys = ["rescore_pending"] if self.serving else []
+        if status.get("state") == "running":
+            keys.append("changed_since_fetch")
+        for key in keys:
+            status[key] = _bounded({**(status.get(key) or {}), **self.tasks})
 
 
 def _apply(status: dict, change) -> None:
@@ -180,7 +199,8 @@ class _Unwritten:
         last = self.changes[-1] if self.changes else None
         if isinstance(change, _Events) and isinstance(last, _Events):
             last.n += change.n  # a storm of events stays one change
-            last.tasks.update(change.tasks)
+            last.tasks = _bounded({**last.tasks, **change.tasks})
+            last.serving = last.serving or change.serving
         else:
             self.changes.append(change)
 
@@ -659,15 +679,18 @@ class ProjectStore:
                 self._write_status(status, n_kept)
             return taken[0]
 
-    def note_event(self, task: str | None = None) -> dict:
+    def note_event(self, task: str | None = None, serving: bool = True) -> dict:
         """Count an annotation event (``events_since_training``) and, when it names the task
         whose annotations changed, record that ``task`` waits to be rescored with the version
         serving now (``rescore_pending``) and with the version of a training that read the
         annotations before the change (``changed_since_fetch``, cleared when a training
         starts). Both map the task to when its change arrived. One write of the status; on a
         full disk the event is kept in this process and written when space returns (the result
-        has ``unwritten``)."""
-        return self._change(_Events(1, {task: time.time()} if task is not None else {}))
+        has ``unwritten``). ``serving``: whether a version serves the project (else nothing
+        would rescore the task: only the count is kept)."""
+        return self._change(
+            _Events(1, {task: time.time()} if task is not None else {}, serving=serving)
+        )
 
     # -- what a full disk keeps back ----------------------------------------------------------
     @property

@@ -116,8 +116,18 @@ def _mac(secret: bytes, purpose: str, value: str) -> str:
 
 def webhook_token(secret: bytes, project: str) -> str:
     """The :data:`TOKEN_HEADER` value that authenticates webhooks of ``project`` (a canonical
-    project id, as :func:`backend.store.project_id` gives)."""
-    return _mac(secret, "webhook", project)
+    project id, as :func:`backend.store.project_id` gives): ``<project>.<mac>``, so the header
+    alone says which project it opens, before any body is read."""
+    return f"{project}.{_mac(secret, 'webhook', project)}"
+
+
+def token_project(secret: bytes, token: str) -> str | None:
+    """The project whose valid webhook token ``token`` is, else None (constant time in the
+    mac)."""
+    project, dot, _ = token.partition(".")
+    if not dot or not project.isascii() or not project.isdigit() or len(project) > 12:
+        return None
+    return project if valid_token(secret, project, token) else None
 
 
 def challenge_response(secret: bytes, nonce: str) -> str:

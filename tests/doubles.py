@@ -17,3 +17,36 @@ class FakeRunner:
 
     def state(self, project: str) -> str:
         return self.states.get(project, "idle")
+
+
+class ProjectsOfLabelStudio:
+    """Stands in for :class:`backend.labelstudio.LabelStudioAPI` where the backend asks Label
+    Studio which projects exist and which tasks each holds (:mod:`backend.membership`), in the
+    unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
+    default) answers that every project exists, is connected and holds every task. The real
+    Label Studio's answers are tested in tests/labelstudio/test_project_isolation.py."""
+
+    projects: dict[int, set[int]] | None = None
+    asked: list[tuple] = []
+
+    def __init__(self, url=None, api_key=None, **kwargs):
+        pass
+
+    def project_connected(self, project: int) -> bool:
+        type(self).asked.append(("connected", project))
+        return self.projects is None or project in self.projects
+
+    def label_config(self, project: int) -> str:
+        from backend.labelstudio import LabelStudioUnavailable
+
+        type(self).asked.append(("config", project))
+        if self.projects is not None and project not in self.projects:
+            raise LabelStudioUnavailable(f"Label Studio refused to read {project}: HTTP 404")
+        return ""
+
+    def tasks_in_project(self, project: int, ids) -> set[int]:
+        ids = {int(task) for task in ids}
+        type(self).asked.append(("tasks", project, tuple(sorted(ids))))
+        if self.projects is None:
+            return ids
+        return ids & self.projects.get(project, set())

@@ -259,12 +259,22 @@ def test_predict_no_tasks(backend):
     assert response.get_json()["results"] == []
 
 
-def test_request_too_large_413(backend):
+def test_each_route_caps_its_body_with_413_before_reading_it(backend):
+    """/predict at MAX_REQUEST_MB (1 here), /webhook at WEBHOOK_BODY (sized from what Label
+    Studio sends for long tasks), /setup at 1 MiB, the rest at SMALL_BODY; a body just under a
+    cap gets past it (to its route's own answer)."""
+    from backend.auth import SMALL_BODY, WEBHOOK_BODY
+
     _, client, runner = backend
-    big = b'{"tasks": ["' + b"x" * (1024 * 1024 + 10) + b'"]}'
-    for path in ("/predict", "/webhook", "/setup"):
-        response = client.post(path, data=big, content_type="application/json", headers=GOOD)
+    caps = {"/predict": 2**20, "/webhook": WEBHOOK_BODY, "/setup": 2**20, "/selftest": SMALL_BODY}
+    for path, cap in caps.items():
+        over = b'{"tasks": ["' + b"x" * cap + b'"]}'
+        response = client.post(path, data=over, content_type="application/json", headers=GOOD)
         assert response.status_code == 413, path
+        assert f"at most {cap} bytes" in response.get_json()["error"]
+        under = b'{"x": "' + b"x" * (cap - 100) + b'"}'
+        response = client.post(path, data=under, content_type="application/json", headers=GOOD)
+        assert response.status_code == 400, path  # read, and refused for what it holds
     assert runner.submitted == []
 
 
@@ -394,13 +404,19 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
         assert response.status_code == 200, response.get_json()
         return response.get_json()
 
-    # Before the first training: remembered for it, but nothing to rescore with.
-    assert send("ANNOTATION_CREATED", task={"id": 100}, annotation={"id": 1}) == {
+    # Before the first training, with none running: counted; no task kept (nothing reads it).
+    assert send("ANNOTATION_CREATED", task={"id": 99}, annotation={"id": 1}) == {
         "status": "counted",
         "action": "ANNOTATION_CREATED",
     }
-    assert rescores.submitted == []
     store = ProjectStore(tmp_path / "models", 5)
+    status = store.status()
+    assert status["events_since_training"] == 1
+    assert "changed_since_fetch" not in status and "rescore_pending" not in status
+    # While the first training runs: remembered for it, but nothing to rescore with.
+    store.update_status(state="running")
+    send("ANNOTATION_CREATED", task={"id": 100}, annotation={"id": 1})
+    assert rescores.submitted == []
     assert set(store.status()["changed_since_fetch"]) == {"100"}
 
     staging = store.staging_dir()
@@ -412,15 +428,15 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     send("ANNOTATION_UPDATED", annotation={"id": 3, "task": 102})
     assert rescores.submitted == ["5", "5"]
     status = store.status()
-    assert set(status["rescore_pending"]) == {"100", "101", "102"}
+    assert set(status["rescore_pending"]) == {"101", "102"}
     assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
     # A deletion names no task; one without a usable task id is only counted.
     send("ANNOTATIONS_DELETED", annotations=[{"id": 3}])
     send("ANNOTATION_UPDATED", task={"id": "../7"}, annotation={"id": 4})
     assert rescores.submitted == ["5", "5"]
-    assert store.take_status("rescore_pending").keys() == {"100", "101", "102"}
+    assert store.take_status("rescore_pending").keys() == {"101", "102"}
     assert "rescore_pending" not in store.status() and store.take_status("rescore_pending") == {}
-    assert runner.submitted == []  # 5 changes of 100 before a retrain
+    assert runner.submitted == []  # 6 changes of 100 before a retrain
 
 
 # --------------------------------------------------------------------------- /status, /is_training

@@ -1,14 +1,15 @@
-"""backend.reviews through the Flask app's /webhook: a reviewer confirms an annotation (saved
-with its labels unchanged) or fixes it (changed); decisions are kept per task, annotation and
-content, served as score 1 until the annotation changes; bad events and concurrent reviewers
-lose nothing and never fail the webhook. The version is published with stored scores made by
-the real parser and record writer; no scout is needed to judge a decision (the real Label
-Studio round trip, with trainings, is tests/labelstudio/test_review_decisions.py)."""
+"""backend.reviews: a reviewer confirms an annotation (saved with its labels unchanged) or
+fixes it (changed). Decisions are judged from the task as Label Studio returns it (here: the
+dicts :meth:`LabelStudioAPI.project_tasks` gives, with each annotation's ``updated_at``) against
+the baseline the serving version scored, never from a webhook's body; they are kept per
+annotation, served as score 1 until the annotation changes; concurrent reviewers lose nothing.
+The version is published with stored scores made by the real parser and record writer; no
+scout is needed to judge a decision (the real Label Studio round trip, with trainings, is
+tests/labelstudio/test_review_decisions.py)."""
 
 from __future__ import annotations
 
 import json
-import logging
 import threading
 
 import pytest
@@ -23,6 +24,12 @@ from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 SPEC = parse_label_config(NER_CONFIG)
 TEXT = "Angela Merkel visited Zürich ."
 PROJECT = 7
+SCORED_AT = "2026-01-01T10:00:00.000000Z"  # when Label Studio last saved what was scored
+
+
+def _at(minute: int) -> str:
+    """A save after the scoring, ``minute`` minutes after it."""
+    return f"2026-01-01T10:{minute:02d}:00.000000Z"
 
 
 def _region(start, end, label):
@@ -39,16 +46,22 @@ MERKEL_PER = [_region(0, 13, "PER"), _region(22, 28, "LOC")]
 MERKEL_LOC = [_region(0, 13, "LOC"), _region(22, 28, "LOC")]
 
 
-def _task(task_id: int, annotations: list[tuple[int, list]]) -> dict:
+def _task(task_id: int, annotations: list[tuple], saved: str = SCORED_AT) -> dict:
+    """A task as Label Studio returns it; each annotation ``(id, result)`` or ``(id, result,
+    updated_at)``."""
     return {
         "id": task_id,
         "data": {"text": TEXT},
-        "annotations": [{"id": a, "result": r} for a, r in annotations],
+        "annotations": [
+            {"id": a[0], "result": a[1], "updated_at": a[2] if len(a) > 2 else saved}
+            for a in annotations
+        ],
     }
 
 
 def _publish(model_dir, tasks: list[dict], scores: dict[int, list[float]]) -> str:
-    """A version whose scores.json holds ``tasks``' annotations with the given scores."""
+    """A version whose scores.json holds ``tasks``' annotations with the given scores, and the
+    times Label Studio saved them (as a training stamps them)."""
     store = ProjectStore(model_dir, PROJECT)
     table = {}
     for item, task in zip(read_tasks(tasks, SPEC).tasks, tasks):
@@ -62,22 +75,11 @@ def _publish(model_dir, tasks: list[dict], scores: dict[int, list[float]]) -> st
             "fingerprint": fingerprint(item),
             "annotations": records,
         }
+    reviews.stamp_saved(table, reviews.saved_times(tasks))
     staging = store.staging_dir()
     atomic_write_json(staging / "scores.json", table)
     store.publish(staging, "srw-20260101-000000000-aaaaaa")
     return "srw-20260101-000000000-aaaaaa"
-
-
-def _updated(task_id: int, annotation_id: int, result: list, **overrides) -> dict:
-    """Label Studio's ANNOTATION_UPDATED webhook (the fields the backend reads)."""
-    body = {
-        "action": "ANNOTATION_UPDATED",
-        "project": {"id": PROJECT, "label_config": NER_CONFIG},
-        "task": {"id": task_id, "data": {"text": TEXT}},
-        "annotation": {"id": annotation_id, "task": task_id, "result": result},
-    }
-    body.update(overrides)
-    return body
 
 
 @pytest.fixture
@@ -95,10 +97,9 @@ def project(tmp_path):
     return client, ProjectStore(tmp_path / "models", PROJECT)
 
 
-def _post(client, body):
-    response = client.post("/webhook", json=body, headers=GOOD)
-    assert response.status_code == 200, response.get_data(as_text=True)
-    return response.get_json()
+def _decide(store: ProjectStore, *tasks: dict) -> dict:
+    """What the rescore does with ``tasks`` read from Label Studio."""
+    return reviews.decide(store, store.current_version(), SPEC, list(tasks))
 
 
 def _served(store: ProjectStore) -> dict:
@@ -108,20 +109,23 @@ def _served(store: ProjectStore) -> dict:
 
 def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
     client, store = project
-    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(5))])) == {"1/11": "confirmed"}
     served = _served(store)
     assert served["1"]["score"] == 1.0 and served["2"]["score"] == 0.2
     assert served["1"]["result"][0]["meta"] == {"text": [reviews.CONFIRMED_NOTE]}
     assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
-    # Kept on disk (it survives restarts and retrains), keyed by task, annotation and content.
-    kept = json.loads((store.root / "reviews.json").read_text())["decisions"]
-    (decision,) = kept.values()
+    # Kept on disk (it survives restarts and retrains), one current decision per annotation.
+    kept = json.loads((store.root / "reviews.json").read_text())
+    assert list(kept["decisions"]) == ["1/11"]
+    decision = kept["decisions"]["1/11"]
     assert decision["decision"] == "confirmed" and decision["score"] == 0.1
+    assert decision["saved_at"] == _at(5)
     assert (decision["task"], decision["annotation"], decision["labels"]) == (
         "1",
         "11",
         ["LOC", "PER"],
     )
+    assert [h[1:] for h in kept["history"]] == [["1", "11", "confirmed"]]
     # The same annotation with other labels is not confirmed: an edit undoes the confirmation.
     edited = {
         **store.scores(store.current_version())["1"],
@@ -136,119 +140,189 @@ def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
     assert {r["task"]: r["score"] for r in records if r["task"] in "12"} == {"1": 1.0, "2": 0.2}
 
 
-def test_a_note_on_a_region_confirms_and_a_repeat_is_counted(project):
+def test_unchanged_and_not_saved_since_it_was_scored_decides_nothing(project):
+    """A replayed or made-up event makes the rescore read the task: if Label Studio shows the
+    annotation as scored and not saved since, nothing was reviewed."""
+    _, store = project
+    assert _decide(store, _task(1, [(11, MERKEL_PER)])) == {}
+    assert _decide(store, _task(1, [(11, MERKEL_PER, "2025-12-31T23:00:00Z")])) == {}
+    assert not (store.root / "reviews.json").exists()
+    assert _served(store)["1"]["score"] == 0.1
+
+
+def test_a_note_on_a_region_confirms_and_each_save_counts_once(project):
     """The UI's Update needs a change: a note in a region's meta is one that leaves the labels
-    as they are, so it confirms."""
-    client, store = project
+    as they are, so it confirms. The same save read twice (two events) counts once."""
+    _, store = project
     noted = [{**MERKEL_PER[0], "meta": {"text": ["checked: correct"]}}, MERKEL_PER[1]]
-    assert _post(client, _updated(1, 11, noted))["review"] == "confirmed"
-    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
-    (decision,) = reviews.load(store)["decisions"].values()
+    assert _decide(store, _task(1, [(11, noted, _at(5))])) == {"1/11": "confirmed"}
+    assert _decide(store, _task(1, [(11, noted, _at(5))])) == {}  # replayed: decided already
+    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(6))])) == {"1/11": "confirmed"}
+    decision = reviews.load(store)["decisions"]["1/11"]
     assert decision["count"] == 2 and decision["score"] == 0.1
 
 
-def test_changed_update_fixes_and_a_later_unchanged_one_confirms_the_fix(project):
-    client, store = project
-    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "fixed"
+def test_changed_labels_fix_and_a_later_unchanged_save_confirms_the_fix(project):
+    _, store = project
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
     assert _served(store)["2"]["score"] == 0.2  # not confirmed: rescored like every change
-    # Updated again as fixed, before its rescore stored the new labels: a confirmation of the fix.
-    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "confirmed"
+    # Saved again as fixed, before its rescore stored the new labels: a confirmation of the fix.
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(7))])) == {"2/21": "confirmed"}
     inputs = reviews.review_inputs(store)
     assert inputs == {"tasks": ["2"], "score": [0.2], "fixed": [True], "labels": [["LOC", "PER"]]}
 
 
 def test_a_task_scores_as_its_least_reliable_unconfirmed_annotation(project):
-    client, store = project
-    assert _post(client, _updated(3, 31, MERKEL_PER))["review"] == "confirmed"
+    _, store = project
+    assert _decide(store, _task(3, [(31, MERKEL_PER, _at(5)), (32, MERKEL_PER)])) == {
+        "3/31": "confirmed"
+    }
     assert _served(store)["3"]["score"] == 0.9  # 31 confirmed; 32 still 0.9
     assert _served(store)["3"]["result"][0]["meta"]["text"] != [reviews.CONFIRMED_NOTE]
-    assert _post(client, _updated(3, 32, MERKEL_PER))["review"] == "confirmed"
+    assert _decide(store, _task(3, [(31, MERKEL_PER, _at(5)), (32, MERKEL_PER, _at(6))])) == {
+        "3/32": "confirmed"
+    }
     assert _served(store)["3"]["score"] == 1.0
 
 
-@pytest.mark.parametrize(
-    "change, why, level",
-    [
-        ({"annotation": {"id": 11, "task": 1}}, "no annotation with a result list", "WARNING"),
-        ({"annotation": {"id": "x", "result": []}}, "no integer id", "WARNING"),
-        ({"task": {"id": 1}}, "no data of task 1", "WARNING"),
-        ({"project": {"id": PROJECT}}, "labeling config cannot be read", "WARNING"),
-        (
-            {"task": {"id": 99, "data": {"text": TEXT}}},
-            "has not scored annotation 11 of task 99",
-            "INFO",
-        ),
-        (
-            {"annotation": {"id": 12, "task": 1, "result": MERKEL_PER}},
-            "has not scored annotation 12 of task 1",
-            "INFO",
-        ),
-    ],
-)
-def test_bad_or_unknown_review_events_decide_nothing_and_say_why(
-    project, caplog, change, why, level
-):
-    client, store = project
-    caplog.set_level(logging.INFO, logger="backend.reviews")
-    reply = _post(client, _updated(1, 11, MERKEL_PER, **change))
-    assert "review" not in reply and reply["status"] == "counted"
-    assert any(why in r.getMessage() and r.levelname == level for r in caplog.records), caplog.text
-    assert not (store.root / "reviews.json").exists()
-    assert store.status()["events_since_training"] == 1  # the event still counts
-
-
-def test_a_cancelled_annotation_decides_nothing(project, caplog):
-    client, store = project
-    caplog.set_level(logging.INFO, logger="backend.reviews")
-    body = _updated(1, 11, MERKEL_PER)
-    body["annotation"]["was_cancelled"] = True
-    assert "review" not in _post(client, body)
-    assert "not usable" in caplog.text and not (store.root / "reviews.json").exists()
-
-
-def test_reviewers_deciding_at_once_lose_no_decision(project, tmp_path):
-    """Many reviewers at once: each decision kept, on its own annotation; two on one
-    annotation (one confirms, one fixes) both kept, each keyed by the content it saw."""
+def test_unscored_cancelled_or_timeless_annotations_decide_nothing(project):
     _, store = project
-    app = make_app(tmp_path, retrain_after=1000)[0]
-    bodies = [_updated(1, 11, MERKEL_PER), _updated(1, 11, MERKEL_LOC)] + [
-        _updated(3, a, MERKEL_PER) for a in (31, 32)
-    ] * 5
-    barrier = threading.Barrier(len(bodies))
-    replies = [None] * len(bodies)
+    # an annotation the version has not scored (newer): its rescore scores it
+    assert _decide(store, _task(1, [(12, MERKEL_PER, _at(5))])) == {}
+    assert _decide(store, _task(99, [(11, MERKEL_PER, _at(5))])) == {}
+    # cancelled: not an annotation the engine reads
+    cancelled = _task(1, [(11, MERKEL_PER, _at(5))])
+    cancelled["annotations"][0]["was_cancelled"] = True
+    assert _decide(store, cancelled) == {}
+    # no time from Label Studio: the same labels cannot be proven saved again
+    timeless = _task(1, [(11, MERKEL_PER)])
+    del timeless["annotations"][0]["updated_at"]
+    assert _decide(store, timeless) == {}
+    assert not (store.root / "reviews.json").exists()
 
-    def review(i):
-        client = app.test_client()
+
+def test_a_webhook_body_never_decides(project):
+    """Whatever an ANNOTATION_UPDATED body carries, the webhook only counts the event and queues
+    the rescore that reads the task from Label Studio."""
+    client, store = project
+    body = {
+        "action": "ANNOTATION_UPDATED",
+        "project": {"id": PROJECT, "label_config": NER_CONFIG},
+        "task": {"id": 2, "data": {"text": TEXT}},
+        "annotation": {"id": 21, "task": 2, "result": MERKEL_LOC, "updated_at": _at(59)},
+    }
+    reply = client.post("/webhook", json=body, headers=GOOD).get_json()
+    assert reply == {"status": "counted", "action": "ANNOTATION_UPDATED", "rescore": "started"}
+    assert not (store.root / "reviews.json").exists()
+    assert set(store.status()["rescore_pending"]) == {"2"}
+
+
+def test_reviewers_deciding_at_once_lose_no_decision(project):
+    """Many rescores at once, of many saves: each decision kept on its own annotation, each save
+    counted once however often it is read."""
+    _, store = project
+    saves = [_task(1, [(11, MERKEL_LOC, _at(5))])] + [
+        _task(3, [(31, MERKEL_PER, _at(5)), (32, MERKEL_PER, _at(6))])
+    ] * 8
+    barrier = threading.Barrier(len(saves))
+
+    def review(task):
         barrier.wait()
-        replies[i] = client.post("/webhook", json=bodies[i], headers=GOOD)
+        _decide(store, task)
 
-    threads = [threading.Thread(target=review, args=(i,)) for i in range(len(bodies))]
+    threads = [threading.Thread(target=review, args=(task,)) for task in saves]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert all(r.status_code == 200 for r in replies)
-    kept = reviews.load(store)["decisions"].values()
-    on = {(d["task"], d["annotation"], d["decision"]): d["count"] for d in kept}
-    assert on[("3", "31", "confirmed")] == 5 and on[("3", "32", "confirmed")] == 5
-    # 11: the confirmation of what was scored (PER), and the fix to LOC, in either order
-    assert on[("1", "11", "confirmed")] == 1 and on[("1", "11", "fixed")] == 1
-    assert len(on) == 4
-    assert store.status()["events_since_training"] == len(bodies)
+    kept = reviews.load(store)["decisions"]
+    on = {key: (d["decision"], d["count"]) for key, d in kept.items()}
+    assert on == {"1/11": ("fixed", 1), "3/31": ("confirmed", 1), "3/32": ("confirmed", 1)}
+
+
+def test_forged_fixes_in_parallel_keep_one_decision(project):
+    """20 events naming one annotation make 20 reads of the same save: one fix."""
+    _, store = project
+    threads = [
+        threading.Thread(target=_decide, args=(store, _task(2, [(21, MERKEL_LOC, _at(5))])))
+        for _ in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    decisions = reviews.load(store)
+    assert {k: d["count"] for k, d in decisions["decisions"].items()} == {"2/21": 1}
+    assert len(decisions["history"]) == 1
+
+
+def test_reviews_json_stays_bounded(project):
+    """One current decision per annotation and the last HISTORY decisions, however many saves."""
+    _, store = project
+    for minute in range(1, 60):
+        for second in range(0, 60, 3):
+            stamp = f"2026-01-01T10:{minute:02d}:{second:02d}.000000Z"
+            _decide(store, _task(3, [(31, MERKEL_PER, stamp), (32, MERKEL_PER, stamp)]))
+    kept = reviews.load(store)
+    assert set(kept["decisions"]) == {"3/31", "3/32"}
+    assert kept["decisions"]["3/31"]["count"] == 59 * 20
+    assert len(kept["history"]) == reviews.HISTORY
+    assert (store.root / "reviews.json").stat().st_size < 100_000
+
+
+def test_the_earlier_layout_reads_as_its_latest_decision_per_annotation(project):
+    _, store = project
+    earlier = {
+        "decisions": {
+            "fixed:2/21/aaa": {
+                "decision": "fixed",
+                "task": "2",
+                "annotation": "21",
+                "hash": "aaa",
+                "score": 0.2,
+                "labels": ["PER"],
+                "last_at": 1.0,
+                "slips": [["Merkel", "PER"]],
+                "scored_hash": "000",
+            },
+            "confirmed:2/21/aaa": {
+                "decision": "confirmed",
+                "task": "2",
+                "annotation": "21",
+                "hash": "aaa",
+                "score": 0.2,
+                "labels": ["PER"],
+                "last_at": 2.0,
+            },
+        },
+        "seen": {"2/21": "aaa"},
+    }
+    (store.root / "reviews.json").write_text(json.dumps(earlier))
+    kept = reviews.load(store)
+    assert list(kept["decisions"]) == ["2/21"]
+    decision = kept["decisions"]["2/21"]
+    assert decision["decision"] == "confirmed" and decision["fixed"] is True
+    assert reviews.fixed_slips(store).counts == {("Merkel", "PER"): 1}
 
 
 def test_decisions_are_judged_against_the_scores_stored_now(project):
     """The scored annotations a process keeps parsed follow scores.json: after a rescore
-    stores task 2's new labels, saving them unchanged confirms them."""
-    client, store = project
-    assert _post(client, _updated(2, 21, MERKEL_PER))["review"] == "confirmed"  # parsed, kept
+    stores task 2's new labels (and when Label Studio saved them), the same labels saved again
+    confirm them, and not saved again decide nothing."""
+    _, store = project
+    assert _decide(store, _task(2, [(21, MERKEL_PER, _at(1))])) == {"2/21": "confirmed"}
     version = store.current_version()
-    (rescored,) = read_tasks([_task(2, [(21, MERKEL_LOC)])], SPEC).tasks
-    record = annotation_record(rescored.examples[0], "ner", 0.7, {}, 0)
-    store.store_scores(version, {"2": {**store.scores(version)["2"], "annotations": [record]}})
+    fixed = _task(2, [(21, MERKEL_LOC, _at(10))])
+    (rescored,) = read_tasks([fixed], SPEC).tasks
+    entry = {
+        **store.scores(version)["2"],
+        "annotations": [annotation_record(rescored.examples[0], "ner", 0.7, {}, 0)],
+    }
+    reviews.stamp_saved({"2": entry}, reviews.saved_times([fixed]))
+    store.store_scores(version, {"2": entry})
     assert reviews.scored_annotations(store, version)["2/21"]["score"] == 0.7
-    assert _post(client, _updated(2, 31, MERKEL_LOC)).get("review") is None  # not task 2's
-    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "confirmed"
+    assert _decide(store, fixed) == {}  # what the rescore read: no new save
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(11))])) == {"2/21": "confirmed"}
     assert _served(store)["2"]["score"] == 1.0
 
 
@@ -256,9 +330,9 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     """The review loop's `propagate` (benchmarks/review_loop.py): Merkel fixed from PER to LOC
     in task 2 halves the served score of every other annotation of Angela Merkel as PER, once
     per repeated (word, type); the fixed annotation itself waits for its rescore."""
-    client, store = project
-    assert _post(client, _updated(2, 21, MERKEL_LOC))["review"] == "fixed"
-    (decision,) = reviews.load(store)["decisions"].values()
+    _, store = project
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
+    decision = reviews.load(store)["decisions"]["2/21"]
     assert decision["slips"] == [["Angela", "PER"], ["Merkel", "PER"]]
     served = _served(store)
     assert served["1"]["score"] == pytest.approx(0.1 * 0.25)  # two repeated pairs
@@ -278,13 +352,16 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
         {"1": 0.1 * 0.25, "2": 0.2}
     )
     # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
-    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(6))])) == {"1/11": "confirmed"}
     assert _served(store)["1"]["score"] == 1.0
+    # ... and confirming the fix keeps its slips moving the others up.
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(7))])) == {"2/21": "confirmed"}
+    assert reviews.fixed_slips(store).counts == {("Angela", "PER"): 1, ("Merkel", "PER"): 1}
 
 
 def test_a_confirmation_records_no_slip(project):
-    client, store = project
-    assert _post(client, _updated(1, 11, MERKEL_PER))["review"] == "confirmed"
+    _, store = project
+    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(5))])) == {"1/11": "confirmed"}
     assert reviews.fixed_slips(store).counts == {}
     assert "slips_pending" not in store.status()
     assert _served(store)["2"]["score"] == 0.2

@@ -166,7 +166,9 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
     update(ctx, confirmed, annotation(ctx, confirmed)["result"])  # as it is
     update(ctx, fixed, retyped(annotation(ctx, fixed)["result"]))  # an entity retyped
     wait(ctx, lambda: served(ctx, confirmed) == pytest.approx(1.0), "confirmed not served 1")
-    assert decisions(ctx) == {(str(confirmed), "confirmed"), (str(fixed), "fixed")}
+    # Each decision is read from Label Studio by the rescore its event queued.
+    want = {(str(confirmed), "confirmed"), (str(fixed), "fixed")}
+    wait(ctx, lambda: decisions(ctx) == want, "the two decisions were not kept")
     wait(
         ctx,
         lambda: (
