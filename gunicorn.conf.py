@@ -30,6 +30,10 @@ graceful_timeout = 30
 max_requests = int(os.environ.get("MAX_REQUESTS", "0"))
 max_requests_jitter = max_requests // 10
 accesslog = "-"  # stdout; the app logs to stderr
+# gunicorn's control socket defaults to one path per user: two servers of one user share it and
+# one unlinks the other's. The backend is run by its environment (PORT, WORKERS, signals), so
+# none is made.
+control_socket_disable = True
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(L)ss pid=%(p)s'
 # Several torch threads per request, times workers x threads requests, thrash 2-core machines.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

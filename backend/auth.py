@@ -21,6 +21,12 @@ from backend.settings import Settings
 logger = logging.getLogger("backend.server")
 TEXT_REPLIES = {"application/json", "text/html"}
 OPEN_PATHS = {"/health"}
+# The report page: its own inline style and the histogram as a data: image, nothing else (no
+# script, frame, form, or request to anywhere).
+HTML_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 # What a request body may hold, checked before it is read. A webhook carries the task's data,
 # the annotation and the project with its labeling config: WEBHOOK_BODY is sized from what
 # Label Studio 1.23 sends for a long task (docs/security.md, tests/labelstudio/
@@ -62,6 +68,9 @@ def install(app: Flask, settings: Settings) -> None:
 
     @app.after_request
     def no_credential_in_a_reply(response):
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        if response.mimetype == "text/html":
+            response.headers["Content-Security-Policy"] = HTML_POLICY
         status = redact.redact(response.status, secrets)  # a 400's reason phrase: its message
         for path in model_dirs:
             status = status.replace(path, "MODEL_DIR")

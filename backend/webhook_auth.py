@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
 import logging
 import os
 import re
@@ -36,8 +37,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode
 
+from backend.outbound import OutboundRefused, bounded_get, fixed_url
 from backend.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,6 @@ TOKEN_HEADER = "X-SubRegWeigh-Webhook-Token"
 SECRET_FILE = ".webhook-secret"
 # A nonce as :func:`new_nonce` makes it, with room for other clients': URL-safe, bounded.
 NONCE = re.compile(r"[A-Za-z0-9_-]{16,128}")
-CHALLENGE_TIMEOUT = 5.0
 
 
 class WebhookSecretUnavailable(RuntimeError):
@@ -144,34 +145,29 @@ def new_nonce() -> str:
     return secrets.token_urlsafe(24)
 
 
-def proves_self(base_url: str, secret: bytes, get: Callable | None = None) -> tuple[bool, str]:
+def proves_self(base_url: str, secret: bytes, fetch: Callable | None = None) -> tuple[bool, str]:
     """Whether the backend at ``base_url`` is this one: it answers a fresh challenge at
     ``/health`` as only a holder of ``secret`` can. ``(proven, why not)``.
 
-    ``get``: ``requests.get``'s signature (tests pass a recorder). No credentials are sent, and a
-    redirect is an answer of its own (not followed): a server that redirects to this backend
-    has not proven anything.
+    The request goes to ``/health`` on the URL's scheme, host and port only (its path and query
+    are dropped), without credentials, following no redirect (a server that redirects to this
+    backend has not proven anything), bounded in bytes and time
+    (:func:`backend.outbound.bounded_get`; ``fetch``: its signature, for tests).
     """
-    if get is None:
-        import requests
-
-        get = requests.get
-    if urlsplit(base_url).scheme not in {"http", "https"}:
-        return False, "not an http(s) URL"
+    fetch = fetch or bounded_get
+    try:
+        url = fixed_url(base_url, "/health")
+    except OutboundRefused as err:
+        return False, str(err)
     nonce = new_nonce()
     try:
-        reply = get(
-            base_url.rstrip("/") + "/health",
-            params={"challenge": nonce},
-            timeout=CHALLENGE_TIMEOUT,
-            allow_redirects=False,
-        )
-    except Exception as err:  # unreachable, refused, timed out, a bad URL
-        return False, f"unreachable from here ({type(err).__name__})"
-    if reply.status_code != 200:
-        return False, f"/health answered HTTP {reply.status_code}"
+        status, body = fetch(f"{url}?{urlencode({'challenge': nonce})}")
+    except OutboundRefused as err:
+        return False, str(err)
+    if status != 200:
+        return False, f"/health answered HTTP {status}"
     try:
-        answer = reply.json().get("challenge_response")
+        answer = json.loads(body).get("challenge_response")
     except Exception:
         answer = None
     if not isinstance(answer, str):

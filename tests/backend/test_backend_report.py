@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+from backend.auth import HTML_POLICY
 from backend.jobs import IDLE, RUNNING, ThreadRunner
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
@@ -174,6 +175,9 @@ def test_report_json_and_page(stored):
 
     page = client.get("/report?project=7", headers=GOOD)
     assert page.status_code == 200 and page.mimetype == "text/html"
+    # no script, frame or request elsewhere may run in it (issue 42, item 12)
+    assert page.headers["Content-Security-Policy"] == HTML_POLICY
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
     html = page.get_data(as_text=True)
     assert "<td>bo@example.com</td>" in html and "Project 7: annotation report" in html
     # Without a public address, links go to LABEL_STUDIO_URL.

@@ -6,15 +6,18 @@ tests/labelstudio/test_webhook_leak.py."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import stat
 import threading
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from backend import service, webhook_auth
 from backend.labelstudio import LabelStudioUnavailable, _describe
+from backend.outbound import OutboundRefused
 from backend.settings import Settings, SettingsError
 from backend.webhook_auth import (
     TOKEN_HEADER,
@@ -96,61 +99,69 @@ def test_a_short_secret_is_refused_without_repeating_it(tmp_path):
     assert "x" * 40 not in repr(settings) and "webhook_secret" not in settings.public()
 
 
-class Reply:
-    def __init__(self, status, body):
-        self.status_code, self._body = status, body
-
-    def json(self):
-        if isinstance(self._body, Exception):
-            raise self._body
-        return self._body
-
-
 def _answering(how):
-    """A ``requests.get`` stand-in (no server: the real round trip is in test_webhook_leak.py)
-    whose reply ``how(nonce)`` builds; records the calls."""
+    """A :func:`backend.outbound.bounded_get` stand-in for the answers' parsing (the real
+    requests, to real hostile servers, are in tests/backend/test_outbound.py) whose reply
+    ``how(nonce)`` builds: ``(status, JSON body)``, or an exception raised. Records the URLs."""
     calls = []
 
-    def get(url, params, timeout, allow_redirects):
-        calls.append((url, dict(params), allow_redirects))
-        result = how(params["challenge"])
+    def fetch(url):
+        calls.append(url)
+        result = how(parse_qs(urlsplit(url).query)["challenge"][0])
         if isinstance(result, Exception):
             raise result
-        return result
+        status, body = result
+        return status, body if isinstance(body, bytes) else json.dumps(body).encode()
 
-    return get, calls
+    return fetch, calls
 
 
 @pytest.mark.parametrize(
     "how, proven, why",
     [
-        (lambda n: Reply(200, {"challenge_response": challenge_response(SECRET, n)}), True, ""),
+        (lambda n: (200, {"challenge_response": challenge_response(SECRET, n)}), True, ""),
         (
-            lambda n: Reply(200, {"challenge_response": challenge_response(b"x" * 32, n)}),
+            lambda n: (200, {"challenge_response": challenge_response(b"x" * 32, n)}),
             False,
             "wrongly",
         ),
-        (lambda n: Reply(200, {"status": "UP"}), False, "did not answer"),
-        (lambda n: Reply(200, ValueError("not JSON")), False, "did not answer"),
-        (lambda n: Reply(302, {}), False, "HTTP 302"),  # a redirect proves nothing
-        (lambda n: Reply(401, {}), False, "HTTP 401"),
-        (lambda n: ConnectionError("refused"), False, "unreachable"),
+        (lambda n: (200, {"status": "UP"}), False, "did not answer"),
+        (lambda n: (200, b"not JSON"), False, "did not answer"),
+        (lambda n: (302, {}), False, "HTTP 302"),  # a redirect proves nothing
+        (lambda n: (401, {}), False, "HTTP 401"),
+        (lambda n: OutboundRefused("unreachable from here"), False, "unreachable"),
     ],
 )
 def test_proves_self(how, proven, why):
-    get, calls = _answering(how)
-    got, reason = proves_self("http://backend:9090/", SECRET, get=get)
+    fetch, calls = _answering(how)
+    got, reason = proves_self("http://backend:9090/", SECRET, fetch=fetch)
     assert got is proven and why in reason and bool(reason) is not proven
-    proves_self("http://backend:9090/", SECRET, get=get)
-    url, params, allow_redirects = calls[0]
-    assert url == "http://backend:9090/health" and allow_redirects is False
-    assert webhook_auth.NONCE.fullmatch(params["challenge"])
-    assert len({c[1]["challenge"] for c in calls}) == len(calls)  # a fresh nonce each time
+    proves_self("http://backend:9090/", SECRET, fetch=fetch)
+    assert urlsplit(calls[0])._replace(query="").geturl() == "http://backend:9090/health"
+    nonces = [parse_qs(urlsplit(url).query)["challenge"][0] for url in calls]
+    assert all(webhook_auth.NONCE.fullmatch(n) for n in nonces)
+    assert len(set(nonces)) == len(calls)  # a fresh nonce each time
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "http://backend:9090/internal/admin/delete-everything?confirm=yes&x=",
+        "http://user:pw@backend:9090/ml/#frag",
+    ],
+)
+def test_the_challenge_goes_to_a_fixed_path_whatever_the_url_carries(base):
+    fetch, calls = _answering(lambda n: (200, {}))
+    proves_self(base, SECRET, fetch=fetch)
+    (url,) = calls
+    parts = urlsplit(url)
+    assert (parts.scheme, parts.netloc, parts.path) == ("http", "backend:9090", "/health")
+    assert list(parse_qs(parts.query)) == ["challenge"]
 
 
 def test_proves_self_asks_only_http_urls():
-    get, calls = _answering(lambda n: Reply(200, {}))
-    assert proves_self("file:///etc/passwd", SECRET, get=get) == (False, "not an http(s) URL")
+    fetch, calls = _answering(lambda n: (200, {}))
+    assert proves_self("file:///etc/passwd", SECRET, fetch=fetch) == (False, "not an http(s) URL")
     assert calls == []
 
 

@@ -184,3 +184,19 @@ def test_a_refused_setup_says_why_in_the_status_line(tmp_path):
             400,
             "extra parameter k is 0; it must be at least 1",
         )
+
+
+def test_two_servers_of_one_user_share_no_control_socket(tmp_path):
+    """gunicorn's control socket defaults to one path per user ($XDG_RUNTIME_DIR or
+    ~/.gunicorn): the second server of a user took it and the first's stop unlinked it
+    (issue 42, item 10). gunicorn.conf.py makes none."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "XDG_RUNTIME_DIR": str(home)}
+    first = BackendServer(tmp_path / "a", env, tmp_path / "a.log", workers=1)
+    second = BackendServer(tmp_path / "b", env, tmp_path / "b.log", workers=1)
+    with first, second:
+        assert first.get("/health")[0] == 200 and second.get("/health")[0] == 200
+        assert not list(home.rglob("*.ctl")), list(home.rglob("*"))
+        first.stop()
+        assert second.get("/health")[0] == 200
