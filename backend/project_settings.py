@@ -171,14 +171,21 @@ def effective(settings: Settings, store: ProjectStore) -> Settings:
         ) from None
 
 
+def check(settings: Settings, raw) -> tuple[dict, Settings]:
+    """``raw`` extra parameters as overrides, and the settings they make with ``settings`` (the
+    server's), checked as a whole (N at least K) and within the server's limits;
+    :class:`SettingsError` naming what does not work."""
+    overrides = parse_extra_params(raw)
+    return overrides, settings.for_project(overrides)
+
+
 def apply(settings: Settings, store: ProjectStore, raw) -> list[str]:
     """Check a /setup's ``raw`` extra parameters against ``settings`` (the server's), store
     them as the project's, and return the scoring settings whose effective value they changed
     (``["k", "score"]``; [] when nothing that changes the scores changed). Raises
     :class:`SettingsError`, storing nothing, when they do not work: the project keeps the
     settings it had."""
-    overrides = parse_extra_params(raw)
-    new = settings.for_project(overrides)  # checked as a whole (N at least K)
+    overrides, new = check(settings, raw)
     try:
         old_overrides = store.replace_overrides(overrides)
     except OSError as err:

@@ -118,6 +118,10 @@ def setup():
     if "extra_params" in body:  # Label Studio always sends it (null when unset)
         store = _store(project)
         if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
+            try:  # what is wrong with them is said first, whoever asks
+                project_settings.check(_settings(), body["extra_params"])
+            except SettingsError as err:
+                raise BadRequest(str(err)) from None
             membership.require_exists(_settings(), store)
         _project_settings(store, body["extra_params"])
     return jsonify(model_version=service.model_version(_settings(), project))
@@ -259,6 +263,7 @@ def _status(value) -> dict:
     )
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
+    status["serving"] = service.serving(store, status["is_training"])
     status["disk"] = service.disk_space(_settings(), store)
     status["settings"] = project_settings.shown(_settings(), store)
     selftest = status.get("selftest") or {"state": "idle"}

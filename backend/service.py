@@ -26,7 +26,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 
-from backend import membership, project_settings, reviews
+from backend import budget, membership, project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.redact import printable, redact, secrets_of
 from backend.reference import reference_examples
@@ -210,6 +210,26 @@ def release_memory() -> None:
 
 
 # --------------------------------------------------------------------------------- predict
+
+
+def serving(store: ProjectStore, training: bool) -> dict:
+    """What /status says serves ``store``'s project: the version, and whether it is an early
+    version (its ``early``: what it is) left by a training that did not finish (``training``:
+    whether one runs now)."""
+    version = store.current_version()
+    if version is None:
+        return {"version": None, "message": "nothing yet: the first training publishes one"}
+    early = store.meta(version).get("early")
+    if not early:
+        return {"version": version, "early": None, "message": "a training's full version"}
+    if training:
+        message = f"an early version of the training running now ({early})"
+    else:
+        message = (
+            f"an early version ({early}) of a training that did not finish: weaker than a full "
+            "version; the next training replaces it"
+        )
+    return {"version": version, "early": early, "message": message}
 
 
 def model_version(settings: Settings, project: str | None) -> str:
@@ -457,7 +477,8 @@ def _train_project(project: str, settings: Settings) -> dict:
         changed_since_fetch={},  # the fetch below reads every change made until now
     )
     try:  # with the project's settings, read now: a queued job uses the latest
-        result = _train(project, store, project_settings.effective(settings, store))
+        with budget.within(settings.training_seconds, settings.training_memory_mb):
+            result = _train(project, store, project_settings.effective(settings, store))
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         if no_space(err):
@@ -828,7 +849,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         scores = score_tasks(early, spec, items, settings.score, quick=True)
         reviews.stamp_saved(scores, saved)
         try:
-            version = _save_version(store, early, scores, version_meta_args)
+            version = _save_version(store, early, scores, version_meta_args, early=what)
             _serve_in_label_studio(api, store, project, version, scores)
             # before early_version names this one: the last early scores go too
             _drop_superseded_predictions(api, store, project, version)
@@ -982,9 +1003,12 @@ def _weigher_of(scout, settings: Settings, crf=None):
     return SubRegWeigh.from_scout(scout, crf=crf, **_weigh_params(settings), n_jobs=settings.n_jobs)
 
 
-def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> str:
+def _save_version(
+    store: ProjectStore, srw, scores: dict, meta_args: tuple, early: str | None = None
+) -> str:
     """Publish a new version of ``srw``'s scouts and ``scores`` and serve it; its name.
-    ``meta_args``: :func:`version_meta`'s arguments after the version's name."""
+    ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
+    an early version of a training is (its meta's ``early``; /status says so while it serves)."""
     version = new_version_name()
     staging = store.staging_dir()
     try:
@@ -993,7 +1017,8 @@ def _save_version(store: ProjectStore, srw, scores: dict, meta_args: tuple) -> s
         if srw.crf_ is not None:
             srw.crf_.save(staging / store.crf_file(version).name)
         atomic_write_json(staging / "scores.json", scores)
-        atomic_write_json(staging / "meta.json", version_meta(version, *meta_args, srw.scout_))
+        meta = version_meta(version, *meta_args, srw.scout_)
+        atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
         store.publish(staging, version)
     except BaseException:
         store.discard(staging)
@@ -1138,7 +1163,8 @@ def _selftest_project(project: str, settings: Settings) -> dict:
         selftest={"state": "running", "started_at": time.time(), "message": "fetching annotations"}
     )
     try:
-        outcome = _selftest(project, store, project_settings.effective(settings, store))
+        with budget.within(settings.training_seconds, settings.training_memory_mb, "the self-test"):
+            outcome = _selftest(project, store, project_settings.effective(settings, store))
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         store.update_status(

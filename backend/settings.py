@@ -205,6 +205,12 @@ GROUPS = {
 }
 
 _ENGINE = dict(group="engine", training=True, per_project=True, scoring=True)
+# SRW_PROJECT_LIMITS' default: what one project may ask of a 2-core, 24 GB machine (three
+# MiniLM scouts of 14,000 tasks trained in 1,244 s with a peak of 4,034 MiB: README).
+DEFAULT_PROJECT_LIMITS = (
+    "k=50,n_samples=2000,n_scouts=5,epochs=20,max_steps=20000,early_steps=5000,"
+    "batch_size=64,max_length=512,warm_epochs=5,full_retrain_every=100"
+)
 _SCOUT = dict(group="scout", training=True, scout=True, per_project=True, scoring=True)
 
 # Every setting, in the order of the docs and of docker-compose.yml.
@@ -295,6 +301,36 @@ SETTINGS: tuple[Setting, ...] = (
         "MAX_REQUEST_MB",
         ("--max-request-mb",),
         minimum=1,
+    ),
+    Setting(
+        "project_limits",
+        str,
+        DEFAULT_PROJECT_LIMITS,
+        "the most a project's own settings (its connection's extra parameters) may ask for, as "
+        "NAME=MAX pairs; /setup refuses a value above them, and a training of a project whose "
+        "stored value no longer fits fails saying so. The defaults suit a 2-core, 24 GB "
+        "machine; the server's own SRW_* values are not bound by them",
+        "SRW_PROJECT_LIMITS",
+        pattern=r"([a-z_]+=[0-9]+)(,[a-z_]+=[0-9]+)*",
+        rule="NAME=MAX pairs separated by commas, each NAME a numeric per-project setting",
+    ),
+    Setting(
+        "training_seconds",
+        int,
+        7200,
+        "a training (or self-test) still running after this many seconds is stopped and "
+        "fails; the last good version keeps serving",
+        "SRW_TRAINING_SECONDS",
+        minimum=10,
+    ),
+    Setting(
+        "training_memory_mb",
+        int,
+        12288,
+        "a training (or self-test) whose process grows this many MB beyond its size when it "
+        "started is stopped and fails; the last good version keeps serving",
+        "SRW_TRAINING_MEMORY_MB",
+        minimum=256,
     ),
     Setting(
         "min_free_mb",
@@ -689,6 +725,10 @@ TRAINING = tuple(s.name for s in SETTINGS if s.training)
 # Settings a project may override through its Label Studio connection's extra parameters
 # (backend.project_settings); the rest are the server's alone.
 PER_PROJECT = tuple(s.name for s in SETTINGS if s.per_project)
+# The per-project settings SRW_PROJECT_LIMITS may bound: those whose cost grows with the value.
+LIMITABLE = frozenset(
+    s.name for s in SETTINGS if s.per_project and s.type is int and s.name != "seed"
+)
 # The per-project settings the scores depend on: a project's change of one retrains it.
 SCORING = tuple(s.name for s in SETTINGS if s.scoring)
 SECRETS = tuple(s.name for s in SETTINGS if s.secret)
@@ -718,10 +758,16 @@ class Settings:
             object.__setattr__(self, s.name, s.coerce(getattr(self, s.name)))
         if self.reference and not self.reference_path.is_file():
             raise SettingsError(
-                f"{BY_NAME['reference'].names} is {self.reference!r}; no such file in "
-                f"{self.reference_folder} (SRW_REFERENCE_DIR); it holds "
+                f"{BY_NAME['reference'].names} is {shown(self.reference)}; no such file in the "
+                "reference folder (SRW_REFERENCE_DIR); it holds "
                 + (", ".join(_files(self.reference_folder)) or "no data sets")
             )
+        for name in self.limits:
+            if name not in LIMITABLE:
+                raise SettingsError(
+                    f"SRW_PROJECT_LIMITS names {shown(name)}; it may bound "
+                    + ", ".join(sorted(LIMITABLE))
+                )
         if self.n_samples < self.k:
             n, k = BY_NAME["n_samples"], BY_NAME["k"]
             raise SettingsError(
@@ -770,12 +816,35 @@ class Settings:
         """What a training computes (:data:`TRAINING`), as plain values a job can carry."""
         return {name: getattr(self, name) for name in TRAINING}
 
+    @property
+    def limits(self) -> dict[str, int]:
+        """SRW_PROJECT_LIMITS: setting name -> the most a project may set it to."""
+        pairs = (pair.split("=", 1) for pair in self.project_limits.split(",") if pair)
+        return {name: int(value) for name, value in pairs}
+
     def for_project(self, overrides: Mapping) -> Settings:
         """These settings with a project's ``overrides`` (field -> value, :data:`PER_PROJECT`
-        only), checked as a whole (:class:`SettingsError`, say, when N falls below K)."""
+        only), checked as a whole (:class:`SettingsError`, say, when N falls below K), within
+        the server's :attr:`limits`, and with a scout model only from what the server has
+        (:func:`allowed_model`)."""
         unknown = set(overrides) - set(PER_PROJECT)
         if unknown:
             raise SettingsError(f"not settings a project may override: {sorted(unknown)}")
+        limits = self.limits
+        for name, value in overrides.items():
+            limit = limits.get(name)
+            if limit is not None and isinstance(value, (int, float)) and value > limit:
+                raise SettingsError(
+                    f"{BY_NAME[name].env} is {shown(value)}; this server lets a project set at "
+                    f"most {limit} (SRW_PROJECT_LIMITS)"
+                )
+        model = overrides.get("scout_model")
+        if model not in (None, "", self.scout_model) and not allowed_model(model):
+            raise SettingsError(
+                f"SRW_MODEL is {shown(model)}; a project may name only a model this server "
+                "already has in its Hugging Face cache (an organisation/name), or the server's "
+                "own (SRW_MODEL)"
+            )
         return dataclasses.replace(self, **overrides)
 
     def with_training(self, training: Mapping) -> Settings:
@@ -794,6 +863,23 @@ class Settings:
             for s in SETTINGS
             if not s.secret
         }
+
+
+# A model name a project may give: a Hugging Face organisation/name, never a path.
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
+
+
+def allowed_model(name: str) -> bool:
+    """Whether a project may train its scout on ``name``: an ``organisation/name`` already in
+    this machine's Hugging Face cache (nothing is downloaded for a project, and no path, such as
+    another project's stored scout, is read)."""
+    if not _MODEL_NAME.fullmatch(name) or ".." in name:
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # no hub library: only the server's own model
+        return False
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 def _files(folder: Path, shown: int = 20) -> list[str]:

@@ -431,6 +431,12 @@ class ProjectStore:
             else:
                 continue
             removed.append(name)
+        # a process killed between publishing a version and pruning the old ones
+        current = self.current_version()
+        for old in self._complete_versions()[:-KEEP_VERSIONS]:
+            if old != current:
+                self._trash(self.versions / old)
+                removed.append(old)
         if removed:
             logger.info(
                 "project %s: removed %d leftovers of killed trainings: %s",

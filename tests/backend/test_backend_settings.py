@@ -311,6 +311,8 @@ def _values(s: Setting) -> tuple:
         return (low + (high - low) / 4, low + (high - low) / 2)
     if s.url:
         return (f"http://env.example:1/{s.name}", f"http://flag.example:2/{s.name}")
+    if s.name == "project_limits":
+        return ("epochs=7", "k=30,n_samples=300")
     return (f"{s.name}-from-the-environment", f"{s.name}-from-a-flag-0123")
 
 

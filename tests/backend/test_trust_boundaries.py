@@ -60,14 +60,14 @@ def test_an_unknown_action_or_value_is_echoed_cut_short(tmp_path, caplog):
 
 
 def test_events_of_a_project_that_does_not_train_keep_no_task(tmp_path):
-    """20,000 events naming distinct tasks of a project with no version: counted, and the
+    """3,000 events naming distinct tasks of a project with no version: counted, and the
     status stays a few hundred bytes (nothing would ever read the tasks)."""
     app, client, _ = make_app(tmp_path, retrain_after=10**9)
-    for task in range(20_000):
+    for task in range(3_000):
         event = {"action": "ANNOTATION_CREATED", "project": {"id": 3}, "task": {"id": task}}
         assert client.post("/webhook", json=event, headers=GOOD).status_code == 200
     status_file = tmp_path / "models" / "3" / "status.json"
-    assert json.loads(status_file.read_text())["events_since_training"] == 20_000
+    assert json.loads(status_file.read_text())["events_since_training"] == 3_000
     assert status_file.stat().st_size < 1_000
 
 
@@ -139,3 +139,30 @@ def test_replies_say_nosniff_and_html_carries_a_policy(tmp_path):
     for path in ("/health", "/status?project=1", "/report.json?project=1"):
         assert client.get(path, headers=GOOD).headers["X-Content-Type-Options"] == "nosniff"
     assert "script-src" not in HTML_POLICY and "default-src 'none'" in HTML_POLICY
+
+
+def test_status_says_plainly_an_early_version_of_an_unfinished_training_serves(tmp_path):
+    """Item 8: a training killed after its CRF-only early version leaves that version serving;
+    /status says so, and start-up prunes what a kill between publishing and pruning left."""
+    from backend.store import KEEP_VERSIONS
+
+    model_dir = tmp_path / "models"
+    store = ProjectStore(model_dir, 2)
+    names = [f"srw-2026010{i}-000000000-aaaaaa" for i in range(1, 6)]
+    for name in names:
+        staging = store.staging_dir()
+        atomic_write_json(staging / "scores.json", {})
+        atomic_write_json(staging / "meta.json", {"early": "the CRF alone, while the scout trains"})
+        # a publish whose prune never ran: the version moved in, CURRENT set
+        atomic_write_json(staging / "COMPLETE", {"version": name, "files": {}})
+        (store.versions).mkdir(parents=True, exist_ok=True)
+        staging.rename(store.versions / name)
+        store._release(staging)
+        (store.root / "CURRENT").write_text(name)
+    assert len(store.all_versions()) == 5
+    _, client, _ = make_app(tmp_path)  # start-up cleans every project
+    assert store.all_versions() == names[-KEEP_VERSIONS:]
+    serving = client.get("/status?project=2", headers=GOOD).get_json()["serving"]
+    assert serving["version"] == names[-1]
+    assert serving["early"] == "the CRF alone, while the scout trains"
+    assert "did not finish" in serving["message"]

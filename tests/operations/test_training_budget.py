@@ -1,0 +1,83 @@
+"""A training's budget (issue 42, item 4): settings a project asks for beyond the server's
+limits are refused at /setup, and a training that runs past SRW_TRAINING_SECONDS is stopped,
+fails saying why, and leaves the last good version serving. A real scout trains on real CoNLL
+sentences; only Label Studio's API is stood in for (it is not what this is about; the settings'
+round trip through a real Label Studio is tests/labelstudio/test_project_settings_ls.py)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from backend import service
+from backend.server import create_app
+from backend.settings import Settings
+from backend.store import ProjectStore
+from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
+from tests.doubles import FakeRunner, ProjectsOfLabelStudio
+
+TASKS = conll_tasks(np.random.default_rng(3), 300)
+
+
+class ProjectInLabelStudio:
+    """Label Studio's API for one project of 300 annotated CoNLL sentences."""
+
+    def __init__(self, url, api_key, **kwargs):
+        pass
+
+    def label_config(self, project):
+        return NER_CONFIG
+
+    def users(self):
+        return {}
+
+    def tasks(self, project):
+        return [{"id": i, **task} for i, task in enumerate(TASKS, 1)]
+
+
+def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
+    tmp_path, tiny_scout, monkeypatch
+):
+    monkeypatch.setattr(service, "LabelStudioAPI", ProjectInLabelStudio)
+    model_dir = tmp_path / "models"
+    serving = publish_scout(model_dir, 4, tiny_scout)
+    settings = Settings(
+        model_dir=str(model_dir),
+        label_studio_url="http://127.0.0.1:1",
+        label_studio_api_key="key",
+        training_seconds=10,
+        epochs=20,
+        n_scouts=1,
+        early_steps=0,
+    )
+    start = time.monotonic()
+    try:
+        service.train_project("4", settings)
+        raise AssertionError("the training finished within 10 s: the test needs a longer one")
+    except service.budget.BudgetExceeded as err:
+        assert "past its budget of 10 s (SRW_TRAINING_SECONDS)" in str(err)
+    assert time.monotonic() - start < 40
+    store = ProjectStore(model_dir, 4)
+    status = store.status()
+    assert status["state"] == "failed" and "SRW_TRAINING_SECONDS" in status["last_error"]
+    assert store.current_version() == serving and store.all_versions() == [serving]
+
+
+def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch):
+    monkeypatch.setattr("backend.membership.LabelStudioAPI", ProjectsOfLabelStudio)
+    settings = Settings(model_dir=str(tmp_path / "models"), project_limits="epochs=10,k=20")
+    client = create_app(settings, runner=FakeRunner(), selftest_runner=FakeRunner()).test_client()
+    for params, why in [
+        ({"epochs": 1_000_000}, "SRW_EPOCHS is 1000000; this server lets a project set at most 10"),
+        ({"k": 5_000_000, "n_samples": 5_000_000}, "SRW_K is 5000000"),
+        ({"scout_model": "/srv/models/7/versions/v1/scout"}, "may name only a model"),
+        ({"scout_model": "../../etc"}, "may name only a model"),
+    ]:
+        body = {"project": "1.1", "schema": NER_CONFIG, "extra_params": params}
+        reply = client.post("/setup", json=body)
+        assert reply.status_code == 400, params
+        assert why in reply.get_json()["error"] and why[:40] in reply.status
+    assert not (tmp_path / "models" / "1" / "settings.json").exists()
+    body = {"project": "1.1", "schema": NER_CONFIG, "extra_params": {"epochs": 10, "k": 20}}
+    assert client.post("/setup", json=body).status_code == 200
