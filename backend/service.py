@@ -1037,9 +1037,15 @@ def _serve_in_label_studio(
     """Write ``version``'s ``scores`` as served (reviews applied) and make it the project's
     model version, which Label Studio's prediction score counts. The superseded predictions
     stay: :func:`_drop_superseded_predictions` is the caller's, once it has said so."""
+    # Recorded before writing: a version whose predictions may be in Label Studio is ours to
+    # delete once superseded, and no other (another backend's on the same project).
+    store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
     with store.locked("writing"):
         _write_predictions(api, project, version, reviews.served(store, scores))
         api.set_model_version(int(project), version)
+
+
+WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
 
 
 def _drop_superseded_predictions(
@@ -1048,21 +1054,27 @@ def _drop_superseded_predictions(
     """Delete from Label Studio the predictions of this backend's versions that ``served``
     supersedes: those the store no longer keeps, and the early scores of the training that
     made ``served``. Each retraining writes a prediction per task, so without this a project's
-    predictions grow with every version, twice with early scores. Predictions of other model
-    versions (another backend's, imported ones) stay. A failure is logged: the scores are
-    served already."""
-    kept = set(store.all_versions()) - {store.status().get("early_version")}
+    predictions grow with every version, twice with early scores. Only versions this backend
+    wrote (its status's ``written_versions``) are deleted: another backend's on the same project
+    (whatever its names), and imported ones, stay. A failure is logged: the scores are served
+    already."""
+    status = store.status()
+    kept = set(store.all_versions()) - {status.get("early_version")}
+    ours = set(status.get("written_versions") or ())
     try:
         stale = [
             version
             for version in api.model_versions(int(project))
-            if version.startswith("srw-") and version != served and version not in kept
+            if version in ours and version != served and version not in kept
         ]
         for version in stale:
             api.delete_model_version(int(project), version)
     except LabelStudioUnavailable as err:
         logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
         return
+    if stale:
+        gone = set(stale)
+        store.update_status(written_versions=lambda old: [v for v in (old or []) if v not in gone])
     if stale:
         logger.info(
             "project %s: deleted the predictions of superseded versions %s from Label Studio",

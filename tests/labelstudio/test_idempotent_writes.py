@@ -162,7 +162,8 @@ def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413():
 def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
     """Serving a version deletes, in Label Studio, the predictions of this backend's versions
     the store no longer keeps and of the training's superseded early scores; a version the
-    store keeps, the served one and other model versions (an import, another backend) stay."""
+    store keeps, the served one and other model versions (an import, another backend's named
+    as ours are: issue 42, item 7) stay."""
     from backend.service import _drop_superseded_predictions
     from backend.store import ProjectStore, new_version_name
 
@@ -173,12 +174,13 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
         ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 3)
         tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
         store = ProjectStore(tmp_path, pid)
-        gone, kept, early, served = (new_version_name() for _ in range(4))
+        gone, kept, early, served, theirs = (new_version_name() for _ in range(5))
         for version in (kept, early, served):  # gone: pruned from the store already
             store.publish(store.staging_dir(), version)
-        store.update_status(early_version=early)
+        # what _serve_in_label_studio records of the versions this backend wrote
+        store.update_status(early_version=early, written_versions=[gone, kept, early, served])
         api = LabelStudioAPI(ls.url, ls.token, retries=0)
-        versions = (gone, kept, early, served, "imported-1")
+        versions = (gone, kept, early, served, theirs, "imported-1")
         api.write_predictions(
             pid,
             [
@@ -193,6 +195,7 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
         _drop_superseded_predictions(api, store, str(pid), served)
 
         left = {v: n for v, n in api.model_versions(pid).items() if n}
-        assert left == {kept: 3, served: 3, "imported-1": 3}
+        assert left == {kept: 3, served: 3, theirs: 3, "imported-1": 3}
+        assert store.status()["written_versions"] == [kept, served]
         _drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
         assert {v: n for v, n in api.model_versions(pid).items() if n} == left
