@@ -431,7 +431,7 @@ def disk_space(settings: Settings, store: ProjectStore) -> dict:
 def disk_full_message(settings: Settings, space: dict) -> str:
     """Why a training does not start: ``disk full: N MB free in MODEL_DIR, ...``."""
     return (
-        f"disk full: {space['free_mb']} MB free in MODEL_DIR ({settings.model_dir}), a version "
+        f"disk full: {space['free_mb']} MB free in MODEL_DIR, a version "
         f"needs about {space['needed_mb']} MB (the last version's size plus 20%, at least "
         "SRW_MIN_FREE_MB); free space there, or enlarge the volume"
     )

@@ -42,7 +42,10 @@ def _pids(log: str) -> set[str]:
 
 def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_scout):
     model_dir = tmp_path / "models"
-    publish_scout(model_dir, 1, tiny_scout, "srw-20260101-000000000-aaaaaa")
+    # Tasks 100-104 are the project's (a training stored them; their texts changed since): what
+    # /predict computes of them is stored. Without Label Studio here, no other task is.
+    stale = {str(100 + i): {"result": [], "score": 0.5, "fingerprint": "old"} for i in range(5)}
+    publish_scout(model_dir, 1, tiny_scout, "srw-20260101-000000000-aaaaaa", scores=stale)
     log_path = tmp_path / "gunicorn.log"
     with BackendServer(model_dir, {"LOG_LEVEL": "INFO"}, log_path, workers=2, threads=4) as backend:
         # 1. A burst of concurrent requests for the same new tasks: all answer alike.

@@ -77,6 +77,10 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
             return {}
 
     service.LabelStudioAPI = LabelStudio
+    from backend import membership
+    from tests.doubles import ProjectsOfLabelStudio
+
+    membership.LabelStudioAPI = ProjectsOfLabelStudio  # project 1 is connected
     if without_fix:  # the code before the fix, to measure what it did
         service.release_memory = lambda: None
         service._forget_versions = lambda store, keep: None
