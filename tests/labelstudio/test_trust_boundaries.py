@@ -14,6 +14,7 @@ one Label Studio, A connected to our backend behind basic auth and trained, B no
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -240,3 +241,61 @@ def test_events_for_projects_not_connected_here_make_no_directory(two_projects):
     reply = _event(ctx, {"id": ctx["b_task"]}, {"id": 1}, project=ctx["b"])
     assert reply.status_code == 403
     assert not (ctx["models"] / str(ctx["b"])).exists()
+
+
+def test_what_label_studio_sends_for_a_long_task_fits_the_webhook_cap(two_projects):
+    """Item 2's cap is sized from Label Studio's own webhooks: an annotation of a
+    200,000-character task with 2,000 regions, as Label Studio 1.23 sends it to a webhook."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from backend.auth import WEBHOOK_BODY
+
+    ctx = two_projects
+    ls = ctx["ls"]
+    sizes: list[int] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            sizes.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        project = ls.api("POST", "/api/projects", {"title": "long", "label_config": NER_CONFIG})
+        ls.api(
+            "POST",
+            "/api/webhooks",
+            {
+                "project": project["id"],
+                "url": f"http://127.0.0.1:{server.server_address[1]}/webhook",
+                "send_payload": True,
+                "send_for_all_actions": False,
+                "actions": ["ANNOTATION_CREATED"],
+            },
+        )
+        word = "Zebulon "
+        text = word * (200_000 // len(word))
+        ls.api("POST", f"/api/projects/{project['id']}/import", [{"text": text}])
+        (task,) = ls.api("GET", f"/api/projects/{project['id']}/tasks")
+        regions = [
+            {
+                "id": f"r{i}",
+                "from_name": "label",
+                "to_name": "text",
+                "type": "labels",
+                "value": {"start": s, "end": s + 7, "text": "Zebulon", "labels": ["PER"]},
+            }
+            for i, s in enumerate(range(0, 2000 * len(word), len(word)))
+        ]
+        ls.api("POST", f"/api/tasks/{task['id']}/annotations", {"result": regions})
+        _wait("the webhook", lambda: sizes)
+    finally:
+        server.shutdown()
+    print(f"Label Studio's ANNOTATION_CREATED for the long task: {sizes[0]} bytes")
+    assert 200_000 < sizes[0] < WEBHOOK_BODY / 4, sizes
