@@ -203,3 +203,33 @@ def test_two_servers_of_one_user_share_no_control_socket(tmp_path):
         assert not list(home.rglob("*.ctl")), list(home.rglob("*"))
         first.stop()
         assert second.get("/health")[0] == 200
+
+
+def test_a_large_body_without_credentials_costs_no_memory(tmp_path):
+    """Issue 42, item 2: a 45 MB webhook body without credentials cost 1.4 GB of resident
+    memory before its 401 (the JSON was parsed first), and four at once got the workers killed.
+    Now the 401 comes from the headers: four at once leave the server's size as it was."""
+    import requests
+
+    from testbed.servers import tree_rss_mb
+
+    env = {"BASIC_AUTH_USER": "lead", "BASIC_AUTH_PASS": "body-pass-77a1", "LOG_LEVEL": "INFO"}
+    with BackendServer(tmp_path / "models", env, tmp_path / "server.log", workers=1) as backend:
+        body = b'{"action": "START_TRAINING", "project": 1, "pad": "' + b"x" * 45_000_000 + b'"}'
+        before = tree_rss_mb(backend.proc.pid)
+
+        def post(_):
+            return requests.post(
+                f"{backend.url}/webhook",
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=120,
+            ).status_code
+
+        with ThreadPoolExecutor(4) as pool:
+            codes = list(pool.map(post, range(4)))
+        after = tree_rss_mb(backend.proc.pid)
+        assert codes == [401] * 4
+        assert backend.get("/health")[0] == 200
+    print(f"server {before:.0f} MB before, {after:.0f} MB after four 45 MB bodies")
+    assert after - before < 150, (before, after)
