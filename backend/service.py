@@ -509,8 +509,7 @@ def run_queued_training(project: str, training: dict) -> dict:
 def rescore_project(project: str, settings: Settings) -> dict:
     """Score the tasks whose annotations changed (:meth:`ProjectStore.note_event`) with the
     version serving now, and replace their predictions in Label Studio: a changed annotation's
-    score follows it within seconds instead of waiting for the next training (the scout not
-    retrained lands within 0.016 AP of a retrained one: README, Retraining speed).
+    score follows it within seconds instead of waiting for the next training.
 
     What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
     from the status when the job starts; if it fails they are put back for the next one.

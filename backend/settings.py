@@ -630,7 +630,7 @@ SETTINGS: tuple[Setting, ...] = (
         bool,
         False,
         "predict with int8 linear layers on CPU: the weighing pass's CPU time 1.7x lower, "
-        "detection AP 0.016 lower on one seed (README, Retraining speed)",
+        "detection AP 0.016 lower on one seed (b07e242; CHANGELOG, left off after measuring)",
         "SRW_QUANTIZE",
         ("--quantize",),
         group="scout",

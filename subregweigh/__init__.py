@@ -1,4 +1,4 @@
-"""SubRegWeigh: find annotation errors in NLP datasets with one model and subword regularization.
+"""SubRegWeigh: find annotation errors in NLP datasets with scouts trained on the annotations.
 
 Tsuji et al., "SubRegWeigh: Effective and Efficient Annotation Weighing with Subword
 Regularization", COLING 2025. Heavy modules (torch, transformers) load on first use.

@@ -258,10 +258,11 @@ def _add_scout_args(parser: argparse.ArgumentParser) -> None:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subregweigh",
-        description="Find annotation errors in NLP datasets with one model and subword "
-        "regularization (SubRegWeigh). Each example gets a reliability c/K: the share of K "
-        "differently-tokenized copies on which a fine-tuned scout reproduces its label. Low "
-        "reliability = likely annotation error.",
+        description="Find annotation errors in NLP datasets with scouts trained on the "
+        "annotations (SubRegWeigh). Each example gets a score, the scouts' probability of its "
+        "label (for NER beside a CRF's): low = likely annotation error. The paper's c/K, the "
+        "share of K differently-tokenized copies on which a scout reproduces the label, gives "
+        "the training weight max(w_min, c/K).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

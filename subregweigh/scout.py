@@ -189,7 +189,7 @@ class Scout:
         Keep the encoder's lowest ``freeze_layers`` transformer layers as pretrained (with the
         word embeddings frozen too, backward passes stop above them). Off by default: 2 of
         MiniLM's 6 saved 11% of the training time and moved detection AP by -0.03 to +0.07
-        across seeds (README, Retraining speed).
+        across seeds (aa3e90b; CHANGELOG, "Left off after measuring").
     epochs : int or None, default=None
         ``None``: 3 for NER, 2 for classification; 5 for NER on an encoder wider than the
         MiniLM (hidden size over 512: base-sized and larger; see ``learning_rate``).
