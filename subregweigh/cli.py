@@ -13,7 +13,6 @@ import json
 import logging
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -102,21 +101,6 @@ def _add_data_args(
     parser.add_argument("--limit", type=int, help="use only the first LIMIT examples")
 
 
-class _Deprecated(argparse.Action):
-    """An old spelling of the option ``new``: it still works, for one release, with a warning on
-    stderr (and a DeprecationWarning, for callers of :func:`main`)."""
-
-    def __init__(self, option_strings, dest, new: str, **kwargs):
-        super().__init__(option_strings, dest, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        message = f"{option_string} is deprecated and goes in the next release; use {self.new}"
-        warnings.warn(message, DeprecationWarning, stacklevel=2)
-        print(f"{parser.prog}: warning: {message}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
     """SubRegWeigh's own settings, for every command that weighs."""
     group = parser.add_argument_group("weighing (SubRegWeigh)")
@@ -139,16 +123,6 @@ def _add_weigh_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=500,
         help="N, samples per example for kmeans/cossim (default: 500)",
-    )
-    group.add_argument(
-        "-n",
-        "--samples",
-        dest="n_samples",
-        type=int,
-        action=_Deprecated,
-        new="--n-samples",
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
     )
     group.add_argument("-k", type=int, default=10, help="K, predictions per example (default: 10)")
     group.add_argument(

@@ -37,20 +37,11 @@ from subregweigh.scout import default_model, load_tokenizer
 # The model file's name where it is kept beside a scout (the CLI's --save-scout folder, a Label
 # Studio version's folder).
 CRF_FILE = "crf.npz"
-# What such a folder held before the context features (2026-11-28): the CRFsuite model alone,
-# which :meth:`FeatureTagger.load` still reads.
-LEGACY_CRF_FILE = "crf.crfsuite"
 
 
 def crf_path(folder: str | os.PathLike) -> Path:
-    """Where the CRF kept in ``folder`` is: its :data:`CRF_FILE`, or the
-    :data:`LEGACY_CRF_FILE` a folder saved before 2026-11-28 holds instead (neither may
-    exist)."""
-    folder = Path(folder)
-    legacy = folder / LEGACY_CRF_FILE
-    if legacy.is_file() and not (folder / CRF_FILE).exists():
-        return legacy
-    return folder / CRF_FILE
+    """Where the CRF kept in ``folder`` is (:data:`CRF_FILE`; it may not exist)."""
+    return Path(folder) / CRF_FILE
 
 
 # The CRF's share of a word's p(gold) beside the scouts' mean: on CoNLL-2003's real errors a half
@@ -372,13 +363,8 @@ class FeatureTagger:
     @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureTagger:
         """A tagger from a file :meth:`save` wrote (its ``c2`` is not kept: the default is
-        shown), or from a bare CRFsuite model (:data:`LEGACY_CRF_FILE`: word features only)."""
+        shown)."""
         data = Path(path).read_bytes()
-        if data[:4] != b"PK\x03\x04":  # not an npz: a bare CRFsuite model
-            tagger = cls(context_dims=0)
-            tagger.model_ = data
-            tagger.labels_ = sorted(tagger._tagger().labels())
-            return tagger
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:
             layer = int(saved["context_layer"])
             tagger = cls(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -681,15 +680,6 @@ class SubRegWeigh:
     def _with_class_probability(self, result: WeighResult, class_proba) -> None:
         if class_proba is not None:
             result.labels, result.class_probability = list(self.scout_.labels_), class_proba
-
-    def weigh_ordinary(self, examples: Sequence[Example]) -> WeighResult:
-        """Deprecated (goes in the next release): :meth:`weigh_deterministic`, its new name."""
-        warnings.warn(
-            "SubRegWeigh.weigh_ordinary is deprecated; use weigh_deterministic",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return self.weigh_deterministic(examples)
 
     def weigh_candidates(
         self, examples: Sequence[Example], segmentations, owner, multiplicity

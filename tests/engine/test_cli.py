@@ -112,8 +112,7 @@ def test_n_jobs_reaches_the_engine_and_is_checked(tmp_path, capsys):
 
 
 def test_flag_spellings_dropout_and_n_samples(capsys):
-    """-p/--dropout is the dropout strength; --n-samples is N, and the old -n/--samples still
-    work for one release, with a warning on stderr."""
+    """-p/--dropout is the dropout strength; --n-samples is N."""
     parser = cli._build_parser()
     base = ["weigh", "d.conll", "-o", "w.jsonl"]
     for argv in (["-p", "0.2"], ["--dropout", "0.2"]):
@@ -121,12 +120,6 @@ def test_flag_spellings_dropout_and_n_samples(capsys):
     assert cli._weigh_params(parser.parse_args(base + ["--n-samples", "40"]))["n_samples"] == 40
     assert cli._weigh_params(parser.parse_args(base))["n_samples"] == 500
     assert capsys.readouterr().err == ""
-    for old in ("-n", "--samples"):
-        with pytest.deprecated_call(match="use --n-samples"):
-            args = parser.parse_args(base + [old, "40"])
-        assert cli._weigh_params(args)["n_samples"] == 40
-        assert f"warning: {old} is deprecated" in capsys.readouterr().err
-    assert "--samples" not in parser._subparsers._group_actions[0].choices["weigh"].format_help()
 
 
 def test_unknown_output_extension_leaves_nothing(tmp_path, capsys):

@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 
 from subregweigh.crf import (
-    CRF_FILE,
-    LEGACY_CRF_FILE,
     FeatureTagger,
     context_vectors,
-    crf_path,
     word_features,
     word_shape,
 )
@@ -128,17 +125,3 @@ def test_the_crf_reads_the_context_and_keeps_it_through_save_and_load(tagger, se
     assert FeatureTagger.load(layered.save(tmp_path / "last.npz")).context_layer == 6
     with pytest.raises(ValueError, match="context_dims must be an int >= 0"):
         FeatureTagger(context_dims=-1).fit(sentences)
-
-
-def test_a_folder_saved_before_the_context_features_still_loads_its_crf(sentences, tmp_path):
-    """Before 2026-11-28 a scout's folder held the bare CRFsuite model as crf.crfsuite."""
-    words_only = FeatureTagger(context_dims=0).fit(sentences[:100])
-    assert crf_path(tmp_path) == tmp_path / CRF_FILE  # nothing there yet: where to save
-    (tmp_path / LEGACY_CRF_FILE).write_bytes(words_only.model_)
-    assert crf_path(tmp_path) == tmp_path / LEGACY_CRF_FILE
-    loaded = FeatureTagger.load(crf_path(tmp_path))
-    assert loaded.context_dims == 0 and loaded.labels_ == words_only.labels_
-    for a, b in zip(loaded.gold_proba(sentences[:20]), words_only.gold_proba(sentences[:20])):
-        np.testing.assert_array_equal(a, b)
-    words_only.save(tmp_path / CRF_FILE)  # a newer save in the same folder wins
-    assert crf_path(tmp_path) == tmp_path / CRF_FILE

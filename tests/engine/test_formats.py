@@ -411,13 +411,3 @@ def test_read_weights_errors(tmp_path):
     p = write(tmp_path, "w.conll", "x\tO\t0.5\ny\tO\t0.7\n\nz\tO\t1.0\n")
     with raises_at(r"w\.conll:2: weight 0.7 differs"):
         read_weights(p, exs)
-
-
-def test_formats_is_the_old_name_of_io():
-    """``from subregweigh.formats import read_dataset, write_weights`` (the README's import up to
-    0.1.0) keeps working: the same functions as subregweigh.io's."""
-    import subregweigh.io
-    from subregweigh.formats import read_dataset as old_read
-    from subregweigh.formats import write_weights as old_write
-
-    assert old_read is subregweigh.io.read_dataset and old_write is subregweigh.io.write_weights

@@ -501,8 +501,6 @@ def test_weigh_deterministic_is_the_deterministic_part_of_weigh(tiny_scout, tiny
     examples = tiny_ner_data[:12]
     srw = SubRegWeigh.from_scout(tiny_scout, **params)
     full, ordinary = srw.weigh(examples), srw.weigh_deterministic(examples)
-    with pytest.deprecated_call(match="weigh_deterministic"):  # the old name, for one release
-        assert srw.weigh_ordinary(examples[:2]).ids == ordinary.ids[:2]
     np.testing.assert_allclose(
         ordinary.deterministic_probability, full.deterministic_probability, rtol=1e-6
     )
