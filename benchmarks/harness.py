@@ -73,7 +73,7 @@ import numpy as np
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from subregweigh.baselines import (
+from benchmarks.baselines import (
     cleanlab_scores,
     entity_count_scores,
     label_indices,

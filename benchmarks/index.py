@@ -23,7 +23,7 @@ import benchmarks
 from benchmarks.harness import RESULTS, atomic_write, table
 
 INDEX = "INDEX.md"
-NOT_BENCHMARKS = {"docs", "harness", "index"}  # docs: the docs site's benchmark pages
+NOT_BENCHMARKS = {"baselines", "docs", "harness", "index"}  # docs: the docs site's benchmark pages
 # results made before benchmarks/ was a package recorded "python benchmarks/NAME.py"
 OLD_COMMAND = re.compile(r"\bpython benchmarks/(\w+)\.py\b")
 COMMAND = re.compile(r"\bpython -m benchmarks\.(\w+)\b")

@@ -29,7 +29,7 @@ the seeds:
   (defaults, on ``--folds`` out-of-fold scouts of the same encoder, plainly fine-tuned);
 * the trivial baselines ``random``, ``length``, ``entity count`` and the model-free
   ``consistency`` (a word form labelled against the rest of the data set,
-  ``subregweigh.baselines.consistency_scores``).
+  ``benchmarks.baselines.consistency_scores``).
 
 Recall at the number of errors is also split by what the correction changed
 (``subregweigh.compare``: type, boundary, missing, spurious).
@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
-from subregweigh.baselines import align_proba, consistency_scores
+from benchmarks.baselines import align_proba, consistency_scores
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.crf import mix_gold
 from subregweigh.scout import Scout

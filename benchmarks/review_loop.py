@@ -51,8 +51,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
+from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import draw, load_pair, scout
-from subregweigh.baselines import consistency_scores
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.review import (
     ReviewRanker,

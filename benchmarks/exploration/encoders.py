@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
+from benchmarks.baselines import consistency_scores
 from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
-from subregweigh.baselines import consistency_scores
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.weigh import SOFTMIN_TEMPERATURE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from subregweigh.baselines import consistency_scores
+from benchmarks.baselines import consistency_scores
 from subregweigh.compare import SpanChange, change_counts, differs, span_changes
 from subregweigh.example import Example
 from subregweigh.io import read_conll

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from subregweigh.baselines import label_indices
+from benchmarks.baselines import label_indices
 from subregweigh.example import Example
 from subregweigh.review import ReviewRanker, sentence_features, slip_counts, slip_keys
 

@@ -692,7 +692,7 @@ def test_fit_is_deterministic_given_random_state(tiny_ner_data):
 
 
 def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
-    from subregweigh.baselines import label_indices
+    from benchmarks.baselines import label_indices
 
     data = tiny_ner_data[:30]
     srw = SubRegWeigh(

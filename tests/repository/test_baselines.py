@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from subregweigh.baselines import (
+from benchmarks.baselines import (
     align_proba,
     cleanlab_scores,
     entity_count_scores,
