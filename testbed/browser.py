@@ -202,8 +202,15 @@ class Page:
         ``&tab=N`` after a load) can cancel a navigation that starts meanwhile: the page then
         stays where it was. So while the page has not left its URL, the navigation is issued
         again every ``retry_after`` seconds; once it has, the load gets the rest of ``timeout``.
+        The page has arrived at ``url`` also when the app has added its own query to it (a
+        slow machine saw the Data Manager add ``?tab=N`` before the arrival was checked).
         """
-        arrived = f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
+        # arrived: at ``url``, or at it with the query the Data Manager adds once loaded (tab=N)
+        more = json.dumps(url + ("&" if "?" in url else "?"))
+        arrived = (
+            f"(location.href === {json.dumps(url)} || location.href.startsWith({more})) "
+            "&& document.readyState === 'complete'"
+        )
         left = f"location.href !== {json.dumps(self.evaluate('location.href'))} || ({arrived})"
         deadline = time.monotonic() + timeout
         while True:
