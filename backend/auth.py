@@ -30,7 +30,7 @@ HTML_POLICY = (
 # What a request body may hold, checked before it is read. A webhook carries the task's data,
 # the annotation and the project with its labeling config: WEBHOOK_BODY is sized from what
 # Label Studio 1.23 sends for a long task (docs/security.md, tests/labelstudio/
-# test_project_isolation.py); /predict's batches are bounded by MAX_REQUEST_MB.
+# test_trust_boundaries.py); /predict's batches are bounded by MAX_REQUEST_MB.
 WEBHOOK_BODY = 16 * 2**20
 SMALL_BODY = 64 * 2**10  # a route that takes a small JSON object, or none
 BODY_CAPS = {"/webhook": WEBHOOK_BODY, "/setup": 2**20}

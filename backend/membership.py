@@ -20,24 +20,20 @@ tasks, predictions are written only to them, and ``/predict`` stores scores only
 from __future__ import annotations
 
 import logging
-import os
-import threading
-from collections import OrderedDict
 
 from backend.errors import Forbidden, NotConnected
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store import ProjectStore, ScoresView
 
 logger = logging.getLogger(__name__)
 
 # A webhook waits on this (Label Studio gives a webhook 1 s): one attempt, a short timeout.
 ASK_TIMEOUT = 5.0
 
-# scores.json path -> ((inode, mtime, size), the task ids it holds)
-_known: OrderedDict[str, tuple[tuple, frozenset]] = OrderedDict()
-_known_lock = threading.Lock()
-KNOWN_CACHED = 16
+# The task ids a version holds scores of (each proven the project's when stored), kept per
+# process until its scores.json changes.
+_scored_tasks = ScoresView(frozenset, 16)
 
 
 def _api(settings: Settings) -> LabelStudioAPI:
@@ -47,27 +43,8 @@ def _api(settings: Settings) -> LabelStudioAPI:
 
 
 def known_tasks(store: ProjectStore, version: str | None) -> frozenset:
-    """The task ids ``version`` holds scores of (each proven the project's when stored),
-    cached per process until scores.json changes."""
-    if version is None:
-        return frozenset()
-    path = store.versions / version / "scores.json"
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return frozenset()
-    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-    with _known_lock:
-        hit = _known.get(str(path))
-        if hit is not None and hit[0] == stamp:
-            _known.move_to_end(str(path))
-            return hit[1]
-    tasks = frozenset(store.scores(version))
-    with _known_lock:
-        _known[str(path)] = (stamp, tasks)
-        while len(_known) > KNOWN_CACHED:
-            _known.popitem(last=False)
-    return tasks
+    """The task ids ``version`` holds scores of (none without a version)."""
+    return _scored_tasks(store, version) if version is not None else frozenset()
 
 
 def require_connected(settings: Settings, store: ProjectStore) -> None:

@@ -39,15 +39,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from backend.store import ProjectStore, unwritten_projects
+from backend.store import ProjectStore, ScoresView
 from backend.tasks import read_tasks
 from subregweigh import review
 from subregweigh.example import Example
@@ -143,30 +141,8 @@ def _confirmed(reviews: dict) -> set[str]:
 # --------------------------------------------------------------------------------- recording
 
 
-# scores.json path -> ((inode, mtime, size), its annotations as scored_annotations gives them)
-_scored: OrderedDict[str, tuple[tuple, dict]] = OrderedDict()
-_scored_lock = threading.Lock()
-SCORED_CACHED = 8  # versions whose scored annotations a process keeps
-
-
-def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
-    """``"task/annotation"`` -> ``{"hash", "score", "labels"}`` of every annotation ``version``
-    scored. Kept per process until scores.json changes (the :data:`SCORED_CACHED` most recently
-    used versions): a project of 14,000 NER tasks stores 17 MiB of scores, which take about a
-    second to parse, and a webhook that judges a decision should not pay that every time."""
-    path = store.versions / version / "scores.json"
-    held = os.path.abspath(store.root) in unwritten_projects()  # a full disk: kept in memory
-    try:
-        st = path.stat()
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-    except FileNotFoundError:
-        stamp = None
-    with _scored_lock:
-        hit = _scored.get(str(path))
-        if hit is not None and hit[0] == stamp and not held:
-            _scored.move_to_end(str(path))
-            return hit[1]
-    index = {
+def _scored_index(scores: dict) -> dict[str, dict]:
+    return {
         record["id"]: {
             "hash": content_hash(record),
             "score": float(record["score"]),
@@ -174,16 +150,18 @@ def scored_annotations(store: ProjectStore, version: str) -> dict[str, dict]:
             "saved": record.get("saved"),  # the baseline a save is judged against (decide)
             **{k: record[k] for k in ("words", "tags") if k in record},  # NER: a fix's slips
         }
-        for entry in store.scores(version).values()
+        for entry in scores.values()
         for record in entry.get("annotations") or ()
         if isinstance(record, dict) and "id" in record and "score" in record
     }
-    if stamp is not None and not held:  # read after the stat: a newer file only reloads
-        with _scored_lock:
-            _scored[str(path)] = (stamp, index)
-            while len(_scored) > SCORED_CACHED:
-                _scored.popitem(last=False)
-    return index
+
+
+SCORED_CACHED = 8  # versions whose scored annotations a process keeps
+# scored_annotations(store, version): ``"task/annotation"`` -> ``{"hash", "score", "labels",
+# "saved"}`` (and NER's words and tags) of every annotation ``version`` scored, kept per process
+# until scores.json changes (:class:`backend.store.ScoresView`): what a rescore judges its
+# decisions against.
+scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
 
 
 def _when(value) -> float | None:

@@ -251,7 +251,7 @@ def predict(
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
     project by the backend itself): a caller's task that the version does not hold yet has its
-    score stored only once Label Studio lists it in the project (:func:`proven_tasks`), and
+    score stored only once Label Studio lists it in the project (:func:`_proven`), and
     only tasks read from Label Studio set the baseline reviewers' decisions are judged
     against (:func:`backend.reviews.stamp_saved`)."""
     store = ProjectStore(settings.model_dir, project) if project else None

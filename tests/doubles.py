@@ -24,7 +24,7 @@ class ProjectsOfLabelStudio:
     Studio which projects exist and which tasks each holds (:mod:`backend.membership`), in the
     unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
     default) answers that every project exists, is connected and holds every task. The real
-    Label Studio's answers are tested in tests/labelstudio/test_project_isolation.py."""
+    Label Studio's answers are tested in tests/labelstudio/test_trust_boundaries.py."""
 
     projects: dict[int, set[int]] | None = None
     asked: list[tuple] = []
