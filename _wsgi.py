@@ -2,15 +2,15 @@
 
     python _wsgi.py                      # http://0.0.0.0:9090, embedded job runner, ./models
     python _wsgi.py -p 9091 --model-dir /data/models --log-level DEBUG
-    python _wsgi.py --kwargs k=5 score=probability   # settings by field name
+    python _wsgi.py --kwargs k=5 crf=off   # settings by field name
     python _wsgi.py --check              # check the settings, print them, exit 0 (or 2)
     python _wsgi.py --webhook-token 4    # the header for project 4's webhook, to paste by hand
     gunicorn -c gunicorn.conf.py _wsgi:app   # production (settings from the environment)
 
-As in label-studio-ml's ``_wsgi.py``, ``-p`` is the port (the dropout strength is
-``--dropout``). Every setting has an environment variable and most a flag
-(docs/configuration.md); flags win over ``--kwargs``, which wins over the environment. Settings
-that cannot work (``-k 20 --n-samples 10``, say) stop the start with the reason.
+As in label-studio-ml's ``_wsgi.py``, ``-p`` is the port. Every setting has an environment
+variable and most a flag (docs/configuration.md); flags win over ``--kwargs``, which wins over
+the environment. Settings that cannot work (``-k 20 --n-samples 10``, say) stop the start with
+the reason.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _port(value: str) -> int:
     try:
         port = int(value)
     except ValueError:
-        hint = " (-p is the port, as in label-studio-ml; the dropout is --dropout)"
+        hint = " (-p is the port, as in label-studio-ml)"
         raise argparse.ArgumentTypeError(f"invalid port {value!r}{hint}") from None
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"invalid port {value!r}: 0 to 65535")

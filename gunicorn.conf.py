@@ -12,8 +12,8 @@ Every value comes from the environment (the Docker image's defaults are the ones
 
 The workers read requests with waitress's event loop and hand only complete ones to their threads
 (backend/waitress_worker.py): slow clients cost a connection each, up to 1000 per worker
-(docs/deploying.md). Memory is bounded by WORKERS x (~0.5 GB + SRW_CACHED_MODELS x the
-scout's size) (README).
+(docs/deploying.md). Memory is bounded by WORKERS x (~0.5 GB + 4 cached versions x a version's
+scouts) (backend.weighers.CACHED_MODELS).
 """
 
 import os

@@ -1,12 +1,12 @@
 """label-studio-ml's entry point: the backend as a ``LabelStudioMLBase``.
 
-A thin adapter over :mod:`backend.service`, which does the work (and which ``backend.server``
-serves without this class): ``fit()`` trains a scout on the project's current annotations and
-publishes a new version; ``predict(tasks)`` serves, per task, the scout's prediction scored by
-SRW_SCORE (lower: review first; by default "deterministic", the soft minimum over entities
-and words of the scout's p(gold) on the deterministic tokenization of the task's least
-reliable annotation; for an unannotated task, the share of the K candidates agreeing with the
-majority prediction).
+A thin adapter over :mod:`backend.training` and :mod:`backend.predictions`, which do the work
+(and which ``backend.server`` serves without this class): ``fit()`` trains a scout on the
+project's current annotations and publishes a new version; ``predict(tasks)`` serves, per
+task, its reliability (lower: review first): for an annotated task, the soft minimum over
+entities and words of the scouts' and the CRF's p(gold) on the deterministic tokenization of
+its least reliable annotation; for an unannotated task, the share of the K candidates agreeing
+with the majority prediction.
 Nothing in ``backend`` or ``subregweigh`` imports this module.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from label_studio_ml.model import LabelStudioMLBase
 
-from backend import service
+from backend import predictions, training
 from backend.routes import TRAIN_EVENTS
 from backend.settings import Settings
 from backend.store import project_id
@@ -36,16 +36,16 @@ class SubRegWeighModel(LabelStudioMLBase):
 
     @property
     def model_version(self) -> str:
-        return service.model_version(self.settings, self.project)
+        return predictions.model_version(self.settings, self.project)
 
     def predict(self, tasks, **kwargs) -> list[dict]:
         spec = parse_label_config(self.label_config)
-        return service.predict(self.settings, self.project, spec, tasks)
+        return predictions.predict(self.settings, self.project, spec, tasks)
 
     def fit(self, tasks=(), workdir=None, **kwargs) -> dict:
         """Train on the project's current annotations (fetched from Label Studio, not
         ``tasks``), with this model's settings."""
-        return service.train_project(self.project, self.settings)
+        return training.train_project(self.project, self.settings)
 
 
 __all__ = ["ConfigError", "SubRegWeighModel"]

@@ -24,7 +24,7 @@ from backend.settings import SettingsError
 from backend.store import TooManyProjects
 from backend.tasks import ConfigError
 
-logger = logging.getLogger("backend.server")  # the server's log, as before the split
+logger = logging.getLogger(__name__)
 
 
 class BadRequest(ValueError):

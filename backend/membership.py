@@ -23,8 +23,9 @@ import logging
 
 from backend.errors import Forbidden, NotConnected
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.scores_view import ScoresView
 from backend.settings import Settings
-from backend.store import ProjectStore, ScoresView
+from backend.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 

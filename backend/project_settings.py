@@ -26,8 +26,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from backend.disk import no_space
 from backend.settings import PER_PROJECT, SCORING, SETTINGS, Setting, Settings, SettingsError
-from backend.store import ProjectStore, no_space
+from backend.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ slip the project makes consistently stands out against them: on CoNLL-2003's tes
 (docs/evaluation.md). The reference trains the scout only; its examples are never ranked or
 written to Label Studio.
 
-The server's administrator puts the files in SRW_REFERENCE_DIR; SRW_REFERENCE (or a project's
+The server's administrator puts the files in MODEL_DIR/references; SRW_REFERENCE (or a project's
 ``reference`` extra parameter) names one of them by its file name, never a path
 (:class:`backend.settings.Settings` checks both). The file is read with the engine's readers
 (:func:`subregweigh.io.read_dataset`: CoNLL, TSV, JSONL, a Label Studio export) and must label

@@ -45,7 +45,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from backend.store import ProjectStore, ScoresView
+from backend.scores_view import ScoresView
+from backend.store import ProjectStore
 from backend.tasks import read_tasks
 from subregweigh import review
 from subregweigh.example import Example
@@ -159,7 +160,7 @@ def _scored_index(scores: dict) -> dict[str, dict]:
 SCORED_CACHED = 8  # versions whose scored annotations a process keeps
 # scored_annotations(store, version): ``"task/annotation"`` -> ``{"hash", "score", "labels",
 # "saved"}`` (and NER's words and tags) of every annotation ``version`` scored, kept per process
-# until scores.json changes (:class:`backend.store.ScoresView`): what a rescore judges its
+# until scores.json changes (:class:`backend.scores_view.ScoresView`): what a rescore judges its
 # decisions against.
 scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
 

@@ -1,7 +1,8 @@
 """The endpoints: those Label Studio calls (``/health``, ``/setup``, ``/predict``,
 ``/webhook``, ``/versions``, ``/is_training``) and ours (``/status``, the project report
 ``/report`` and ``/report.json``, the self-test ``POST /selftest``), and the policy on Label
-Studio's webhook events. The work is :mod:`backend.service`'s; the app's settings and job
+Studio's webhook events. The work is :mod:`backend.training`'s, :mod:`backend.predictions`' and
+the others'; the app's settings and job
 runners are those :func:`backend.server.create_app` put in ``app.extensions["subregweigh"]``.
 """
 
@@ -12,7 +13,15 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import auth, inputs, membership, project_settings, service, webhook_auth
+from backend import (
+    auth,
+    inputs,
+    membership,
+    predictions,
+    project_settings,
+    training,
+    webhook_auth,
+)
 from backend import report as reports
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
@@ -21,7 +30,7 @@ from backend.store import ProjectStore, project_id
 from backend.tasks import parse_label_config
 from subregweigh.selftest import NOISES
 
-logger = logging.getLogger("backend.server")  # the server's log, as before the split
+logger = logging.getLogger(__name__)
 
 routes = Blueprint("subregweigh", __name__)
 
@@ -124,7 +133,7 @@ def setup():
                 raise BadRequest(str(err)) from None
             membership.require_exists(_settings(), store)
         _project_settings(store, body["extra_params"])
-    return jsonify(model_version=service.model_version(_settings(), project))
+    return jsonify(model_version=predictions.model_version(_settings(), project))
 
 
 def _project_settings(store: ProjectStore, extra_params) -> None:
@@ -165,14 +174,14 @@ def predict():
         raise BadRequest("'label_config' is missing")
     spec = parse_label_config(body["label_config"])
     start = time.perf_counter()
-    results = service.predict(_settings(), project, spec, tasks)
+    results = predictions.predict(_settings(), project, spec, tasks)
     logger.info(
         "project %s: /predict of %d tasks in %.2f s",
         project,
         len(tasks),
         time.perf_counter() - start,
     )
-    return jsonify(results=results, model_version=service.model_version(_settings(), project))
+    return jsonify(results=results, model_version=predictions.model_version(_settings(), project))
 
 
 @routes.post("/webhook")
@@ -263,8 +272,8 @@ def _status(value) -> dict:
     )
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
-    status["serving"] = service.serving(store, status["is_training"])
-    status["disk"] = service.disk_space(_settings(), store)
+    status["serving"] = predictions.serving(store, status["is_training"])
+    status["disk"] = training.disk_space(store)
     status["settings"] = project_settings.shown(_settings(), store)
     selftest = status.get("selftest") or {"state": "idle"}
     status["selftest"] = {**selftest, "job": selftest_job}
@@ -342,5 +351,5 @@ def versions():
         return jsonify(versions=[])
     store = _store(raw)
     return jsonify(
-        versions=store.all_versions(), current=service.model_version(_settings(), store.project)
+        versions=store.all_versions(), current=predictions.model_version(_settings(), store.project)
     )

@@ -6,7 +6,7 @@ label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by o
 Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
 request without Redis (Label Studio waits 1 s), rebuilds a model version per job, lacks
 START_TRAINING, and shares finished jobs between backends on one queue. Endpoints and payloads
-are the same; the work is :mod:`backend.service`'s.
+are the same; the work is :mod:`backend.training`'s and the others'.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from backend import auth, errors, redact, service
+from backend import auth, errors, redact, rescore, selftest, training
 from backend.jobs import RQRunner, ThreadRunner
 from backend.routes import routes
 from backend.settings import Settings
@@ -48,7 +48,6 @@ def _runner(settings: Settings, kind: str, queued, in_process):
             partial(queued, training=settings.training()),
             settings.redis_url,
             settings.queue_name,
-            lock_seconds=settings.job_lock_seconds,
             kind=kind,
         )
     return ThreadRunner(partial(in_process, settings=settings), settings.model_dir, kind=kind)
@@ -66,14 +65,14 @@ def create_app(
     """
     settings = settings or Settings.from_env()
     if runner is None:
-        runner = _runner(settings, "training", service.run_queued_training, service.train_project)
+        runner = _runner(settings, "training", training.run_queued_training, training.train_project)
     if selftest_runner is None:
         selftest_runner = _runner(
-            settings, "selftest", service.run_queued_selftest, service.selftest_project
+            settings, "selftest", selftest.run_queued_selftest, selftest.selftest_project
         )
     if rescore_runner is None:
         rescore_runner = _runner(
-            settings, "rescore", service.run_queued_rescore, service.rescore_project
+            settings, "rescore", rescore.run_queued_rescore, rescore.rescore_project
         )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024

@@ -14,9 +14,12 @@ object; nothing re-reads the environment behind it. An rq worker is another proc
 training job carries the server's :meth:`Settings.training` (what a training computes: the
 engine, the scout, when there is enough to train) and the worker adds its own environment's
 :meth:`~Settings.from_env` for where things are and the credentials (MODEL_DIR, Label Studio,
-Redis), which may differ from machine to machine and never travel through Redis, and for the
-processes that sample candidates (SRW_N_JOBS: that machine's cores; the scores do not depend on
-it).
+Redis), which may differ from machine to machine and never travel through Redis.
+
+The settings are what a user sets: where things are, credentials, limits, and the few engine
+choices a project lead makes. The engine's experiment switches (selection methods, scores,
+precision, dropout, ...) are parameters of :class:`~subregweigh.weigh.SubRegWeigh` and
+:class:`~subregweigh.scout.Scout`, reached from the benchmarks, not settings.
 
 Names shared with the Label Studio ecosystem keep their usual spelling (and label-studio-ml's
 LABEL_STUDIO_HOST and LABEL_STUDIO_ACCESS_TOKEN are read where ours are unset); the engine's
@@ -38,18 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from backend.echo import shown
+from subregweigh.options import BY_NAME as ENGINE_OPTIONS
 
 # The process id tells gunicorn workers and rq workers apart in one log.
 LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
-
-# The engine's selection methods (subregweigh.selection.METHODS, held equal by a test): importing
-# that module would load scikit-learn here, in every process, before anything is served.
-METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
-# The same for the scout's arithmetic (subregweigh.scout.PRECISIONS): importing it loads torch.
-PRECISIONS = ("float32", "bfloat16", "auto")
-# The same for the quality scores (subregweigh.weigh.SCORES); the first is the default.
-SCORES = ("deterministic", "probability", "agreement")
-SOFTMIN_TEMPERATURE = 0.1  # and subregweigh.weigh.SOFTMIN_TEMPERATURE
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False"}
 _TRUE = ("1", "true", "yes", "on")
@@ -83,14 +78,13 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
     below: float | None = None  # an exclusive maximum
-    also: tuple = ()  # values allowed outside the bounds (SRW_N_JOBS=-1)
+    also: tuple = ()  # values allowed outside the bounds (say, -1 for one per CPU core)
     min_length: int = 0  # str; when the default is empty, empty is allowed (and means unset)
     pattern: str = ""  # str: a regular expression a non-empty value must match whole
     rule: str = ""  # the bounds in words, for messages and docs (default: from the bounds)
     secret: bool = False  # never in public(), repr or an error message
     url: bool = False  # may hold user:password@: public() masks the password
     training: bool = False  # what a training computes: travels with a queued job (TRAINING)
-    scout: bool = False  # ... and shapes the scout: another value retrains from scratch (SCOUT)
     per_project: bool = False  # a project may override it (its connection's extra parameters)
     scoring: bool = False  # the scores depend on it: a project's change of it retrains (SCORING)
     fallbacks: tuple[str, ...] = ()  # other variables read, in order, when env is unset
@@ -198,20 +192,27 @@ GROUPS = {
     "redis": ("Redis: trainings on rq workers", "Redis and the rq workers"),
     "engine": ("The engine", "the engine"),
     "scout": ("The scout", "the scout (empty or 0: the built-in default)"),
-    "retraining": (
-        "When and how to retrain",
-        "when and how to retrain: refit the current scout (warm start), from scratch every Nth",
-    ),
+    "retraining": ("When to retrain", "when to retrain"),
 }
 
-_ENGINE = dict(group="engine", training=True, per_project=True, scoring=True)
 # SRW_PROJECT_LIMITS' default: what one project may ask of a 2-core, 24 GB machine (three
 # MiniLM scouts of 14,000 tasks trained in 1,244 s with a peak of 4,034 MiB: README).
-DEFAULT_PROJECT_LIMITS = (
-    "k=50,n_samples=2000,n_scouts=5,epochs=20,max_steps=20000,early_steps=5000,"
-    "batch_size=64,max_length=512,warm_epochs=5,full_retrain_every=100"
-)
-_SCOUT = dict(group="scout", training=True, scout=True, per_project=True, scoring=True)
+DEFAULT_PROJECT_LIMITS = "k=50,n_samples=2000,n_scouts=5,epochs=20"
+
+
+def _engine(name: str, env: str, flag: str, group: str) -> Setting:
+    """The engine's option ``name`` (:data:`subregweigh.options.OPTIONS`: its type, default,
+    bounds and help, declared there once) as a setting of every project's training."""
+    return Setting(
+        **ENGINE_OPTIONS[name].setting(),
+        env=env,
+        flags=(flag,),
+        group=group,
+        training=True,
+        per_project=True,
+        scoring=True,
+    )
+
 
 # Every setting, in the order of the docs and of docker-compose.yml.
 SETTINGS: tuple[Setting, ...] = (
@@ -333,26 +334,6 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=256,
     ),
     Setting(
-        "min_free_mb",
-        int,
-        100,
-        "a training starts only with this much free space in MODEL_DIR, or the last version's "
-        "size plus 20% when that is more (a MiniLM version takes about 90 MB); below it the "
-        "training is refused, /status says disk full, and the current version keeps serving",
-        "SRW_MIN_FREE_MB",
-        ("--min-free-mb",),
-        minimum=0,
-    ),
-    Setting(
-        "cached_models",
-        int,
-        4,
-        "scouts kept loaded per server process (the least recently used goes first)",
-        "SRW_CACHED_MODELS",
-        ("--cached-models",),
-        minimum=1,
-    ),
-    Setting(
         "redis_url",
         str,
         "",
@@ -385,275 +366,31 @@ SETTINGS: tuple[Setting, ...] = (
         group="redis",
         minimum=1,
     ),
-    Setting(
-        "k",
-        int,
-        10,
-        "K, the candidates weighed per example",
-        "SRW_K",
-        ("-k",),
-        minimum=1,
-        **_ENGINE,
-    ),
-    Setting(
-        "n_scouts",
-        int,
-        0,
-        "scouts trained with different seeds, their p(gold) averaged for the deterministic "
-        "score (0: the default, NER 3, classification 1): better rankings of real errors, n "
-        "times the training, the first scout's scores in Label Studio as soon as it is "
-        "trained (see the real-error benchmark); a retrain of an ensemble always starts from "
-        "the base encoder",
-        "SRW_SCOUTS",
-        ("--scouts",),
-        minimum=0,
-        maximum=10,
-        **_ENGINE,
-    ),
-    Setting(
-        "crf",
-        bool,
-        True,
-        "NER: train a CRF over cased word features and pretrained context vectors beside the "
-        "scout (a third of its time) and average its "
-        "p(gold) half and half with the scouts' for the deterministic score: real errors "
-        "ranked better with the uncased default scout (see the real-error benchmark)",
-        "SRW_CRF",
-        ("--crf",),
-        **_ENGINE,
-    ),
-    Setting(
-        "n_samples",
-        int,
-        500,
-        "N, the segmentations sampled per example, from which K are chosen (at least K)",
-        "SRW_N",
-        ("--n-samples",),
-        minimum=1,
-        **_ENGINE,
-    ),
-    Setting(
-        "p",
-        float,
-        0.1,
-        "the subword regularization (dropout) strength p",
-        "SRW_P",
-        ("--dropout",),
-        minimum=0.0,
-        below=1.0,
-        **_ENGINE,
-    ),
-    Setting(
-        "method",
-        str,
-        "kmeans",
-        "how K candidates are chosen from N samples; kmeans-distinct and cossim-sum are the "
-        "authors' code's variants",
-        "SRW_METHOD",
-        ("--method",),
-        choices=METHODS,
-        **_ENGINE,
-    ),
-    Setting(
-        "score",
-        str,
-        SCORES[0],
-        "a task's prediction score (lower: review first): deterministic (the soft minimum "
-        "of the scout's p(gold) on the deterministic tokenization over entities and words; "
-        "finds the most errors), probability (the same averaged over the K candidates) or "
-        "agreement (the paper's c/K)",
-        "SRW_SCORE",
-        ("--score",),
-        choices=SCORES,
-        **_ENGINE,
-    ),
-    Setting(
-        "softmin_temperature",
-        float,
-        SOFTMIN_TEMPERATURE,
-        "how the words' p(gold) become a task's deterministic or probability score: their "
-        "soft minimum at this temperature (cleanlab's softmin; 0: the lowest p(gold)); it ranks "
-        "real and injected errors better than the lowest",
-        "SRW_SOFTMIN_TEMPERATURE",
-        ("--softmin-temperature",),
-        minimum=0.0,
-        **_ENGINE,
-    ),
-    Setting(
-        "w_min",
-        float,
-        1 / 3,
-        "the weight floor: weight = max(w_min, c/K)",
-        "SRW_W_MIN",
-        ("--w-min",),
-        minimum=0.0,
-        maximum=1.0,
-        **_ENGINE,
-    ),
-    Setting(
-        "n_jobs",
-        int,
-        1,
-        "processes that sample and choose a training's candidates (CPU-bound; -1: one per CPU "
-        "core); the scores are the same for any value, so it is each machine's own (an rq "
-        "worker's), not one a job carries",
-        "SRW_N_JOBS",
-        ("--n-jobs",),
-        group="engine",
-        minimum=1,
-        also=(-1,),
-        rule="at least 1, or -1 for one process per CPU core",
-    ),
-    Setting(
-        "scout_model",
-        str,
-        "",
-        "the scout encoder, a Hugging Face name or path (empty: the offline MiniLM)",
-        "SRW_MODEL",
-        ("--scout-model",),
-        **_SCOUT,
-    ),
+    _engine("k", "SRW_K", "-k", "engine"),
+    _engine("n_scouts", "SRW_SCOUTS", "--scouts", "engine"),
+    _engine("crf", "SRW_CRF", "--crf", "engine"),
+    _engine("n_samples", "SRW_N", "--n-samples", "engine"),
+    _engine("scout_model", "SRW_MODEL", "--scout-model", "scout"),
     Setting(
         "reference",
         str,
         "",
         "a data set the scout trains on beside the project's annotations, unranked: a corpus "
         "annotated by the same guidelines (CoNLL, TSV, JSONL or a Label Studio export), named "
-        "by its file name in SRW_REFERENCE_DIR (empty: none)",
+        "by its file name in MODEL_DIR/references, where only the server's administrator puts "
+        "files (empty: none)",
         "SRW_REFERENCE",
         ("--reference",),
         pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-        rule="a file name in SRW_REFERENCE_DIR (letters, digits, '.', '_' and '-'), or empty",
-        **_SCOUT,
-    ),
-    Setting(
-        "reference_dir",
-        str,
-        "",
-        "the folder of the data sets SRW_REFERENCE may name; only the server's administrator "
-        "puts files there (empty: MODEL_DIR/references)",
-        "SRW_REFERENCE_DIR",
-        ("--reference-dir",),
-        group="scout",
-    ),
-    Setting(
-        "freeze_encoder",
-        bool,
-        False,
-        "classification: train only a head on the frozen encoder (small projects)",
-        "SRW_FREEZE_ENCODER",
-        ("--freeze-encoder",),
-        **_SCOUT,
-    ),
-    Setting(
-        "epochs",
-        int,
-        0,
-        "scout training epochs (0: the default, NER 3 (5 on an encoder wider than the MiniLM), "
-        "classification 2)",
-        "SRW_EPOCHS",
-        ("--epochs",),
-        minimum=0,
-        **_SCOUT,
-    ),
-    Setting(
-        "max_steps",
-        int,
-        0,
-        "the scout's training budget in optimizer steps: a large project trains for fewer "
-        "passes than SRW_EPOCHS so that its scores come sooner (0: no budget)",
-        "SRW_MAX_STEPS",
-        ("--max-steps",),
-        minimum=0,
-        **_SCOUT,
-    ),
-    Setting(
-        "early_steps",
-        int,
-        300,
-        "a training publishes early scores, then its own when it ends: a NER project with the "
-        "CRF (SRW_CRF) and at most 5,000 examples the CRF's, once it has trained (seconds); "
-        "otherwise the scout's after a third of its optimizer steps, at most this many "
-        "(trainings under 3/10 of this many steps publish only their own); an ensemble "
-        "(SRW_SCOUTS) also its first scout's once it is trained (the default score only; 0: "
-        "never)",
-        "SRW_EARLY_STEPS",
-        ("--early-steps",),
-        group="scout",
-        minimum=0,
-        training=True,
-        per_project=True,
-    ),
-    Setting(
-        "batch_size",
-        int,
-        16,
-        "scout training batch size",
-        "SRW_BATCH_SIZE",
-        ("--batch-size",),
-        minimum=1,
-        **_SCOUT,
-    ),
-    Setting(
-        "learning_rate",
-        float,
-        0.0,
-        "scout learning rate (0: the default, NER 3e-4 (1e-4 on an encoder wider than the "
-        "MiniLM), classification 1e-4)",
-        "SRW_LEARNING_RATE",
-        ("--learning-rate",),
-        minimum=0.0,
-        **_SCOUT,
-    ),
-    Setting(
-        "max_length",
-        int,
-        0,
-        "subwords per text; longer texts are truncated with a warning (0: the model's limit)",
-        "SRW_MAX_LENGTH",
-        ("--max-length",),
-        minimum=0,
-        **_SCOUT,
-    ),
-    Setting(
-        "seed",
-        int,
-        0,
-        "random seed of training and sampling",
-        "SRW_SEED",
-        ("--seed",),
-        minimum=0,
-        **_SCOUT,
-    ),
-    Setting(
-        "quantize",
-        bool,
-        False,
-        "predict with int8 linear layers on CPU: the weighing pass's CPU time 1.7x lower, "
-        "detection AP 0.016 lower on one seed (b07e242; CHANGELOG, left off after measuring)",
-        "SRW_QUANTIZE",
-        ("--quantize",),
+        rule="a file name in MODEL_DIR/references (letters, digits, '.', '_' and '-'), or empty",
         group="scout",
         training=True,
         per_project=True,
         scoring=True,
     ),
-    Setting(
-        "precision",
-        str,
-        "auto",
-        "the scout's forward passes, training and predicting: bfloat16 (matrix products in "
-        "bfloat16 under torch.autocast; weights stay float32), float32, or auto: bfloat16 where "
-        "the hardware multiplies it natively (CPUs with AVX512-BF16 or AMX, GPUs from Ampere "
-        "on), else float32",
-        "SRW_PRECISION",
-        ("--precision",),
-        group="scout",
-        choices=PRECISIONS,
-        training=True,
-        per_project=True,
-        scoring=True,
-    ),
+    _engine("freeze_encoder", "SRW_FREEZE_ENCODER", "--freeze-encoder", "scout"),
+    _engine("epochs", "SRW_EPOCHS", "--epochs", "scout"),
+    _engine("learning_rate", "SRW_LEARNING_RATE", "--learning-rate", "scout"),
     Setting(
         "retrain_after",
         int,
@@ -677,58 +414,16 @@ SETTINGS: tuple[Setting, ...] = (
         training=True,
         per_project=True,
     ),
-    Setting(
-        "warm_start",
-        bool,
-        False,
-        "retrain by refitting the current version's scout for SRW_WARM_EPOCHS epochs, when its "
-        "labels and scout settings still hold; one scout only (SRW_SCOUTS=1: an ensemble, NER's "
-        "default, retrains in full)",
-        "SRW_WARM_START",
-        ("--warm-start",),
-        group="retraining",
-        training=True,
-        per_project=True,
-    ),
-    Setting(
-        "warm_epochs",
-        int,
-        1,
-        "epochs of a warm-start refit",
-        "SRW_WARM_EPOCHS",
-        ("--warm-epochs",),
-        group="retraining",
-        minimum=1,
-        training=True,
-        per_project=True,
-    ),
-    Setting(
-        "full_retrain_every",
-        int,
-        5,
-        "with warm starts, train from the base encoder after this many refits",
-        "SRW_FULL_RETRAIN_EVERY",
-        ("--full-retrain-every",),
-        group="retraining",
-        minimum=1,
-        training=True,
-        per_project=True,
-    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-# The training settings that shape the scout: a version trained with other values is not
-# refitted (warm-started) but replaced by a training from the base encoder.
-SCOUT = tuple(s.name for s in SETTINGS if s.scout)
 # What a training computes: the server's values go with every training job.
 TRAINING = tuple(s.name for s in SETTINGS if s.training)
 # Settings a project may override through its Label Studio connection's extra parameters
 # (backend.project_settings); the rest are the server's alone.
 PER_PROJECT = tuple(s.name for s in SETTINGS if s.per_project)
 # The per-project settings SRW_PROJECT_LIMITS may bound: those whose cost grows with the value.
-LIMITABLE = frozenset(
-    s.name for s in SETTINGS if s.per_project and s.type is int and s.name != "seed"
-)
+LIMITABLE = frozenset(s.name for s in SETTINGS if s.per_project and s.type is int)
 # The per-project settings the scores depend on: a project's change of one retrains it.
 SCORING = tuple(s.name for s in SETTINGS if s.scoring)
 SECRETS = tuple(s.name for s in SETTINGS if s.secret)
@@ -759,7 +454,7 @@ class Settings:
         if self.reference and not self.reference_path.is_file():
             raise SettingsError(
                 f"{BY_NAME['reference'].names} is {shown(self.reference)}; no such file in the "
-                "reference folder (SRW_REFERENCE_DIR); it holds "
+                "reference folder (MODEL_DIR/references); it holds "
                 + (", ".join(_files(self.reference_folder)) or "no data sets")
             )
         for name in self.limits:
@@ -790,6 +485,7 @@ class Settings:
             if raw is not None:
                 values[s.name] = s.parse(raw, f"environment variable {source}")
         values.update((name, value) for name, value in flags.items() if value is not None)
+        _warn_undeclared()
         for s in SETTINGS:
             if s.url and s.name in values:
                 values[s.name] = values[s.name].rstrip("/")
@@ -797,8 +493,8 @@ class Settings:
 
     @property
     def reference_folder(self) -> Path:
-        """Where SRW_REFERENCE's file is: SRW_REFERENCE_DIR, else MODEL_DIR/references."""
-        return Path(self.reference_dir or Path(self.model_dir) / "references")
+        """Where SRW_REFERENCE's file is: MODEL_DIR/references."""
+        return Path(self.model_dir) / "references"
 
     @property
     def reference_path(self) -> Path | None:
@@ -912,6 +608,27 @@ def _read_env(s: Setting) -> tuple[str, str | None]:
         if raw:
             return name, raw
     return s.env, None
+
+
+_warned: set[str] = set()
+
+
+def _warn_undeclared() -> None:
+    """A WARNING, once per process, for each SRW_* variable that is no setting: a typo, or one
+    of an earlier build that is gone (docs/configuration.md lists those there are)."""
+    import logging
+
+    declared = {name for s in SETTINGS for name in (s.env, *s.fallbacks)}
+    for name in sorted(os.environ):
+        if name.startswith("SRW_") and name not in declared and name not in _warned:
+            _warned.add(name)
+            close = difflib.get_close_matches(name, declared, n=1)
+            logging.getLogger(__name__).warning(
+                "environment variable %s is not a setting and is ignored%s "
+                "(docs/configuration.md lists the settings)",
+                name,
+                f"; did you mean {close[0]}?" if close else "",
+            )
 
 
 def _part(name: str, default: int) -> int:

@@ -128,22 +128,24 @@ The server (`python _wsgi.py`, whose flags win over the environment; gunicorn re
 environment alone) and `python -m backend.worker` read the same variables, in one place
 (`Settings.from_env` in `backend/settings.py`, where each setting is declared once), into one
 object that the server, its job runner and every training it starts use. It is checked when
-read: settings no training could run with (`SRW_K` above `SRW_N`, an unknown `SRW_METHOD`,
-`SRW_P` of 1, ...) stop the server or the worker at start-up, naming the variable, the flag and
-the reason; `python _wsgi.py --check` checks them and exits (0: they work, 2: they do not).
+read: settings no training could run with (`SRW_K` above `SRW_N`, `SRW_SCOUTS` of 11, an
+`SRW_CRF` that is not on or off, ...) stop the server or the worker at start-up, naming the
+variable, the flag and the reason; `python _wsgi.py --check` checks them and exits (0: they
+work, 2: they do not).
 `docker-compose.yml` passes every variable to the backend and its workers, with these defaults
 unless the table says otherwise.
 
 Every setting can also be given to `_wsgi.py` by its field name, as label-studio-ml's
-`_wsgi.py` takes its model's arguments: `python _wsgi.py --kwargs k=5 score=probability`
+`_wsgi.py` takes its model's arguments: `python _wsgi.py --kwargs k=5 crf=off`
 (flags win over `--kwargs`, which wins over the environment).
 
 Scope **training**: what a training computes. A training on an rq worker computes with the
 server's values, which the job carries, over which the worker reads the project's own (below).
 Scope **process**: each process reads its own environment. On an rq worker that is where things
 are and the credentials (`MODEL_DIR`, Label Studio, Redis, `BASIC_AUTH_*` for the webhook
-header), which may differ from machine to machine and never go through Redis, and `SRW_N_JOBS`
-(that machine's cores).
+header), which may differ from machine to machine and never go through Redis. An `SRW_*`
+variable that is no setting (a typo, or one of an earlier build) is named in a WARNING at start-up
+and ignored.
 
 Column **project**: whether a Label Studio project may set it for itself (see
 [Per-project settings](#per-project-settings)); *retrains*: a change of it changes the scores,
@@ -228,7 +230,7 @@ a setting named by its field, variable or flag:
 
 ```text
 k=5
-score=probability
+crf=off
 SRW_EPOCHS=4
 ```
 
@@ -239,7 +241,7 @@ save it, and the project keeps the settings it had. Accepted settings are stored
 (`MODEL_DIR/<project>/settings.json`): restarts and queued trainings use them, and `/status` and
 the report show the project's effective settings. A change of a setting marked *retrains* starts
 a training of a project that has a version (or a training under way); a change of another (when
-to retrain, how many annotations a training needs, warm starts) applies from the next event or
+to retrain, how many annotations a training needs) applies from the next event or
 training. Empty extra params: the server's settings.
 
 The settings a project may set (the default: the server's):

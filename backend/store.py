@@ -26,38 +26,35 @@ A full disk (ENOSPC, EDQUOT) loses nothing this process was told: a status chang
 written (an annotation event, a job's state) and a prediction /predict computed but could not
 store are kept in this process's memory, shown by its :meth:`ProjectStore.status` and
 :meth:`ProjectStore.scores`, and written with the next successful write of the project or by a
-retry every :data:`RETRY_SECONDS` (see :class:`_Unwritten`). A process that exits before the
-disk has room again loses what it kept (docs/operating.md).
+retry every :data:`~backend.unwritten.RETRY_SECONDS` (see :mod:`backend.unwritten`). A process
+that exits before the disk has room again loses what it kept (docs/operating.md).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import errno
 import fcntl
 import json
 import logging
 import os
 import re
 import shutil
-import tempfile
-import threading
 import time
-import uuid
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from subregweigh.crf import crf_path
+from backend import unwritten
+from backend.disk import no_space
+from backend.unwritten import Events, apply_change
+from backend.versions import leftovers, make_staging, manifest, trash
 from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
+# from backend.disk and backend.versions
+from backend.disk import directory_mb, free_mb  # noqa: E402, F401
+from backend.versions import new_version_name  # noqa: E402, F401
+
 _PROJECT = re.compile(r"[0-9]+")
-STAGING, TRASH = ".staging-", ".trash-"
 # Project directories are made on the first event of a project; this bounds what any number of
 # made-up project ids can make (a real deployment serves far fewer projects).
 MAX_PROJECTS = 10_000
@@ -68,34 +65,6 @@ class TooManyProjects(RuntimeError):
 
 
 KEEP_VERSIONS = 3
-
-# The errors of a full disk or an exhausted quota: what is not written is kept in memory.
-NO_SPACE = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
-RETRY_SECONDS = 5.0  # how often kept changes are tried again while the disk is full
-MAX_UNSAVED_SCORES = 20_000  # predictions kept per project; beyond, computed again when asked
-
-
-def no_space(err: BaseException) -> bool:
-    """Whether ``err`` says the disk (or the quota) is full."""
-    return isinstance(err, OSError) and err.errno in NO_SPACE
-
-
-def free_mb(path: Path) -> float:
-    """Free megabytes for this user on the filesystem of ``path`` (its nearest existing parent)."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize / 2**20
-
-
-def directory_mb(directory: Path) -> float:
-    """Megabytes the files under ``directory`` hold (0 when it does not exist)."""
-    total = 0
-    for f in directory.rglob("*"):
-        with contextlib.suppress(OSError):
-            if f.is_file():
-                total += f.stat().st_size
-    return total / 2**20
 
 
 def project_id(value) -> str:
@@ -111,210 +80,12 @@ def project_id(value) -> str:
     return str(int(text))
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return time.time()
-
-
-def new_version_name() -> str:
-    """Sortable to the millisecond and unique: ``srw-20261121-164301123-1a2b3c``."""
-    now = time.time()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
-    return f"srw-{stamp}{int(now % 1 * 1000):03d}-{uuid.uuid4().hex[:6]}"
-
-
 class CorruptVersion(RuntimeError):
     """A published version's files are missing, truncated or unreadable."""
 
     def __init__(self, version: str, problem: str):
         super().__init__(f"version {version}: {problem}")
         self.version = version
-
-
-def _manifest(directory: Path) -> dict[str, int]:
-    # scores.json grows as /predict stores new tasks (atomically); it is checked when parsed.
-    return {
-        str(f.relative_to(directory)): f.stat().st_size
-        for f in sorted(directory.rglob("*"))
-        if f.is_file() and f.name != "scores.json"
-    }
-
-
-# Tasks a project's status keeps waiting for a rescore, the newest: beyond them, the next
-# training scores the changes (annotation events still count towards it).
-MAX_PENDING = 5_000
-
-
-def _bounded(pending: dict) -> dict:
-    if len(pending) <= MAX_PENDING:
-        return pending
-    newest = sorted(pending.items(), key=lambda item: item[1])[-MAX_PENDING:]
-    return dict(newest)
-
-
-class _Events:
-    """``n`` annotation events (:meth:`ProjectStore.note_event`), ``tasks`` the tasks they changed
-    -> when: one status change however many events a full disk keeps back. The tasks are kept
-    only where something will read them: ``rescore_pending`` while a version serves
-    (``serving``), ``changed_since_fetch`` while a training runs; each at most
-    :data:`MAX_PENDING`."""
-
-    def __init__(self, n: int = 0, tasks: dict | None = None, serving: bool = True):
-        self.n, self.tasks, self.serving = n, dict(tasks or {}), serving
-
-    def apply(self, status: dict) -> None:
-        status["events_since_training"] = (status.get("events_since_training") or 0) + self.n
-        if not self.tasks:
-            return
-        keys = ["rescore_pending"] if self.serving else []
-        if status.get("state") == "running":
-            keys.append("changed_since_fetch")
-        for key in keys:
-            status[key] = _bounded({**(status.get(key) or {}), **self.tasks})
-
-
-def _apply(status: dict, change) -> None:
-    """Apply one status change: an :class:`_Events`, or ``{key: value or function of the old}``."""
-    if isinstance(change, _Events):
-        change.apply(status)
-        return
-    for key, value in change.items():
-        status[key] = value(status.get(key)) if callable(value) else value
-
-
-@dataclass
-class _Unwritten:
-    """What a full disk kept from one project's files, in this process: status changes in the
-    order they were made (applied over status.json when read, and written with it as soon as a
-    write succeeds), and predictions per version (merged into scores.json the same way)."""
-
-    model_dir: str
-    project: str
-    since: float
-    error: str
-    changes: list = field(default_factory=list)
-    scores: dict = field(default_factory=dict)  # version -> task id -> entry
-    broken: dict = field(default_factory=dict)  # version -> why (its BROKEN marker unwritten)
-
-    def add(self, change) -> None:
-        last = self.changes[-1] if self.changes else None
-        if isinstance(change, _Events) and isinstance(last, _Events):
-            last.n += change.n  # a storm of events stays one change
-            last.tasks = _bounded({**last.tasks, **change.tasks})
-            last.serving = last.serving or change.serving
-        else:
-            self.changes.append(change)
-
-    def events(self) -> int:
-        return sum(c.n for c in self.changes if isinstance(c, _Events))
-
-    def n_scores(self) -> int:
-        return sum(len(v) for v in self.scores.values())
-
-    def summary(self) -> dict:
-        """What /status shows of it."""
-        return {
-            "since": self.since,
-            "error": self.error,
-            "status_changes": len(self.changes),
-            "annotation_events": self.events(),
-            "predictions": self.n_scores(),
-            "message": (
-                "the disk of MODEL_DIR is full: these are kept in the memory of process "
-                f"{os.getpid()} and written when space returns (retried every "
-                f"{RETRY_SECONDS:g} s)"
-            ),
-        }
-
-    def empty(self) -> bool:
-        return not (self.changes or any(self.scores.values()) or self.broken)
-
-
-_unwritten: dict[str, _Unwritten] = {}  # project directory -> what its files lack
-_unwritten_lock = threading.RLock()
-_retrying: threading.Thread | None = None
-
-
-def _retry_unwritten() -> None:
-    """The retry thread: while anything is kept, try to write it every RETRY_SECONDS."""
-    global _retrying
-    while True:
-        time.sleep(RETRY_SECONDS)
-        with _unwritten_lock:
-            pending = [(u.model_dir, u.project) for u in _unwritten.values()]
-            if not pending:
-                _retrying = None
-                return
-        for model_dir, project in pending:
-            try:
-                ProjectStore(model_dir, project).write_unwritten()
-            except Exception as err:  # keep retrying the others; this one next round
-                logger.warning("project %s: kept changes not written yet: %s", project, err)
-
-
-def _at_exit() -> None:
-    """A last try when the process exits; what still does not fit is lost: say what."""
-    with _unwritten_lock:
-        pending = list(_unwritten.values())
-    for kept in pending:
-        with contextlib.suppress(Exception):
-            if ProjectStore(kept.model_dir, kept.project).write_unwritten():
-                continue
-        logger.error(
-            "project %s: exiting while the disk is full: %d annotation events, %d status "
-            "changes and %d predictions kept since %s are lost (the next training reads every "
-            "annotation again)",
-            kept.project,
-            kept.events(),
-            len(kept.changes),
-            kept.n_scores(),
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(kept.since)),
-        )
-
-
-atexit.register(_at_exit)
-
-
-def unwritten_projects() -> list[str]:
-    """Project directories of which this process keeps changes a full disk did not take."""
-    with _unwritten_lock:
-        return sorted(_unwritten)
-
-
-class ScoresView:
-    """What ``build(scores)`` makes of a version's stored scores, kept per process until its
-    scores.json changes (the ``limit`` most recently used versions): a project of 14,000 NER
-    tasks stores 17 MiB of scores, which take about a second to parse, and a webhook or a
-    rescore should not pay that every time. While a full disk keeps the project's writes in
-    this process's memory, the view is built afresh on each call."""
-
-    def __init__(self, build: Callable[[dict], Any], limit: int):
-        self.build, self.limit = build, limit
-        self._cache: OrderedDict[str, tuple[tuple, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __call__(self, store: ProjectStore, version: str):
-        path = store.versions / version / "scores.json"
-        held = os.path.abspath(store.root) in unwritten_projects()
-        try:
-            st = path.stat()
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
-        with self._lock:
-            hit = self._cache.get(str(path))
-            if hit is not None and hit[0] == stamp and not held:
-                self._cache.move_to_end(str(path))
-                return hit[1]
-        value = self.build(store.scores(version))
-        if stamp is not None and not held:  # read after the stat: a newer file only reloads
-            with self._lock:
-                self._cache[str(path)] = (stamp, value)
-                while len(self._cache) > self.limit:
-                    self._cache.popitem(last=False)
-        return value
 
 
 class ProjectStore:
@@ -338,7 +109,7 @@ class ProjectStore:
             bool(version)
             and (directory / "COMPLETE").is_file()
             and not (directory / "BROKEN").exists()
-            and not self._broken_in_memory(version)
+            and not unwritten.broken_in_memory(self, version)
         )
 
     def verify(self, version: str) -> None:
@@ -374,13 +145,7 @@ class ProjectStore:
             except OSError as err:
                 if not no_space(err):
                     raise
-                with _unwritten_lock:  # this process serves it no more; the marker comes later
-                    self._keep(err).broken[version] = reason
-
-    def _broken_in_memory(self, version: str) -> bool:
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            return kept is not None and version in kept.broken
+                unwritten.keep_broken(self, err, version, reason)  # this process serves it no more
 
     def current_version(self) -> str | None:
         """The version to serve: CURRENT if complete, else the newest complete one."""
@@ -396,13 +161,7 @@ class ProjectStore:
         owned by this process until :meth:`publish` or :meth:`discard`: it holds an exclusive
         ``flock`` on ``<dir>.lock``, which the kernel lets go when the process dies, so
         :meth:`clean_debris` knows a killed training's directory from a running one's."""
-        self.versions.mkdir(parents=True, exist_ok=True)
-        # The lock first, then the directory named after it: no moment where the directory
-        # exists unowned.
-        fd, lock_name = tempfile.mkstemp(prefix=STAGING, suffix=".lock", dir=self.versions)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        staging = Path(lock_name).with_suffix("")
-        staging.mkdir()
+        staging, fd = make_staging(self.versions)
         self._staging[staging] = fd
         return staging
 
@@ -419,8 +178,7 @@ class ProjectStore:
 
     def publish(self, staging: Path, version: str) -> Path:
         """Mark ``staging`` complete, move it to ``versions/<version>`` and serve it."""
-        manifest = _manifest(staging)
-        atomic_write_json(staging / "COMPLETE", {"version": version, "files": manifest})
+        atomic_write_json(staging / "COMPLETE", {"version": version, "files": manifest(staging)})
         target = self.versions / version
         os.replace(staging, target)
         self._release(staging)
@@ -431,48 +189,22 @@ class ProjectStore:
     def _prune(self, keep: str) -> None:
         for old in self._complete_versions()[:-KEEP_VERSIONS]:
             if old != keep:
-                self._trash(self.versions / old)
+                trash(self.versions, self.versions / old)
         self.clean_debris()
-
-    def _trash(self, directory: Path) -> None:
-        """Remove ``directory`` so that no moment shows a version half-removed: it is renamed
-        out of the listing first (one atomic step), then deleted."""
-        trash = self.versions / f"{TRASH}{directory.name}-{uuid.uuid4().hex[:6]}"
-        try:
-            os.replace(directory, trash)
-        except FileNotFoundError:
-            return  # another process pruned it
-        shutil.rmtree(trash, ignore_errors=True)
 
     def clean_debris(self) -> list[str]:
         """Remove what killed processes left in ``versions/``: staging directories no live
         process owns, versions being removed (``.trash-*``), and version directories without
         their ``COMPLETE`` marker (never published: a rename publishes a whole version). Safe
         while other processes train. Returns the names removed."""
-        removed = []
         if not self.versions.is_dir():
-            return removed
-        for entry in sorted(self.versions.iterdir()):
-            name = entry.name
-            if name.startswith(TRASH) and entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-            elif name.startswith(STAGING) and entry.is_dir():
-                if not self._remove_unowned(entry):
-                    continue
-            elif name.startswith("srw-") and entry.is_dir() and not (entry / "COMPLETE").exists():
-                self._trash(entry)
-            elif name.startswith(STAGING) and name.endswith(".lock"):
-                if entry.with_suffix("").exists() or time.time() - _mtime(entry) < 60:
-                    continue
-                entry.unlink(missing_ok=True)
-            else:
-                continue
-            removed.append(name)
+            return []
+        removed = leftovers(self.versions)
         # a process killed between publishing a version and pruning the old ones
         current = self.current_version()
         for old in self._complete_versions()[:-KEEP_VERSIONS]:
             if old != current:
-                self._trash(self.versions / old)
+                trash(self.versions, self.versions / old)
                 removed.append(old)
         if removed:
             logger.info(
@@ -482,23 +214,6 @@ class ProjectStore:
                 ", ".join(removed[:10]),
             )
         return removed
-
-    def _remove_unowned(self, staging: Path) -> bool:
-        lock = staging.with_name(staging.name + ".lock")
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return False
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False  # a live training builds it
-            shutil.rmtree(staging, ignore_errors=True)
-            lock.unlink(missing_ok=True)
-            return True
-        finally:
-            os.close(fd)
 
     def all_versions(self) -> list[str]:
         """The versions that may be served, oldest first: complete, not broken, every file of
@@ -516,20 +231,25 @@ class ProjectStore:
         return True
 
     def scout_dir(self, version: str, member: int = 0) -> Path:
-        """Where ``version``'s scout is: the first (``member`` 0), or another of an ensemble."""
-        return self.versions / version / ("scout" if member == 0 else f"scout-{member}")
+        """Where ``version``'s scout is: the first (``member`` 0), or another of an ensemble
+        (the engine's layout, :mod:`subregweigh.parts`)."""
+        from subregweigh.parts import scout_folder
+
+        return scout_folder(self.versions / version, member)
 
     def crf_file(self, version: str) -> Path:
-        """Where ``version``'s CRF is (NER with SRW_CRF; absent otherwise; :func:`crf_path`)."""
+        """Where ``version``'s CRF is (NER with SRW_CRF; absent otherwise; the engine's layout,
+        :func:`subregweigh.crf.crf_path`)."""
+        from subregweigh.crf import crf_path
+
         return crf_path(self.versions / version)
 
     def n_scouts(self, version: str) -> int:
         """How many scouts ``version`` holds: an ensemble's, one, or none (the early scores of
         a NER project's CRF alone)."""
-        n = 0
-        while self.scout_dir(version, n).is_dir():
-            n += 1
-        return n
+        from subregweigh.parts import saved_scouts
+
+        return saved_scouts(self.versions / version)
 
     def _json(self, version: str, name: str, what: str) -> dict:
         """``versions/<version>/<name>`` as a dict ({} if missing); CorruptVersion if it is
@@ -548,10 +268,7 @@ class ProjectStore:
         """Stored predictions of ``version``: task id (str) -> entry (with those a full disk
         kept in this process's memory, see :meth:`store_scores`)."""
         scores = self._json(version, "scores.json", "task table")
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            if kept is not None and version in kept.scores:
-                scores.update(kept.scores[version])
+        scores.update(unwritten.kept_scores(self, version))
         return scores
 
     def meta(self, version: str) -> dict:
@@ -628,22 +345,11 @@ class ProjectStore:
             status = {}
         if not isinstance(status, dict):
             status = {}
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            changes = list(kept.changes) if kept else []
+        changes = unwritten.kept_changes(self)
         for change in changes:
-            _apply(status, change)
-        self._show_unwritten(status)
+            apply_change(status, change)
+        unwritten.show_unwritten(self, status)
         return status, len(changes)
-
-    def _show_unwritten(self, status: dict) -> dict:
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            if kept is None:
-                status.pop("unwritten", None)
-            else:
-                status["unwritten"] = kept.summary()
-        return status
 
     def status(self) -> dict:
         """``{state, message, last_error, events_since_training, ...}``; read-only snapshot.
@@ -671,10 +377,10 @@ class ProjectStore:
         except OSError as err:
             if not no_space(err):
                 raise
-            self._keep(err)
+            unwritten.keep(self, err)
             return False
         if n_kept:
-            self._written(n_kept)
+            unwritten.written(self, n_kept)
         return True
 
     def update_status(self, when=None, **changes) -> dict:
@@ -683,7 +389,7 @@ class ProjectStore:
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
         With ``when``, a predicate on the current status, nothing changes unless it holds: the
         check and the write happen under one lock. When the disk is full the change is kept in
-        this process (see :class:`_Unwritten`) and the result says so (``unwritten``).
+        this process (see :mod:`backend.unwritten`) and the result says so (``unwritten``).
         """
         return self._change(changes, when)
 
@@ -693,20 +399,20 @@ class ProjectStore:
                 status, n_kept = self._status()
                 if when is not None and not when(status):
                     return status
-                _apply(status, change)
+                apply_change(status, change)
                 status["updated_at"] = time.time()
                 if not self._write_status(status, n_kept) and change:
-                    self._keep_change(change)
-                return self._show_unwritten(status)
+                    unwritten.keep_change(self, change)
+                return unwritten.show_unwritten(self, status)
         except OSError as err:  # no room even for the project's directory or its lock
             if not no_space(err):
                 raise
             status = self.status()
             if when is not None and not when(status):
                 return status
-            self._keep(err)
+            unwritten.keep(self, err)
             if change:
-                self._keep_change(change)
+                unwritten.keep_change(self, change)
             return self.status()
 
     def take_status(self, *keys: str) -> dict:
@@ -732,115 +438,25 @@ class ProjectStore:
         has ``unwritten``). ``serving``: whether a version serves the project (else nothing
         would rescore the task: only the count is kept)."""
         return self._change(
-            _Events(1, {task: time.time()} if task is not None else {}, serving=serving)
+            Events(1, {task: time.time()} if task is not None else {}, serving=serving)
         )
 
     # -- what a full disk keeps back ----------------------------------------------------------
-    @property
-    def _key(self) -> str:
-        return os.path.abspath(self.root)
-
-    def _keep(self, err: OSError) -> _Unwritten:
-        """The record of what this project's files lack (made, and the retry started, on the
-        first failed write; the first failure of an outage is logged as a WARNING)."""
-        global _retrying
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            if kept is None:
-                kept = _unwritten[self._key] = _Unwritten(
-                    str(self.root.parent), self.project, time.time(), f"{err.strerror or err}"
-                )
-                logger.warning(
-                    "project %s: cannot write to %s: %s; annotation events, status changes and "
-                    "new predictions are kept in this process's memory (pid %d) and written "
-                    "when space returns",
-                    self.project,
-                    self.root,
-                    err.strerror or err,
-                    os.getpid(),
-                )
-            if _retrying is None:
-                _retrying = threading.Thread(
-                    target=_retry_unwritten, name="subregweigh-unwritten", daemon=True
-                )
-                _retrying.start()
-            return kept
-
-    def _keep_change(self, change) -> None:
-        with _unwritten_lock:
-            _unwritten[self._key].add(change)
-
-    def _written(self, n_changes: int = 0, version: str | None = None) -> None:
-        """The first ``n_changes`` kept status changes (or the predictions kept for
-        ``version``) are on disk now: forget them, and say so when nothing is left."""
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            if kept is None:
-                return
-            events = sum(c.n for c in kept.changes[:n_changes] if isinstance(c, _Events))
-            del kept.changes[:n_changes]
-            scores = len(kept.scores.pop(version, {})) if version is not None else 0
-            done = kept.empty()
-            if done:
-                del _unwritten[self._key]
-        if n_changes or scores:
-            logger.info(
-                "project %s: wrote %d status changes (%d annotation events) and %d predictions "
-                "kept in memory while the disk was full",
-                self.project,
-                n_changes,
-                events,
-                scores,
-            )
-        if done:
-            logger.warning(
-                "project %s: the disk has room again: everything kept in memory since %s is "
-                "written",
-                self.project,
-                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(kept.since)),
-            )
-
     def write_unwritten(self) -> bool:
         """Try to write what this process keeps of this project: status changes, predictions,
-        BROKEN markers. True when nothing is kept any more."""
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            if kept is None:
-                return True
-            broken = dict(kept.broken)
-            versions = list(kept.scores)
-            has_changes = bool(kept.changes)
-        for version, reason in broken.items():
-            directory = self.versions / version
-            try:
-                if directory.is_dir():
-                    atomic_write_json(directory / "BROKEN", {"reason": reason, "at": time.time()})
-            except OSError as err:
-                if not no_space(err):
-                    raise
-                return False
-            with _unwritten_lock:
-                kept.broken.pop(version, None)
-        if has_changes:
-            self._change({})
-        for version in versions:
-            self.store_scores(version, {})
-        self._written()  # says so if this emptied it
-        with _unwritten_lock:
-            return self._key not in _unwritten
+        BROKEN markers. True when nothing is kept any more (:mod:`backend.unwritten`)."""
+        return unwritten.write_unwritten(self)
 
     # -- stored predictions -------------------------------------------------------------------
     def store_scores(self, version: str, fresh: dict) -> bool:
         """Add ``fresh`` (task id -> entry) to ``version``'s scores.json, under the status lock.
-        On a full disk they are kept in this process (at most :data:`MAX_UNSAVED_SCORES` per
-        project) and :meth:`scores` serves them: False. A version no longer on disk (pruned)
-        takes nothing: True."""
+        On a full disk they are kept in this process (at most
+        :data:`~backend.unwritten.MAX_UNSAVED_SCORES` per project) and :meth:`scores` serves
+        them: False. A version no longer on disk (pruned) takes nothing: True."""
         path = self.versions / version / "scores.json"
         try:
             with self.locked():
-                with _unwritten_lock:
-                    kept = _unwritten.get(self._key)
-                    held = dict(kept.scores.get(version, {})) if kept else {}
+                held = unwritten.kept_scores(self, version)
                 if path.parent.is_dir():  # else pruned: nothing to add to
                     scores = self._json(version, "scores.json", "task table")
                     scores.update(held)
@@ -849,18 +465,8 @@ class ProjectStore:
         except OSError as err:
             if not no_space(err):
                 raise
-            with _unwritten_lock:
-                kept = self._keep(err)
-                room = MAX_UNSAVED_SCORES - kept.n_scores()
-                table = kept.scores.setdefault(version, {}) if fresh else {}
-                for task, entry in fresh.items():
-                    if task in table or room > 0:
-                        room -= task not in table
-                        table[task] = entry
+            unwritten.keep_scores(self, err, version, fresh)
             return False
-        with _unwritten_lock:
-            kept = _unwritten.get(self._key)
-            written = kept is not None and version in kept.scores
-        if written:
-            self._written(version=version)
+        if unwritten.holds_scores(self, version):
+            unwritten.written(self, version=version)
         return True

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from backend.convert import choices_result, class_note, doubt_regions, labels_result
-from backend.settings import SCORES
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import (
@@ -30,6 +29,7 @@ from subregweigh.io.labelstudio import (
     parse_tasks,
 )
 from subregweigh.io.weights import to_json
+from subregweigh.options import DEFAULT_SCORE
 from subregweigh.suggest import class_suggestion, span_suggestions
 
 SUPPORTED = "one <Text> with <Labels> (NER) or <Choices> (classification)"
@@ -162,7 +162,7 @@ def stored_prediction(
     result,
     first: int,
     count: int,
-    score_name: str = SCORES[0],
+    score_name: str = DEFAULT_SCORE,
     columns: dict | None = None,
     shown=None,
 ) -> dict:
@@ -272,7 +272,7 @@ def score_tasks(
     srw,
     spec: LabelingSpec,
     items: Sequence[LabelStudioTask],
-    score_name: str = SCORES[0],
+    score_name: str = DEFAULT_SCORE,
     *,
     quick: bool = False,
     ordinary=None,

@@ -37,10 +37,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from backend.labelstudio import LabelStudioUnavailable
 from backend.outbound import OutboundRefused, bounded_get, fixed_url
 from backend.redact import redact
+
+if TYPE_CHECKING:
+    from backend.labelstudio import LabelStudioAPI
+    from backend.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -314,3 +320,65 @@ def secure_webhooks(
     for change in planned.changes:
         api.set_webhook_headers(change.webhook, change.headers)
     return planned
+
+
+def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) -> None:
+    """With basic auth on, give the project's webhook to this backend its own token (Label
+    Studio sends its ML webhook without the connection's credentials, so annotation events would
+    get 401 and never trigger a retraining), and take this backend's basic-auth password off
+    every webhook (see :mod:`backend.webhook_auth`). Never fails the training: a WARNING says
+    how to do it by hand. Neither credentials nor tokens are logged."""
+    if not settings.basic_auth_user:
+        return
+    by_hand = (
+        "annotation changes get 401 here and never trigger a retraining until the webhook to "
+        "<backend url>/webhook in the project's Settings > Webhooks carries the header that "
+        f"`python _wsgi.py --webhook-token {project}` prints where the backend runs"
+    )
+    try:
+        secret = webhook_secret(settings)
+        planned = secure_webhooks(
+            api, project, secret, settings.basic_auth_user, settings.basic_auth_pass
+        )
+    except Exception as err:  # Label Studio refused, an older API, no secret: the training goes on
+        logger.warning(
+            "project %s: could not give Label Studio's webhook to this backend its token (%s); %s",
+            project,
+            # Their messages hold no credential; any other error is named by its type only.
+            err
+            if isinstance(err, (LabelStudioUnavailable, WebhookSecretUnavailable))
+            else type(err).__name__,
+            by_hand,
+        )
+        return
+    for change in planned.changes:
+        url = redact(str(change.webhook.get("url")))
+        if change.password_removed:
+            logger.warning(
+                "project %s: removed this backend's basic-auth password from the webhook to %s "
+                "(%s); an earlier version of the backend put it there: rotate BASIC_AUTH_PASS",
+                project,
+                url,
+                "this backend" if change.is_self else "NOT this backend",
+            )
+        if change.token_added:
+            logger.info(
+                "project %s: gave the webhook to %s (proven to be this backend) its webhook token; "
+                "annotation changes now reach the backend",
+                project,
+                url,
+            )
+    if planned.with_token == 0:
+        unproven = "; ".join(f"{url}: {why}" for url, why in planned.unproven.items())
+        logger.warning(
+            "project %s: no webhook could be proven to call this backend (%s); %s",
+            project,
+            unproven or "no ML backend connected with basic auth",
+            by_hand,
+        )
+    elif planned.unproven:
+        logger.info(
+            "project %s: webhooks left without a token (not this backend): %s",
+            project,
+            "; ".join(f"{url}: {why}" for url, why in planned.unproven.items()),
+        )

@@ -2,7 +2,7 @@
 
 Run ``python -m backend.worker``. Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME,
 MODEL_DIR, LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY from its environment: where things are,
-and the credentials; and SRW_N_JOBS, the processes that sample candidates on this machine.
+and the credentials.
 What a training computes (K, N, the scout, ...) comes with each job, from the server that
 queued it, so a worker trains exactly as that server would whatever its own SRW_* say. Start
 as many as you like, on this machine or others (a GPU box, say) that share MODEL_DIR and

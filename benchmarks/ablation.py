@@ -44,8 +44,8 @@ from benchmarks.harness import (
     table,
     timed,
 )
+from subregweigh.options import METHODS
 from subregweigh.scout import Scout
-from subregweigh.selection import METHODS
 from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("ablation")
@@ -79,8 +79,8 @@ def parse_args(argv=None):
 
 
 def weigh_variant(scout, noisy, corrupted, method, p, args, seed) -> dict:
-    srw = SubRegWeigh.from_scout(
-        scout,
+    srw = SubRegWeigh.from_parts(
+        [scout],
         p=p,
         n_samples=args.n_samples,
         k=args.k,

@@ -61,6 +61,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmarks.crossweigh import CrossWeigh
 from benchmarks.harness import (
     DATASETS,
     NOISE,
@@ -89,9 +90,9 @@ from benchmarks.harness import (
     timed,
     trivial_baselines,
 )
-from subregweigh.crossweigh import CrossWeigh
+from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("detection")
 

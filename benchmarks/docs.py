@@ -8,18 +8,22 @@ generates):
 
 * ``docs/benchmarks/NAME.md``, one page per benchmark module (``real_errors`` ->
   ``real-errors.md``): what the benchmark measures (the module's docstring) and every result of
-  it in ``benchmarks/results/``, each as the benchmark wrote its ``STEM.md`` (headings moved
-  under the result's own, commands recorded before ``benchmarks/`` was a package given as
-  ``python -m benchmarks.NAME``), with its plot and the list of its files;
+  it in ``benchmarks/results/`` and its ``archive/``, current ones first, then explorations,
+  then superseded ones (the status ``STATUS.json`` gives each, :mod:`benchmarks.index`), each
+  as the benchmark wrote its ``STEM.md`` (headings moved under the result's own, commands
+  recorded before ``benchmarks/`` was a package given as ``python -m benchmarks.NAME``), with
+  its status, its plot and the list of its files;
 * ``docs/benchmarks/index.md``: the headline result (:data:`HEADLINE`, the real-error
-  benchmark) and a table of the benchmarks, each with its number of results and latest date;
+  benchmark), the current results, and a table of the benchmarks, each with its number of
+  results by status and latest date;
 * the README's headline block between :data:`README_BEGIN` and :data:`README_END`: the
   headline result's whole-set table (score, AP, P@50, R-precision), its command and machine.
 
 Plots stay in ``benchmarks/results/`` only: the pages link them as ``img/STEM.png``, and the docs
 build puts each results PNG at ``benchmarks/img/STEM.png`` in the site (``docs/hooks.py``, a
 MkDocs hook). So no image is stored twice, and a rerun benchmark's new plot is in the next build
-without a copy to refresh.
+without a copy to refresh. The plots of superseded results (in ``archive/``, which the hook does
+not read) are named, not shown.
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ HEADLINE_COLUMNS = ("score", "AP", "P@50", "R-precision")
 README_BEGIN = "<!-- headline:begin (generated: python -m benchmarks.docs) -->"
 README_END = "<!-- headline:end -->"
 EXPLORATION = "exploration"  # results no benchmark module made (benchmarks/exploration/ runs)
+# a benchmark page's sections, by the results' status (benchmarks/results/STATUS.json)
+GROUPS = {
+    "current": "Current results",
+    "exploration": "Explorations and comparisons",
+    "superseded": "Superseded results (in benchmarks/results/archive/)",
+}
 # page titles (the navigation's too); a benchmark not named here is titled by its module name
 TITLES = {
     "ablation": "Ablation: choosing the K candidates, and p",
@@ -96,30 +106,40 @@ def _markdown_of_docstring(text: str) -> str:
 
 
 def results_by_benchmark(results: Path | None = None) -> dict[str, dict[str, list[Path]]]:
-    """benchmark -> stem -> its files (of ``results``, default :data:`RESULTS`), grouped as
-    ``benchmarks.index`` groups them."""
+    """benchmark -> stem -> its files (of ``results``, default :data:`RESULTS`, and its
+    ``archive/``), grouped as ``benchmarks.index`` groups them; each benchmark's results in the
+    order of their status (current, exploration, superseded), then by name."""
     from benchmarks import index  # the harness imports torch: only when pages are rendered
 
     results = RESULTS if results is None else results
-    names = index.benchmark_names()
-    stems: dict[str, list[Path]] = {}
-    for path in sorted(results.iterdir()):
-        if path.is_file() and path.name != index.INDEX and not path.name.startswith("."):
-            stems.setdefault(index.stem_of(path), []).append(path)
+    names, marks = index.benchmark_names(), index.statuses(results)
     out: dict[str, dict[str, list[Path]]] = {}
-    for stem, files in sorted(stems.items()):
-        data = _json(results / f"{stem}.json")
-        command = data.get("command") or next(iter(data.get("commands", [])), None)
-        command = OLD_COMMAND.sub(r"python -m benchmarks.\1", command or "")
+    stems = index.result_files(results)
+    ranked = sorted(stems, key=lambda s: (index.order(marks.get(s, {}).get("status", "")), s))
+    for stem in ranked:
+        files = stems[stem]
+        command = index.command_of(_json(_file(files, f"{stem}.json")))
         benchmark = index.benchmark_of(stem, command, names)
         out.setdefault(EXPLORATION if benchmark == "-" else benchmark, {})[stem] = files
-    return out
+    return dict(sorted(out.items()))
 
 
-def _date(stem: str) -> str:
+def status(stem: str) -> dict:
+    """The result's entry of ``benchmarks/results/STATUS.json`` ({} when it has none)."""
+    from benchmarks import index
+
+    return index.statuses(RESULTS).get(stem, {})
+
+
+def _file(files: list[Path], name: str) -> Path:
+    """The file ``name`` of a result's ``files`` (a path that does not exist when it has none)."""
+    return next((f for f in files if f.name == name), RESULTS / "missing" / name)
+
+
+def _date(stem: str, files: list[Path]) -> str:
     """When a result was written: its JSON's ``date``, else its markdown's ``Date:`` line."""
-    date = _json(RESULTS / f"{stem}.json").get("date")
-    md = RESULTS / f"{stem}.md"
+    date = _json(_file(files, f"{stem}.json")).get("date")
+    md = _file(files, f"{stem}.md")
     dated = re.search(r"^Date: (\S+?)\.?$", md.read_text(), re.M) if md.exists() else None
     return date or (dated.group(1) if dated else "")
 
@@ -128,29 +148,55 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _archived(files: list[Path]) -> bool:
+    return files[0].parent.name == "archive"
+
+
+def slug(text: str) -> str:
+    """The anchor MkDocs gives a heading of ``text`` (the toc extension's default slugify)."""
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
 def _result_markdown(stem: str, files: list[Path]) -> str:
-    """A result's STEM.md under a ``## STEM`` heading: its headings one level below, its plot
-    linked where the site has it, old commands in their current form."""
+    """A result's STEM.md under a ``### STEM`` heading: its headings one level below, its plot
+    linked where the site has it (named where it does not: a superseded result's), old
+    commands in their current form, its status first."""
+    from benchmarks import index
+
     md_path = next((f for f in files if f.name == f"{stem}.md"), None)
     text = md_path.read_text().strip() if md_path else ""
     text = OLD_COMMAND.sub(r"python -m benchmarks.\1", text)
     text = PROVENANCE.sub("  \n", text)  # one line each, as in the file
     levels = [len(m.group(1)) for m in HEADING.finditer(text)]
     if levels:
-        shift = 3 - min(levels)
+        shift = 4 - min(levels)
         text = HEADING.sub(lambda m: "#" * min(6, len(m.group(1)) + shift) + " ", text)
+    folder = "benchmarks/results/archive/" if _archived(files) else "benchmarks/results/"
     pngs = [f.name for f in files if f.suffix == ".png"]
     for png in pngs:
-        text = text.replace(f"]({png})", f"]({IMG}/{png})")
+        if _archived(files):  # not in the site: named instead
+            text = re.sub(rf"!\[([^\]]*)\]\({re.escape(png)}\)", rf"(plot: `{png}`)", text)
+        else:
+            text = text.replace(f"]({png})", f"]({IMG}/{png})")
     for png in pngs:
-        if f"]({IMG}/{png})" not in text:
-            text += f"\n\n![{stem}]({IMG}/{png})"
-    data = _json(RESULTS / f"{stem}.json")
-    when = _date(stem) or "not recorded"
+        if f"]({IMG}/{png})" not in text and f"`{png}`" not in text:
+            text += f"\n\n(plot: `{png}`)" if _archived(files) else f"\n\n![{stem}]({IMG}/{png})"
+    data = _json(_file(files, f"{stem}.json"))
+    when = _date(stem, files) or "not recorded"
     if data.get("commit"):
         when += f", commit {data['commit']}" + ("+" if data.get("uncommitted_changes") else "")
     listed = ", ".join(f"`{f.name}`" for f in files)
-    lines = [f"## `{stem}`", "", f"Files in `benchmarks/results/`: {listed}. Written: {when}."]
+    mark = status(stem)
+    about = index.describe(mark)
+    lines = [
+        f"### `{stem}`",
+        "",
+        f"Status: **{mark.get('status', 'not recorded')}**"
+        + (f" ({about})" if about else "")
+        + ".  ",
+        f"Files in `{folder}`: {listed}. Written: {when}.",
+    ]
     if data.get("note"):
         lines += ["", f"Note: {data['note']}"]
     if text:
@@ -178,14 +224,28 @@ def benchmark_page(benchmark: str, results: dict[str, list[Path]]) -> str:
         "",
         f"# {title}",
         "",
-        f"Benchmark: {module}. Results: {len(results)}, below in name order; their numbers are "
-        "the result files' own. [All benchmarks](index.md)",
+        f"Benchmark: {module}. Results: {len(results)}, {_counts(results)}; below the current "
+        "ones first, then the explorations, then the superseded ones, each group in name order. "
+        "Their numbers are the result files' own. [All benchmarks](index.md)",
     ]
     if body.strip():
         lines += ["", "## What it measures", "", _markdown_of_docstring(body.strip())]
+    heading = None
     for stem, files in results.items():
+        group = status(stem).get("status", "")
+        if group != heading:
+            heading = group
+            lines += ["", f"## {GROUPS.get(group, 'Results without a status')}"]
         lines += ["", _result_markdown(stem, files)]
     return "\n".join(lines) + "\n"
+
+
+def _counts(results: dict[str, list[Path]]) -> str:
+    """``2 current, 5 exploration, 1 superseded``: how many of ``results`` have each status."""
+    from benchmarks import index
+
+    marks = [status(stem).get("status") for stem in results]
+    return ", ".join(f"{marks.count(s)} {s}" for s in index.STATUSES)
 
 
 def headline() -> dict:
@@ -248,18 +308,39 @@ def index_page(grouped: dict[str, dict[str, list[Path]]]) -> str:
         "",
         *headline_table(f"{page_name('real_errors')}.md", "[its page]"),
         "",
+        "## Current results",
+        "",
+        "Made with what ships now, for what they measure: the results the README and the guides "
+        "quote. Every other result is an exploration (a comparison, a variant or a study) or "
+        "superseded (measured again since, its files in `benchmarks/results/archive/`); each "
+        "benchmark's page shows them after its current ones.",
+        "",
+        "| result | page | what |",
+        "|---|---|---|",
+    ]
+    from benchmarks import index
+
+    for benchmark in sorted(grouped, key=index.lead):
+        title, results = summary(benchmark)[0], grouped[benchmark]
+        for stem in results:
+            mark = status(stem)
+            if mark.get("status") == "current":
+                link = f"[{title}]({page_name(benchmark)}.md#{slug(stem)})"
+                lines.append(f"| `{stem}` | {link} | {mark.get('note', '')} |")
+    lines += [
+        "",
         "## The benchmarks",
         "",
         "| page | module | what it measures | results | last written |",
-        "|---|---|---|---:|---|",
+        "|---|---|---|---|---|",
     ]
     for benchmark, results in sorted(grouped.items()):
         title, first, _ = summary(benchmark)
-        dates = [_date(stem) for stem in results]
+        dates = [_date(stem, files) for stem, files in results.items()]
         latest = max(dates)[:10] if any(dates) else "not recorded"
         page = f"[{title}]({page_name(benchmark)}.md)"
         module = f"`{EXPLORATION}/`" if benchmark == EXPLORATION else f"`{benchmark}`"
-        cells = [page, module, first.replace("|", "/"), str(len(results)), latest]
+        cells = [page, module, first.replace("|", "/"), _counts(results), latest]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -62,6 +62,7 @@ import sys
 import numpy as np
 from tqdm.auto import tqdm
 
+from benchmarks.crossweigh import CrossWeigh
 from benchmarks.harness import (
     SEEDS,
     arguments,
@@ -81,10 +82,10 @@ from benchmarks.harness import (
     table,
     timed,
 )
-from subregweigh.crossweigh import CrossWeigh
 from subregweigh.metrics import entity_f1
+from subregweigh.scores import sample_weights
 from subregweigh.scout import Scout
-from subregweigh.weigh import SubRegWeigh, sample_weights
+from subregweigh.weigh import SubRegWeigh
 
 logger = logging.getLogger("final_model")
 

@@ -81,11 +81,12 @@ from benchmarks.baselines import (
     out_of_fold_proba,
     random_scores,
 )
+from subregweigh.encoder import bfloat16_native
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.metrics import hits_at_k
 from subregweigh.noise import inject_ner_noise, inject_sentence_noise
-from subregweigh.scout import PRECISIONS, bfloat16_native
-from subregweigh.weigh import entity_parts, soft_minimum
+from subregweigh.options import PRECISIONS
+from subregweigh.scores import entity_parts, soft_minimum
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; SUBREGWEIGH_DATA elsewhere (a GPU machine, say)

@@ -86,8 +86,10 @@ def variant(scout: Scout, **params) -> Scout:
     return copied
 
 
-def weigh(srw: SubRegWeigh, scout: Scout, noisy, candidates, threads: int, batch_size: int):
-    srw.scout_, srw.batch_size = scout, batch_size
+def weigh(params: dict, scout: Scout, noisy, candidates, threads: int, batch_size: int):
+    """Weigh ``noisy`` on ``candidates`` with ``scout`` (a variant) alone: its K candidates and
+    each text's ordinary segmentation."""
+    srw = SubRegWeigh.from_parts([scout], batch_size=batch_size, **params)
     torch.set_num_threads(threads)
     return timed_cpu(srw.weigh_candidates, noisy, *candidates)
 
@@ -143,10 +145,8 @@ def main(argv=None) -> int:
     _, examples = load("conll", args.examples, args.seed)
     noisy, corrupted = corrupt(examples, "ner", "sentence", 0.15, args.seed)
     scout = Scout(random_state=args.seed, progress=False).fit(noisy)
-    srw = SubRegWeigh.from_scout(
-        scout, n_samples=args.n_samples, k=args.k, random_state=args.seed, progress=False
-    )
-    candidates = srw.candidates(noisy)
+    params = dict(n_samples=args.n_samples, k=args.k, random_state=args.seed, progress=False)
+    candidates = SubRegWeigh.from_parts([scout], **params).candidates(noisy)
     passes = len(candidates[0]) + len(noisy)
     float32 = variant(scout, precision="float32")
     variants = [("float32", float32, t, 64) for t in args.threads]
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     variants += [("float32", float32, args.threads[0], b) for b in args.batch_sizes]
     rows, reference = [], None
     for name, model, threads, batch_size in variants:
-        result, wall, cpu = weigh(srw, model, noisy, candidates, threads, batch_size)
+        result, wall, cpu = weigh(params, model, noisy, candidates, threads, batch_size)
         reference = reference or result
         rows.append(
             {

@@ -154,9 +154,9 @@ def main(argv=None) -> int:
             print(f"first training: version {version} in {time.perf_counter() - started:.0f} s")
             # A training computes with the server's settings (its job carries them): the long
             # second training (many epochs) that keeps the worker busy for the whole load needs
-            # a server started with them, and no early scores in the middle of the load.
+            # a server started with them.
             backend.stop()
-            backend.env.update(SRW_EPOCHS="200", SRW_EARLY_STEPS="0")
+            backend.env.update(SRW_EPOCHS="200")
             backend.start()
 
             body = {

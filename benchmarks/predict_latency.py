@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from backend.server import create_app
-from backend.service import engine
 from backend.settings import Settings
-from backend.store import ProjectStore, new_version_name
+from backend.store import ProjectStore
 from backend.tasks import parse_label_config, read_tasks, score_tasks
+from backend.versions import new_version_name
+from backend.weighers import engine
 from benchmarks.harness import (
     arguments,
     command,
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
         srw = engine(settings, spec).fit(sentences[-args.train :])
         store = ProjectStore(root, 1)
         staging = store.staging_dir()
-        srw.scout_.save(staging / "scout")
+        srw.save(staging)  # every scout and the CRF, as the backend publishes a version
         stored, scoring_seconds = timed(score_tasks, srw, spec, read_tasks(tasks, spec).tasks)
         atomic_write_json(staging / "scores.json", stored)
         version = new_version_name()

@@ -9,7 +9,7 @@ score ranks the sentences (lower = more doubtful; ``harness.ranking``: AP, AUROC
 the 50 most doubtful, R-precision = recall at the number of errors), reported as mean ± sd over
 the seeds:
 
-* the product's scores (``SRW_SCORE``, ``subregweigh weigh --score``): ``deterministic``
+* the engine's scores (``WeighResult.score()``, ``subregweigh weigh --score``): ``deterministic``
   (p(gold) on the deterministic segmentation, averaged half and half with the CRF's
   (``subregweigh.crf``; ``--no-crf``: the scout's alone), its soft minimum over the annotated
   entities and the words outside them: the served default), ``probability`` (the scout's
@@ -53,10 +53,12 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.baselines import align_proba, consistency_scores
+from subregweigh.build import build_scout, build_weigher, weigher_params
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.crf import mix_gold
+from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, SubRegWeigh
+from subregweigh.weigh import SubRegWeigh
 
 NAME = "real_errors"
 ORIGINAL, CORRECTED, TRAIN = "conll2003-test", "conllpp-test", "conll"
@@ -191,18 +193,37 @@ def draw(size: str, seed: int, n: int) -> np.ndarray:
     return harness.sample_indices(n, int(size), seed)
 
 
+def scout_options(args, seed: int) -> dict:
+    """The product's scout options (subregweigh.options) of a run with ``seed`` (``args`` of
+    this benchmark or of benchmarks.review_loop)."""
+    return {
+        "scout_model": args.model,
+        "epochs": args.epochs,
+        "max_steps": args.max_steps,
+        "learning_rate": args.learning_rate,
+        "precision": args.precision,
+        "device": args.device,
+        "seed": seed,
+    }
+
+
+def options(args, seed: int) -> dict:
+    """The product's options (subregweigh.options) of a run with ``seed``."""
+    return {
+        **scout_options(args, seed),
+        "p": args.dropout,
+        "n_samples": args.n_samples,
+        "k": args.k,
+        "method": args.method,
+        "n_jobs": args.n_jobs,
+        "softmin_temperature": args.softmin_temperature,
+        "n_scouts": args.ensemble,
+        "crf": args.crf,
+    }
+
+
 def scout(args, seed: int) -> Scout:
-    return Scout(
-        model=args.model,
-        task="ner",
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        precision=args.precision,
-        device=args.device,
-        random_state=seed,
-        progress=False,
-    )
+    return build_scout(scout_options(args, seed), "ner", progress=False)
 
 
 def kind_recall(quality, flags, kinds) -> dict:
@@ -223,40 +244,37 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     flags = all_flags[pick]
     kinds = [{c.kind for c in span_changes(original[i].label, corrected[i].label)} for i in pick]
 
-    srw = SubRegWeigh(
-        scout(args, seed),
-        p=args.dropout,
-        n_samples=args.n_samples,
-        k=args.k,
-        method=args.method,
-        random_state=seed,
-        n_jobs=args.n_jobs,
-        progress=False,
-        softmin_temperature=args.softmin_temperature,
-        n_scouts=args.ensemble,
-        crf=args.crf,
-    )
-    n_scouts = srw.ensemble_size()
-    early, first_trained, started = {}, {}, time.perf_counter()
-
-    def score_early(scout):  # the product's early scores: the deterministic score at that step
-        if scout.n_steps_ == scout.training_steps(len(training)):  # an ensemble's first scout
-            first_trained["seconds"] = time.perf_counter() - started
-            return
-        early_weigher = SubRegWeigh.from_scout(
-            scout, progress=False, softmin_temperature=args.softmin_temperature
-        )
-        result = early_weigher.weigh_deterministic(examples)
-        early["quality"] = result.score("deterministic")
-        early["seconds"] = time.perf_counter() - started
-
-    def crf_trained(_):  # the CRF trains first, as in Label Studio's early scores
-        first_trained["crf seconds"] = time.perf_counter() - started
-
+    template = build_weigher(options(args, seed), "ner", progress=False)
+    params = weigher_params(options(args, seed), progress=False)
+    n_scouts = template.ensemble_size()
+    early, first_trained = {}, {}
     training = examples + added_train(args.add_train, seed)
-    _, train_s = harness.timed(
-        srw.fit, training, checkpoint=(args.early_steps or -1, score_early), on_crf=crf_trained
-    )
+
+    def train() -> SubRegWeigh:
+        """The product's training as the Label Studio backend runs it: the CRF first, then the
+        first scout (its early scores after --early-steps), then the others."""
+        started = time.perf_counter()
+        crf = template.crf_template()
+        if crf is not None:
+            crf.fit(training)
+            first_trained["crf seconds"] = time.perf_counter() - started
+        scouts = template.scout_templates()
+        stops = (args.early_steps,) if args.early_steps else ()
+        for stage in scouts[0].staged_fit(training, stop_points=stops):
+            if stage.n_steps_ < stage.training_steps(len(training)):  # the early scores
+                early_weigher = SubRegWeigh.from_parts(
+                    [stage], progress=False, softmin_temperature=args.softmin_temperature
+                )
+                result = early_weigher.weigh_deterministic(examples)
+                early["quality"] = result.score("deterministic")
+                early["seconds"] = time.perf_counter() - started
+        if n_scouts > 1:
+            first_trained["seconds"] = time.perf_counter() - started
+        for other in scouts[1:]:
+            other.fit(training)
+        return SubRegWeigh.from_parts(scouts, crf, **params)
+
+    srw, train_s = harness.timed(train)
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
     labels = srw.scout_.labels_
     members, proba_s = harness.timed(

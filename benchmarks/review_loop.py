@@ -12,7 +12,7 @@ each round's cost, for:
   fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
   an entity word), has its score multiplied by ``--boost``: the same convention slip elsewhere
   moves up;
-* ``learn``: after each round, :class:`subregweigh.review.ReviewRanker` fits a logistic
+* ``learn``: after each round, :class:`benchmarks.review_ranker.ReviewRanker` fits a logistic
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
   sentences it repeats) and ranks the rest by it;
@@ -53,15 +53,10 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import draw, load_pair, scout
+from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
 from subregweigh.crf import FeatureTagger, mix_gold
-from subregweigh.review import (
-    ReviewRanker,
-    sentence_features,
-    slip_counts,
-    slip_keys,
-    word_types,
-)
-from subregweigh.weigh import SOFTMIN_TEMPERATURE
+from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.review import slip_keys, word_types
 
 NAME = "review_loop"
 POLICIES = (

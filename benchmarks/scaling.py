@@ -24,8 +24,8 @@ Peak memory: the largest peak resident set (VmHWM, restarted before each trainin
 process that trains (embedded: the backend server; redis: the rq work horse), sampled every
 0.2 s. Each row also records the 1-minute load average at its start: above the number of cores,
 other jobs shared the machine. The engine runs with the backend's defaults (default MiniLM,
-K=10, N=500, NER 3 epochs, early scores after SRW_EARLY_STEPS steps) unless ``--epochs``,
-``--max-steps``, ``--early-steps``, ``-k``, ``--n-samples`` say otherwise. Beyond CoNLL-2003's
+K=10, N=500, NER 3 epochs) unless ``--epochs``, ``-k``, ``--n-samples``, ``--scouts`` or
+``--crf`` say otherwise. Beyond CoNLL-2003's
 14,041 training sentences a project's sentences are drawn with replacement.
 
     python -m benchmarks.scaling --sizes 300 1000 3000     # about 25 min on 2 cores
@@ -111,8 +111,6 @@ def parse_args(argv=None):
     parser.add_argument("--retrain-at", type=int, default=1000, help="size of the retrain row")
     parser.add_argument("--changes", type=int, default=10, help="edits that start the retrain")
     parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default: the backend's)")
-    parser.add_argument("--max-steps", type=int, help="SRW_MAX_STEPS (default: the backend's)")
-    parser.add_argument("--early-steps", type=int, help="SRW_EARLY_STEPS (default: the backend's)")
     parser.add_argument(
         "--crf",
         action=argparse.BooleanOptionalAction,
@@ -141,8 +139,6 @@ def engine_env(args) -> dict[str, str]:
     """The backend's SRW_* settings: its defaults, except what the command line gives."""
     given = {
         "SRW_EPOCHS": args.epochs,
-        "SRW_MAX_STEPS": args.max_steps,
-        "SRW_EARLY_STEPS": args.early_steps,
         "SRW_K": args.k,
         "SRW_N": args.n_samples,
         "SRW_SCOUTS": args.scouts,
@@ -499,7 +495,7 @@ def markdown(result: dict) -> str:
         f"jobs, engine settings {cfg['engine']}; seconds (wall). *Scores*: the project's model "
         "version is the new one, every annotated task scored (by a training's early scores "
         "where it has them: a NER project's CRF alone up to 5,000 annotations, *early passes* "
-        "CRF, or its scout after a third of its steps, at most SRW_EARLY_STEPS: *early passes* "
+        "CRF, or its scout after a third of its steps, at most 300: *early passes* "
         "over the tasks; rows since 2026-11-28 list each early version, an ensemble's first "
         "scout's too, with the backend's seconds from the training's start); "
         "*refined*: the full training's scores in their place (the same as *scores* without "

@@ -111,13 +111,13 @@ def run_seed(args, seed: int) -> dict:
         warm_times.append(seconds)
     full, full_time = timed_fit(scout(), noisy)
 
-    weigher = SubRegWeigh.from_scout(
-        full, n_samples=args.n_samples, k=args.k, random_state=seed, progress=False
+    params = dict(n_samples=args.n_samples, k=args.k, random_state=seed, progress=False)
+    candidates, candidate_seconds = timed(
+        SubRegWeigh.from_parts([full], **params).candidates, noisy
     )
-    candidates, candidate_seconds = timed(weigher.candidates, noisy)
     scores = {}
     for name, fitted in (("full", full), ("warm", warm), ("stale", initial)):
-        weigher.scout_ = fitted
+        weigher = SubRegWeigh.from_parts([fitted], **params)
         result, seconds = timed(weigher.weigh_candidates, noisy, *candidates)
         scores[name] = {
             "probability": ranking(result.probability, corrupted),

@@ -22,6 +22,7 @@ Writes ``benchmarks/results/workers.{json,md}``.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -71,13 +72,17 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def _early(version) -> bool:
+    """Whether a stored version is a training's early one (a round counts its full version)."""
+    return bool(json.loads((version / "meta.json").read_text()).get("early"))
+
+
 def engine_env(args) -> dict[str, str]:
     """The backend's SRW_* settings: its defaults, except what the command line gives; no
-    retrain from events (only the triggers train) and no early scores."""
+    retrain from events (only the triggers train)."""
     given = {"SRW_EPOCHS": args.epochs, "SRW_K": args.k, "SRW_N": args.n_samples}
     env = {name: str(value) for name, value in given.items() if value is not None}
-    # without early scores a training publishes one version, which is what a round counts
-    return {**env, "SRW_RETRAIN_AFTER": "1000000", "SRW_EARLY_STEPS": "0", "LOG_LEVEL": "INFO"}
+    return {**env, "SRW_RETRAIN_AFTER": "1000000", "LOG_LEVEL": "INFO"}
 
 
 def _seconds(moment) -> float:
@@ -205,7 +210,7 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
             project: sorted(
                 p.name
                 for p in (work / "models" / str(project) / "versions").iterdir()
-                if (p / "COMPLETE").exists()
+                if (p / "COMPLETE").exists() and not _early(p)
             )
             for project, _ in projects
         }

@@ -309,7 +309,7 @@ unset COMPOSE_PROFILES COMPOSE_FILE COMPOSE_PROJECT_NAME  # the committed .env's
 export BACKEND_PORT LABEL_STUDIO_PORT
 BACKEND_PORT=$(free_port)
 LABEL_STUDIO_PORT=$(free_port)
-export SRW_N=20 SRW_K=4 SRW_EPOCHS=2 SRW_BATCH_SIZE=8 SRW_RETRAIN_AFTER=1000
+export SRW_N=20 SRW_K=4 SRW_EPOCHS=2 SRW_RETRAIN_AFTER=1000
 log "docker-compose up (project $PROJECT; backend on 127.0.0.1:$BACKEND_PORT, Label Studio on 127.0.0.1:$LABEL_STUDIO_PORT)"
 compose up -d --no-build >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "docker-compose up failed"; }
 compose ps

@@ -8,7 +8,7 @@ from subregweigh.example import DataError, Example
 
 __version__ = "0.1.0"
 
-__all__ = ["CrossWeigh", "DataError", "Example", "Scout", "SubRegWeigh", "__version__"]
+__all__ = ["DataError", "Example", "Scout", "SubRegWeigh", "__version__"]
 
 
 def __getattr__(name):
@@ -21,8 +21,4 @@ def __getattr__(name):
         from subregweigh.weigh import SubRegWeigh
 
         return SubRegWeigh
-    if name == "CrossWeigh":
-        from subregweigh.crossweigh import CrossWeigh
-
-        return CrossWeigh
     raise AttributeError(f"module 'subregweigh' has no attribute {name!r}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from subregweigh.example import DataError, Example, Task
+from subregweigh.options import DEFAULT_SCORE
 
 
 @dataclass
@@ -74,7 +75,7 @@ class AnnotationTable:
         examples: Sequence[Example],
         result,
         task: Task,
-        score: str = "deterministic",  # subregweigh.weigh.DEFAULT_SCORE (not imported: torch)
+        score: str = DEFAULT_SCORE,
         tasks: Sequence[str] | None = None,
     ) -> AnnotationTable:
         """The table of ``examples`` weighed into ``result`` (a :class:`WeighResult`), ranked by

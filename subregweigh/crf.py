@@ -30,12 +30,13 @@ import numpy as np
 import torch
 from transformers import AutoModel
 
+from subregweigh.encoder import load_tokenizer
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_open
-from subregweigh.scout import default_model, load_tokenizer
+from subregweigh.scout import default_model
 
-# The model file's name where it is kept beside a scout (the CLI's --save-scout folder, a Label
-# Studio version's folder).
+# The model file's name where it is kept beside the scouts (subregweigh.parts: the CLI's
+# --save-scout folder, a Label Studio version's folder).
 CRF_FILE = "crf.npz"
 
 
@@ -187,7 +188,7 @@ class FeatureTagger:
         give the same model.
     context_dims : int, default=64
         PCA components of the context vectors given to the CRF as real-valued features; 0:
-        the binary word features alone (the CRF before 2026-11-28).
+        the binary word features alone.
     encoder : str or None, default=None
         The pretrained encoder of the context vectors (None: the offline MiniLM).
     context_layer : int or None, default=None

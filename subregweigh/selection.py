@@ -20,22 +20,34 @@ Two variants, as the authors' code does them, for the ablation in ``benchmarks/a
 
 Selections return ``(index, multiplicity)``: candidate indices and how many of the K slots each
 fills, so that each distinct segmentation is predicted once and counted as often as it was chosen.
+:func:`choose_candidates` does it for a data set, each text with its own seed, in one process or
+several.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
+from collections.abc import Sequence
 
+import joblib
 import numpy as np
 from scipy import sparse
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import TfidfTransformer
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
+from subregweigh.options import METHODS
 from subregweigh.subword import Candidates, Segmentation
 
-METHODS = ("random", "cossim", "kmeans", "cossim-sum", "kmeans-distinct")
+logger = logging.getLogger(__name__)
+
+# choose_candidates(n_jobs=...): inputs smaller than this are sampled in-process, and each process
+# gets about this many chunks of texts.
+MIN_PARALLEL_EXAMPLES = 64
+CHUNKS_PER_PROCESS = 4
 
 
 def tfidf_vectors(
@@ -201,3 +213,86 @@ def sample_and_choose(
             sizes.append(len(index))
             multiplicity.extend(mult.tolist())
     return segmentations, sizes, multiplicity
+
+
+def choose_candidates(
+    sampler,
+    texts: Sequence[Sequence[str]],
+    *,
+    n: int,
+    k: int,
+    method: str,
+    random_state: int,
+    n_jobs: int | None = None,
+    progress: bool = True,
+) -> tuple[list[Segmentation], np.ndarray, np.ndarray]:
+    """The K candidates of every text: :func:`sample_and_choose` with one seed per text (spawned
+    from ``random_state``), so results depend neither on batch composition nor on ``n_jobs``.
+
+    Returns ``(segmentations, owner, multiplicity)``: ``owner[j]`` is the index of the text of
+    segmentation ``j``, ``multiplicity[j]`` how many of its K slots it fills. ``n_jobs``: None or
+    1, this process; -1, one per CPU core; else that many (:func:`n_processes`).
+    """
+    seeds = np.random.SeedSequence(random_state).spawn(len(texts))
+    desc = f"sampling ({method})"
+    processes = n_processes(n_jobs, len(texts))
+    if processes == 1:
+        bar = tqdm(list(texts), desc=desc, unit="text", disable=not progress)
+        segmentations, sizes, multiplicity = sample_and_choose(sampler, bar, seeds, n, k, method)
+    else:
+        segmentations, sizes, multiplicity = _in_processes(
+            sampler, list(texts), seeds, n, k, method, processes, desc, progress
+        )
+    owner = np.repeat(np.arange(len(texts), dtype=np.int64), sizes)
+    _warn_if_collapsed(owner, len(texts), k, sampler)
+    return segmentations, owner, np.array(multiplicity, dtype=np.int64)
+
+
+def n_processes(n_jobs: int | None, n_texts: int) -> int:
+    """Processes :func:`choose_candidates` uses for ``n_texts``: 1 for small inputs, where
+    starting workers costs more than it saves."""
+    if n_jobs is None or n_jobs == 1:
+        return 1
+    n_jobs = joblib.cpu_count() if n_jobs == -1 else int(n_jobs)
+    if n_jobs <= 1 or n_texts < max(MIN_PARALLEL_EXAMPLES, 2 * n_jobs):
+        return 1
+    return n_jobs
+
+
+def _in_processes(sampler, texts, seeds, n, k, method, n_jobs, desc, progress):
+    """:func:`sample_and_choose` over contiguous chunks of ``texts`` in ``n_jobs`` processes
+    (about 4 chunks each, so that slow chunks even out), concatenated in order."""
+    size = -(-len(texts) // (n_jobs * CHUNKS_PER_PROCESS))
+    starts = range(0, len(texts), size)
+    jobs = joblib.Parallel(n_jobs=n_jobs, backend="loky", return_as="generator")(
+        joblib.delayed(sample_and_choose)(
+            sampler, texts[start : start + size], seeds[start : start + size], n, k, method
+        )
+        for start in starts
+    )
+    segmentations, sizes, multiplicity = [], [], []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress) as bar:
+        for segs, chunk_sizes, mult in jobs:  # in order: chunk after chunk
+            segmentations.extend(segs)
+            sizes.extend(chunk_sizes)
+            multiplicity.extend(mult)
+            bar.update(len(chunk_sizes))
+    return segmentations, sizes, multiplicity
+
+
+def _warn_if_collapsed(owner: np.ndarray, n: int, k: int, sampler) -> None:
+    # A sampler that barely varies at this p (Unigram at p=0.1: inverse temperature 9)
+    # leaves one or two distinct segmentations per text, and the K votes say little.
+    few = np.bincount(owner, minlength=n) < min(k, 3)
+    if n and few.mean() > 0.5:
+        logger.warning(
+            "%d of %d examples have fewer than %d distinct segmentations among their K=%d "
+            "(%s at p=%g): their scores rest on one or two tokenizations. Raise p (Unigram "
+            "models: 0.3 or more; python -m benchmarks.diversity measures it)",
+            int(few.sum()),
+            n,
+            min(k, 3),
+            k,
+            sampler.kind,
+            sampler.p,
+        )

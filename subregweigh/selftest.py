@@ -6,7 +6,7 @@ well the ranking finds the injected errors: average precision against the base r
 a random ranking), and how many injected errors are among the most doubtful. The project's own
 errors, unknown, count as clean here, so the numbers are a floor.
 
-Noise kinds (:data:`NOISES`):
+Noise kinds (:data:`~subregweigh.options.NOISES`):
 
 * ``"paper"``: the paper's pseudo-incorrect labels (:func:`~subregweigh.noise.inject_ner_noise`:
   a share of all *word labels* changed, IOB2-consistent; most CoNLL sentences end up with an
@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from subregweigh.example import Example, Task
+from subregweigh.options import DEFAULT_SCORE, NOISES
 
 logger = logging.getLogger(__name__)
 
-NOISES = ("paper", "sentence")
 TOP = 10  # "k of the 10 most doubtful annotations are injected errors"
 
 
@@ -62,7 +62,7 @@ def self_test(
     *,
     noises: Sequence[str] = NOISES,
     rate: float = 0.1,
-    score: str = "deterministic",  # subregweigh.weigh.DEFAULT_SCORE (not imported: torch)
+    score: str = DEFAULT_SCORE,
     random_state: int = 0,
 ) -> dict:
     """Inject errors into a copy of ``examples``, weigh it, and measure the ranking.
@@ -79,7 +79,7 @@ def self_test(
         See the module docstring; classification runs the first only.
     rate : float, default 0.1
         Share of word labels (``paper``, NER) or of examples (otherwise) to corrupt.
-    score : str, default :data:`~subregweigh.weigh.DEFAULT_SCORE` ("deterministic")
+    score : str, default :data:`~subregweigh.options.DEFAULT_SCORE` ("deterministic")
         The ranking measured (:meth:`~subregweigh.weigh.WeighResult.score`).
     random_state : int, default 0
 

@@ -130,7 +130,7 @@ TEAM = ("alice@example.com", "bob@example.com", "carol@example.com")
 
 # The team project's scout: small for CI's 2 cores; batches of 4 give 40 annotations enough
 # optimizer steps in 5 epochs.
-TEAM_ENV = {**ENGINE_ENV, "SRW_EPOCHS": "5", "SRW_BATCH_SIZE": "4", "SRW_N": "30", "SRW_K": "5"}
+TEAM_ENV = {**ENGINE_ENV, "SRW_EPOCHS": "15", "SRW_N": "30", "SRW_K": "5"}
 
 
 def create_users(ls_server, emails=TEAM) -> dict[str, int]:
@@ -310,7 +310,8 @@ def publish_scout(
 ) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
     ``meta``: the version's meta.json, or a function of the version's name that gives it."""
-    from backend.store import ProjectStore, new_version_name
+    from backend.store import ProjectStore
+    from backend.versions import new_version_name
     from subregweigh.io.atomic import atomic_write_json
 
     store = ProjectStore(model_dir, project)

@@ -50,3 +50,11 @@ class ProjectsOfLabelStudio:
         if self.projects is None:
             return ids
         return ids & self.projects.get(project, set())
+
+
+def use_label_studio(monkeypatch, fake) -> None:
+    """Make ``fake`` (a class standing in for :class:`backend.labelstudio.LabelStudioAPI`) the
+    Label Studio that trainings and rescores talk to (:mod:`backend.training`,
+    :mod:`backend.rescore`); membership checks keep their own double (conftest)."""
+    for module in ("backend.training", "backend.rescore"):
+        monkeypatch.setattr(f"{module}.LabelStudioAPI", fake)

@@ -28,7 +28,7 @@ from benchmarks.exploration import cache_parser, save, schedule_scouts
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
 from subregweigh.crf import FeatureTagger, mix_gold
-from subregweigh.weigh import SOFTMIN_TEMPERATURE
+from subregweigh.options import SOFTMIN_TEMPERATURE
 
 NAME = "crf"
 PENALTIES = (0.1, 0.3, 1.0, 3.0)

@@ -25,7 +25,7 @@ from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
 from subregweigh.crf import FeatureTagger, mix_gold
-from subregweigh.weigh import SOFTMIN_TEMPERATURE
+from subregweigh.options import SOFTMIN_TEMPERATURE
 
 NAME = "encoders"
 MPNET = "5-all-mpnet-base-v2-auto-lr0.0001"

@@ -23,8 +23,9 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser, save, schedule_scouts
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import cached_outputs
+from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.scores import soft_minimum
 from subregweigh.tags import entity_spans
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
 
 NAME = "entity-parts"
 

@@ -30,7 +30,8 @@ from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
+from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.scores import soft_minimum
 
 NAME = "localisation"
 DOUBT = 0.5  # a word the scout doubts: p(gold) below this

@@ -24,8 +24,9 @@ from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
+from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.review import slip_keys
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
+from subregweigh.scores import soft_minimum
 
 NAME = "missed-errors"
 

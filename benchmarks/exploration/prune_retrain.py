@@ -24,7 +24,8 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser
 from benchmarks.exploration.softmin_temperature import cached_gold
 from benchmarks.real_errors import load_pair, scout
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
+from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.scores import soft_minimum
 
 
 def main(argv=None) -> int:

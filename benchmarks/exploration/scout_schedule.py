@@ -24,7 +24,8 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves, halves_base_rate, load_pair
 from benchmarks.review_loop import scout_outputs, whole_set_settings
-from subregweigh.weigh import SOFTMIN_TEMPERATURE, soft_minimum
+from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.scores import soft_minimum
 
 NAME = "scout-schedule"
 

@@ -25,7 +25,7 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser, save
 from benchmarks.real_errors import halves_base_rate, load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
-from subregweigh.weigh import soft_minimum
+from subregweigh.scores import soft_minimum
 
 NAME = "softmin-temperature"
 TEMPERATURES = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)

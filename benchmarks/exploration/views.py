@@ -61,8 +61,8 @@ def main(argv=None) -> int:
         fitted, train_s = harness.timed(scout(schedule, seed).fit, original)
         first = True
         for text in args.settings:
-            srw = SubRegWeigh.from_scout(
-                fitted, **setting(text), random_state=seed, progress=False, deterministic=first
+            srw = SubRegWeigh.from_parts(
+                [fitted], **setting(text), random_state=seed, progress=False, deterministic=first
             )
             result, seconds = harness.timed(srw.weigh, original)
             if first:

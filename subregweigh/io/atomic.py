@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -108,3 +109,28 @@ def atomic_write_json(path: PathLike, data: Any) -> None:
     ASCII-escaped (``json.dumps``' default), so any ``str`` is written, lone surrogates included.
     """
     atomic_write_text(path, json.dumps(data))
+
+
+@contextmanager
+def atomic_directory(path: PathLike) -> Iterator[Path]:
+    """Build a directory that replaces ``path`` only if the block succeeds.
+
+    The block fills the staging directory it is given, made beside ``path``; on success the
+    staging directory is swapped in (the old ``path``, if any, moved aside first and then
+    removed), so a crash never leaves a half-written directory where a complete one was. If the
+    block raises, the staging directory is removed and ``path`` is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield staging
+        previous = target.with_name(f".{target.name}.old")
+        if target.exists():
+            shutil.rmtree(previous, ignore_errors=True)
+            os.replace(target, previous)
+        os.replace(staging, target)
+        shutil.rmtree(previous, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -244,11 +244,11 @@ def test_rq_runners_of_two_kinds_on_one_queue(redis_server):
     marker and lock, as the server's two runners do on the one queue its workers serve."""
     from functools import partial
 
-    from backend import service
+    from backend import selftest
 
     trainings = RQRunner(_never_called, redis_server.url, queue="srw-test-kinds")
     selftests = RQRunner(
-        partial(service.run_queued_selftest, training={"k": 3}),
+        partial(selftest.run_queued_selftest, training={"k": 3}),
         redis_server.url,
         queue="srw-test-kinds",
         kind="selftest",
@@ -259,7 +259,7 @@ def test_rq_runners_of_two_kinds_on_one_queue(redis_server):
     assert selftests.submit("3") == "already queued"
     assert len(selftests.queue) == 2
     job = selftests.queue.jobs[0]
-    assert job.args[0].func is service.run_queued_selftest  # pickled by reference
+    assert job.args[0].func is selftest.run_queued_selftest  # pickled by reference
     assert job.args[-1] == "selftest" and "selftest of project 3" in job.description
     selftests.redis.set("srw-test-kinds:selftest:3", "token", ex=30)  # a worker holds its lock
     assert (selftests.state("3"), trainings.state("3")) == (RUNNING, QUEUED)

@@ -87,12 +87,12 @@ def test_install_replaces_its_own_filter(tmp_path):
 
 
 def test_a_reply_never_carries_a_credential(tmp_path, monkeypatch, caplog):
-    from backend import service
+    from backend import predictions
 
     app, client, _ = make_app(tmp_path)
     # A reply that would echo the API key (an error message of Label Studio's, say).
     monkeypatch.setattr(
-        service, "model_version", lambda settings, project: f"v-{settings.label_studio_api_key}"
+        predictions, "model_version", lambda settings, project: f"v-{settings.label_studio_api_key}"
     )
     with caplog.at_level(logging.WARNING):
         reply = client.post("/setup", json={"project": "1", "schema": NER_CONFIG}, headers=GOOD)

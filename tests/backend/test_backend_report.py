@@ -13,9 +13,9 @@ import pytest
 
 from backend.auth import HTML_POLICY
 from backend.jobs import IDLE, RUNNING, ThreadRunner
+from backend.publish import version_meta
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
-from backend.service import version_meta
 from backend.settings import Settings
 from backend.store import ProjectStore
 from backend.tasks import (
@@ -27,7 +27,7 @@ from backend.tasks import (
     stored_prediction,
 )
 from subregweigh.example import Example
-from subregweigh.weigh import _collect
+from subregweigh.scores import collect
 from testbed.projects import publish_scout
 from tests.backend.test_backend_server import GOOD, NER_CONFIG
 from tests.doubles import FakeRunner
@@ -75,7 +75,7 @@ def stored(tmp_path_factory, tiny_scout):
     model_dir = tmp_path_factory.mktemp("report") / "models"
     spec = parse_label_config(NER_CONFIG)
     items = [i for i in read_tasks(name_annotators(team_tasks(), USERS), spec).tasks if i]
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     scores = score_tasks(srw, spec, items)
     version = publish_scout(
         model_dir,
@@ -97,7 +97,7 @@ def test_unannotated_tasks_keep_the_k_copies_score_beside_ordinary_ones(tiny_sco
     spec = parse_label_config(NER_CONFIG)
     tasks = team_tasks() + [{"id": 200, "data": {"text": TEXTS[1][0]}}]
     items = [i for i in read_tasks(name_annotators(tasks, USERS), spec).tasks if i]
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     full = score_tasks(srw, spec, items)
     assert "annotations" not in full["200"]
 
@@ -106,10 +106,10 @@ def test_unannotated_tasks_keep_the_k_copies_score_beside_ordinary_ones(tiny_sco
     words = tuple(word for word, _, _ in blank.words)
     tags = [("O",) * len(words), ("B-PER", "I-PER") + ("O",) * (len(words) - 2)]
     placeholder = [Example(blank.id, words, ())]
-    k_copies = _collect(
+    k_copies = collect(
         placeholder, [tags[0], tags[1], tags[1]], np.zeros(3, int), np.ones(3, int), 1 / 3, "ner"
     )
-    one = _collect(placeholder, [tags[0]], np.zeros(1, int), np.ones(1, int), 1 / 3, "ner")
+    one = collect(placeholder, [tags[0]], np.zeros(1, int), np.ones(1, int), 1 / 3, "ner")
     entry = stored_prediction(blank, spec, k_copies, 0, 1, shown=(one, 0))
     assert entry["score"] == pytest.approx(2 / 3) and len(entry["result"]) == 1
 
@@ -310,13 +310,13 @@ def test_report_shows_the_project_s_settings_beside_the_version_s(stored):
     store = ProjectStore(model_dir, 7)
     client, _ = make(model_dir, k=3, n_samples=10)
     try:
-        store.replace_overrides({"k": 5, "score": "probability"})
+        store.replace_overrides({"k": 5, "crf": False})
         meta = client.get("/report.json?project=7", headers=GOOD).get_json()["meta"]
         assert meta["settings"]["k"] == 3  # the version's
-        assert meta["project_settings"]["overrides"] == {"k": 5, "score": "probability"}
+        assert meta["project_settings"]["overrides"] == {"k": 5, "crf": False}
         assert meta["project_settings"]["effective"]["k"] == 5
         page = client.get("/report?project=7", headers=GOOD).get_data(as_text=True)
-        assert "<th>set for this project</th><td>k=5, score=probability (" in page
+        assert "<th>set for this project</th><td>crf=False, k=5 (" in page
         assert "<th>next training's settings</th>" in page
         store.replace_overrides({})
         page = client.get("/report?project=7", headers=GOOD).get_data(as_text=True)
@@ -328,13 +328,15 @@ def test_report_shows_the_project_s_settings_beside_the_version_s(stored):
 def test_the_report_names_the_reference_corpus_a_version_trained_on(tmp_path, tiny_scout):
     from subregweigh.weigh import SubRegWeigh
 
-    folder = tmp_path / "references"
-    folder.mkdir()
+    folder = tmp_path / "models" / "references"
+    folder.mkdir(parents=True)
     (folder / "corpus.conll").write_text("EU B-ORG\nrejects O\n", encoding="utf-8")
-    settings = Settings(k=3, n_samples=10, reference_dir=str(folder), reference="corpus.conll")
+    settings = Settings(
+        k=3, n_samples=10, model_dir=str(tmp_path / "models"), reference="corpus.conll"
+    )
     spec = parse_label_config(NER_CONFIG)
     items = [i for i in read_tasks(name_annotators(team_tasks(), USERS), spec).tasks if i]
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     publish_scout(
         tmp_path / "models",
         5,

@@ -12,14 +12,12 @@ import sys
 import pytest
 import yaml
 
-from backend import service, settings_docs
+from backend import publish, settings_docs, training, weighers
 from backend.jobs import RQRunner, ThreadRunner
 from backend.server import create_app
 from backend.settings import (
     GROUPS,
-    METHODS,
     PER_PROJECT,
-    SCOUT,
     SECRETS,
     SETTINGS,
     TRAINING,
@@ -31,6 +29,7 @@ from backend.settings import (
     parse_kwargs,
 )
 from testbed.projects import CLS_CONFIG
+from tests.doubles import use_label_studio
 from tests.paths import REPO
 
 NER_CONFIG = """<View>
@@ -45,50 +44,20 @@ NER_CONFIG = """<View>
 @pytest.mark.parametrize(
     "values,message",
     [
-        ({"method": "kmeanz"}, "SRW_METHOD (--method) is 'kmeanz'; choose one of random"),
-        ({"score": "c/K"}, "SRW_SCORE (--score) is 'c/K'; choose one of deterministic"),
         ({"k": 0}, "SRW_K (-k) is 0; it must be at least 1"),
         ({"k": 20, "n_samples": 10}, "SRW_N (--n-samples) is 10; N must be at least K (SRW_K"),
-        ({"p": 1.0}, "SRW_P (--dropout) is 1.0; it must be in [0, 1)"),
-        ({"w_min": 1.5}, "SRW_W_MIN (--w-min) is 1.5; it must be in [0, 1]"),
         ({"epochs": -1}, "SRW_EPOCHS (--epochs) is -1; it must be at least 0"),
-        ({"batch_size": 0}, "SRW_BATCH_SIZE (--batch-size) is 0; it must be at least 1"),
         ({"min_annotations": 0}, "SRW_MIN_ANNOTATIONS (--min-annotations) is 0"),
-        ({"cached_models": 0}, "SRW_CACHED_MODELS (--cached-models) is 0; it must be at least 1"),
-        ({"n_jobs": 0}, "SRW_N_JOBS (--n-jobs) is 0; it must be at least 1, or -1 for one process"),
-        ({"n_jobs": -2}, "SRW_N_JOBS (--n-jobs) is -2; it must be at least 1, or -1"),
+        ({"n_scouts": 11}, "SRW_SCOUTS (--scouts) is 11; it must be in [0, 10]"),
         ({"queue_name": ""}, "RQ_QUEUE_NAME (--queue-name) is ''; it must not be empty"),
-        ({"precision": "fp16"}, "SRW_PRECISION (--precision) is 'fp16'; choose one of float32, "),
         ({"k": "5"}, "SRW_K (-k) is '5'; it must be an integer"),
-        ({"quantize": 1}, "SRW_QUANTIZE (--quantize) is 1; it must be True or False"),
+        ({"crf": 1}, "SRW_CRF (--crf) is 1; it must be True or False"),
     ],
 )
 def test_settings_that_cannot_work_fail_when_built(values, message):
     with pytest.raises(SettingsError) as info:
         Settings(**values)
     assert message in str(info.value)
-
-
-def test_methods_are_the_engines():
-    from subregweigh.selection import METHODS as ENGINE_METHODS
-
-    assert set(METHODS) == set(ENGINE_METHODS)
-
-
-def test_precisions_are_the_scouts():
-    from backend.settings import PRECISIONS
-    from subregweigh.scout import PRECISIONS as SCOUT_PRECISIONS
-
-    assert PRECISIONS == SCOUT_PRECISIONS
-
-
-def test_scores_are_the_engines_with_its_default_first():
-    from backend.settings import SCORES
-    from subregweigh.weigh import DEFAULT_SCORE, SOFTMIN_TEMPERATURE
-    from subregweigh.weigh import SCORES as ENGINE_SCORES
-
-    assert SCORES == ENGINE_SCORES and Settings().score == DEFAULT_SCORE == SCORES[0]
-    assert Settings().softmin_temperature == SOFTMIN_TEMPERATURE
 
 
 def test_from_env_flags_win_over_the_environment(monkeypatch):
@@ -108,6 +77,22 @@ def test_from_env_flags_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("SRW_K", "80")  # valid on its own, but above SRW_N
     with pytest.raises(SettingsError, match="N must be at least K"):
         Settings.from_env()
+
+
+def test_a_variable_that_is_no_setting_is_named_once_in_a_warning(monkeypatch, caplog):
+    """A typo, or a variable of an earlier build (SRW_WARM_START), is not silently ignored."""
+    from backend import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_warned", set())
+    monkeypatch.setenv("SRW_WARM_START", "1")
+    monkeypatch.setenv("SRW_SCUOTS", "2")
+    with caplog.at_level("WARNING", logger="backend.settings"):
+        Settings.from_env()
+        Settings.from_env()
+    lines = [r.getMessage() for r in caplog.records if r.name == "backend.settings"]
+    assert len(lines) == 2, lines
+    assert "SRW_SCUOTS is not a setting and is ignored; did you mean SRW_SCOUTS?" in lines[0]
+    assert "SRW_WARM_START is not a setting and is ignored" in lines[1]
 
 
 def test_training_settings_are_plain_values_without_secrets():
@@ -132,9 +117,9 @@ def test_server_refuses_to_start_with_settings_that_cannot_work(tmp_path):
     assert "SRW_N (--n-samples) is 10; N must be at least K" in flags.stderr
     assert "Traceback" not in flags.stderr
     # gunicorn imports _wsgi:app; the environment is all it has
-    env = _run(["-c", "import _wsgi"], {"SRW_METHOD": "fast", "MODEL_DIR": str(tmp_path)})
+    env = _run(["-c", "import _wsgi"], {"SRW_K": "0", "MODEL_DIR": str(tmp_path)})
     assert env.returncode != 0
-    assert "subregweigh backend: SRW_METHOD (--method) is 'fast'" in env.stderr
+    assert "subregweigh backend: SRW_K (-k) is 0" in env.stderr
     assert "Traceback" not in env.stderr
 
 
@@ -142,9 +127,9 @@ def test_worker_refuses_to_start_with_settings_that_cannot_work(monkeypatch, cap
     from backend import worker
 
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
-    monkeypatch.setenv("SRW_P", "1.5")
+    monkeypatch.setenv("SRW_SCOUTS", "11")
     assert worker.main([]) == 2
-    assert "SRW_P (--dropout) is 1.5; it must be in [0, 1)" in capsys.readouterr().err
+    assert "SRW_SCOUTS (--scouts) is 11; it must be in [0, 10]" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- one source
@@ -184,12 +169,12 @@ def test_trainings_use_the_apps_settings_not_the_environment(tmp_path, monkeypat
     monkeypatch.setenv("MODEL_DIR", str(tmp_path / "elsewhere"))
     seen = []
 
-    def engine(settings, spec, warm_from=None):  # where the training builds its engine: stop there
+    def engine(settings, spec):  # where the training builds its engine: stop there
         seen.append((settings, spec.task))
         raise RuntimeError("stopped by the test")
 
-    monkeypatch.setattr(service, "engine", engine)
-    monkeypatch.setattr(service, "LabelStudioAPI", FakeLabelStudio)
+    monkeypatch.setattr(training, "engine", engine)
+    use_label_studio(monkeypatch, FakeLabelStudio)
     settings = Settings(
         model_dir=str(tmp_path / "models"),
         label_studio_url="http://127.0.0.1:1",
@@ -221,77 +206,53 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
         k=5,
         n_samples=50,
         epochs=2,
-        method="cossim",
-        n_jobs=4,
+        crf=False,
     )
     runner = create_app(settings).extensions["subregweigh"]["runner"]
     assert isinstance(runner, RQRunner)
     sent = pickle.dumps(runner.job)  # what rq stores in Redis for a worker
     assert b"server-key-31c9" not in sent
     monkeypatch.setenv("SRW_K", "7")
-    monkeypatch.setenv("SRW_METHOD", "random")
+    monkeypatch.setenv("SRW_CRF", "on")
     monkeypatch.setenv("MODEL_DIR", str(tmp_path / "worker"))
     monkeypatch.setenv("LABEL_STUDIO_API_KEY", "worker-key")
-    monkeypatch.setenv("SRW_N_JOBS", "2")  # the worker's machine: its cores, not the server's
+    monkeypatch.setenv("MAX_REQUEST_MB", "2")  # the worker's own, not the server's
     trained = []
-    monkeypatch.setattr(service, "train_project", lambda project, s: trained.append((project, s)))
+    monkeypatch.setattr(training, "train_project", lambda project, s: trained.append((project, s)))
     pickle.loads(sent)("4")
     ((project, used),) = trained
     assert project == "4"
     assert used.training() == settings.training()
-    assert (used.k, used.n_samples, used.epochs, used.method) == (5, 50, 2, "cossim")
+    assert (used.k, used.n_samples, used.epochs, used.crf) == (5, 50, 2, False)
     assert used.model_dir == str(tmp_path / "worker")
     assert used.label_studio_api_key == "worker-key"
-    assert used.n_jobs == 2
-
-
-def test_trainings_sample_candidates_in_n_jobs_processes(tmp_path):
-    from backend.tasks import parse_label_config
-
-    spec = parse_label_config(NER_CONFIG)
-    srw = service.engine(Settings(model_dir=str(tmp_path), n_jobs=3, k=4, n_samples=20), spec)
-    assert (srw.n_jobs, srw.k, srw.n_samples) == (3, 4, 20)
-    assert service.engine(Settings(model_dir=str(tmp_path)), spec).n_jobs == 1
+    assert used.max_request_mb == 2
 
 
 @pytest.mark.parametrize(
-    ("tasks", "early_steps", "scouts", "after_crf", "expected"),
+    ("tasks", "scouts", "after_crf", "expected"),
     [
-        (14000, 300, 1, False, 300),  # 2,625 steps: SRW_EARLY_STEPS is the cap
-        (1000, 300, 1, False, 63),  # 189 steps: after a third
-        (3000, 300, 1, False, 188),  # 564 steps
-        (480, 300, 1, False, 30),  # 90 steps: a third is a tenth of 300, the least that does
-        (460, 300, 1, False, None),  # 87 steps: a third is under a tenth of 300
-        (300, 300, 1, False, None),  # 57 steps: its own scores come soon enough
-        (300, 300, 2, False, 57),  # an ensemble's first scout publishes once trained
-        (1000, 0, 2, False, None),  # 0: never
-        (1000, 300, 1, True, None),  # the CRF's scores came first: no scout mid-way
-        (1000, 300, 2, True, 189),  # but an ensemble's first scout, once trained
-        (1000, 300, 0, True, 189),  # 0: the default, an ensemble of 3 for NER
+        (14000, 1, False, 300),  # 2,625 steps: EARLY_STEPS is the cap
+        (1000, 1, False, 63),  # 189 steps: after a third
+        (3000, 1, False, 188),  # 564 steps
+        (480, 1, False, 30),  # 90 steps: a third is a tenth of 300, the least that does
+        (460, 1, False, None),  # 87 steps: a third is under a tenth of 300
+        (300, 1, False, None),  # 57 steps: its own scores come soon enough
+        (300, 2, False, 57),  # an ensemble's first scout publishes once trained
+        (1000, 1, True, None),  # the CRF's scores came first: no scout mid-way
+        (1000, 2, True, 189),  # but an ensemble's first scout, once trained
+        (1000, 0, True, 189),  # 0: the default, an ensemble of 3 for NER
     ],
 )
-def test_early_scores_come_after_a_third_of_the_training_at_most_srw_early_steps(
-    tmp_path, tasks, early_steps, scouts, after_crf, expected
+def test_early_scores_come_after_a_third_of_the_training_at_most_early_steps(
+    tmp_path, tasks, scouts, after_crf, expected
 ):
     from backend.tasks import parse_label_config
 
-    settings = Settings(model_dir=str(tmp_path), early_steps=early_steps, n_scouts=scouts)
-    srw = service.engine(settings, parse_label_config(NER_CONFIG))
-    assert service._early_step(srw, tasks, settings, after_crf) == expected
-
-
-def test_trainings_compute_in_the_servers_precision(tmp_path, monkeypatch):
-    from backend.tasks import parse_label_config
-
-    spec = parse_label_config(NER_CONFIG)
-    assert Settings().precision == "auto"  # bfloat16 where the hardware has it
-    monkeypatch.setenv("SRW_PRECISION", "bfloat16")
-    settings = Settings.from_env(model_dir=str(tmp_path))
-    assert settings.training()["precision"] == "bfloat16"  # travels with a queued training
-    assert service.engine(settings, spec).scout.precision == "bfloat16"
-    monkeypatch.setenv("SRW_PRECISION", "half")
-    with pytest.raises(SettingsError, match=r"SRW_PRECISION \(--precision\) is 'half'"):
-        Settings.from_env()
+    assert training.EARLY_STEPS == 300
+    settings = Settings(model_dir=str(tmp_path), n_scouts=scouts)
+    srw = weighers.engine(settings, parse_label_config(NER_CONFIG))
+    assert training._early_step(srw, tasks, after_crf) == expected
 
 
 # ----------------------------------------------------------------------------- the declaration
@@ -329,15 +290,15 @@ def test_settings_are_the_declaration():
         assert fields[s.name].type is s.type and getattr(Settings(), s.name) == s.default
         assert s.help.strip() and s.env, s.name
         assert s.group in GROUPS, s.name
-        assert not s.scout or s.training, f"{s.name}: a scout setting is a training setting"
         assert not s.training or s.per_project, f"{s.name}: a project could override it"
         assert s.default == "" or s.problem(s.default) is None
     envs = [name for s in SETTINGS for name in (s.env, *s.fallbacks)]
     flags = [flag for s in SETTINGS for flag in s.flags]
     assert len(set(envs)) == len(envs) and len(set(flags)) == len(flags)
-    assert set(SCOUT) <= set(TRAINING) <= set(PER_PROJECT)
-    assert {"k", "n_samples", "p", "score", "min_annotations"} <= set(TRAINING)
-    assert "n_jobs" not in TRAINING  # each machine's own
+    assert set(TRAINING) <= set(PER_PROJECT)
+    assert {"k", "n_samples", "n_scouts", "crf", "epochs", "min_annotations"} <= set(TRAINING)
+    assert "max_request_mb" not in TRAINING  # each machine's own
+    assert len(SETTINGS) <= 25  # what users face; the lab's switches are the engine's parameters
     assert set(SECRETS) == {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
 
 
@@ -363,9 +324,10 @@ def test_every_setting_from_the_environment_and_from_its_flag(s, monkeypatch, tm
         for name in (other.env, *other.fallbacks):
             monkeypatch.delenv(name, raising=False)
     if s.name == "reference":  # it names a file of the reference folder: both are there
+        (tmp_path / "references").mkdir()
         for name in _values(s):
-            (tmp_path / name).touch()
-        monkeypatch.setenv("SRW_REFERENCE_DIR", str(tmp_path))
+            (tmp_path / "references" / name).touch()
+        monkeypatch.setenv("MODEL_DIR", str(tmp_path))
     from_env, from_flag = _values(s)
     monkeypatch.setenv(s.env, _raw(from_env))
     assert getattr(Settings.from_env(), s.name) == from_env
@@ -416,10 +378,10 @@ def test_bad_values_name_the_variable_and_the_flag(s, monkeypatch):
 
 def test_booleans_read_1_0_true_false_on_off(monkeypatch):
     for raw, value in [("1", True), ("on", True), ("TRUE", True), ("0", False), ("off", False)]:
-        monkeypatch.setenv("SRW_WARM_START", raw)
-        assert Settings.from_env().warm_start is value
-    monkeypatch.setenv("SRW_WARM_START", "maybe")
-    with pytest.raises(SettingsError, match="SRW_WARM_START='maybe' is not 1/0, true/false"):
+        monkeypatch.setenv("SRW_CRF", raw)
+        assert Settings.from_env().crf is value
+    monkeypatch.setenv("SRW_CRF", "maybe")
+    with pytest.raises(SettingsError, match="SRW_CRF='maybe' is not 1/0, true/false"):
         Settings.from_env()
 
 
@@ -466,11 +428,11 @@ def test_redis_url_from_its_parts_and_label_studio_ml_names(monkeypatch):
 
 
 def test_kwargs_by_field_name():
-    assert parse_kwargs(["k=5", "score=probability", "w-min=0.5", "warm_start=on"]) == {
+    assert parse_kwargs(["k=5", "n-scouts=2", "learning_rate=0.5", "crf=off"]) == {
         "k": 5,
-        "score": "probability",
-        "w_min": 0.5,
-        "warm_start": True,
+        "n_scouts": 2,
+        "learning_rate": 0.5,
+        "crf": False,
     }
     with pytest.raises(SettingsError, match="no setting 'kay'"):
         parse_kwargs(["kay=5"])
@@ -486,18 +448,18 @@ def test_kwargs_by_field_name():
 def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
     """label-studio-ml's conventions: -p/--port, --check, --kwargs, --basic-auth-*."""
     env = {"MODEL_DIR": str(tmp_path), "SRW_K": "7", "BASIC_AUTH_PASS": "pw-in-the-env"}
-    args = ["-p", "9091", "--check", "--kwargs", "k=5", "score=probability", "--dropout", "0.2"]
+    args = ["-p", "9091", "--check", "--kwargs", "k=5", "crf=off", "--scouts", "2"]
     ok = _run(["_wsgi.py", *args, "--basic-auth-user", "lead"], env)
     assert ok.returncode == 0, ok.stderr
     shown = json.loads(ok.stdout)
     assert shown["port"] == 9091
-    assert shown["settings"]["p"] == 0.2 and shown["settings"]["k"] == 5
-    assert shown["settings"]["score"] == "probability"
+    assert shown["settings"]["n_scouts"] == 2 and shown["settings"]["k"] == 5
+    assert shown["settings"]["crf"] is False
     assert shown["settings"]["basic_auth_user"] == "lead"
     assert "pw-in-the-env" not in ok.stdout and "basic_auth_pass" not in shown["settings"]
-    # the old meaning of -p, the dropout, is refused with the new spelling
+    # the old meaning of -p, the dropout, is refused, saying what -p is
     old = _run(["_wsgi.py", "-p", "0.1", "--check"], env)
-    assert old.returncode == 2 and "the dropout is --dropout" in old.stderr
+    assert old.returncode == 2 and "-p is the port, as in label-studio-ml" in old.stderr
     bad = _run(["_wsgi.py", "--check", "--kwargs", "k=0"], env)
     assert bad.returncode == 2 and "SRW_K (-k) is 0; it must be at least 1" in bad.stderr
     assert "Traceback" not in bad.stderr + old.stderr
@@ -543,17 +505,17 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
     from testbed.projects import publish_scout
 
     default = Settings(model_dir=str(tmp_path))  # SRW_SCOUTS 0: NER 3, classification 1
-    assert service.engine(default, parse_label_config(NER_CONFIG)).ensemble_size() == 3
-    assert service.engine(default, parse_label_config(CLS_CONFIG)).ensemble_size() == 1
+    assert weighers.engine(default, parse_label_config(NER_CONFIG)).ensemble_size() == 3
+    assert weighers.engine(default, parse_label_config(CLS_CONFIG)).ensemble_size() == 1
     settings = Settings(model_dir=str(tmp_path), n_scouts=2)
-    srw = service.engine(settings, parse_label_config(NER_CONFIG))
+    srw = weighers.engine(settings, parse_label_config(NER_CONFIG))
     assert srw.n_scouts == 2 == srw.ensemble_size()
     store = ProjectStore(tmp_path, 1)
     version = publish_scout(tmp_path, 1, tiny_scout)
     for member in (1, 2):  # an ensemble's version: scout, scout-1, scout-2
         shutil.copytree(store.scout_dir(version), store.scout_dir(version, member))
     assert store.n_scouts(version) == 3
-    loaded = service.weigher(settings, store, version)
+    loaded = weighers.weigher(settings, store, version)
     assert len(loaded.scouts_) == 3 and loaded.scout_ is loaded.scouts_[0]
     with pytest.raises(SettingsError, match="SRW_SCOUTS"):
         Settings(model_dir=str(tmp_path), n_scouts=-1)
@@ -571,26 +533,23 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
 
     spec = parse_label_config(NER_CONFIG)
     settings = Settings(model_dir=str(tmp_path))
-    assert service.engine(settings, spec).crf
-    assert not service.engine(Settings(model_dir=str(tmp_path), crf=False), spec).crf
+    assert weighers.engine(settings, spec).crf
+    assert not weighers.engine(Settings(model_dir=str(tmp_path), crf=False), spec).crf
     store = ProjectStore(tmp_path, 1)
-    trained = SubRegWeigh.from_scout(tiny_scout, crf=FeatureTagger().fit(tiny_ner_data))
-    version = service._save_version(store, trained, {}, (spec, settings, [], 0, 0))
+    trained = SubRegWeigh.from_parts([tiny_scout], FeatureTagger().fit(tiny_ner_data))
+    version = publish.save_version(store, trained, {}, (spec, settings, [], 0, 0))
     assert store.crf_file(version).is_file()
     expected = trained.weigh_deterministic(tiny_ner_data).deterministic_probability
-    served = service.weigher(settings, store, version)
+    served = weighers.weigher(settings, store, version)
     got = served.weigh_deterministic(tiny_ner_data).deterministic_probability
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    alone = SubRegWeigh.from_scout(tiny_scout).weigh_deterministic(tiny_ner_data)
+    alone = SubRegWeigh.from_parts([tiny_scout]).weigh_deterministic(tiny_ner_data)
     assert not np.allclose(alone.deterministic_probability, expected, atol=1e-3)
 
 
-def test_a_version_of_the_crf_alone_serves_and_is_no_warm_start(
-    tmp_path, tiny_scout, tiny_ner_data
-):
+def test_a_version_of_the_crf_alone_serves(tmp_path, tiny_scout, tiny_ner_data):
     """Early scores of the CRF alone make a version with no scout: it loads and scores tasks,
-    annotated or not, with the CRF (its own tags as the prediction), and a warm start does not
-    refit from it."""
+    annotated or not, with the CRF (its own tags as the prediction)."""
     import numpy as np
 
     from backend.store import ProjectStore
@@ -599,21 +558,16 @@ def test_a_version_of_the_crf_alone_serves_and_is_no_warm_start(
     from subregweigh.weigh import SubRegWeigh
 
     spec = parse_label_config(NER_CONFIG)
-    settings = Settings(model_dir=str(tmp_path), warm_start=True, n_scouts=1)  # an ensemble
-    store = ProjectStore(tmp_path, 1)  # never refits: its own reason
+    settings = Settings(model_dir=str(tmp_path))
+    store = ProjectStore(tmp_path, 1)
     crf = FeatureTagger().fit(tiny_ner_data)
-    version = service._save_version(
-        store, SubRegWeigh.from_crf(crf), {}, (spec, settings, [], 0, 0)
-    )
+    alone = SubRegWeigh.from_parts([], crf)
+    version = publish.save_version(store, alone, {}, (spec, settings, [], 0, 0))
     assert store.n_scouts(version) == 0 and store.crf_file(version).is_file()
     assert "training" not in store.meta(version)
-    served = service.weigher(settings, store, version)
-    assert served.scout_ is None
+    served = weighers.weigher(settings, store, version)
+    assert not served.scouts_
     got = served.weigh(tiny_ner_data)  # no K candidates: the CRF's one pass
-    expected = SubRegWeigh.from_crf(crf).weigh_deterministic(tiny_ner_data)
+    expected = SubRegWeigh.from_parts([], crf).weigh_deterministic(tiny_ner_data)
     np.testing.assert_allclose(got.deterministic_probability, expected.deterministic_probability)
     assert got.majority == crf.predict(tiny_ner_data)
-    assert service._warm_start_from(store, settings, spec, tiny_ner_data) == (
-        None,
-        f"version {version} holds early scores of the CRF alone",
-    )

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.store import KEEP_VERSIONS, ProjectStore, new_version_name
+from backend.store import KEEP_VERSIONS, ProjectStore
+from backend.versions import new_version_name
 from subregweigh.io.atomic import atomic_write_json
 from tests.paths import REPO
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from backend import service, webhook_auth
+from backend import webhook_auth
 from backend.labelstudio import LabelStudioUnavailable, _describe
 from backend.outbound import OutboundRefused
 from backend.settings import Settings, SettingsError
@@ -289,9 +289,9 @@ def test_training_step_tokens_our_hook_strips_the_leak_and_logs_no_secret(
         [_hook(1), _hook(2, url="http://evil:9090/webhook", headers={"Authorization": GOOD})]
     )
     with caplog.at_level(logging.DEBUG):
-        service.authorize_webhooks(api, "3", _settings(tmp_path))
+        webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))
     assert sorted(p[0] for p in api.patched) == [1, 2]
-    lines = [r for r in caplog.records if r.name == "backend.service"]
+    lines = [r for r in caplog.records if r.name == "backend.webhook_auth"]
     warning = next(r.getMessage() for r in lines if r.levelno == logging.WARNING)
     assert "http://evil:9090/webhook" in warning and "rotate BASIC_AUTH_PASS" in warning
     assert any("gave the webhook to http://backend:9090/webhook" in r.getMessage() for r in lines)
@@ -301,9 +301,9 @@ def test_training_step_tokens_our_hook_strips_the_leak_and_logs_no_secret(
 def test_nothing_proven_warns_how_to_paste_the_header_by_hand(tmp_path, caplog, challenges):
     api = FakeAPI([_hook(1, url="http://evil:9090/webhook")], backends=[THEIRS])
     with caplog.at_level(logging.INFO):
-        service.authorize_webhooks(api, "3", _settings(tmp_path))
+        webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))
     assert api.patched == []
-    (record,) = [r for r in caplog.records if r.name == "backend.service"]
+    (record,) = [r for r in caplog.records if r.name == "backend.webhook_auth"]
     assert record.levelno == logging.WARNING
     assert "python _wsgi.py --webhook-token 3" in record.getMessage()
     assert "http://evil:9090: answered wrongly" in record.getMessage()
@@ -311,7 +311,7 @@ def test_nothing_proven_warns_how_to_paste_the_header_by_hand(tmp_path, caplog, 
 
 def test_no_basic_auth_no_calls(tmp_path):
     api = FakeAPI([_hook(1)], fail=AssertionError("Label Studio was called"))
-    service.authorize_webhooks(api, "3", Settings(model_dir=str(tmp_path)))
+    webhook_auth.authorize_webhooks(api, "3", Settings(model_dir=str(tmp_path)))
     assert api.patched == []
 
 
@@ -325,8 +325,8 @@ def test_no_basic_auth_no_calls(tmp_path):
 def test_a_failure_warns_and_never_fails_the_training(tmp_path, caplog, error, challenges):
     api = FakeAPI([_hook(1)], fail=error)
     with caplog.at_level(logging.INFO):
-        service.authorize_webhooks(api, "3", _settings(tmp_path))  # no exception
-    (record,) = [r for r in caplog.records if r.name == "backend.service"]
+        webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))  # no exception
+    (record,) = [r for r in caplog.records if r.name == "backend.webhook_auth"]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
     assert "--webhook-token 3" in message

@@ -33,14 +33,14 @@ VERSION = "srw-20260101-000000-abcdef"
 
 
 def test_the_issue_s_settings_are_per_project_and_only_scoring_ones_retrain():
-    asked = {"score", "k", "n_samples", "p", "epochs", "learning_rate", "scout_model"}
+    asked = {"k", "n_samples", "n_scouts", "crf", "epochs", "learning_rate", "scout_model"}
     assert asked | {"retrain_after", "min_annotations"} <= set(PER_PROJECT)
     assert asked <= set(SCORING)
-    assert not {"retrain_after", "min_annotations", "warm_start"} & set(SCORING)
+    assert not {"retrain_after", "min_annotations"} & set(SCORING)
     assert set(SCORING) <= set(PER_PROJECT)
     # Where things are, credentials and the server's own resources stay the server's.
     server = {"model_dir", "label_studio_url", "label_studio_api_key", "basic_auth_pass"}
-    server |= {"redis_url", "n_jobs", "cached_models", "webhook_secret"}
+    server |= {"redis_url", "max_request_mb", "training_seconds", "webhook_secret"}
     assert not server & set(PER_PROJECT)
     assert not any(s.secret or s.url for s in SETTINGS if s.per_project)
 
@@ -51,15 +51,16 @@ def test_the_issue_s_settings_are_per_project_and_only_scoring_ones_retrain():
 @pytest.mark.parametrize(
     "raw",
     [
-        {"k": 5, "score": "probability", "p": 0.2, "warm_start": True},
-        '{"k": 5, "score": "probability", "p": 0.2, "warm_start": true}',
-        "k=5\nscore=probability\np=0.2\nwarm_start=on",
-        "# the project's own\nSRW_K = 5 ; SRW_SCORE=probability\n\n--dropout=0.2\nwarm-start=1",
-        {"K": "5", "Score": "probability", "SRW_P": "0.2", "--warm-start": "yes"},
+        {"k": 5, "scout_model": "org/name", "learning_rate": 0.2, "crf": False},
+        '{"k": 5, "scout_model": "org/name", "learning_rate": 0.2, "crf": false}',
+        "k=5\nscout_model=org/name\nlearning_rate=0.2\ncrf=off",
+        "# the project's own\nSRW_K = 5 ; SRW_MODEL=org/name\n\n--learning-rate=0.2\n--crf=off",
+        {"K": "5", "Scout_Model": "org/name", "SRW_LEARNING_RATE": "0.2", "--crf": "no"},
     ],
 )
 def test_a_json_object_its_text_or_key_value_lines_by_field_variable_or_flag(raw):
-    assert parse_extra_params(raw) == {"k": 5, "score": "probability", "p": 0.2, "warm_start": True}
+    expected = {"k": 5, "scout_model": "org/name", "learning_rate": 0.2, "crf": False}
+    assert parse_extra_params(raw) == expected
 
 
 @pytest.mark.parametrize("raw", [None, "", "   \n", {}, "{}", "# nothing yet"])
@@ -68,16 +69,16 @@ def test_nothing_given_is_no_override(raw):
 
 
 def test_values_come_out_of_the_setting_s_type():
-    out = parse_extra_params({"p": 0, "learning_rate": 1, "epochs": "3", "scout_model": "x/y"})
-    assert out == {"p": 0.0, "learning_rate": 1.0, "epochs": 3, "scout_model": "x/y"}
-    assert type(out["p"]) is float and type(out["epochs"]) is int
+    out = parse_extra_params({"learning_rate": 1, "epochs": "3", "scout_model": "x/y"})
+    assert out == {"learning_rate": 1.0, "epochs": 3, "scout_model": "x/y"}
+    assert type(out["learning_rate"]) is float and type(out["epochs"]) is int
 
 
 @pytest.mark.parametrize(
     "raw, fragments",
     [
         ({"kk": 5}, ["extra parameter 'kk'", "no such setting", "did you mean k?"]),
-        ("scroe=probability", ["'scroe'", "did you mean score?"]),
+        ("epohcs=3", ["'epohcs'", "did you mean epochs?"]),
         ({"label_studio_url": "http://x"}, ["LABEL_STUDIO_URL is the server's setting"]),
         ("MODEL_DIR=/tmp", ["MODEL_DIR is the server's setting", "a project may set"]),
         ({"k": 0}, ["extra parameter k is 0; it must be at least 1"]),
@@ -85,10 +86,10 @@ def test_values_come_out_of_the_setting_s_type():
         ({"k": "five"}, ["extra parameter k='five' is not a valid int"]),
         ({"k": 2.5}, ["extra parameter k is 2.5; it must be an integer"]),
         ({"k": [5]}, ["extra parameter k is an array; give one value"]),
-        ({"score": "best"}, ["extra parameter score is 'best'", "choose one of deterministic"]),
-        ({"p": 1}, ["extra parameter p is 1.0; it must be in [0, 1)"]),
-        ({"warm_start": "maybe"}, ["'maybe' is not 1/0, true/false, on/off"]),
-        ("k=5\nscore", ["line 2", "'score' is not KEY=VALUE"]),
+        ({"n_scouts": 11}, ["extra parameter n_scouts is 11; it must be in [0, 10]"]),
+        ({"learning_rate": -1}, ["extra parameter learning_rate is -1.0; it must be at least 0"]),
+        ({"crf": "maybe"}, ["'maybe' is not 1/0, true/false, on/off"]),
+        ("k=5\nepochs", ["line 2", "'epochs' is not KEY=VALUE"]),
         ("k=5\nk=6", ["'k' is given twice"]),
         ({"k": 5, "SRW_K": 6}, ["k is given twice"]),
         ('{"k": 5', ["not valid JSON", "line 1"]),
@@ -176,9 +177,9 @@ def _publish(store):
 
 def test_setup_stores_the_parameters_and_status_shows_the_effective_settings(backend):
     client, runner, _ = backend
-    assert _setup(client, "k=5\nscore=probability\nretrain_after=1").status_code == 200
+    assert _setup(client, "k=5\ncrf=off\nretrain_after=1").status_code == 200
     status = client.get("/status?project=5").get_json()["settings"]
-    assert status["overrides"] == {"k": 5, "score": "probability", "retrain_after": 1}
+    assert status["overrides"] == {"k": 5, "crf": False, "retrain_after": 1}
     assert status["effective"]["k"] == 5 and status["effective"]["n_samples"] == 100
     assert set(status["effective"]) == set(PER_PROJECT)
     assert "extra parameters" in status["source"]
@@ -192,7 +193,7 @@ def test_setup_stores_the_parameters_and_status_shows_the_effective_settings(bac
 def test_a_refusal_names_the_parameter_in_the_body_and_the_status_line(backend):
     client, runner, store = backend
     _setup(client, {"k": 5})
-    response = _setup(client, {"k": 0, "score": "probability"})
+    response = _setup(client, {"k": 0, "crf": False})
     assert response.status_code == 400
     message = "extra parameter k is 0; it must be at least 1"
     assert response.get_json() == {"error": message}
@@ -203,7 +204,7 @@ def test_a_refusal_names_the_parameter_in_the_body_and_the_status_line(backend):
 
 def test_the_status_line_is_one_line_of_ascii(backend):
     client, _, _ = backend
-    response = _setup(client, "k=fünf\r\nscore=x")
+    response = _setup(client, "k=fünf\r\ncrf=x")
     assert response.status_code == 400
     reason = response.status.split(" ", 1)[1]
     assert reason.isascii() and "\n" not in reason and "\r" not in reason
@@ -220,11 +221,11 @@ def test_a_change_of_a_scoring_setting_retrains_once(backend):
     assert runner.submitted == ["5"]
     _setup(client, {"k": 5, "retrain_after": 50, "min_annotations": 2})  # not scoring
     assert runner.submitted == ["5"]
-    _setup(client, {"k": 5, "score": "agreement"})
+    _setup(client, {"k": 5, "crf": False})
     assert runner.submitted == ["5", "5"]
-    _setup(client, {"score": "agreement", "retrain_after": 50, "min_annotations": 2})
+    _setup(client, {"crf": False, "retrain_after": 50, "min_annotations": 2})
     assert runner.submitted == ["5", "5", "5"]  # k back to the server's 10
-    _setup(client, {"score": "agreement", "retrain_after": 50, "SRW_K": 10})  # the same K
+    _setup(client, {"crf": False, "retrain_after": 50, "SRW_K": 10})  # the same K
     assert runner.submitted == ["5", "5", "5"]
 
 
@@ -293,7 +294,7 @@ def test_the_declaration_s_bounds_are_the_ones_checked():
 def test_settings_are_stored_when_the_job_queue_is_down_and_a_warning_says_so(tmp_path, caplog):
     """A real RQRunner on a port where no Redis listens: /setup still stores the settings."""
     from backend.jobs import RQRunner
-    from backend.service import train_project
+    from backend.training import train_project
     from testbed.servers import free_port
 
     settings = Settings(model_dir=str(tmp_path / "models"))
@@ -308,36 +309,6 @@ def test_settings_are_stored_when_the_job_queue_is_down_and_a_warning_says_so(tm
     assert "no retraining queued" in caplog.text and "k changed by" in caplog.text
 
 
-def test_until_its_retrain_a_version_scores_new_tasks_with_its_own_score(tmp_path, tiny_scout):
-    """A project changed its score (the retrain is on its way): /predict keeps scoring new
-    tasks of the serving version with the score it ranked by, so one queue holds one kind."""
-    import numpy as np
-
-    from testbed.projects import NER_CONFIG as LS_NER_CONFIG
-    from testbed.projects import ner_tasks, publish_scout
-
-    settings = Settings(model_dir=str(tmp_path), k=3, n_samples=10)
-    publish_scout(tmp_path, 9, tiny_scout, meta={"score": "agreement"})
-    ProjectStore(tmp_path, 9).replace_overrides({"score": "probability"})
-    app = create_app(
-        settings, runner=FakeRunner(), selftest_runner=FakeRunner(), rescore_runner=FakeRunner()
-    )
-    tasks, _ = ner_tasks(np.random.default_rng(0), 3, 0)
-    tasks = [{"id": i + 1, **task, "predictions": []} for i, task in enumerate(tasks)]
-    body = {"project": "9.1", "label_config": LS_NER_CONFIG, "tasks": tasks}
-    results = app.test_client().post("/predict", json=body).get_json()["results"]
-    stored = ProjectStore(tmp_path, 9).scores(results[0]["model_version"])
-    for task, result in zip(tasks, results, strict=True):
-        annotations = stored[str(task["id"])]["annotations"]
-        c_over_k = min(a["reliability"] for a in annotations)
-        assert result["score"] == pytest.approx(c_over_k)  # agreement, the version's
-    assert any(
-        min(a["reliability"] for a in stored[str(t["id"])]["annotations"])
-        != pytest.approx(min(a["probability"] for a in stored[str(t["id"])]["annotations"]))
-        for t in tasks
-    ), "the two scores must differ somewhere for this test to mean anything"
-
-
 def test_setup_without_settings_makes_no_project_directory(backend):
     client, _, store = backend
     assert _setup(client, None).status_code == 200
@@ -345,13 +316,16 @@ def test_setup_without_settings_makes_no_project_directory(backend):
     assert not store.root.exists()
 
 
-@pytest.mark.parametrize("raw", ["p=nan", "learning_rate=inf", '{"w_min": NaN}', "p=-inf"])
+@pytest.mark.parametrize(
+    "raw",
+    ["learning_rate=nan", "learning_rate=inf", '{"learning_rate": NaN}', "learning_rate=-inf"],
+)
 def test_a_number_that_is_not_finite_is_refused(raw):
     with pytest.raises(SettingsError, match="it must be a finite number"):
         parse_extra_params(raw)
 
 
 def test_the_environment_refuses_it_too(monkeypatch):
-    monkeypatch.setenv("SRW_P", "nan")
-    with pytest.raises(SettingsError, match=r"SRW_P \(--dropout\) is nan; it must be a finite"):
+    monkeypatch.setenv("SRW_LEARNING_RATE", "nan")
+    with pytest.raises(SettingsError, match=r"SRW_LEARNING_RATE \(--learning-rate\) is nan; it"):
         Settings.from_env()

@@ -33,8 +33,15 @@ def _conll_sentences(n: int) -> str:
     return "".join(lines)
 
 
+def _references(folder):
+    """The reference folder of a MODEL_DIR in ``folder``: MODEL_DIR/references."""
+    references = folder / "models" / "references"
+    references.mkdir(parents=True, exist_ok=True)
+    return references
+
+
 def _settings(folder, name: str) -> Settings:
-    return Settings(model_dir=str(folder / "models"), reference_dir=str(folder), reference=name)
+    return Settings(model_dir=str(folder / "models"), reference=name)
 
 
 @pytest.mark.parametrize(
@@ -46,7 +53,7 @@ def test_a_reference_is_a_file_name_in_the_folder_never_a_path(tmp_path, name):
 
 
 def test_a_missing_reference_is_refused_with_the_files_there(tmp_path):
-    (tmp_path / "train.conll").write_text(_conll_sentences(3), encoding="utf-8")
+    (_references(tmp_path) / "train.conll").write_text(_conll_sentences(3), encoding="utf-8")
     with pytest.raises(SettingsError) as err:
         _settings(tmp_path, "tarin.conll")
     assert "'tarin.conll'; no such file in" in str(err.value)
@@ -63,7 +70,7 @@ def test_the_folder_defaults_to_model_dir_references(tmp_path):
 
 
 def test_conll_iob1_reads_as_the_projects_iob2_examples(tmp_path):
-    (tmp_path / "train.conll").write_text(_conll_sentences(40), encoding="utf-8")
+    (_references(tmp_path) / "train.conll").write_text(_conll_sentences(40), encoding="utf-8")
     examples = reference_examples(_settings(tmp_path, "train.conll"), NER)
     assert len(examples) == 40
     tags = {tag for ex in examples for tag in ex.label}
@@ -75,7 +82,7 @@ def test_conll_iob1_reads_as_the_projects_iob2_examples(tmp_path):
 
 
 def test_a_changed_file_is_read_again(tmp_path):
-    path = tmp_path / "train.conll"
+    path = _references(tmp_path) / "train.conll"
     path.write_text(_conll_sentences(5), encoding="utf-8")
     settings = _settings(tmp_path, "train.conll")
     assert len(reference_examples(settings, NER)) == 5
@@ -85,7 +92,7 @@ def test_a_changed_file_is_read_again(tmp_path):
 
 
 def test_labels_the_config_lacks_are_named(tmp_path):
-    (tmp_path / "train.conll").write_text(_conll_sentences(40), encoding="utf-8")
+    (_references(tmp_path) / "train.conll").write_text(_conll_sentences(40), encoding="utf-8")
     spec = LabelingSpec(task="ner", from_name="label", labels=("PER", "ORG"))
     with pytest.raises(ReferenceError) as err:
         reference_examples(_settings(tmp_path, "train.conll"), spec)
@@ -95,14 +102,14 @@ def test_labels_the_config_lacks_are_named(tmp_path):
 
 def test_another_task_is_refused(tmp_path):
     lines = (DATA / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()[:20]
-    (tmp_path / "sst2.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (_references(tmp_path) / "sst2.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ReferenceError, match="holds text classes; the project labels entity"):
         reference_examples(_settings(tmp_path, "sst2.tsv"), NER)
     assert len(reference_examples(_settings(tmp_path, "sst2.tsv"), SENTIMENT)) == 19
 
 
 def test_several_labels_for_a_single_choice_project_are_refused(tmp_path):
-    (tmp_path / "multi.jsonl").write_text(
+    (_references(tmp_path) / "multi.jsonl").write_text(
         '{"id": "a", "text": "fine", "labels": ["0", "1"]}\n', encoding="utf-8"
     )
     with pytest.raises(ReferenceError, match="gives example a several labels; the project's"):
@@ -110,7 +117,7 @@ def test_several_labels_for_a_single_choice_project_are_refused(tmp_path):
 
 
 def test_a_broken_file_says_where(tmp_path):
-    (tmp_path / "broken.conll").write_text("EU B-ORG\nrejects\n", encoding="utf-8")
+    (_references(tmp_path) / "broken.conll").write_text("EU B-ORG\nrejects\n", encoding="utf-8")
     with pytest.raises(ReferenceError) as err:
         reference_examples(_settings(tmp_path, "broken.conll"), NER)
     assert str(err.value).startswith("the reference broken.conll cannot be read:")
@@ -118,6 +125,6 @@ def test_a_broken_file_says_where(tmp_path):
 
 
 def test_an_empty_file_is_refused(tmp_path):
-    (tmp_path / "empty.conll").write_text("\n", encoding="utf-8")
+    (_references(tmp_path) / "empty.conll").write_text("\n", encoding="utf-8")
     with pytest.raises(ReferenceError, match="empty.conll"):
         reference_examples(_settings(tmp_path, "empty.conll"), NER)

@@ -14,8 +14,9 @@ import pytest
 from backend.convert import class_note, doubt_regions
 from backend.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.compare import span_changes
+from subregweigh.scores import collect, soft_minimum
 from subregweigh.suggest import class_suggestion, span_suggestions
-from subregweigh.weigh import SubRegWeigh, _collect, soft_minimum
+from subregweigh.weigh import SubRegWeigh
 from tests.engine.test_scout_integration import multi_label_scout
 
 CLS_CONFIG = """<View><Text name="text" value="$text"/>
@@ -166,7 +167,7 @@ def test_span_suggestions_name_every_kind_with_both_confidences():
 @pytest.mark.slow
 def test_class_probability_comes_from_the_scoring_pass(sentiment):
     scout, rows = sentiment
-    srw = SubRegWeigh.from_scout(scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([scout], k=3, n_samples=10, progress=False)
     ordinary = srw.weigh_deterministic(rows)
     proba = ordinary.class_probability
     assert ordinary.labels == scout.labels_ == ["0", "1"] and proba.shape == (len(rows), 2)
@@ -190,8 +191,8 @@ def test_class_probability_comes_from_the_scoring_pass(sentiment):
     full = srw.weigh(rows[:5])
     same = srw.weigh_deterministic(rows[:5]).class_probability
     np.testing.assert_allclose(full.class_probability, same, rtol=1e-5)
-    no_ordinary = SubRegWeigh.from_scout(
-        scout, k=3, n_samples=10, progress=False, deterministic=False
+    no_ordinary = SubRegWeigh.from_parts(
+        [scout], k=3, n_samples=10, progress=False, deterministic=False
     ).weigh(rows[:5])
     assert no_ordinary.class_probability.shape == (0, 0) and no_ordinary.labels == []
 
@@ -199,9 +200,8 @@ def test_class_probability_comes_from_the_scoring_pass(sentiment):
 @pytest.mark.slow
 def test_multi_label_suggestion_per_label_from_a_real_scout(multi_label):
     scout, train = multi_label
-    ordinary = SubRegWeigh.from_scout(scout, k=3, n_samples=10, progress=False).weigh_deterministic(
-        train
-    )
+    srw = SubRegWeigh.from_parts([scout], k=3, n_samples=10, progress=False)
+    ordinary = srw.weigh_deterministic(train)
     sigmoids = np.stack(scout.predict_proba(train))
     np.testing.assert_allclose(ordinary.class_probability, sigmoids, rtol=1e-4, atol=1e-6)
     for i, ex in enumerate(train):
@@ -220,7 +220,7 @@ def test_multi_label_suggestion_per_label_from_a_real_scout(multi_label):
 
 
 def test_span_suggestions_on_the_tiny_scouts_tagging(tiny_scout, tiny_ner_data):
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     ordinary = srw.weigh_deterministic(tiny_ner_data)
     seen = 0
     for i, ex in enumerate(tiny_ner_data):
@@ -256,7 +256,7 @@ def test_classification_prediction_carries_suggestion_and_confidences(sentiment)
     tasks = [ls_task(i + 1, ex.text, choices=ex.label) for i, ex in enumerate(rows[:12])]
     tasks.append({"id": 99, "data": {"text": rows[20].text}})  # unannotated: a pre-annotation
     items = [i for i in read_tasks(tasks, spec).tasks if i]
-    srw = SubRegWeigh.from_scout(scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([scout], k=3, n_samples=10, progress=False)
     scores = score_tasks(srw, spec, items)
     proba = np.stack(scout.predict_proba(rows[:12]))
     for i, ex in enumerate(rows[:12]):
@@ -282,7 +282,7 @@ def test_multi_label_prediction_notes_every_label(multi_label):
     spec = parse_label_config(MULTI_CONFIG)
     wrong = ls_task(1, " ".join(train[0].words), choices=["neg"])  # is pos and sports
     items = [i for i in read_tasks([wrong], spec).tasks if i]
-    srw = SubRegWeigh.from_scout(scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([scout], k=3, n_samples=10, progress=False)
     (result,) = score_tasks(srw, spec, items)["1"]["result"]
     sigmoid = dict(zip(scout.labels_, scout.predict_proba(train[:1])[0]))
     (note,) = result["meta"]["text"]
@@ -299,7 +299,7 @@ def test_ner_prediction_shows_the_annotated_entity_the_scout_drops(tiny_scout):
     spec = parse_label_config(NER_CONFIG)
     task = ls_task(5, text, regions=[(0, 13, "PER"), (22, 27, "LOC")])
     (item,) = read_tasks([task], spec).tasks
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     regions = score_tasks(srw, spec, [item])["5"]["result"]
     ordinary = srw.weigh_deterministic(item.examples)
     dropped = [
@@ -335,7 +335,7 @@ def test_ner_prediction_notes_name_the_annotated_words(tiny_scout):
     (ex,) = item.examples
     scout = ("O", "B-PER", "O", "B-ORG", "O", "O", "O")  # moved, retyped, dropped
     p_gold = np.array([0.3, 0.9, 0.8, 0.2, 0.9, 0.1, 0.9])
-    view = _collect(
+    view = collect(
         [ex], [scout], np.zeros(1, int), np.ones(1, int), 1 / 3, "ner", [p_gold], [p_gold]
     )
     view.majority_entities = [[("PER", 1, 2, 0.7), ("ORG", 3, 4, 0.6)]]

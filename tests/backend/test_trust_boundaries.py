@@ -18,8 +18,10 @@ import logging
 import flask
 
 from backend import store as store_module
+from backend import unwritten
 from backend.auth import HTML_POLICY
-from backend.store import MAX_PENDING, ProjectStore
+from backend.store import ProjectStore
+from backend.unwritten import MAX_PENDING
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, make_app
 
@@ -72,7 +74,7 @@ def test_events_of_a_project_that_does_not_train_keep_no_task(tmp_path):
 
 
 def test_pending_rescores_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "MAX_PENDING", 50)
+    monkeypatch.setattr(unwritten, "MAX_PENDING", 50)
     _, client, _ = make_app(tmp_path, retrain_after=10**9)
     store = ProjectStore(tmp_path / "models", 3)
     staging = store.staging_dir()

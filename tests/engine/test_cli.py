@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from subregweigh import cli
+from subregweigh.build import weigher_params
+from subregweigh.cli_args import build_parser
 from subregweigh.io import read_conll, read_dataset, write_dataset
+from subregweigh.options import option_values
 from tests.paths import DATA
 
 CONLLPP_TRAIN = DATA / "conllpp" / "conllpp_train.txt"
@@ -22,7 +25,7 @@ def test_module_help_subprocess():
         [sys.executable, "-m", "subregweigh", "--help"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    for command in ("weigh", "crossweigh", "train", "noise", "evaluate", "report", "selftest"):
+    for command in ("weigh", "train", "noise", "evaluate", "report", "selftest"):
         assert command in proc.stdout
     assert "usage: subregweigh" in proc.stdout
 
@@ -96,14 +99,15 @@ def test_empty_file(tmp_path, capsys, name):
     _fails_cleanly(capsys, ["weigh", str(empty), "-o", str(tmp_path / "w.jsonl")], f"{empty}:1:")
 
 
+def _weigher_params(args) -> dict:
+    return weigher_params(option_values(args))
+
+
 def test_n_jobs_reaches_the_engine_and_is_checked(tmp_path, capsys):
-    parser = cli._build_parser()
+    parser = build_parser()
     args = parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl", "--n-jobs", "-1"])
-    assert cli._weigh_params(args)["n_jobs"] == -1
-    assert (
-        cli._weigh_params(parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl"]))["n_jobs"]
-        is None
-    )
+    assert _weigher_params(args)["n_jobs"] == -1
+    assert _weigher_params(parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl"]))["n_jobs"] == 1
     data = tmp_path / "train.conll"
     write_dataset(data, read_conll(CONLLPP_TRAIN)[:5], task="ner")
     out = tmp_path / "w.jsonl"
@@ -113,12 +117,12 @@ def test_n_jobs_reaches_the_engine_and_is_checked(tmp_path, capsys):
 
 def test_flag_spellings_dropout_and_n_samples(capsys):
     """-p/--dropout is the dropout strength; --n-samples is N."""
-    parser = cli._build_parser()
+    parser = build_parser()
     base = ["weigh", "d.conll", "-o", "w.jsonl"]
     for argv in (["-p", "0.2"], ["--dropout", "0.2"]):
-        assert cli._weigh_params(parser.parse_args(base + argv))["p"] == 0.2
-    assert cli._weigh_params(parser.parse_args(base + ["--n-samples", "40"]))["n_samples"] == 40
-    assert cli._weigh_params(parser.parse_args(base))["n_samples"] == 500
+        assert _weigher_params(parser.parse_args(base + argv))["p"] == 0.2
+    assert _weigher_params(parser.parse_args(base + ["--n-samples", "40"]))["n_samples"] == 40
+    assert _weigher_params(parser.parse_args(base))["n_samples"] == 500
     assert capsys.readouterr().err == ""
 
 
@@ -238,7 +242,7 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         assert 0.0 <= r["deterministic_probability"] <= 1.0
         assert r["weight"] == pytest.approx(max(1 / 3, r["reliability"]))
         assert "entities" in r and "majority" in r
-    assert (scout_dir / "scout.json").is_file() and (scout_dir / "crf.npz").is_file()
+    assert (scout_dir / "scout" / "scout.json").is_file() and (scout_dir / "crf.npz").is_file()
 
     assert (
         cli.main(
@@ -314,11 +318,13 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
         "unknown output extension",
     )
     assert not list(tmp_path.glob("*w.xyz*"))
-    # --scout with a directory that is no scout: a clean error
+    # --scout with a directory that keeps no scout: a clean error, naming it
+    empty = tmp_path / "empty"
+    empty.mkdir()
     _fails_cleanly(
         capsys,
-        ["-q", "weigh", str(noisy), "-o", str(again), "--scout", str(tmp_path)],
-        "is not a saved scout",
+        ["-q", "weigh", str(noisy), "-o", str(again), "--scout", str(empty)],
+        f"{empty} is not a saved weigher",
     )
 
     # train with the weights, score on real dev sentences
@@ -351,21 +357,6 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == scored
 
 
-def test_cli_scores_are_the_engines():
-    import inspect
-
-    from subregweigh import cli
-    from subregweigh.annotations import AnnotationTable
-    from subregweigh.selftest import self_test
-    from subregweigh.weigh import DEFAULT_SCORE, SCORES, SOFTMIN_TEMPERATURE, SubRegWeigh
-
-    assert cli.SCORES == SCORES and cli.SCORES[0] == DEFAULT_SCORE
-    assert cli.SOFTMIN_TEMPERATURE == SOFTMIN_TEMPERATURE == SubRegWeigh().softmin_temperature
-    # modules that spell the default out to stay free of torch rank by the same default
-    for function in (self_test, AnnotationTable.from_result):
-        assert inspect.signature(function).parameters["score"].default == DEFAULT_SCORE
-
-
 @pytest.mark.slow
 def test_weigh_with_an_ensemble_of_scouts(tmp_path):
     data = tmp_path / "data.conll"
@@ -374,11 +365,11 @@ def test_weigh_with_an_ensemble_of_scouts(tmp_path):
     argv = ["-q", "weigh", str(data), "-o", str(out), "--epochs", "1", "-k", "2"]
     saved = tmp_path / "saved"
     saved.mkdir()
-    (saved / "scout-2").mkdir()  # a member of an earlier, larger ensemble: replaced whole
+    (saved / "scout-2").mkdir()  # a member of an earlier, larger ensemble: removed
     assert cli.main([*argv, "--n-samples", "4", "--scouts", "2", "--save-scout", str(saved)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 30 and all(0.0 <= row["score"] <= 1.0 for row in rows)
-    assert sorted(p.name for p in saved.iterdir() if p.is_dir()) == ["scout-1"]
+    assert sorted(p.name for p in saved.iterdir() if p.is_dir()) == ["scout", "scout-1"]
     assert (saved / "crf.npz").is_file() and (saved / "scout-1" / "config.json").is_file()
     # the saved ensemble weighs as it did, both scouts and the CRF loaded
     again = tmp_path / "again.jsonl"
@@ -425,4 +416,5 @@ def test_weigh_trains_on_the_reference_and_weighs_only_the_data(tmp_path):
     assert cli.main(argv) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [row["id"] for row in rows] == [ex.id for ex in read_conll(data)]  # the batch only
-    assert "B-MISC" in Scout.load(saved).labels_  # a tag only the reference has: trained on it
+    # a tag only the reference has: trained on it
+    assert "B-MISC" in Scout.load(saved / "scout").labels_

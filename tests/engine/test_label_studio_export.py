@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from subregweigh import cli
+from subregweigh.cli_args import build_parser
 from subregweigh.example import DataError
 from subregweigh.io import read_conll, read_dataset, read_jsonl, read_label_studio, read_tsv
 from subregweigh.spans import words_with_offsets
@@ -698,7 +699,7 @@ def test_cli_and_backend_read_an_export_alike(tmp_path, sentences, reviews, proj
     tasks = _parity_exports(sentences, reviews)[project]
     path = write_export(tmp_path / "export.json", tasks)
     argv = ["weigh", str(path), "-o", str(tmp_path / "w.jsonl"), "--annotations", annotations]
-    cli_examples, kind = cli._load(cli._build_parser().parse_args(argv))
+    cli_examples, kind = cli._load(build_parser().parse_args(argv))
 
     spec = parse_label_config(NER_CONFIG if project == "ner" else CLS_CONFIG)
     parsed = read_tasks(tasks, spec, annotations=annotations)

@@ -1,4 +1,4 @@
-"""Real training of the offline MiniLM scout: Scout, SubRegWeigh and CrossWeigh end to end.
+"""Real training of the offline MiniLM scout: Scout and SubRegWeigh end to end.
 
 Everything runs for real on 2 CPU cores, so the data sets are small: about 60 sentences for the
 Scout checks, 300 CoNLL sentences and 500 SST-2 rows for the detection checks, where SubRegWeigh
@@ -15,19 +15,17 @@ import numpy as np
 import pytest
 import torch
 
-from subregweigh.crossweigh import CrossWeigh, entity_surfaces, fold_splits
+from subregweigh.crf import FeatureTagger
+from subregweigh.encoder import bfloat16_native
 from subregweigh.example import Example
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
-from subregweigh.scout import STATE_FILE, Scout, bfloat16_native, default_model
+from subregweigh.options import NER_SCOUTS, default_scouts
+from subregweigh.parts import CRFWeigher
+from subregweigh.scores import entity_parts, soft_minimum
+from subregweigh.scout import STATE_FILE, Scout, default_model
 from subregweigh.tags import entity_spans, entity_types
-from subregweigh.weigh import (
-    NER_SCOUTS,
-    SubRegWeigh,
-    default_scouts,
-    entity_parts,
-    soft_minimum,
-)
+from subregweigh.weigh import SubRegWeigh
 
 pytestmark = pytest.mark.slow  # every test here trains, or weighs with, a real scout
 
@@ -112,7 +110,7 @@ def test_unfitted_scout_predict_raises():
 def test_long_text_truncated_with_warning(conll_train, caplog):
     train = conll_train[:16]
     scout = Scout(epochs=1, max_length=32, progress=False)
-    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+    with caplog.at_level(logging.WARNING, logger="subregweigh.encoder"):
         scout.fit(train)
     assert scout.max_length_ == 32
     # conllpp sentence 7 has 47 subwords: warned about while training, by id
@@ -244,8 +242,7 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
     # Each distinct candidate is scored once and counted with its multiplicity; scoring every
     # one of the K slots separately must give the same numbers.
     data = tiny_ner_data[:15]
-    srw = SubRegWeigh(n_samples=20, k=5, progress=False)
-    srw.scout_ = tiny_scout  # already fitted; weigh only predicts
+    srw = SubRegWeigh.from_parts([tiny_scout], n_samples=20, k=5, progress=False)
     result = srw.weigh(data)
     segs, owner, mult = srw.candidates(data)
     expanded = [s for s, m in zip(segs, mult) for _ in range(m)]
@@ -277,8 +274,9 @@ def test_weigh_probabilities_equal_the_expanded_computation(tiny_scout, tiny_ner
     argmax = [tuple(tiny_scout.labels_[j] for j in P.argmax(axis=1)) for P in full]
     assert argmax == tiny_scout.predict(data)
     assert ((0 <= result.probability) & (result.probability <= 1)).all()
-    no_det = SubRegWeigh(n_samples=20, k=5, progress=False, deterministic=False)
-    no_det.scout_ = tiny_scout
+    no_det = SubRegWeigh.from_parts(
+        [tiny_scout], n_samples=20, k=5, progress=False, deterministic=False
+    )
     again = no_det.weigh(data)
     assert np.isnan(again.deterministic_probability).all()
     np.testing.assert_allclose(again.probability, result.probability)
@@ -290,8 +288,8 @@ def test_collapsed_candidates_are_warned_about(tiny_scout, tiny_ner_data, caplog
     data = tiny_ner_data[:10]
     for p, warned in ((0.0, True), (0.1, False)):
         caplog.clear()
-        srw = SubRegWeigh.from_scout(tiny_scout, p=p, n_samples=20, k=5, progress=False)
-        with caplog.at_level("WARNING", logger="subregweigh.weigh"):
+        srw = SubRegWeigh.from_parts([tiny_scout], p=p, n_samples=20, k=5, progress=False)
+        with caplog.at_level("WARNING", logger="subregweigh.selection"):
             segs, owner, mult = srw.candidates(data)
         messages = [r.getMessage() for r in caplog.records]
         assert any("fewer than 3 distinct segmentations" in m for m in messages) is warned
@@ -471,17 +469,17 @@ def test_weigh_is_deterministic(ner_detection):
     np.testing.assert_array_equal(first.k, result.k[:40])
 
 
-def test_from_scout_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_path):
-    """SubRegWeigh.from_scout: a saved scout weighs exactly as the one that was trained, and
+def test_from_parts_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_path):
+    """SubRegWeigh.from_parts: a saved scout weighs exactly as the one that was trained, and
     majority_entities scores each entity of the majority prediction (what the backend
     pre-annotates) as the share of the K candidates predicting that exact span."""
-    from subregweigh.weigh import entity_agreement
+    from subregweigh.scores import entity_agreement
 
     params = dict(p=0.1, n_samples=20, k=4, method="kmeans", random_state=3, progress=False)
     examples = tiny_ner_data[:12]
-    srw = SubRegWeigh.from_scout(tiny_scout, **params)
-    assert srw.scout_ is tiny_scout and srw.task == "ner" and srw.k == 4
-    loaded = SubRegWeigh.from_scout(Scout.load(tiny_scout.save(tmp_path / "scout")), **params)
+    srw = SubRegWeigh.from_parts([tiny_scout], **params)
+    assert srw.scout_ is tiny_scout and srw.task == "ner" and srw.k == 4 and srw.crf_ is None
+    loaded = SubRegWeigh.from_parts([Scout.load(tiny_scout.save(tmp_path / "scout"))], **params)
     first, second = srw.weigh(examples), loaded.weigh(examples)
     assert first.predictions == second.predictions
     np.testing.assert_array_equal(first.reliability, second.reliability)
@@ -491,7 +489,7 @@ def test_from_scout_weighs_with_a_loaded_scout(tiny_scout, tiny_ner_data, tmp_pa
     ):
         assert entities == entity_agreement(predictions, [1] * len(predictions), top)
     with pytest.raises(ValueError, match="1 <= k <= n_samples"):
-        SubRegWeigh.from_scout(tiny_scout, k=30, n_samples=20)
+        SubRegWeigh.from_parts([tiny_scout], k=30, n_samples=20)
 
 
 def test_weigh_deterministic_is_the_deterministic_part_of_weigh(tiny_scout, tiny_ner_data):
@@ -499,7 +497,7 @@ def test_weigh_deterministic_is_the_deterministic_part_of_weigh(tiny_scout, tiny
     weigh() computes, and its majority is the scout's deterministic prediction (K=1)."""
     params = dict(p=0.1, n_samples=20, k=4, method="kmeans", random_state=3, progress=False)
     examples = tiny_ner_data[:12]
-    srw = SubRegWeigh.from_scout(tiny_scout, **params)
+    srw = SubRegWeigh.from_parts([tiny_scout], **params)
     full, ordinary = srw.weigh(examples), srw.weigh_deterministic(examples)
     np.testing.assert_allclose(
         ordinary.deterministic_probability, full.deterministic_probability, rtol=1e-6
@@ -549,64 +547,6 @@ def test_subregweigh_finds_flipped_sst2_labels(sst2_train):
     assert report["mean_reliability_clean"] >= report["mean_reliability_corrupted"] + 0.2
     assert all(len(p) == 1 for preds in result.predictions for p in preds)
     assert result.entities == []
-
-
-# ------------------------------------------------------------------------------ (f) CrossWeigh
-
-
-def test_crossweigh_weights_and_reliability(tiny_ner_data):
-    cw = CrossWeigh(
-        Scout(epochs=1, progress=False),
-        n_folds=3,
-        n_iterations=1,
-        epsilon=0.5,
-        random_state=0,
-        progress=False,
-    )
-    res = cw.weigh(tiny_ner_data)
-    n = len(tiny_ner_data)
-    assert res.ids == [ex.id for ex in tiny_ner_data]
-    assert res.mistakes.shape == (n,) and set(res.mistakes.tolist()) <= {0, 1}
-    np.testing.assert_allclose(res.weight, 0.5**res.mistakes)
-    np.testing.assert_allclose(res.reliability, 1 - res.mistakes / 1)
-    # a scout after one epoch on 40 sentences gets some whole sentences right, not all
-    assert 0 < res.mistakes.sum() < n
-    assert set(res.columns()) == {"reliability", "mistakes"}
-    with pytest.raises(ValueError, match="n_folds"):
-        CrossWeigh(n_folds=61).weigh(tiny_ner_data)
-
-
-@pytest.mark.parametrize("n_folds", [3, 10])
-def test_fold_splits_entity_disjoint(conll_train, n_folds):
-    examples = conll_train[:300]
-    surfaces = [entity_surfaces(ex) for ex in examples]
-    rng = np.random.default_rng(0)
-    for _ in range(2):  # two iterations from the same generator: different permutations
-        splits = fold_splits(examples, n_folds, rng, entity_disjoint=True)
-        assert len(splits) == n_folds
-        tests = np.concatenate([test for _, test in splits])
-        assert sorted(tests.tolist()) == list(range(len(examples)))  # one test fold each
-        dropped = 0
-        for train, test in splits:
-            assert not set(train.tolist()) & set(test.tolist())
-            held_out = set().union(*(surfaces[i] for i in test))
-            for i in train:
-                assert not surfaces[i] & held_out
-            # only sentences sharing a surface with the test fold are dropped
-            others = sorted(set(range(len(examples))) - set(test.tolist()))
-            expected = [i for i in others if not surfaces[i] & held_out]
-            assert train.tolist() == expected
-            dropped += len(others) - len(train)
-            assert len(train) > 0
-        assert dropped > 0  # the constraint is active on real data
-
-
-def test_fold_splits_plain_kfold(conll_train):
-    examples = conll_train[:50]
-    splits = fold_splits(examples, 5, np.random.default_rng(1), entity_disjoint=False)
-    for train, test in splits:
-        assert sorted(train.tolist() + test.tolist()) == list(range(50))
-        assert len(test) == 10
 
 
 def test_freeze_encoder_trains_only_the_head(sst2_train, tmp_path):
@@ -691,7 +631,7 @@ def test_fit_is_deterministic_given_random_state(tiny_ner_data):
     assert not torch.equal(first, weights(1))
 
 
-def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
+def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_path):
     from benchmarks.baselines import label_indices
 
     data = tiny_ner_data[:30]
@@ -717,10 +657,14 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
     got = srw.weigh_deterministic(data).deterministic_probability
     np.testing.assert_allclose(got, expected, atol=2e-3)  # batching differs from predict_proba
     np.testing.assert_allclose(srw.weigh(data).deterministic_probability, got, atol=1e-6)
-    # A loaded ensemble weighs the same; without its CRF, by the scouts alone.
-    again = SubRegWeigh.from_scout(*srw.scouts_, crf=srw.crf_, k=2, n_samples=4)
+    # A saved and loaded ensemble weighs the same; without its CRF, by the scouts alone.
+    kept = srw.save(tmp_path / "kept")
+    assert sorted(p.name for p in kept.iterdir()) == ["crf.npz", "scout", "scout-1"]
+    again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False)
+    assert len(again.scouts_) == 2 and again.crf_ is not None
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
-    alone = SubRegWeigh.from_scout(*srw.scouts_, k=2, n_samples=4)
+    alone = SubRegWeigh.load(kept, crf=False, k=2, n_samples=4, progress=False)
+    assert alone.crf_ is None
     scouts_only = np.array(
         [
             soft_minimum(entity_parts(np.mean(words, axis=0), ex.label))
@@ -732,9 +676,14 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data):
     )
     assert not np.allclose(scouts_only, got, atol=0.01)
     with pytest.raises(TypeError, match="crf must be a fitted FeatureTagger"):
-        SubRegWeigh.from_scout(*srw.scouts_, crf=True)
+        SubRegWeigh.from_parts(srw.scouts_, crf=True)
     with pytest.raises(ValueError, match="n_scouts must be None or a positive int"):
         SubRegWeigh(n_scouts=0).fit(data)
+    # a save of fewer parts into the same folder leaves none of the earlier ones behind
+    SubRegWeigh.from_parts(srw.scouts_[:1]).save(kept)
+    assert sorted(p.name for p in kept.iterdir()) == ["scout"]
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path} is not a saved weigher"):
+        SubRegWeigh.load(tmp_path)
 
 
 def test_ner_trains_three_scouts_unless_told_and_classification_one(tiny_ner_data, caplog):
@@ -819,82 +768,72 @@ def test_max_steps_caps_the_training_and_leaves_shorter_ones_alone(tiny_ner_data
         fit(max_steps=0)
 
 
-def test_a_checkpoint_sees_the_scout_mid_training_and_changes_nothing(tiny_ner_data):
+def test_staged_fit_yields_the_scout_mid_training_and_changes_nothing(tiny_ner_data):
+    """Scout.staged_fit: the scout after each stop point, predicting, then the trained scout; the
+    training goes on to the weights a fit reaches. A stop at the end or later is no stop."""
     data = tiny_ner_data[:20]  # batches of 4: 5 steps an epoch, 10 in all
-    seen = []
-
-    def look(scout):
-        assert not scout.model_.training
-        seen.append((scout.n_steps_, scout.n_passes_, _weights(scout), scout.predict_proba(data)))
-
     plain = Scout(epochs=2, batch_size=4, progress=False).fit(data)
-    looked = Scout(epochs=2, batch_size=4, progress=False).fit(data, checkpoint=(7, look))
-    assert torch.equal(_weights(looked), _weights(plain))  # the training went on as if unseen
-    assert looked.model_.training is False and (looked.n_steps_, looked.n_passes_) == (10, 2.0)
-    [(steps, passes, weights, proba)] = seen
-    assert (steps, passes) == (7, 1.4)
-    assert not torch.equal(weights, _weights(plain))  # what step 7 had, not the end
-    late = Scout(epochs=2, batch_size=4, progress=False).fit(data, checkpoint=(10, look))
-    assert len(seen) == 1 and torch.equal(_weights(late), _weights(plain))  # not longer: no call
+    staged = Scout(epochs=2, batch_size=4, progress=False)
+    seen = [
+        (scout.n_steps_, scout.n_passes_, scout.model_.training, _weights(scout))
+        + (scout.predict_proba(data),)
+        for scout in staged.staged_fit(data, stop_points=(3, 7))
+    ]
+    assert torch.equal(_weights(staged), _weights(plain))  # the training went on as if unseen
+    assert [s[:3] for s in seen] == [(3, 0.6, False), (7, 1.4, False), (10, 2.0, False)]
+    assert not torch.equal(seen[1][3], _weights(plain))  # what step 7 had, not the end
+    np.testing.assert_allclose(seen[2][4][0], plain.predict_proba(data)[0])
+    late = Scout(epochs=2, batch_size=4, progress=False)
+    assert [s.n_steps_ for s in late.staged_fit(data, stop_points=(10, 12))] == [10]
+    assert torch.equal(_weights(late), _weights(plain))
 
 
-def test_an_ensemble_calls_its_checkpoint_once_its_first_scout_is_trained(tiny_ner_data):
-    """An ensemble's checkpoint also sees its first scout once trained, before the next one
-    trains: an ensemble's early scores. A lone scout's own end is no checkpoint (its scores are
-    the final ones)."""
-    data = tiny_ner_data[:20]  # batches of 4: 5 steps an epoch, 10 in all
-    seen = []
-
-    srw = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), n_scouts=2, k=2, n_samples=4)
-
-    def look(scout):
-        seen.append((scout.n_steps_, len(srw.scouts_), scout.predict_proba(data)))
-
-    def ensemble(step):
-        return srw.fit(data, checkpoint=(step, look))
-
-    ensemble(10)
-    [(steps, trained, proba)] = seen
-    assert (steps, trained) == (10, 1)  # the second scout had not started
-    np.testing.assert_allclose(proba[0], srw.scouts_[0].predict_proba(data)[0])
-    ensemble(7)  # mid-training, as for one scout, and once trained
-    assert [s[:2] for s in seen[1:]] == [(7, 0), (10, 1)]
-    lone = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4, n_scouts=1)
-    lone.fit(data, checkpoint=(10, look))
-    lone.fit(data, checkpoint=(7, look))
-    assert [s[0] for s in seen[3:]] == [7]  # mid-training only
-
-
-def test_on_crf_sees_the_crf_alone_before_the_scout_trains(tiny_ner_data, sst2_train):
-    """``fit(on_crf=)`` trains the CRF first and hands over a weigher of the CRF alone (early
-    scores): its score is the CRF's p(gold), its prediction the CRF's own tags, and it has no
-    K candidates. The CRF is the one the fit ends with, the same model as one trained after
-    the scout. Classification has no CRF: no call."""
+def test_the_parts_fitted_one_by_one_make_what_fit_makes(tiny_ner_data, sst2_train):
+    """What a caller that shows progress does (the CRF first, then each scout, composed with
+    from_parts) weighs bit for bit as fit(), which trains the scouts first: the templates carry
+    fit's seeds and the CRF trains alike in either order. Classification has no CRF."""
     data = tiny_ner_data[:20]
-    seen = []
-    srw = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
+    srw = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), n_scouts=2, k=2, n_samples=4)
+    scouts, crf = srw.scout_templates(), srw.crf_template()
+    assert [s.random_state for s in scouts] == [0, 1000] and isinstance(crf, FeatureTagger)
+    assert not any(hasattr(part, "model_") for part in (*scouts, crf))
+    crf.fit(data)
+    for scout in scouts:
+        scout.fit(data)
+    parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4)
+    srw.fit(data)
+    assert srw.crf_.model_ == crf.model_
+    assert all(torch.equal(_weights(a), _weights(b)) for a, b in zip(srw.scouts_, scouts))
+    one, other = srw.weigh(data), parts.weigh(data)
+    np.testing.assert_array_equal(one.deterministic_probability, other.deterministic_probability)
+    np.testing.assert_array_equal(one.probability, other.probability)
+    assert one.predictions == other.predictions
+    classes = SubRegWeigh(Scout(task="classification"), task="classification")
+    assert classes.crf_template() is None and len(classes.scout_templates()) == 1
 
-    def look(weigher):
-        seen.append((weigher, len(srw.scouts_)))
 
-    srw.fit(data, on_crf=look)
-    [(alone, scouts_then)] = seen
-    assert scouts_then == 0 and alone.scout_ is None and alone.crf_ is srw.crf_
-    after = SubRegWeigh(Scout(epochs=2, batch_size=4, progress=False), k=2, n_samples=4)
-    assert after.fit(data).crf_.model_ == srw.crf_.model_  # the order changes nothing
-
+def test_a_weigher_of_the_crf_alone(tiny_ner_data, tiny_scout, tmp_path):
+    """from_parts with no scout: a CRFWeigher (early scores while the scouts train). Its score is
+    the CRF's p(gold), its prediction the CRF's own tags; it has no K candidates. It saves and
+    loads as one."""
+    data = tiny_ner_data[:20]
+    crf = FeatureTagger().fit(data)
+    alone = SubRegWeigh.from_parts([], crf, k=2, n_samples=4, progress=False)
+    assert isinstance(alone, CRFWeigher) and alone.crf_ is crf and alone.scouts_ == []
     result = alone.weigh_deterministic(data)
-    crf_gold = srw.crf_.gold_proba(data)
-    expected = [soft_minimum(entity_parts(g, ex.label)) for g, ex in zip(crf_gold, data)]
+    expected = [
+        soft_minimum(entity_parts(g, ex.label)) for g, ex in zip(crf.gold_proba(data), data)
+    ]
     np.testing.assert_allclose(result.score("deterministic"), expected, rtol=1e-6)
-    assert result.majority == srw.crf_.predict(data)
+    assert result.majority == crf.predict(data)
     np.testing.assert_allclose(alone.weigh(data).score("deterministic"), expected, rtol=1e-6)
-    with pytest.raises(RuntimeError, match="no scout to sample candidates"):
-        alone.candidates(data)
+    assert not hasattr(alone, "candidates")
+    assert isinstance(SubRegWeigh.from_parts([], crf), CRFWeigher)
+    loaded = SubRegWeigh.load(alone.save(tmp_path / "early"))
+    assert isinstance(loaded, CRFWeigher) and loaded.crf_.model_ == crf.model_
     with pytest.raises(TypeError, match="crf must be a fitted FeatureTagger"):
-        SubRegWeigh.from_crf(srw.scout_)
-
-    scout = Scout(task="classification", epochs=1, progress=False)
-    classes = SubRegWeigh(scout, task="classification", k=2, n_samples=4)
-    classes.fit(sst2_train[:16], on_crf=look)
-    assert len(seen) == 1 and classes.crf_ is None
+        SubRegWeigh.from_parts([], tiny_scout)
+    with pytest.raises(ValueError, match="neither"):
+        SubRegWeigh.from_parts([])
+    with pytest.raises(ValueError, match="1 <= k <= n_samples"):
+        SubRegWeigh.from_parts([], crf, k=30, n_samples=20)

@@ -1,4 +1,5 @@
-"""Scout probabilities from given logits (no model): softmax/sigmoid, p(gold), truncation."""
+"""A scout's head on given logits (subregweigh.head, no model): softmax/sigmoid, p(gold),
+truncation."""
 
 from __future__ import annotations
 
@@ -6,20 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-from subregweigh.scout import Scout
+from subregweigh.head import Head
 
 
 def fake_scout(task, labels, multi_label=False):
-    """A Scout with a label space and no model: enough for the logits -> probability step."""
-    scout = Scout(task=task, multi_label=multi_label, progress=False)
-    scout.labels_ = labels
-    return scout
+    """The head of a scout with this label space: enough for the logits -> probability step."""
+    return Head(labels, task, multi_label)
 
 
-def gold_proba(scout, logits, first, gold):
-    index = {label: i for i, label in enumerate(scout.labels_)}
-    proba = scout._proba(torch.tensor(logits, dtype=torch.float32), first).numpy()
-    return scout._gold_proba(proba, gold, index)
+def gold_proba(head, logits, first, gold):
+    index = {label: i for i, label in enumerate(head.labels)}
+    proba = head.proba(torch.tensor(logits, dtype=torch.float32), first).numpy()
+    return head.gold_proba(proba, gold, index)
 
 
 def test_ner_gold_probability_at_first_subwords():
@@ -41,10 +40,10 @@ def test_ner_gold_probability_at_first_subwords():
     np.testing.assert_allclose(
         gold_proba(scout, logits, [1, -1], ("B-PER", "I-PER")), [0.6, 0], rtol=1e-6
     )
-    full = scout._proba(torch.tensor(logits, dtype=torch.float32), [1, -1]).numpy()
+    full = scout.proba(torch.tensor(logits, dtype=torch.float32), [1, -1]).numpy()
     np.testing.assert_allclose(full, [[0.2, 0.6, 0.2], [1, 0, 0]], rtol=1e-6)
     # the decoded labels agree with the probabilities' argmax
-    assert scout._decode(torch.tensor(logits), [1, 2]) == ("B-PER", "O")
+    assert scout.decode(torch.tensor(logits), [1, 2]) == ("B-PER", "O")
 
 
 def test_single_label_gold_probability():

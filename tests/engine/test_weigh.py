@@ -1,5 +1,6 @@
-"""The pure parts of subregweigh.weigh: weights, agreement, majority, entity agreement, p(gold)
-aggregation, _collect; and SubRegWeigh.candidates in worker processes (n_jobs)."""
+"""The pure scores (subregweigh.scores): weights, agreement, majority, entity agreement, p(gold)
+aggregation, collect; and SubRegWeigh.candidates in worker processes (n_jobs,
+subregweigh.selection.choose_candidates)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subregweigh.example import Example
-from subregweigh.weigh import (
-    SubRegWeigh,
-    _collect,
+from subregweigh.scores import (
     agreement,
+    collect,
     entity_agreement,
     entity_parts,
     entity_probability,
@@ -21,6 +21,8 @@ from subregweigh.weigh import (
     sample_weights,
     soft_minimum,
 )
+from subregweigh.selection import n_processes
+from subregweigh.weigh import SubRegWeigh
 
 # ------------------------------------------------------------------------------ sample_weights
 
@@ -125,7 +127,7 @@ def test_entity_agreement_no_gold_entities():
     assert entity_agreement([("B-PER", "O")], [5], ("O", "O")) == []
 
 
-# ------------------------------------------------------------------------------ _collect
+# ------------------------------------------------------------------------------- collect
 
 
 def test_collect_reliability_and_weight():
@@ -145,7 +147,7 @@ def test_collect_reliability_and_weight():
     ]
     owner = np.array([0, 0, 0, 1, 1, 2])
     multiplicity = np.array([6, 3, 1, 1, 9, 1])
-    res = _collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
+    res = collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
     assert res.ids == ["a", "b", "c"]
     assert res.agreement.tolist() == [7, 1, 1]
     assert res.k.tolist() == [10, 10, 1]
@@ -166,7 +168,7 @@ def test_collect_reliability_and_weight():
 def test_collect_classification_and_other_floor():
     examples = [Example("0", ("good", "film"), ("pos",)), Example("1", ("bad",), ("neg",))]
     predicted = [("pos",), ("neg",), ("pos",)]
-    res = _collect(
+    res = collect(
         examples, predicted, np.array([0, 0, 1]), np.array([2, 8, 10]), 0.5, "classification"
     )
     np.testing.assert_allclose(res.reliability, [0.2, 0.0])
@@ -287,8 +289,8 @@ def test_collect_probabilities_leave_agreement_alone():
         np.array([0.9, 0.1]),
     ]
     deterministic = [np.array([0.85, 0.9]), np.array([0.6, 0.2])]
-    plain = _collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
-    res = _collect(
+    plain = collect(examples, predicted, owner, multiplicity, 1 / 3, "ner")
+    res = collect(
         examples,
         predicted,
         owner,
@@ -312,7 +314,7 @@ def test_collect_probabilities_leave_agreement_alone():
     assert np.isnan(plain.probability).all() and np.isnan(plain.deterministic_probability).all()
     assert plain.entity_probability == []
     # classification: no entity scores
-    cls = _collect(
+    cls = collect(
         [Example("0", ("good",), ("pos",))],
         [("pos",), ("neg",)],
         np.array([0, 0]),
@@ -330,7 +332,7 @@ def test_collect_probabilities_leave_agreement_alone():
 
 class _TokenizerScout:
     """Stands in for a fitted Scout where only its tokenizer matters: candidates() uses just
-    ``sampler`` (and from_scout ``task``)."""
+    ``sampler`` (and from_parts ``task``)."""
 
     task = "ner"
 
@@ -356,9 +358,9 @@ def minilm_scout():
 def test_candidates_are_the_same_in_worker_processes(conll_train, minilm_scout, method):
     examples = conll_train[:80]
     params = dict(n_samples=40, k=5, method=method, p=0.1, random_state=3, progress=False)
-    alone = SubRegWeigh.from_scout(minilm_scout, **params)
-    pooled = SubRegWeigh.from_scout(minilm_scout, n_jobs=2, **params)
-    assert pooled._n_processes(len(examples)) == 2  # 80 examples: really in 2 processes
+    alone = SubRegWeigh.from_parts([minilm_scout], **params)
+    pooled = SubRegWeigh.from_parts([minilm_scout], n_jobs=2, **params)
+    assert n_processes(pooled.n_jobs, len(examples)) == 2  # 80 examples: really in 2 processes
 
     segmentations, owner, multiplicity = alone.candidates(examples)
     got_segmentations, got_owner, got_multiplicity = pooled.candidates(examples)
@@ -381,16 +383,16 @@ def test_small_inputs_and_n_jobs_1_stay_in_process(conll_train, minilm_scout, mo
     monkeypatch.setattr(joblib, "Parallel", no_processes)
     params = dict(n_samples=10, k=3, progress=False)
     for n_jobs, n in [(None, 80), (1, 80), (2, 63), (-1, 10)]:
-        srw = SubRegWeigh.from_scout(minilm_scout, n_jobs=n_jobs, **params)
-        assert srw._n_processes(n) == 1
+        srw = SubRegWeigh.from_parts([minilm_scout], n_jobs=n_jobs, **params)
+        assert n_processes(srw.n_jobs, n) == 1
         srw.candidates(conll_train[:n])
-    assert SubRegWeigh(n_jobs=40)._n_processes(79) == 1  # fewer than 2 per process
-    assert SubRegWeigh(n_jobs=40)._n_processes(80) == 40
+    assert n_processes(40, 79) == 1  # fewer than 2 per process
+    assert n_processes(40, 80) == 40
 
 
 @pytest.mark.parametrize("n_jobs", [0, -2, 1.5, "2", True])
 def test_invalid_n_jobs_is_refused(minilm_scout, n_jobs):
     with pytest.raises(ValueError, match="n_jobs"):
-        SubRegWeigh.from_scout(minilm_scout, n_jobs=n_jobs)
+        SubRegWeigh.from_parts([minilm_scout], n_jobs=n_jobs)
     with pytest.raises(ValueError, match="n_jobs"):
         SubRegWeigh(n_jobs=n_jobs).fit([])

@@ -75,7 +75,6 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         redis = RedisServer().start()
         env["REDIS_URL"] = redis.url
         env["RQ_QUEUE_NAME"] = f"srw-test-{tmp_path.name}"
-        env["SRW_WARM_START"] = "1"  # the second training below refits the first
         env.update(PLUMBING_ENV)  # no detection checked: the smallest training that runs
     backend = BackendServer(tmp_path / "models", env, tmp_path / "backend.log")
     try:
@@ -155,10 +154,9 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
         assert all(r["model_version"] == version for r in body["results"])
         assert "computed" not in backend.log(40)
 
-        if worker is not None:  # a retrain refits the current version's scout (warm start)
+        if worker is not None:  # a retrain runs on the worker and replaces the version
             ls.ml.train(id=ml.id)
             again = wait_trained(backend, project.id, previous=version)
-            assert again["warm_start"] is True and again["warm_retrains"] == 1, again
             assert set(again["phase_seconds"]) == {
                 *("fetch", "train", "score", "save", "write", "weigh", "complete")
             }
@@ -272,43 +270,6 @@ def _served_and_early_scores(ls, project, versions, final: str, early: str):
     return scores, {int(t): e["score"] for t, e in stored.items() if int(t) in scores}
 
 
-def test_a_long_training_publishes_early_scores_then_its_own(label_studio, tmp_path):
-    """With SRW_EARLY_STEPS above a third of a training's steps, the scout as it is after that
-    third scores the annotated tasks and its version goes to Label Studio first (no CRF here:
-    with one, a project this small gets the CRF's early scores instead); the full training's
-    version follows and is what the project ends with: one prediction per annotated task, the
-    early version's deleted from Label Studio once superseded (kept in the store)."""
-    tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    early_env = {"SRW_EARLY_STEPS": "6", "SRW_CRF": "0"}  # 16 steps: 30 tasks, batches of 16
-    with _trained(label_studio, tmp_path, "early scores", tasks, early_env) as (
-        ls,
-        backend,
-        project,
-        ids,
-    ):
-        status = wait_trained(backend, project.id)
-        final, early = status["current_version"], status["early_version"]
-
-        assert early and early < final and status["scores_in_label_studio"] == final
-        assert ls.projects.get(id=project.id).model_version == final
-        assert 0 < status["early_seconds"] < status["scores_seconds"]
-        assert status["phase_seconds"]["early"] > 0
-        versions = tmp_path / "models" / str(project.id) / "versions"
-        meta = {v: json.loads((versions / v / "meta.json").read_text()) for v in (early, final)}
-        assert meta[early]["training"] == {"steps": 5, "passes": 2.5}  # a third of 16
-        assert meta[final]["training"] == {"steps": 16, "passes": 8.0}
-        log = backend.log(200)
-        assert log.index(f"early scores of version {early}") < log.index(
-            f"the review queue is sorted by version {final}"
-        )
-
-        assert f"deleted the predictions of superseded versions {early}" in backend.log(200)
-        scores, early_scores = _served_and_early_scores(ls, project, versions, final, early)
-        assert set(scores) == set(ids)
-        assert set(early_scores) == set(ids)
-        assert early_scores != scores  # a scout 5 steps in is not the trained one
-
-
 def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_studio, tmp_path):
     """A NER project with the CRF (the default) and at most CRF_FIRST_EXAMPLES annotations
     gets the CRF's scores first: a version with the CRF and no scout, in Label Studio before
@@ -341,7 +302,7 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
     version, both scouts averaged, follows and is what the project ends with, the early
     versions' predictions deleted."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    env = {"SRW_SCOUTS": "2"}  # 16 steps a scout, far below twice SRW_EARLY_STEPS
+    env = {"SRW_SCOUTS": "2"}  # 16 steps a scout, far below twice backend.training.EARLY_STEPS
     with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
         status = wait_trained(backend, project.id)
         final, early = status["current_version"], status["early_version"]

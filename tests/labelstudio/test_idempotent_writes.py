@@ -164,8 +164,9 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
     the store no longer keeps and of the training's superseded early scores; a version the
     store keeps, the served one and other model versions (an import, another backend's named
     as ours are: issue 42, item 7) stay."""
-    from backend.service import _drop_superseded_predictions
-    from backend.store import ProjectStore, new_version_name
+    from backend.publish import drop_superseded_predictions
+    from backend.store import ProjectStore
+    from backend.versions import new_version_name
 
     require_label_studio()
     with LabelStudioServer() as ls:
@@ -192,10 +193,10 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
         written = {v: n for v, n in api.model_versions(pid).items() if n}
         assert written == dict.fromkeys(versions, 3)
 
-        _drop_superseded_predictions(api, store, str(pid), served)
+        drop_superseded_predictions(api, store, str(pid), served)
 
         left = {v: n for v, n in api.model_versions(pid).items() if n}
         assert left == {kept: 3, served: 3, theirs: 3, "imported-1": 3}
         assert store.status()["written_versions"] == [kept, served]
-        _drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
+        drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
         assert {v: n for v, n in api.model_versions(pid).items() if n} == left

@@ -150,14 +150,13 @@ def _conll_train(n: int) -> str:
 def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
     label_studio, jobs, tmp_path
 ):
-    references = tmp_path / "references"
-    references.mkdir()
+    references = tmp_path / "models" / "references"  # MODEL_DIR/references
+    references.mkdir(parents=True)
     (references / "conll-200.conll").write_text(_conll_train(200), encoding="utf-8")
     env = {
         **SERVER_ENV,
         "LABEL_STUDIO_URL": label_studio.url,
         "LABEL_STUDIO_API_KEY": label_studio.token,
-        "SRW_REFERENCE_DIR": str(references),
     }
     with backend_with_jobs(jobs, env, tmp_path) as (backend, _):
         ls = label_studio
@@ -171,11 +170,11 @@ def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
         # A project names a file of the server's folder, never a path; a missing one is refused
         # with the names it could have meant.
         code, reply = _connect(ls, pid, backend.url, "reference=../models/settings.json")
-        assert code == 400 and "must be a file name in SRW_REFERENCE_DIR" in _refusal(reply)
+        assert code == 400 and "must be a file name in MODEL_DIR/references" in _refusal(reply)
         code, reply = _connect(ls, pid, backend.url, "reference=conll.conll")
         assert code == 400, reply
         assert "no such file in" in _refusal(reply)
-        assert "(SRW_REFERENCE_DIR); it holds conll-200.conll for url" in _refusal(reply)
+        assert "(MODEL_DIR/references); it holds conll-200.conll for url" in _refusal(reply)
 
         code, ml = _connect(ls, pid, backend.url, "reference=conll-200.conll")
         assert code == 201, ml

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from backend.labelstudio import LabelStudioAPI
-from backend.service import _write_predictions
+from backend.publish import write_predictions
 from backend.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.weigh import SubRegWeigh
 from testbed.browser import Page, chromium_available
@@ -43,7 +43,7 @@ def _write(ls, project: int, srw) -> dict:
     spec = parse_label_config(api.label_config(project))
     items = [item for item in read_tasks(api.tasks(project), spec).tasks if item]
     scores = score_tasks(srw, spec, items)
-    _write_predictions(api, str(project), VERSION, scores)
+    write_predictions(api, str(project), VERSION, scores)
     api.set_model_version(project, VERSION)  # the Data Manager shows this version's scores
     return scores
 
@@ -67,7 +67,7 @@ def sentiment_project(label_studio, sst2_train):
     for task in tasks:
         del task["id"]
     project = _project(label_studio, "sentiment suggestions", CLS_CONFIG, tasks)
-    srw = SubRegWeigh.from_scout(scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([scout], k=3, n_samples=10, progress=False)
     return project, _write(label_studio, project, srw)
 
 
@@ -77,7 +77,7 @@ def ner_project(label_studio, tiny_scout):
     task = ls_task(None, text, regions=[(0, 15, "PER")])
     del task["id"]
     project = _project(label_studio, "ner suggestions", NER_CONFIG, [task])
-    srw = SubRegWeigh.from_scout(tiny_scout, k=3, n_samples=10, progress=False)
+    srw = SubRegWeigh.from_parts([tiny_scout], k=3, n_samples=10, progress=False)
     return project, _write(label_studio, project, srw)
 
 

@@ -10,7 +10,7 @@ Two ways to fill the disk:
   space back.
 * the other tests: in this process, ENOSPC injected at the write layer (every
   :func:`subregweigh.io.atomic.atomic_open` under MODEL_DIR raises ``OSError(ENOSPC)``) and
-  the free space the training checks (``backend.store.free_mb``) reported as 0 MB.
+  the free space the training checks (``backend.disk.free_mb``) reported as 0 MB.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from backend import service
-from backend import store as store_module
+from backend import disk, predictions, training, unwritten
 from backend.jobs import ThreadRunner
 from backend.server import create_app
 from backend.settings import Settings
@@ -45,7 +44,7 @@ class FullDisk:
 
     def __init__(self, monkeypatch, root: Path):
         self.root, self.full, self.refused = str(root), False, 0
-        real_open, real_free = atomic.atomic_open, store_module.free_mb
+        real_open, real_free = atomic.atomic_open, disk.free_mb
 
         @contextlib.contextmanager
         def atomic_open(path, mode="w", **kwargs):
@@ -56,7 +55,7 @@ class FullDisk:
                 yield f
 
         monkeypatch.setattr(atomic, "atomic_open", atomic_open)
-        monkeypatch.setattr(service, "free_mb", lambda path: 0.0 if self.full else real_free(path))
+        monkeypatch.setattr(training, "free_mb", lambda path: 0.0 if self.full else real_free(path))
 
 
 def _event(action: str, task: int | None = None) -> dict:
@@ -78,17 +77,17 @@ def backend(tmp_path, tiny_scout, monkeypatch):
     run (a double), every 3 annotation events a training."""
     model_dir = tmp_path / "models"
     publish_scout(model_dir, 1, tiny_scout, V1)
-    monkeypatch.setattr(store_module, "RETRY_SECONDS", 0.1)
-    settings = Settings(model_dir=str(model_dir), retrain_after=3, min_free_mb=50)
-    runner = ThreadRunner(partial(service.train_project, settings=settings), model_dir)
+    monkeypatch.setattr(unwritten, "RETRY_SECONDS", 0.1)
+    settings = Settings(model_dir=str(model_dir), retrain_after=3)
+    runner = ThreadRunner(partial(training.train_project, settings=settings), model_dir)
     rescores = FakeRunner()
     app = create_app(settings, runner=runner, rescore_runner=rescores)
     disk = FullDisk(monkeypatch, model_dir)
     yield app.test_client(), disk, runner, rescores, model_dir
     disk.full = False
     runner.wait(60)
-    for key in store_module.unwritten_projects():  # nothing kept for the next test
-        store_module._unwritten.pop(key, None)
+    for key in unwritten.unwritten_projects():  # nothing kept for the next test
+        unwritten._kept.pop(key, None)
 
 
 def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplog):
@@ -99,12 +98,12 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
         "tasks": [ner_task(7, "Angela Merkel visited Paris ."), ner_task(8, "EU rejects it .")],
     }
     computed = []
-    real_score = service.score_tasks
+    real_score = predictions.score_tasks
     service_score = partial(_counting, real_score, computed)
     disk.full = True
     caplog.set_level(logging.INFO)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(service, "score_tasks", service_score)
+        mp.setattr(predictions, "score_tasks", service_score)
 
         # Two annotation events: 2xx (Label Studio never sends a webhook twice), counted, and
         # their tasks wait to be rescored, though status.json took nothing.
@@ -137,7 +136,7 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
         assert runner.wait(60)
     status = client.get("/status?project=1").get_json()
     needed = status["disk"]["needed_mb"]
-    assert needed >= 50  # SRW_MIN_FREE_MB, or the last version's size plus 20%
+    assert needed >= training.MIN_FREE_MB  # or the last version's size plus 20%
     assert status["state"] == "failed" and status["current_version"] == V1
     assert status["last_error"].startswith(
         f"disk full: 0 MB free in MODEL_DIR, a version needs about {needed} MB"
@@ -152,9 +151,9 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
     # Space returns: within a few retries everything kept is on disk, nothing twice.
     disk.full = False
     deadline = time.monotonic() + 15  # a retry thread started earlier may sleep 5 s first
-    while store_module.unwritten_projects() and time.monotonic() < deadline:
+    while unwritten.unwritten_projects() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not store_module.unwritten_projects()
+    assert not unwritten.unwritten_projects()
     on_disk = _on_disk(model_dir)
     assert on_disk["events_since_training"] == 3
     assert set(on_disk["rescore_pending"]) == {"7", "8"}
@@ -263,7 +262,6 @@ def test_a_full_tmpfs_under_a_real_server(tmp_path, tiny_scout):
             "LABEL_STUDIO_URL": "http://127.0.0.1:9",  # nothing there: rescores fail, kept
             "LABEL_STUDIO_API_KEY": "x" * 40,
             "SRW_RETRAIN_AFTER": "3",
-            "SRW_MIN_FREE_MB": "20",
             "LOG_LEVEL": "INFO",
         }
         server = BackendServer(model_dir, env, tmp_path / "backend.log").start()

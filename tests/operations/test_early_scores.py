@@ -14,11 +14,12 @@ from typing import ClassVar
 import numpy as np
 
 import model as model_module
-from backend import service
+from backend import training
 from backend.labelstudio import LabelStudioUnavailable
 from backend.settings import Settings
 from backend.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks
+from tests.doubles import use_label_studio
 
 
 class FailsTheFirstWrite:
@@ -60,7 +61,7 @@ def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeyp
     monkeypatch.setattr(FailsTheFirstWrite, "task_list", tasks)
     monkeypatch.setattr(FailsTheFirstWrite, "writes", [])
     monkeypatch.setattr(FailsTheFirstWrite, "served", [])
-    monkeypatch.setattr(service, "LabelStudioAPI", FailsTheFirstWrite)
+    use_label_studio(monkeypatch, FailsTheFirstWrite)
     settings = Settings(
         model_dir=str(tmp_path / "models"),
         label_studio_url="http://127.0.0.1:1",
@@ -83,3 +84,41 @@ def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeyp
     store = ProjectStore(tmp_path / "models", 7)
     assert store.current_version() == result["last_version"]
     assert store.status()["early_version"] is None  # no early scores were served
+
+
+def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypatch, tiny_ner_data):
+    """The backend's training as stages (backend.training.fit_in_stages): with EARLY_STEPS
+    low enough, an ensemble of two scouts without the CRF publishes its first scout part-way
+    and once trained, then ends with the weigher SubRegWeigh.fit makes of the same data; with
+    the CRF, the CRF's scores come first, alone."""
+    from backend.tasks import parse_label_config
+    from backend.weighers import engine
+
+    monkeypatch.setattr(training, "EARLY_STEPS", 6)  # 60 examples: 4 steps a scout
+    settings = Settings(model_dir=str(tmp_path), epochs=1, n_scouts=2, crf=False)
+    spec = parse_label_config(NER_CONFIG)
+    published = []
+
+    def publish(weigher, what):
+        scout = weigher.scouts_[0]
+        published.append((what, scout.n_steps_, len(weigher.scouts_)))
+
+    params = training.weigher_params(settings)
+    staged = training.fit_in_stages(engine(settings, spec), tiny_ner_data, publish, params)
+    assert published == [
+        ("0.25 passes of scout 1 of 2, 1 steps", 1, 1),
+        ("1.00 passes of scout 1 of 2, 4 steps", 4, 1),
+    ]
+    fitted = engine(settings, spec).fit(tiny_ner_data)
+    np.testing.assert_array_equal(
+        staged.weigh_deterministic(tiny_ner_data).deterministic_probability,
+        fitted.weigh_deterministic(tiny_ner_data).deterministic_probability,
+    )
+
+    published.clear()
+    with_crf = Settings(model_dir=str(tmp_path), epochs=1, n_scouts=1)
+    staged = training.fit_in_stages(
+        engine(with_crf, spec), tiny_ner_data, lambda w, what: published.append(what), params
+    )
+    assert published == ["the CRF alone, while the scout trains"]  # one scout: no more early
+    assert staged.crf_ is not None and len(staged.scouts_) == 1

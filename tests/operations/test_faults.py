@@ -151,12 +151,14 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
     """The previous version keeps serving, the job shows as failed, the next training succeeds."""
     require_redis()
     with RedisServer() as redis:
-        env = _env(  # no early scores: the killed training must leave no version
+        env = _env(  # no early scores (one scout, no CRF, too short to stop mid-way): the
+            # killed training must leave no version
             label_studio,
             REDIS_URL=redis.url,
             RQ_QUEUE_NAME="faults",
             SRW_JOB_LOCK_SECONDS="3",
-            SRW_EARLY_STEPS="0",
+            SRW_SCOUTS="1",
+            SRW_CRF="0",
         )
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             project, _ = _project(label_studio)

@@ -813,8 +813,8 @@ def test_fuzz_real_server(tmp_path, tiny_scout):
         still_serving()
         assert server.proc.poll() is None, server.log()
         log = server.log_path.read_text(errors="replace")
-        # server_error() logs every 500 as "ERROR backend.server: <method> <path> failed".
-        assert not re.search(r"ERROR backend\.server: .* failed", log), server.log()
+        # server_error() logs every 500 as "ERROR backend.errors: <method> <path> failed".
+        assert not re.search(r"ERROR backend\.errors: .* failed", log), server.log()
     finally:
         server.stop()
     total = sum(counts.values())

@@ -98,7 +98,7 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
 def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
     """Memory per worker is bounded: loading a third project's version evicts the least recently
     used; a project's new version replaces its older one at once (never served again)."""
-    from backend import service
+    from backend import weighers
     from backend.settings import Settings
     from backend.store import ProjectStore
 
@@ -108,17 +108,17 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
         publish_scout(tmp_path, project, tiny_scout, f"srw-2026010{project}-000000000-aaaaaa")
         for project in (1, 2, 3)
     ]
-    service._weighers.clear()
-    first = service.weigher(settings, stores[0], versions[0])
-    service.weigher(settings, stores[1], versions[1])
-    assert service.weigher(settings, stores[0], versions[0]) is first  # cached: no second load
-    service.weigher(settings, stores[2], versions[2])  # evicts project 2, the least recently used
-    cached = [version for (_, version) in service._weighers]
+    weighers._weighers.clear()
+    first = weighers.weigher(settings, stores[0], versions[0])
+    weighers.weigher(settings, stores[1], versions[1])
+    assert weighers.weigher(settings, stores[0], versions[0]) is first  # cached: no second load
+    weighers.weigher(settings, stores[2], versions[2])  # evicts project 2, the least recently used
+    cached = [version for (_, version) in weighers._weighers]
     assert cached == [versions[0], versions[2]]
     newer = publish_scout(tmp_path, 1, tiny_scout, "srw-20260109-000000000-bbbbbb")
-    service.weigher(settings, stores[0], newer)  # project 1's older version goes
-    assert [version for (_, version) in service._weighers] == [versions[2], newer]
-    service._weighers.clear()
+    weighers.weigher(settings, stores[0], newer)  # project 1's older version goes
+    assert [version for (_, version) in weighers._weighers] == [versions[2], newer]
+    weighers._weighers.clear()
 
 
 # ----------------------------------------------------------------------------- the worker's front

@@ -44,7 +44,7 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
     import numpy as np
     import torch
 
-    from backend import service
+    from backend import publish, rescore, training
     from backend.server import create_app
     from backend.settings import Settings
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
@@ -76,14 +76,14 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
         def model_versions(self, project):
             return {}
 
-    service.LabelStudioAPI = LabelStudio
+    training.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
     from backend import membership
     from tests.doubles import ProjectsOfLabelStudio
 
     membership.LabelStudioAPI = ProjectsOfLabelStudio  # project 1 is connected
     if without_fix:  # the code before the fix, to measure what it did
-        service.release_memory = lambda: None
-        service._forget_versions = lambda store, keep: None
+        training.release_memory = lambda: None
+        publish.forget_versions = lambda store, keep: None
     settings = Settings(
         model_dir=model_dir,
         epochs=1,

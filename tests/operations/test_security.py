@@ -27,14 +27,13 @@ from typing import ClassVar
 import pytest
 
 import model as model_module
-from backend import service
 from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
 from backend.tasks import ConfigError
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
-from tests.doubles import FakeRunner
+from tests.doubles import FakeRunner, use_label_studio
 
 USER, PASSWORD = "sec-user", "sec-pass-8d1e4b"
 API_KEY = "sec-apikey-4e5f6a7b8c9d0e1f2a3b4c5d"
@@ -389,8 +388,9 @@ def _outside(root: Path) -> set[str]:
 
 
 class FakeLabelStudio:
-    """Stands in for Label Studio's API (backend.service.LabelStudioAPI) so a real training runs
-    on the tasks given here; records what the training writes back."""
+    """Stands in for Label Studio's API (the LabelStudioAPI of backend.training and
+    backend.rescore) so a real training runs on the tasks given here; records what the
+    training writes back."""
 
     config = NER_CONFIG
     task_list: ClassVar[list[dict]] = []
@@ -546,7 +546,7 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     monkeypatch.setattr(FakeLabelStudio, "task_list", train_tasks)
     monkeypatch.setattr(FakeLabelStudio, "written", [])
     monkeypatch.setattr(FakeLabelStudio, "model_version", None)
-    monkeypatch.setattr(service, "LabelStudioAPI", FakeLabelStudio)
+    use_label_studio(monkeypatch, FakeLabelStudio)
     settings = Settings(
         model_dir=str(model_dir),
         label_studio_url="http://127.0.0.1:1",

@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from backend import service
+from backend import budget, training
 from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
-from tests.doubles import FakeRunner, ProjectsOfLabelStudio
+from tests.doubles import FakeRunner, ProjectsOfLabelStudio, use_label_studio
 
 TASKS = conll_tasks(np.random.default_rng(3), 300)
 
@@ -39,7 +39,7 @@ class ProjectInLabelStudio:
 def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
     tmp_path, tiny_scout, monkeypatch
 ):
-    monkeypatch.setattr(service, "LabelStudioAPI", ProjectInLabelStudio)
+    use_label_studio(monkeypatch, ProjectInLabelStudio)
     model_dir = tmp_path / "models"
     serving = publish_scout(model_dir, 4, tiny_scout)
     settings = Settings(
@@ -53,9 +53,9 @@ def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
     )
     start = time.monotonic()
     try:
-        service.train_project("4", settings)
+        training.train_project("4", settings)
         raise AssertionError("the training finished within 10 s: the test needs a longer one")
-    except service.budget.BudgetExceeded as err:
+    except budget.BudgetExceeded as err:
         assert "past its budget of 10 s (SRW_TRAINING_SECONDS)" in str(err)
     assert time.monotonic() - start < 40
     store = ProjectStore(model_dir, 4)

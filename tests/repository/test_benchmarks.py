@@ -104,8 +104,10 @@ def test_index_lists_every_result_and_is_current(tmp_path):
     adding, renaming or removing a result."""
     listed = (harness.RESULTS / index.INDEX).read_text()
     assert listed == index.render(), "run python -m benchmarks.index"
-    for path in harness.RESULTS.glob("*.json"):
-        assert f"`{index.stem_of(path)}`" in listed
+    files = index.result_files()
+    for path in [*harness.RESULTS.glob("*.json"), *harness.RESULTS.glob("archive/*.json")]:
+        if path.name != index.STATUS:
+            assert f"`{index.stem_of(path)}`" in listed and index.stem_of(path) in files
     # a result's provenance, its benchmark from the command or else from its name
     (tmp_path / "engine-scaling-gpu.json").write_text(
         json.dumps({"command": "python benchmarks/engine_scaling.py --sizes 1", "date": "d"})
@@ -118,6 +120,44 @@ def test_index_lists_every_result_and_is_current(tmp_path):
     text = (tmp_path / "INDEX.md").read_text()
     assert "## engine_scaling" in text and "## warm_start" in text
     assert "`python -m benchmarks.engine_scaling --sizes 1`" in text
+
+
+def test_every_result_has_a_status_and_the_superseded_are_archived():
+    """benchmarks/results/STATUS.json: each result current, exploration or superseded (by a
+    result that exists), the superseded ones in archive/ unless kept in place for a reason."""
+    assert index.status_problems() == [], "fix benchmarks/results/STATUS.json"
+    marks = index.statuses()
+    current = {stem for stem, mark in marks.items() if mark["status"] == "current"}
+    assert {"real-errors-three-scouts", "review-loop-all-crf-context-ensemble3"} <= current
+    archived = {index.stem_of(p) for p in (harness.RESULTS / index.ARCHIVE).iterdir()}
+    assert archived and all(marks[stem]["status"] == "superseded" for stem in archived)
+    # the current results lead the index, each with what it measures
+    listed = (harness.RESULTS / index.INDEX).read_text()
+    assert listed.index("## Current results") < listed.index("## real_errors")
+    assert all(marks[stem].get("note") for stem in current)
+
+
+def test_a_result_without_a_status_or_out_of_place_is_found(tmp_path):
+    (tmp_path / index.ARCHIVE).mkdir()
+    for stem in ("new", "old", "kept", "lost"):
+        (tmp_path / f"{stem}.json").write_text("{}")
+    (tmp_path / index.ARCHIVE / "gone.json").write_text("{}")
+    marks = {
+        "old": {"status": "superseded", "by": "new"},  # not in archive/
+        "kept": {"status": "superseded", "by": "new", "kept": "rerun soon"},
+        "lost": {"status": "superseded", "by": "nothing"},
+        "gone": {"status": "current"},  # current, but archived
+        "ghost": {"status": "exploration"},
+    }
+    (tmp_path / index.STATUS).write_text(json.dumps({"results": marks}))
+    problems = "\n".join(index.status_problems(tmp_path))
+    assert "new: no status" in problems and "ghost: in STATUS.json, but no such result" in problems
+    assert "old: superseded, so its files belong in archive/" in problems
+    assert "lost: superseded by 'nothing', not a result" in problems
+    assert "gone: current, so its files belong outside archive/" in problems
+    assert "kept:" not in problems
+    assert index.main(["--results", str(tmp_path)]) == 1  # written, and the problems said
+    assert "`gone`" in (tmp_path / index.INDEX).read_text()
 
 
 def _check_runs(result, n_examples):

@@ -142,8 +142,9 @@ def _without_generated_blocks(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def results_text() -> str:
+    """Every result file's text, the superseded ones in ``archive/`` included."""
     return "\n".join(
-        p.read_text() for p in sorted(RESULTS.iterdir()) if p.suffix in {".md", ".json"}
+        p.read_text() for p in sorted(RESULTS.rglob("*")) if p.suffix in {".md", ".json"}
     )
 
 
@@ -175,4 +176,69 @@ def test_the_readme_keeps_the_commands_ci_and_users_run():
         assert command in readme
     assert ".venv/bin/python -m pytest" in readme
     assert ".venv/bin/python -m pytest" in (REPO / ".ci" / "run").read_text()
-    assert len(readme.splitlines()) <= 300
+
+
+def test_the_readme_is_a_front_door():
+    """At most 160 lines; the Label Studio quick start (set-up, run, test) before any table of
+    numbers; and no claim of the single model the product no longer is (NER: three scouts and
+    a CRF)."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 160
+    quick_start = readme.index("## Quick start: Label Studio")
+    first_table = min(readme.index(line) for line in readme.splitlines() if line.startswith("|"))
+    assert quick_start < readme.index(docs.README_BEGIN) and quick_start < first_table
+    for command in ["bash install.sh", "_wsgi.py --port 9090", ".venv/bin/python -m pytest"]:
+        assert quick_start < readme.index(command) < first_table
+    assert "one model" not in readme.lower()
+    site = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    assert "one model" not in site["site_description"].lower()
+
+
+def test_the_readme_quotes_only_the_current_results_it_cites():
+    """Every measurement typed into the README (outside its generated blocks) is in its
+    generated headline table or in a result file it links, and every result it links is a
+    current one (made with what ships now: benchmarks/results/STATUS.json)."""
+    from benchmarks import index
+
+    readme = (REPO / "README.md").read_text()
+    cited = re.findall(r"\]\(benchmarks/results/([\w.-]+)\.md\)", readme)
+    assert docs.HEADLINE in cited
+    marks = index.statuses()
+    assert [stem for stem in cited if marks[stem]["status"] != "current"] == []
+    start, stop = readme.index(docs.README_BEGIN), readme.index(docs.README_END)
+    sources = readme[start:stop] + "".join((RESULTS / f"{stem}.md").read_text() for stem in cited)
+    typed = _without_generated_blocks(readme)
+    wrong = [
+        number
+        for number in sorted(set(DECIMAL.findall(typed)) - NOT_MEASURED)
+        if not re.search(rf"(?<![\d.]){re.escape(number)}(?!\d)", sources)
+    ]
+    assert not wrong, f"numbers in no result the README cites: {wrong}"
+
+
+# Variables that are not the backend's settings: the test suite's and the container scripts'.
+NOT_SETTINGS = {"SRW_KEEP_STACK", "SRW_CONTAINER_STATE", "SRW_CONTAINER_STACK"}
+NOT_SETTINGS |= {"SRW_STACK_REPO", "SRW_STACK_PROJECT", "SRW_UID"}
+
+
+def test_every_srw_variable_named_is_a_setting():
+    """User pages, code, scripts and deployment files name only SRW_* variables that are
+    settings (the lab's switches are engine parameters): a removed one is not left behind. The
+    result files and the changelog keep the history as it was."""
+    from backend.settings import SETTINGS
+
+    declared = {name for s in SETTINGS for name in (s.env, *s.fallbacks)} | NOT_SETTINGS
+    places = [REPO / "README.md", REPO / "Dockerfile", REPO / "docker-compose.yml", REPO / ".env"]
+    places += [p for p in DOCS.glob("*.md") if p not in GENERATED]
+    for folder in ("backend", "subregweigh", "benchmarks", "scripts", "testbed", "tests"):
+        places += [p for p in (REPO / folder).rglob("*") if p.suffix in (".py", ".sh", ".md")]
+    places = [p for p in places if "results" not in p.parts and p != Path(__file__)]
+    stray = {
+        f"{path.relative_to(REPO)}: {name}"
+        for path in places
+        for name in re.findall(r"\bSRW_[A-Z_]*[A-Z]", path.read_text(encoding="utf-8"))
+        if name not in declared
+    }
+    allowed = {"tests/backend/test_backend_settings.py: SRW_WARM_START"}  # its warning's test
+    allowed |= {"tests/backend/test_backend_settings.py: SRW_SCUOTS"}
+    assert stray <= allowed, sorted(stray - allowed)

@@ -1,4 +1,6 @@
-"""CrossWeigh (Wang et al., 2019), the k-fold baseline SubRegWeigh is measured against.
+"""CrossWeigh (Wang et al., 2019), the k-fold baseline SubRegWeigh is measured against
+(``python -m benchmarks.detection --crossweigh``, ``benchmarks.final_model``); benchmark-only,
+not a benchmark of its own.
 
 T times: split the data into k folds; for each fold train a scout on the other folds and predict
 the held-out one. For NER the folds are entity-disjoint: training drops every sentence that
@@ -61,7 +63,7 @@ class CrossWeighResult:
 
 
 class CrossWeigh:
-    """k folds x T iterations of scouts on the same trainer as :class:`SubRegWeigh`.
+    """k folds x T iterations of scouts on the same trainer as SubRegWeigh's.
 
     Parameters
     ----------

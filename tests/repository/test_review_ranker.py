@@ -1,5 +1,6 @@
-"""subregweigh.review: features of a scout's doubt, slips of fixed sentences, and a ranking that
-learns from decisions. On real CoNLL sentences and the session's tiny real scout."""
+"""The review-loop benchmark's ranker (benchmarks.review_ranker): features of a scout's doubt,
+slips of fixed sentences (subregweigh.review), and a ranking that learns from decisions. On real
+CoNLL sentences and the session's tiny real scout."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import numpy as np
 import pytest
 
 from benchmarks.baselines import label_indices
+from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
 from subregweigh.example import Example
-from subregweigh.review import ReviewRanker, sentence_features, slip_counts, slip_keys
+from subregweigh.review import slip_keys
 
 
 def _outputs(scout, examples):

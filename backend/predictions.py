@@ -1,0 +1,222 @@
+"""Predictions of a project's tasks: per task, the stored prediction of the version serving now;
+only tasks missing there (or changed since) are computed, and stored for the next call."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from backend import membership, project_settings, reviews
+from backend.labelstudio import LabelStudioUnavailable
+from backend.redact import printable
+from backend.settings import Settings
+from backend.store import CorruptVersion, ProjectStore
+from backend.tasks import (
+    fingerprint,
+    read_tasks,
+    score_tasks,
+)
+from backend.weighers import weigher
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+
+UNTRAINED = "subregweigh-untrained"
+
+
+def serving(store: ProjectStore, training: bool) -> dict:
+    """What /status says serves ``store``'s project: the version, and whether it is an early
+    version (its ``early``: what it is) left by a training that did not finish (``training``:
+    whether one runs now)."""
+    version = store.current_version()
+    if version is None:
+        return {"version": None, "message": "nothing yet: the first training publishes one"}
+    early = store.meta(version).get("early")
+    if not early:
+        return {"version": version, "early": None, "message": "a training's full version"}
+    if training:
+        message = f"an early version of the training running now ({early})"
+    else:
+        message = (
+            f"an early version ({early}) of a training that did not finish: weaker than a full "
+            "version; the next training replaces it"
+        )
+    return {"version": version, "early": early, "message": message}
+
+
+def model_version(settings: Settings, project: str | None) -> str:
+    """The version ``project`` is served from, or :data:`UNTRAINED`."""
+    version = ProjectStore(settings.model_dir, project).current_version() if project else None
+    return version or UNTRAINED
+
+
+def predict(
+    settings: Settings,
+    project: str | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
+) -> list[dict]:
+    """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
+    for a task that cannot be read, and for every task before the first training), with the
+    project's settings (:func:`backend.project_settings.effective`).
+
+    ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
+    project by the backend itself): a caller's task that the version does not hold yet has its
+    score stored only once Label Studio lists it in the project (:func:`_proven`), and
+    only tasks read from Label Studio set the baseline reviewers' decisions are judged
+    against (:func:`backend.reviews.stamp_saved`)."""
+    store = ProjectStore(settings.model_dir, project) if project else None
+    if store is not None:
+        settings = project_settings.effective(settings, store)
+    broken: set[str] = set()
+    while True:  # a version found corrupt is marked BROKEN; then the next newest serves
+        try:
+            return _predict(settings, store, spec, tasks, from_label_studio)
+        except CorruptVersion as err:
+            if err.version in broken:  # the marker did not take: do not loop
+                raise
+            broken.add(err.version)
+            store.mark_broken(err.version, str(err))
+
+
+def _predict(
+    settings: Settings,
+    store: ProjectStore | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
+) -> list[dict]:
+    version = store.current_version() if store else None
+    if version is None:
+        logger.info(
+            "project %s: no trained scout yet; returning empty predictions for %d tasks "
+            "(train from the project's Model settings, or annotate %d tasks)",
+            store.project if store else None,
+            len(tasks),
+            settings.min_annotations,
+        )
+        return [{"result": [], "model_version": UNTRAINED} for _ in tasks]
+    stored = store.scores(version)
+    parsed = read_tasks(tasks, spec)
+    stale = [
+        item
+        for item in parsed.tasks
+        if item is not None and stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+    ]
+    if stale:
+        start = time.perf_counter()
+        fresh = score_tasks(weigher(settings, store, version), spec, stale)
+        times = reviews.saved_times(tasks) if from_label_studio else {}
+        reviews.stamp_saved(fresh, times, before=stored)
+        to_store = fresh if from_label_studio else _proven(settings, store, stored, fresh)
+        to_store = _within_bound(store, version, stored, to_store)
+        stored.update(fresh)
+        # Add them to the version's store, where every worker sees them; on a full disk they
+        # are served all the same, and kept in memory until it has room (the store logs it).
+        saved = store.store_scores(version, to_store)
+        logger.info(
+            "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)%s",
+            store.project,
+            len(fresh),
+            len(tasks),
+            time.perf_counter() - start,
+            "" if saved else "; the disk is full: kept in memory, not stored",
+        )
+    log_warnings(store.project, parsed.warnings)
+    # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up
+    confirmed, slips = reviews.serving_state(store)
+    out = []
+    for item in parsed.tasks:
+        entry = stored.get(item.id) if item is not None else None
+        if entry is None:
+            out.append({"result": [], "model_version": version})
+        else:
+            entry = reviews.served_entry(item.id, entry, confirmed, slips)
+            out.append(
+                {"result": entry["result"], "score": entry["score"], "model_version": version}
+            )
+    return out
+
+
+def _proven(settings: Settings, store: ProjectStore, stored: dict, fresh: dict) -> dict:
+    """The part of ``fresh`` (scores of a caller's tasks) that may be stored: tasks the version
+    holds already (read from the project by a training or a rescore), and new ones Label Studio
+    lists in the project. The rest is served, not stored (logged); all new ones when Label
+    Studio cannot be asked."""
+    new = [task for task in fresh if task not in stored]
+    if not new:
+        return fresh
+    try:
+        mine = membership.tasks_of(settings, store, new)
+    except (LabelStudioUnavailable, ValueError) as err:
+        logger.warning(
+            "project %s: scores of %d new tasks served, not stored: Label Studio could not say "
+            "they are the project's (%s)",
+            store.project,
+            len(new),
+            err,
+        )
+        mine = set()
+    foreign = [task for task in new if task not in mine]
+    if foreign:
+        logger.warning(
+            "project %s: /predict named %d tasks Label Studio does not list in project %s: "
+            "served, not stored (%s)",
+            store.project,
+            len(foreign),
+            store.project,
+            ", ".join(foreign[:10]),
+        )
+    return {task: e for task, e in fresh.items() if task in stored or task in mine}
+
+
+# A version stores /predict's scores of at most this many tasks beyond those it was trained
+# with: task ids are whatever a caller sends, so what they can make the backend keep is bounded.
+MAX_NEW_TASKS = 50_000
+
+_bound_warned: set[tuple[str, str]] = set()
+
+
+def _within_bound(store: ProjectStore, version: str, stored: dict, fresh: dict) -> dict:
+    """The part of ``fresh`` to store: every task ``version`` already holds, and new ones while
+    it holds fewer than its trained tasks plus :data:`MAX_NEW_TASKS` (the rest is served, not
+    stored; one WARNING per version)."""
+    new = [task for task in fresh if task not in stored]
+    limit = int(store.meta(version).get("n_tasks") or 0) + MAX_NEW_TASKS
+    room = max(0, limit - len(stored))
+    if len(new) <= room:
+        return fresh
+    kept = set(new[:room])
+    if (store.project, version) not in _bound_warned:
+        _bound_warned.add((store.project, version))
+        logger.warning(
+            "project %s: version %s already stores %d tasks (at most %d); scores of tasks "
+            "beyond that are served but not stored",
+            store.project,
+            version,
+            len(stored),
+            limit,
+        )
+    return {task: e for task, e in fresh.items() if task in stored or task in kept}
+
+
+# A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.
+WARNINGS_SHOWN = 5
+
+
+def log_warnings(project: str, warnings: Sequence[str]) -> None:
+    """Log the first :data:`WARNINGS_SHOWN` of ``warnings`` and count the rest in one line."""
+    for warning in warnings[:WARNINGS_SHOWN]:
+        # Task data may hold lone surrogates (Label Studio stores what it is sent): escaped,
+        # so that no log handler fails to encode the line.
+        logger.warning("project %s: %s", project, printable(warning))
+    if len(warnings) > WARNINGS_SHOWN:
+        logger.warning(
+            "project %s: and %d more warnings like these (%d in all)",
+            project,
+            len(warnings) - WARNINGS_SHOWN,
+            len(warnings),
+        )

@@ -1,0 +1,181 @@
+"""Rescoring between trainings: a changed annotation's score follows it within seconds, and a
+reviewer's fix moves the repeats of its slip up the queue."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from backend import reviews
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.predictions import predict
+from backend.settings import Settings
+from backend.store import ProjectStore
+from backend.tasks import (
+    name_annotators,
+    parse_label_config,
+)
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+
+def rescore_project(project: str, settings: Settings) -> dict:
+    """Score the tasks whose annotations changed (:meth:`ProjectStore.note_event`) with the
+    version serving now, and replace their predictions in Label Studio: a changed annotation's
+    score follows it within seconds instead of waiting for the next training.
+
+    What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
+    from the status when the job starts; if it fails they are put back for the next one.
+    """
+    store = ProjectStore(settings.model_dir, project)
+    version = store.current_version()
+    if version is None:  # the first training scores them
+        return {"rescored": 0}
+    pending = store.take_status("rescore_pending")
+    slips: dict = {}
+    start = time.perf_counter()
+    try:
+        api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
+        written = 0
+        if pending:  # the decisions these tasks show add their fixes' slips
+            spec = parse_label_config(api.label_config(int(project)))
+            written = rescore_tasks(api, store, settings, spec, pending)
+        slips = store.take_status("slips_pending")
+        if slips:
+            _move_up_repeats(api, store, version, slips, skip=pending)
+        if not (pending or slips):
+            return {"rescored": 0}
+    except Exception as err:
+        store.update_status(
+            rescore_pending=lambda old: {**pending, **(old or {})},
+            slips_pending=lambda old: {**slips, **(old or {})},
+        )
+        logger.error(
+            "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",
+            project,
+            len(pending),
+            type(err).__name__,
+            err,
+        )
+        raise
+    seconds = round(time.perf_counter() - start, 3)
+    now = time.time()
+    # What an annotator waits for: from the webhook of the oldest change to its new score.
+    since_change = round(now - min(pending.values()), 3) if pending else None
+    last = {
+        "tasks": written,
+        "version": version,
+        "seconds": seconds,
+        "since_change_seconds": since_change,
+        "finished_at": now,
+    }
+    store.update_status(last_rescore=last)
+    logger.info(
+        "project %s: %d changed tasks rescored in %.1f s%s",
+        project,
+        written,
+        seconds,
+        f", {since_change:.1f} s after the oldest change" if pending else "",
+    )
+    return {"rescored": written, "seconds": seconds}
+
+
+def run_queued_rescore(project: str, training: dict) -> dict:
+    """The rq job of a rescore, as :func:`run_queued_training` is of a training."""
+    return rescore_project(project, Settings.from_env(**training))
+
+
+def rescore_tasks(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
+) -> int:
+    """Read ``tasks`` (ids) from Label Studio, within the project only, keep the reviewers'
+    decisions they show (:func:`backend.reviews.decide`), score them with the current version
+    (only what changed is computed, see :func:`predict`) and make each score the task's one
+    prediction of that version. Returns how many were written; a task the project does not
+    hold (gone, or another project's) is skipped and logged."""
+    wanted = sorted({int(task) for task in tasks})
+    read = api.project_tasks(int(store.project), wanted)
+    missing = sorted(set(wanted) - {task["id"] for task in read})
+    if missing:
+        logger.warning(
+            "project %s: %d tasks not rescored: Label Studio does not list them in project %s "
+            "(deleted, or another project's): %s",
+            store.project,
+            len(missing),
+            store.project,
+            ", ".join(map(str, missing[:10])),
+        )
+    read = name_annotators(read, annotator_names(api, store.project)) if read else []
+    version = store.current_version()
+    if read and version is not None:
+        reviews.decide(store, version, spec, read)
+    with store.locked("writing"):  # not between a training's writes: one prediction per task
+        results = predict(settings, store.project, spec, read, from_label_studio=True)
+        written = [
+            {"task": int(task["id"]), **result}
+            for task, result in zip(read, results, strict=True)
+            if "score" in result
+        ]
+        api.replace_predictions(int(store.project), written)
+    if written:
+        logger.info(
+            "project %s: rescored %d changed tasks with version %s: %s",
+            store.project,
+            len(written),
+            written[0]["model_version"],
+            ", ".join(f"task {w['task']} {w['score']:.3f}" for w in written[:10]),
+        )
+    return len(written)
+
+
+def _move_up_repeats(
+    api: LabelStudioAPI, store: ProjectStore, version: str, slips: Mapping, skip: Mapping
+) -> int:
+    """Rewrite, as served (:func:`backend.reviews.served`), the predictions of the tasks whose
+    stored annotation repeats one of the newly fixed ``slips`` (``"word\\0type"`` keys), but
+    not those in ``skip`` (just rescored): a fix moves its slip's repeats up the queue at once,
+    not at the next training. Returns how many were written."""
+    new = Counter(tuple(key.split(reviews.SLIP_SEP, 1)) for key in slips)
+    scores = store.scores(version)
+    repeats = {
+        task: entry
+        for task, entry in scores.items()
+        if task not in skip
+        and any(reviews.slip_repeats(r, new) for r in entry.get("annotations") or ())
+    }
+    if not repeats:
+        return 0
+    served = reviews.served(store, repeats)
+    with store.locked("writing"):  # one prediction per task and version, as a rescore's
+        api.replace_predictions(
+            int(store.project),
+            [
+                {
+                    "task": int(task),
+                    "result": e["result"],
+                    "score": e["score"],
+                    "model_version": version,
+                }
+                for task, e in served.items()
+            ],
+        )
+    logger.info(
+        "project %s: %d tasks repeat a slip a reviewer fixed (%s): moved up",
+        store.project,
+        len(repeats),
+        ", ".join(f"{w} as {t}" for w, t in sorted(new)[:5]),
+    )
+    return len(repeats)
+
+
+def annotator_names(api: LabelStudioAPI, project: str) -> dict[int, str]:
+    """User id -> email, to name annotators; {} (annotators named by id) if Label Studio will
+    not list its users to this token."""
+    try:
+        return api.users()
+    except LabelStudioUnavailable as err:
+        logger.warning("project %s: annotators are named by id: %s", project, err)
+        return {}

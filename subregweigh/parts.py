@@ -1,0 +1,153 @@
+"""A fitted weigher's parts: its scouts and its CRF, the folder that keeps them, and the weigher of
+the CRF alone.
+
+The one folder layout, for the CLI (``--save-scout``, ``--scout``) and the Label Studio backend
+(each version's folder) alike::
+
+    FOLDER/scout/          the first scout (Scout.save): the one that predicts the K candidates
+    FOLDER/scout-1/, ...   the others of an ensemble
+    FOLDER/crf.npz         the CRF (NER with crf=True; subregweigh.crf.crf_path)
+
+:func:`save_parts` writes it, :func:`load_parts` reads it back;
+:meth:`subregweigh.weigh.SubRegWeigh.save` and :meth:`~subregweigh.weigh.SubRegWeigh.load` are
+the usual way in. A folder with a CRF and no scout is a :class:`CRFWeigher`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from subregweigh.crf import FeatureTagger, crf_path
+from subregweigh.example import Example
+from subregweigh.options import DEFAULT_W_MIN, SOFTMIN_TEMPERATURE
+from subregweigh.scores import WeighResult, deterministic_result
+from subregweigh.scout import STATE_FILE, Scout
+
+FIRST_SCOUT = "scout"
+
+
+def scout_folder(folder: str | os.PathLike, member: int = 0) -> Path:
+    """Where scout ``member`` of the weigher kept in ``folder`` is: the first in ``scout``, the
+    others in ``scout-1``, ``scout-2``..."""
+    return Path(folder) / (FIRST_SCOUT if member == 0 else f"{FIRST_SCOUT}-{member}")
+
+
+def saved_scouts(folder: str | os.PathLike) -> int:
+    """How many scouts ``folder`` keeps (an ensemble's, one, or none)."""
+    n = 0
+    while scout_folder(folder, n).is_dir():
+        n += 1
+    return n
+
+
+def save_parts(
+    folder: str | os.PathLike, scouts: Sequence[Scout], crf: FeatureTagger | None
+) -> Path:
+    """Write ``scouts`` and ``crf`` (or None) into ``folder`` (made if missing) in the layout
+    above; the scouts and CRF of an earlier save that these do not replace go. Each part is
+    written atomically; other files in ``folder`` stay."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for j, scout in enumerate(scouts):
+        scout.save(scout_folder(folder, j))
+    if crf is not None:
+        crf.save(crf_path(folder))
+    stale = len(scouts)
+    while scout_folder(folder, stale).is_dir():
+        shutil.rmtree(scout_folder(folder, stale))
+        stale += 1
+    if crf is None:
+        crf_path(folder).unlink(missing_ok=True)
+    return folder
+
+
+def load_parts(
+    folder: str | os.PathLike,
+    *,
+    crf: bool = True,
+    device: str | None = None,
+    progress: bool = True,
+) -> tuple[list[Scout], FeatureTagger | None]:
+    """``(scouts, crf)`` as :func:`save_parts` wrote them into ``folder`` (``crf=False``: the
+    CRF is not read). Raises FileNotFoundError, naming ``folder``, when it keeps neither."""
+    folder = Path(folder)
+    scouts = [
+        Scout.load(scout_folder(folder, j), device=device, progress=progress)
+        for j in range(saved_scouts(folder))
+    ]
+    tagger = FeatureTagger.load(crf_path(folder)) if crf and crf_path(folder).is_file() else None
+    if not scouts and tagger is None:
+        if (folder / STATE_FILE).is_file():
+            raise FileNotFoundError(
+                f"{folder} is a saved scout (Scout.save), not a saved weigher: a weigher keeps "
+                f"its first scout in {scout_folder(folder)}"
+            )
+        kept = "no scout" if crf_path(folder).is_file() else "neither a scout nor a CRF"
+        raise FileNotFoundError(
+            f"{folder} is not a saved weigher: it keeps {kept} "
+            f"(expected {scout_folder(folder)}/ or {crf_path(folder).name})"
+        )
+    return scouts, tagger
+
+
+class CRFWeigher:
+    """A NER weigher of a fitted CRF alone, no scout: what
+    ``SubRegWeigh.from_parts([], crf)`` gives (:meth:`subregweigh.weigh.SubRegWeigh.from_parts`),
+    e.g. early scores while the scouts train.
+
+    With no scout there are no K candidates: :meth:`weigh` is :meth:`weigh_deterministic`, the
+    CRF's p(gold) of each word (the "deterministic" score) and its own tags as the prediction.
+
+    Parameters
+    ----------
+    crf : FeatureTagger
+        Fitted.
+    w_min, softmin_temperature, progress :
+        As :class:`~subregweigh.weigh.SubRegWeigh`'s.
+    """
+
+    task = "ner"
+
+    def __init__(
+        self,
+        crf: FeatureTagger,
+        w_min: float = DEFAULT_W_MIN,
+        softmin_temperature: float = SOFTMIN_TEMPERATURE,
+        progress: bool = True,
+    ):
+        if not isinstance(crf, FeatureTagger):
+            raise TypeError(f"crf must be a fitted FeatureTagger, got {crf!r}")
+        self.crf_ = crf
+        self.scouts_: list[Scout] = []
+        self.w_min = w_min
+        self.softmin_temperature = softmin_temperature
+        self.progress = progress
+
+    def weigh_deterministic(self, examples: Sequence[Example]) -> WeighResult:
+        """The CRF's prediction of each example and its p(gold), as
+        :meth:`~subregweigh.weigh.SubRegWeigh.weigh_deterministic`
+        computes them for scouts."""
+        predicted = self.crf_.predict(examples)  # the encoder's pass, reused by the next two
+        gold_proba = self.crf_.gold_proba(examples)
+        predicted_proba = self.crf_.tag_proba(examples, predicted)
+        return deterministic_result(
+            examples,
+            predicted,
+            gold_proba,
+            predicted_proba,
+            "ner",
+            self.w_min,
+            self.softmin_temperature,
+        )
+
+    def weigh(self, examples: Sequence[Example]) -> WeighResult:
+        """:meth:`weigh_deterministic`: no scout, no candidates."""
+        return self.weigh_deterministic(examples)
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Keep the CRF in ``folder`` (:func:`save_parts`); load it back with
+        :meth:`~subregweigh.weigh.SubRegWeigh.load`."""
+        return save_parts(folder, [], self.crf_)
