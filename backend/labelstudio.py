@@ -147,6 +147,17 @@ class LabelStudioAPI:
         )
         return project_.label_config
 
+    def set_label_config(self, project: int, config: str) -> None:
+        """Save ``config`` as ``project``'s labeling config (``PATCH /api/projects/P``). Only
+        :mod:`backend.review_control` calls it, on the lead's ``--apply``: the backend itself
+        never changes a config."""
+        self._call(
+            f"change the labeling config of project {project}",
+            lambda: self.client.projects.update(
+                id=project, label_config=config, request_options=ONCE
+            ),
+        )
+
     def tasks(self, project: int) -> list[dict]:
         """All tasks of ``project`` with their annotations, as plain dicts, in task id order.
 

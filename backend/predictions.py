@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backend import membership, project_settings, reviews
+from backend import membership, project_settings, reviews, served
 from backend.labelstudio import LabelStudioUnavailable
 from backend.redact import printable
 from backend.settings import Settings
@@ -134,7 +134,7 @@ def _predict(
         if entry is None:
             out.append({"result": [], "model_version": version})
         else:
-            entry = reviews.served_entry(item.id, entry, confirmed, slips)
+            entry = served.served_entry(item.id, entry, confirmed, slips)
             out.append(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )

@@ -91,7 +91,7 @@ def serve_in_label_studio(
     # delete once superseded, and no other (another backend's on the same project).
     store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
     with store.locked("writing"):
-        write_predictions(api, project, version, reviews.served(store, scores))
+        write_predictions(api, project, version, reviews.served_scores(store, scores))
         api.set_model_version(int(project), version)
 
 

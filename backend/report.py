@@ -13,7 +13,7 @@ Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Stu
 
 from __future__ import annotations
 
-from backend import project_settings, reviews
+from backend import project_settings, reviews, served
 from backend.settings import Settings
 from backend.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
@@ -24,14 +24,14 @@ class ReportUnavailable(LookupError):
 
 
 def annotation_records(
-    scores: dict, confirmed: set[str] = frozenset(), slips: reviews.Slips | None = None
+    scores: dict, confirmed: set[str] = frozenset(), slips: served.Slips | None = None
 ) -> list[dict]:
     """Every stored annotation as a weights record, with its task (from ``scores.json``) and
-    its score as the review queue serves it (:func:`backend.reviews.served_score`): 1 once a
+    its score as the review queue serves it (:func:`backend.served.served_score`): 1 once a
     reviewer confirmed its content (``confirmed``, :func:`backend.reviews.confirmed_keys`),
     lowered where it repeats a fixed slip (``slips``, :func:`backend.reviews.fixed_slips`)."""
     return [
-        {**record, "task": task, "score": reviews.served_score(task, record, confirmed, slips)}
+        {**record, "task": task, "score": served.served_score(task, record, confirmed, slips)}
         for task, entry in scores.items()
         for record in entry.get("annotations") or ()
     ]

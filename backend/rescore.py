@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from backend import reviews
+from backend import reviews, served
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
@@ -134,21 +134,22 @@ def rescore_tasks(
 def _move_up_repeats(
     api: LabelStudioAPI, store: ProjectStore, version: str, slips: Mapping, skip: Mapping
 ) -> int:
-    """Rewrite, as served (:func:`backend.reviews.served`), the predictions of the tasks whose
-    stored annotation repeats one of the newly fixed ``slips`` (``"word\\0type"`` keys), but
-    not those in ``skip`` (just rescored): a fix moves its slip's repeats up the queue at once,
+    """Rewrite, as served (:func:`backend.reviews.served_scores`), the predictions of the tasks
+    whose stored annotation repeats one of the ``slips`` (``"word\\0type"`` keys) that a fix
+    just made or that stopped counting (a fix reverted or withdrawn), but not those in
+    ``skip`` (just rescored): a fix moves its slip's repeats up the queue at once,
     not at the next training. Returns how many were written."""
-    new = Counter(tuple(key.split(reviews.SLIP_SEP, 1)) for key in slips)
+    new = Counter(tuple(key.split(served.SLIP_SEP, 1)) for key in slips)
     scores = store.scores(version)
     repeats = {
         task: entry
         for task, entry in scores.items()
         if task not in skip
-        and any(reviews.slip_repeats(r, new) for r in entry.get("annotations") or ())
+        and any(served.slip_repeats(r, new) for r in entry.get("annotations") or ())
     }
     if not repeats:
         return 0
-    served = reviews.served(store, repeats)
+    shown = reviews.served_scores(store, repeats)
     with store.locked("writing"):  # one prediction per task and version, as a rescore's
         api.replace_predictions(
             int(store.project),
@@ -159,11 +160,11 @@ def _move_up_repeats(
                     "score": e["score"],
                     "model_version": version,
                 }
-                for task, e in served.items()
+                for task, e in shown.items()
             ],
         )
     logger.info(
-        "project %s: %d tasks repeat a slip a reviewer fixed (%s): moved up",
+        "project %s: %d tasks repeat a slip whose fix was made or undone (%s): rewritten as served",
         store.project,
         len(repeats),
         ", ".join(f"{w} as {t}" for w, t in sorted(new)[:5]),

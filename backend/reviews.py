@@ -1,86 +1,48 @@
-"""Reviewers' decisions on scored tasks: confirm an annotation as correct, or fix it.
+"""Reviewers' decisions on scored tasks, kept: ``MODEL_DIR/<project>/reviews.json``.
 
-Label Studio Community has no review workflow, and the backend may not change a project's
-labeling config, so the gestures are two every annotator already has, and Label Studio sends
-``ANNOTATION_UPDATED`` (with the annotation, the task's ``data`` and the project's
-``label_config``) for both:
-
-* **confirm**: save the annotation with its labels unchanged. Label Studio 1.23's UI keeps
-  Update disabled until something changes, so the reviewer adds a note to a region (its meta)
-  and Updates; through the API, ``PATCH /api/annotations/{id}`` with the result as it is.
-* **fix**: change the labels and Update (``PATCH /api/annotations/{id} {"result": [...]}``).
+What a save decides is :mod:`backend.decisions`' (the review control where the project's
+config has it, else the save itself); how decisions change what is served is
+:mod:`backend.served`'s. This module reads them from Label Studio and keeps them.
 
 A webhook only says *which* task changed. Its body is never trusted for a decision: the rescore
 that follows reads the task from Label Studio, within the project (:func:`decide`), and judges
 each annotation the serving version scored against its baseline, the content and ``updated_at``
-a training or a rescore last read from Label Studio (kept in the scored record as ``saved``):
-other labels are a fix; the same labels are a confirmation only if Label Studio saved the
-annotation after the baseline, so a replayed or made-up event confirms nothing.
+a training or a rescore last read from Label Studio (kept in the scored record as ``saved``,
+:func:`stamp_saved`).
 
-Decisions are kept in ``MODEL_DIR/<project>/reviews.json`` (atomic writes under the project's
-lock, so two reviewers deciding at once lose nothing), outside the versions: they survive
-restarts and retrains. The file is bounded: one current decision per annotation (keyed
-``<task>/<annotation>``, with the hash of the content it decided, :func:`content_hash`, so a
-confirmation never applies once the labels change) and the last :data:`HISTORY` decisions.
+``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
+once lose nothing, and lives outside the versions: decisions survive restarts and retrains. It
+is bounded: one current decision per annotation (keyed ``<task>/<annotation>``, with the hash of
+the content it decided, :func:`content_hash`, so a confirmation never applies once the labels
+change), each with its reviewer, the time Label Studio saved it, and each reviewer's latest
+decision on that annotation (``reviewers``: agreement in the report); and the last
+:data:`HISTORY` decisions.
 
-:func:`served` gives a confirmed annotation the score 1 (fully reliable) wherever the backend
-serves a score (``/predict``, the predictions a training or a rescore writes, the report), so
-the task leaves the top of the queue and stays out across retrains; the stored scores stay the
-scout's. The scout itself trains unweighted on every current annotation: a confirmed one with
-weight 1, a fixed one with its new labels.
-
-:func:`review_inputs` turns the decisions into the engine's
-:func:`subregweigh.report.review_summary` input: one item per decided task, its lowest score
-when decided, whether any of its annotations was fixed, the labels it held.
+:func:`review_inputs` turns the decisions into the report's input
+(:func:`subregweigh.report.review_summary`, :func:`subregweigh.report.reviewer_summary`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
+from backend import decisions, served
+from backend.decisions import CONFIRMED, COUNTED, FIXED, WITHDRAWN, content_hash
 from backend.scores_view import ScoresView
 from backend.store import ProjectStore
 from backend.tasks import read_tasks
-from subregweigh import review
-from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
-from subregweigh.io.dataset import example_record
 from subregweigh.report import NONE_LABEL
 from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
 
-CONFIRMED, FIXED = "confirmed", "fixed"
+__all__ = ["CONFIRMED", "FIXED", "content_hash", "decide", "load", "review_inputs"]
+
 HISTORY = 1_000  # decisions kept in reviews.json's history, the newest
-# An annotation's served score is multiplied by this for every repeat of a fixed slip: halved
-# per repeat, as the review-loop benchmark's `propagate` policy, which reads 90% of CoNLL-2003
-# test's errors in half the sentences of the static ranking (benchmarks/review_loop.py).
-SLIP_BOOST = 0.5
-SLIP_SEP = "\0"  # joins (word, type) into a status key
-CONFIRMED_NOTE = (
-    "a reviewer confirmed this annotation: served as fully reliable (score 1) until it changes"
-)
-_CONTENT = ("words", "tags", "text", "label", "labels")
-
-
-def content_hash(record: Mapping) -> str:
-    """A short hash of an annotation record's words and labels (what the scout scores): equal
-    for an annotation updated unchanged, different once a label or the text changes."""
-    payload = {key: record[key] for key in _CONTENT if key in record}
-    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def content_key(task: str, record: Mapping) -> str:
-    """``"task/annotation/hash"``: a stored annotation record's content, as confirmations are
-    keyed (:func:`confirmed_keys`)."""
-    return f"{task}/{str(record['id']).split('/')[-1]}/{content_hash(record)}"
 
 
 def record_labels(record: Mapping) -> list[str]:
@@ -126,19 +88,6 @@ def load(store: ProjectStore) -> dict:
     return {"decisions": decisions, "history": history[-HISTORY:]}
 
 
-def confirmed_keys(store: ProjectStore) -> set[str]:
-    """``"task/annotation/hash"`` of every confirmed annotation content."""
-    return _confirmed(load(store))
-
-
-def _confirmed(reviews: dict) -> set[str]:
-    return {
-        f"{d['task']}/{d['annotation']}/{d['hash']}"
-        for d in reviews["decisions"].values()
-        if d.get("decision") == CONFIRMED
-    }
-
-
 # --------------------------------------------------------------------------------- recording
 
 
@@ -163,16 +112,6 @@ SCORED_CACHED = 8  # versions whose scored annotations a process keeps
 # until scores.json changes (:class:`backend.scores_view.ScoresView`): what a rescore judges its
 # decisions against.
 scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
-
-
-def _when(value) -> float | None:
-    """Label Studio's ``updated_at`` (ISO 8601) as seconds, None when missing or unreadable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
 
 
 def saved_times(tasks: Sequence[Mapping]) -> dict[str, str]:
@@ -210,126 +149,90 @@ def stamp_saved(scores: Mapping[str, dict], times: Mapping[str, str], before=Non
 def decide(store: ProjectStore, version: str, spec, tasks: Sequence[Mapping]) -> dict[str, str]:
     """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
-    decision on it left, and keep what they decide. Returns ``"task/annotation"`` -> decision.
-
-    * Other labels than the baseline's (the content last read from Label Studio by a training
-      or a rescore, or the last decision's): **fixed**.
-    * The same labels, saved after the baseline (Label Studio's ``updated_at``): **confirmed**.
-      The same labels not saved since (a replayed or made-up event) decide nothing, and neither
-      does an annotation whose baseline has no time (a version made before times were kept).
-    """
+    decision on it left (:func:`backend.decisions.outcome`), and keep what they decide. Returns
+    ``"task/annotation"`` -> decision (:data:`~backend.decisions.WITHDRAWN` for a withdrawn
+    one). An annotation the version has not scored (newer) decides nothing: its rescore scores
+    it."""
     scored = scored_annotations(store, version)
     judged = []
     for task in tasks:
         parsed = read_tasks([task], spec)
         item = parsed.tasks[0] if parsed.tasks else None
-        examples = {ex.id: ex for ex in (item.examples if item else ())}
-        saved = saved_times([task])
-        for key, ex in examples.items():
-            record = scored.get(key)
-            if record is None:
-                continue  # newer than the version: the rescore scores it, nothing to judge
-            judged.append(_judged(key, ex, spec, record, saved.get(key), version))
+        raw = {
+            f"{task['id']}/{a.get('id')}": a
+            for a in task.get("annotations") or ()
+            if isinstance(a, Mapping)
+        }
+        for ex in item.examples if item else ():
+            record = scored.get(ex.id)
+            if record is not None:
+                judged.append(
+                    decisions.judged(ex.id, ex, spec, record, raw.get(ex.id, {}), version)
+                )
     if not judged:
         return {}
-    return _keep(store, judged)
+    return _keep(store, judged, control=spec.review is not None)
 
 
-def _judged(key: str, ex: Example, spec, record: dict, saved_at, version: str) -> dict:
-    """What Label Studio's annotation ``ex`` (saved at ``saved_at``) is, beside the
-    ``record`` the version scored."""
-    task, annotation = key.split("/", 1)
-    slips = []
-    if "words" in record and "tags" in record:
-        before = Example(id=key, words=tuple(record["words"]), label=tuple(record["tags"]))
-        slips = sorted(review.slip_keys(before, ex)) if before.words == ex.words else []
-    return {
-        "task": task,
-        "annotation": annotation,
-        "slips": [list(s) for s in slips],
-        "hash": content_hash(example_record(ex, spec.task)),
-        "saved_at": saved_at,
-        "scored_hash": record["hash"],
-        "baseline": record.get("saved") or {},
-        "score": record["score"],
-        "labels": record["labels"],
-        "version": version,
-    }
+def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) -> float:
+    """The score the reviewer saw: the annotation's as the queue served it before this save
+    (1 if confirmed, its slips' repeats applied), not the stored one."""
+    key = f"{j['task']}/{j['annotation']}/{j['scored_hash']}"
+    if key in confirmed:
+        return 1.0
+    repeats = 0 if key in fixed.fixed else served.slip_repeats(record, fixed.counts)
+    return float(j["score"]) * served.SLIP_BOOST**repeats
 
 
-def _decision(judged: dict, prior: dict) -> str | None:
-    """The decision ``judged`` makes after ``prior`` (the annotation's current decision, or
-    {}), or None."""
-    # the newer of the two: what Label Studio held when last read, or what was last decided
-    known = [
-        (_when(judged["baseline"].get("at")), judged["baseline"].get("hash")),
-        (_when(prior.get("saved_at")), prior.get("hash")),
-    ]
-    known = [(at, h) for at, h in known if h is not None]
-    dated = [(at, h) for at, h in known if at is not None]
-    base_at, base_hash = max(dated) if dated else (None, None)
-    if base_hash is None:
-        base_hash = known[-1][1] if known else judged["scored_hash"]
-    saved = _when(judged["saved_at"])
-    if saved is not None and base_at is not None and saved <= base_at:
-        return None  # not saved since: read before, or decided already
-    if judged["hash"] != base_hash:
-        return FIXED
-    if saved is None or base_at is None:
-        return None  # the same labels, and no time to prove a save since
-    return CONFIRMED
+def _counting_slips(decision: Mapping) -> set[str]:
+    """The status keys of the slips ``decision`` moves up (none once reverted)."""
+    if not decision.get("slips") or not decision.get("fixed", True):
+        return set()
+    return {served.SLIP_SEP.join(s) for s in decision["slips"]}
 
 
-def _keep(store: ProjectStore, judged: list[dict]) -> dict[str, str]:
-    """Keep each of ``judged`` that decides something in reviews.json, under the project's
-    lock: one current decision per annotation and a bounded history."""
+def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, str]:
+    """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
+    current decision per annotation and a bounded history. Slips that start or stop counting
+    are queued for the rescore, which rewrites their repeats' predictions."""
     made: dict[str, str] = {}
-    new_slips: dict[str, int] = {}
+    moved: set[str] = set()
     with store.locked():
         reviews = load(store)
+        confirmed, fixed = served.confirmed(reviews), served.slips(reviews)  # as served so far
         now = time.time()
         for j in judged:
             key = f"{j['task']}/{j['annotation']}"
             prior = reviews["decisions"].get(key) or {}
-            decision = _decision(j, prior)
-            if decision is None:
+            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed)
+            new = decisions.outcome(j, prior, control, seen)
+            if new is None:
                 continue
-            fix_slips = j["slips"] if decision == FIXED else []
-            if fix_slips and not prior.get("slips"):
-                new_slips.update({SLIP_SEP.join(s): 1 for s in fix_slips})
-            reviews["decisions"][key] = {
-                "decision": decision,
-                **{k: j[k] for k in ("task", "annotation", "hash", "saved_at")},
-                # the score, labels and version it was first decided with
-                **{k: prior.get(k, j[k]) for k in ("score", "labels", "version")},
-                "fixed": decision == FIXED or bool(prior.get("fixed")),
-                "at": prior.get("at", now),
-                "last_at": now,
-                "count": prior.get("count", 0) + 1,
-                **(
-                    {"slips": fix_slips, "scored_hash": j["scored_hash"]}
-                    if fix_slips
-                    else {k: prior[k] for k in ("slips", "scored_hash") if k in prior}
-                ),
-            }
+            if new["decision"] == WITHDRAWN:
+                reviews["decisions"].pop(key, None)
+            else:
+                new.update(at=prior.get("at", now), last_at=now, count=prior.get("count", 0) + 1)
+                reviews["decisions"][key] = new
+            moved |= _counting_slips(prior) ^ _counting_slips(new)
             reviews["history"] = [
                 *reviews["history"][-(HISTORY - 1) :],
-                [round(now, 3), j["task"], j["annotation"], decision],
+                [round(now, 3), j["task"], j["annotation"], new["decision"], j["reviewer"]],
             ]
-            made[key] = decision
+            made[key] = new["decision"]
             logger.info(
-                "project %s: annotation %s of task %s %s by a reviewer (score %.3f with "
-                "version %s)",
+                "project %s: annotation %s of task %s %s by %s (served at %.3f with version %s)",
                 store.project,
                 j["annotation"],
                 j["task"],
-                decision,
-                j["score"],
+                new["decision"],
+                j["reviewer"] or "an unknown user",
+                seen,
                 j["version"],
             )
         if made:
             atomic_write_json(_path(store), reviews)
-    if new_slips:  # the next rescore rewrites the predictions of the tasks that repeat them
+    if moved:  # the next rescore rewrites the predictions of the tasks that repeat them
+        new_slips = dict.fromkeys(sorted(moved), 1)
         store.update_status(slips_pending=lambda pending: {**new_slips, **(pending or {})})
     return made
 
@@ -337,116 +240,59 @@ def _keep(store: ProjectStore, judged: list[dict]) -> dict[str, str]:
 # --------------------------------------------------------------------------------- serving
 
 
-@dataclass(frozen=True)
-class Slips:
-    """The slips reviewers fixed: ``counts``, (word, entity type or O) -> how many fixes changed
-    an annotation of that word as that type (:func:`subregweigh.review.slip_keys`); ``fixed``,
-    the content keys of the annotations as those fixes found them (not repeats of their own
-    slip: their rescore is on its way)."""
-
-    counts: Counter
-    fixed: frozenset
+def serving_state(store: ProjectStore) -> tuple[dict[str, dict], served.Slips]:
+    """``(confirmed, slips)`` from one read of reviews.json: what serving needs
+    (:func:`backend.served.confirmed`, :func:`backend.served.slips`)."""
+    reviews = load(store)
+    return served.confirmed(reviews), served.slips(reviews)
 
 
-def fixed_slips(store: ProjectStore) -> Slips:
+def confirmed_keys(store: ProjectStore) -> dict[str, dict]:
+    """``"task/annotation/hash"`` -> decision, of every confirmed annotation content."""
+    return served.confirmed(load(store))
+
+
+def fixed_slips(store: ProjectStore) -> served.Slips:
     """The slips of every fix kept in reviews.json, which the served scores move up where
     they recur."""
-    return _slips(load(store))
+    return served.slips(load(store))
 
 
-def _slips(reviews: dict) -> Slips:
-    counts: Counter = Counter()
-    fixed = set()
-    for d in reviews["decisions"].values():
-        if d.get("slips"):
-            counts.update(tuple(s) for s in d["slips"])
-            fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
-    return Slips(counts, frozenset(fixed))
-
-
-def serving_state(store: ProjectStore) -> tuple[set[str], Slips]:
-    """``(confirmed_keys, fixed_slips)`` from one read of reviews.json: what serving needs."""
-    reviews = load(store)
-    return _confirmed(reviews), _slips(reviews)
-
-
-def slip_repeats(record: Mapping, slips: Mapping) -> int:
-    """How often an NER annotation ``record`` repeats the fixed ``slips``
-    (:func:`subregweigh.review.slip_repeats`); 0 for classification."""
-    if not slips or "words" not in record or "tags" not in record:
-        return 0
-    return review.slip_repeats(record["words"], record["tags"], slips)
-
-
-def record_repeats(task: str, record: Mapping, slips: Slips | None) -> int:
-    """How often the annotation ``record`` of ``task`` repeats a fixed slip; 0 for one a fix
-    replaced (its rescore is on its way)."""
-    if slips is None or not slips.counts or content_key(task, record) in slips.fixed:
-        return 0
-    return slip_repeats(record, slips.counts)
-
-
-def _score(record: Mapping, confirmed: bool, repeats: int) -> float:
-    return 1.0 if confirmed else float(record["score"]) * SLIP_BOOST**repeats
-
-
-def served_score(
-    task: str, record: Mapping, confirmed: set[str], slips: Slips | None = None
-) -> float:
-    """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
-    confirmed its content, else its stored score times :data:`SLIP_BOOST` per repeat of a
-    fixed slip."""
-    if content_key(task, record) in confirmed:
-        return 1.0
-    return _score(record, False, record_repeats(task, record, slips))
-
-
-def served_entry(task: str, entry: dict, confirmed: set[str], slips: Slips | None = None) -> dict:
-    """``entry`` (a stored prediction) as served: each annotation whose current content a
-    reviewer confirmed counts as score 1; each other one's score is multiplied by
-    :data:`SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere (``slips``,
-    :func:`fixed_slips`), so the same convention slip moves up the queue; the task's score is
-    the lowest of its annotations'. When every annotation is confirmed, its regions' notes say
-    so. A copy when anything changes; the stored entry is never modified."""
-    records = entry.get("annotations") or ()
-    if not records or not (confirmed or (slips and slips.counts)):
-        return entry
-    mine = [content_key(task, r) in confirmed for r in records]
-    repeats = [0 if ok else record_repeats(task, r, slips) for r, ok in zip(records, mine)]
-    if not any(mine) and not any(repeats):
-        return entry
-    score = min(_score(r, ok, n) for r, ok, n in zip(records, mine, repeats))
-    out = {**entry, "score": score, "confirmed": sum(mine)}
-    if any(repeats):
-        out["slip_repeats"] = sum(repeats)
-    if all(mine):
-        out["result"] = [
-            {**region, "meta": {"text": [CONFIRMED_NOTE]}} if "meta" in region else region
-            for region in entry.get("result") or ()
-        ]
-    return out
-
-
-def served(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
-    """``scores`` (task id -> stored prediction) as served (:func:`served_entry`)."""
-    confirmed, slips = serving_state(store)
-    return {task: served_entry(task, entry, confirmed, slips) for task, entry in scores.items()}
+def served_scores(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
+    """``scores`` (task id -> stored prediction) as served (:func:`backend.served.served_entry`)."""
+    confirmed, fixed = serving_state(store)
+    return {
+        task: served.served_entry(task, entry, confirmed, fixed) for task, entry in scores.items()
+    }
 
 
 # --------------------------------------------------------------------------------- report
 
 
 def review_inputs(store: ProjectStore) -> dict | None:
-    """The decisions as :func:`subregweigh.report.review_summary` takes them, one item per
-    decided task: ``score`` (the lowest score its annotations had when decided), ``fixed``
-    (any of them fixed), ``labels`` (what they held); plus ``tasks``. None before any decision."""
+    """The decisions as the report takes them. For
+    :func:`subregweigh.report.review_summary`, one item per task with a confirmation or a fix
+    (*unsure* and reverted fixes say nothing of a flag): ``score`` (the lowest score its
+    annotations were served with when decided), ``fixed`` (any of them fixed), ``labels`` (what
+    they held); plus ``tasks``. For :func:`subregweigh.report.reviewer_summary`, ``decisions``:
+    ``{"item", "reviewer", "decision"}`` lists, each reviewer's latest decision on each
+    annotation. None before any decision."""
+    kept = load(store)["decisions"].values()
     tasks: dict[str, dict] = {}
-    for d in load(store)["decisions"].values():
+    items, who, what = [], [], []
+    for d in kept:
+        each = d.get("reviewers") or {d.get("reviewer", ""): d["decision"]}
+        for reviewer, decision in each.items():
+            items.append(f"{d['task']}/{d['annotation']}")
+            who.append(reviewer)
+            what.append(decision)
+        if d.get("decision") not in COUNTED:
+            continue
         item = tasks.setdefault(d["task"], {"score": 1.0, "fixed": False, "labels": set()})
         item["score"] = min(item["score"], float(d["score"]))
         item["fixed"] |= d["decision"] == FIXED or bool(d.get("fixed"))
         item["labels"].update(d.get("labels") or ())
-    if not tasks:
+    if not items:
         return None
     order = sorted(tasks, key=int)
     return {
@@ -454,4 +300,5 @@ def review_inputs(store: ProjectStore) -> dict | None:
         "score": [tasks[t]["score"] for t in order],
         "fixed": [tasks[t]["fixed"] for t in order],
         "labels": [sorted(tasks[t]["labels"]) for t in order],
+        "decisions": {"item": items, "reviewer": who, "decision": what},
     }

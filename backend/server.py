@@ -48,6 +48,7 @@ def _runner(settings: Settings, kind: str, queued, in_process):
             partial(queued, training=settings.training()),
             settings.redis_url,
             settings.queue_name,
+            lock_seconds=settings.job_lock_seconds,
             kind=kind,
         )
     return ThreadRunner(partial(in_process, settings=settings), settings.model_dir, kind=kind)

@@ -1,7 +1,8 @@
 """Label Studio projects and tasks <-> the engine's examples and results.
 
 Supported labeling configs: one ``<Text>`` with either ``<Labels>`` (NER, character spans) or
-``<Choices>`` (classification; ``choice="multiple"`` for multi-label), read with
+``<Choices>`` (classification; ``choice="multiple"`` for multi-label), and optionally the review
+control (``<Choices name="srw_review">``, whose choices are decisions, never labels), read with
 label-studio-sdk into the engine's :class:`~subregweigh.io.labelstudio.LabelingSpec`. Tasks
 are read by the engine's Label Studio parser, the one the command line uses on exports, so a
 task gives the same examples in both; problems with a single task or annotation never stop the
@@ -22,6 +23,8 @@ from backend.convert import choices_result, class_note, doubt_regions, labels_re
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import (
+    REVIEW_CHOICES,
+    REVIEW_CONTROL,
     Annotations,
     LabelingSpec,
     LabelStudioTask,
@@ -32,7 +35,10 @@ from subregweigh.io.weights import to_json
 from subregweigh.options import DEFAULT_SCORE
 from subregweigh.suggest import class_suggestion, span_suggestions
 
-SUPPORTED = "one <Text> with <Labels> (NER) or <Choices> (classification)"
+SUPPORTED = (
+    "one <Text> with <Labels> (NER) or <Choices> (classification), and optionally the review "
+    f"control <Choices name={REVIEW_CONTROL!r}>"
+)
 
 
 class ConfigError(ValueError):
@@ -40,7 +46,11 @@ class ConfigError(ValueError):
 
 
 def parse_label_config(config: str) -> LabelingSpec:
-    """Parse ``config`` with label-studio-sdk; raise :class:`ConfigError` if unsupported."""
+    """Parse ``config`` with label-studio-sdk; raise :class:`ConfigError` if unsupported.
+
+    Beside its one labeling control, a config may hold the review control
+    (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``<Choices>``): the spec's ``review``
+    names it, and it is never a label."""
     from label_studio_sdk.label_interface import LabelInterface
 
     if not config or (isinstance(config, str) and not config.strip()):
@@ -51,21 +61,29 @@ def parse_label_config(config: str) -> LabelingSpec:
         interface = LabelInterface(config)
     except Exception as err:
         raise ConfigError(f"the labeling config is not valid XML: {err}") from None
-    controls = [c for c in interface.controls if c.tag in ("Labels", "Choices")]
-    others = sorted({c.tag for c in interface.controls} - {"Labels", "Choices"})
+    review = [c for c in interface.controls if c.name == REVIEW_CONTROL]
+    controls = [c for c in interface.controls if c.tag in ("Labels", "Choices") and c not in review]
+    others = sorted({c.tag for c in interface.controls if c not in review} - {"Labels", "Choices"})
     texts = [o for o in interface.objects if o.tag == "Text"]
+    if review and review[0].tag != "Choices":
+        raise ConfigError(
+            f"{REVIEW_CONTROL!r} is the review control's reserved name: it must be a <Choices> "
+            f"({', '.join(REVIEW_CHOICES)}), not <{review[0].tag}>"
+        )
     if len(controls) != 1 or len(texts) != 1:
         found = ", ".join(
             sorted({c.tag for c in interface.controls} | {o.tag for o in interface.objects})
         )
+        reserved = f" (<Choices name={REVIEW_CONTROL!r}> is the review control)" if review else ""
         raise ConfigError(
-            f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}"
+            f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}{reserved}"
         )
     control, text = controls[0], texts[0]
-    if text.name not in control.to_name:
-        raise ConfigError(
-            f"<{control.tag} name={control.name!r}> does not point to <Text name={text.name!r}>"
-        )
+    for each in (control, *review):
+        if text.name not in each.to_name:
+            raise ConfigError(
+                f"<{each.tag} name={each.name!r}> does not point to <Text name={text.name!r}>"
+            )
     if not text.value or not text.value.startswith("$"):
         raise ConfigError(
             f'<Text name={text.name!r}> needs value="$field" naming the task\'s text field'
@@ -84,6 +102,7 @@ def parse_label_config(config: str) -> LabelingSpec:
         data_key=text.value[1:],
         labels=tuple(control.labels),
         multi_label=not is_ner and control.attr.get("choice") == "multiple",
+        review=REVIEW_CONTROL if review else None,
     )
 
 
@@ -98,10 +117,11 @@ def read_tasks(
 
 
 def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:
-    """``tasks`` with each annotation's ``completed_by`` (a user id, from the API) replaced by
-    ``{"id", "email"}`` where ``users`` (id -> email) knows it, so that the parser names the
-    annotator by email (:func:`subregweigh.io.labelstudio.annotator`). Copies; what is not a
-    task or an annotation stays as it is, for the parser to judge."""
+    """``tasks`` with each annotation's ``completed_by`` and ``updated_by`` (user ids, from the
+    API) replaced by ``{"id", "email"}`` where ``users`` (id -> email) knows them, so that the
+    parser names the annotator (:func:`subregweigh.io.labelstudio.annotator`) and a decision
+    its reviewer (:func:`backend.decisions.reviewer`) by email. Copies; what is not a task or an
+    annotation stays as it is, for the parser to judge."""
     out = []
     for task in tasks:
         annotations = task.get("annotations") if isinstance(task, dict) else None
@@ -112,10 +132,14 @@ def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:
 
 
 def _named(annotation, users: Mapping[int, str]):
-    who = annotation.get("completed_by") if isinstance(annotation, dict) else None
-    if type(who) is not int or who not in users:
+    if not isinstance(annotation, dict):
         return annotation
-    return {**annotation, "completed_by": {"id": who, "email": users[who]}}
+    named = {
+        key: {"id": who, "email": users[who]}
+        for key in ("completed_by", "updated_by")
+        if type(who := annotation.get(key)) is int and who in users
+    }
+    return {**annotation, **named} if named else annotation
 
 
 def weighed(item: LabelStudioTask) -> tuple[Example, ...]:

@@ -31,9 +31,7 @@ from backend.tasks import (
     read_tasks,
     score_tasks,
 )
-from backend.webhook_auth import (
-    authorize_webhooks,
-)
+from backend.webhook_auth import authorize_webhooks
 from backend.weighers import engine, options, release_memory
 
 logger = logging.getLogger(__name__)

@@ -33,13 +33,12 @@ from benchmarks.harness import (
     SEEDS,
     arguments,
     corrupt,
-    footer,
+    document,
     load,
     mean_sd,
     pm,
     ranking,
-    run_seeds,
-    start,
+    seeded_main,
     summarize_rows,
     table,
     timed,
@@ -169,14 +168,11 @@ def markdown(result) -> str:
             for name, s in summary.items()
         ],
     )
-    return "\n".join(lines + [""] + footer(result)) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    start(args.threads)
-    run_seeds(args, "ablation", argv, run_seed, summarize, markdown)
-    return 0
+    return seeded_main("ablation", argv, parse_args, run_seed, summarize, markdown)
 
 
 if __name__ == "__main__":

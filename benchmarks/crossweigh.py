@@ -12,6 +12,7 @@ With ``m`` the number of iterations whose held-out prediction differs from the g
 
 from __future__ import annotations
 
+import argparse
 import copy
 import logging
 from collections.abc import Sequence
@@ -133,3 +134,22 @@ class CrossWeigh:
             reliability=1.0 - mistakes / self.n_iterations,
             weight=self.epsilon**mistakes,
         )
+
+
+def add_crossweigh_arguments(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's CrossWeigh settings: ``--cw-folds`` (k, default 10) and ``--cw-iterations``
+    (T, default 3), which :func:`crossweigh_of` reads."""
+    parser.add_argument("--cw-folds", type=int, default=10)
+    parser.add_argument("--cw-iterations", type=int, default=3)
+
+
+def crossweigh_of(scout: Scout, args, seed: int) -> CrossWeigh:
+    """CrossWeigh of ``scout`` with a benchmark's :func:`add_crossweigh_arguments`, seeded with
+    ``seed``, without progress bars."""
+    return CrossWeigh(
+        scout,
+        n_folds=args.cw_folds,
+        n_iterations=args.cw_iterations,
+        random_state=seed,
+        progress=False,
+    )

@@ -61,13 +61,14 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from benchmarks.crossweigh import CrossWeigh
+from benchmarks.crossweigh import add_crossweigh_arguments, crossweigh_of
 from benchmarks.harness import (
     DATASETS,
     NOISE,
     SEEDS,
     TOP,
     add_precision_argument,
+    add_view_arguments,
     arguments,
     cleanlab_in_sample,
     cleanlab_out_of_fold,
@@ -89,6 +90,7 @@ from benchmarks.harness import (
     table,
     timed,
     trivial_baselines,
+    view_params,
 )
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
@@ -120,14 +122,10 @@ def parse_args(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=[500], help="(default: 500)")
     parser.add_argument("--seeds", type=int, default=SEEDS, help="seeds 0..SEEDS-1 (default: 3)")
     parser.add_argument("--epochs", type=int, help="(default: the scout's, 3 NER / 2 cls.)")
-    parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
-    parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
-    parser.add_argument("-p", type=float, default=0.1, help="(default: 0.1)")
-    parser.add_argument("--method", default="kmeans", help="K selection (default: kmeans)")
+    add_view_arguments(parser)
     parser.add_argument("--folds", type=int, default=5, help="cleanlab OOF folds, 0: none")
     parser.add_argument("--crossweigh", action="store_true", help="add CrossWeigh (10x3)")
-    parser.add_argument("--cw-folds", type=int, default=10)
-    parser.add_argument("--cw-iterations", type=int, default=3)
+    add_crossweigh_arguments(parser)
     parser.add_argument(
         "--costly-up-to",
         type=int,
@@ -228,10 +226,7 @@ def run_one(args, size: int, seed: int) -> dict:
     )
     srw = SubRegWeigh(
         scout,
-        p=args.p,
-        n_samples=args.n_samples,
-        k=args.k,
-        method=args.method,
+        **view_params(args),
         random_state=seed,
         progress=False,
         n_scouts=args.scouts,
@@ -261,14 +256,7 @@ def run_one(args, size: int, seed: int) -> dict:
             cleanlab_out_of_fold, scout, srw.scout_.labels_, noisy, task, args.folds, seed
         )
     if args.crossweigh and costly:
-        cw = CrossWeigh(
-            scout,
-            n_folds=args.cw_folds,
-            n_iterations=args.cw_iterations,
-            random_state=seed,
-            progress=False,
-        )
-        weighed, seconds = timed(cw.weigh, noisy)
+        weighed, seconds = timed(crossweigh_of(scout, args, seed).weigh, noisy)
         scores["CrossWeigh"] = (weighed.reliability, seconds)
 
     methods = {}

@@ -31,10 +31,10 @@ from benchmarks.harness import (
     arguments,
     command,
     config,
-    footer,
+    document,
     read_dataset,
+    report,
     sample,
-    save,
     stamp,
     table,
 )
@@ -108,7 +108,7 @@ def markdown(result) -> str:
         for r in runs
     ]
     lines += table(COLUMNS, rows)
-    return "\n".join(lines + [""] + footer(result)) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:
@@ -135,8 +135,7 @@ def main(argv=None) -> int:
             measure(tokenizer, sentences, p, args.n_samples, args.k) for p in args.p
         ]
         print(kind, json.dumps(result["kinds"][kind]), flush=True)
-    save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    report(args, result, markdown)
     return 0
 
 

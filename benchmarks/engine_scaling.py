@@ -42,8 +42,8 @@ from benchmarks.harness import (
     add_precision_argument,
     arguments,
     command,
+    document,
     earlier_result,
-    footer,
     read_dataset,
     sample,
     save,
@@ -201,7 +201,7 @@ def markdown(result: dict) -> str:
             ]
         )
     lines += table(COLUMNS, rows, align="r" * len(COLUMNS))
-    return "\n".join(lines + ["", *footer(result)]) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:

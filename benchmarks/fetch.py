@@ -24,7 +24,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from backend.labelstudio import LabelStudioAPI
-from benchmarks.harness import arguments, command, footer, save, stamp, start, table
+from benchmarks.harness import arguments, command, document, save, stamp, start, table
 from benchmarks.scaling import import_project
 from testbed.servers import LabelStudioServer
 
@@ -94,7 +94,7 @@ def markdown(result: dict) -> str:
         )
     header = ["tasks", "export (default)", "task list, fields=all (Enterprise)", "ratio"]
     lines += table(header, rows, align="rrrr")
-    return "\n".join([*lines, "", *footer(result), ""])
+    return document(lines, result)
 
 
 def main(argv=None) -> int:

@@ -62,15 +62,16 @@ import sys
 import numpy as np
 from tqdm.auto import tqdm
 
-from benchmarks.crossweigh import CrossWeigh
+from benchmarks.crossweigh import add_crossweigh_arguments, crossweigh_of
 from benchmarks.harness import (
     SEEDS,
+    add_view_arguments,
     arguments,
     atomic_write,
     command,
     config,
     corrupt,
-    footer,
+    document,
     load,
     mean_sd,
     now,
@@ -81,6 +82,7 @@ from benchmarks.harness import (
     start,
     table,
     timed,
+    view_params,
 )
 from subregweigh.metrics import entity_f1
 from subregweigh.scores import sample_weights
@@ -148,13 +150,9 @@ def parse_args(argv=None):
     )
     parser.add_argument("--crossweigh-seeds", type=int, nargs="*", default=[0], help="(default: 0)")
     parser.add_argument("--epochs", type=int, help="scout and final model (default: 3)")
-    parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
-    parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
-    parser.add_argument("-p", type=float, default=0.1, help="(default: 0.1)")
-    parser.add_argument("--method", default="kmeans", help="K selection (default: kmeans)")
+    add_view_arguments(parser)
     parser.add_argument("--w-min", type=float, default=1 / 3, help="weight floor (default: 1/3)")
-    parser.add_argument("--cw-folds", type=int, default=10)
-    parser.add_argument("--cw-iterations", type=int, default=3)
+    add_crossweigh_arguments(parser)
     parser.add_argument("--model", help="scout model (default: the offline MiniLM)")
     parser.add_argument("--test-limit", type=int, help="evaluate on the first N sentences only")
     parser.add_argument("--no-dev", dest="dev", action="store_false", help="skip the dev set")
@@ -316,10 +314,7 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
     if "vanilla" in todo or need_srw:
         srw = SubRegWeigh(
             settings,
-            p=args.p,
-            n_samples=args.n_samples,
-            k=args.k,
-            method=args.method,
+            **view_params(args),
             w_min=args.w_min,
             random_state=seed,
             progress=False,
@@ -352,14 +347,7 @@ def run_seed(args, bench: Benchmark, seed: int, todo: list[str], eval_sets: dict
         finish("clean", final, seconds)
     if "crossweigh" in todo:
         if bench.cached_weights(seed, "crossweigh") is None:
-            crossweigh = CrossWeigh(
-                settings,
-                n_folds=args.cw_folds,
-                n_iterations=args.cw_iterations,
-                random_state=seed,
-                progress=False,
-            )
-            cw, seconds = timed(crossweigh.weigh, noisy)
+            cw, seconds = timed(crossweigh_of(settings, args, seed).weigh, noisy)
             info = {
                 "seconds": round(seconds, 2),
                 "score_detection": {"crossweigh": ranking(cw.reliability, corrupted)},
@@ -496,7 +484,7 @@ def markdown(result) -> str:
         lines += table(["weighting", *(f"seed {s}" for s in seeds)], rows)
         evals = [e["seconds"] for r in runs for e in r["eval"].values()]
         lines += ["", f"Evaluation: {np.mean(evals):.0f} s per model and set on average."]
-    return "\n".join(lines + ["", *footer(result)]) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:

@@ -37,6 +37,11 @@ Command line
     ``arguments(doc, name, threads)``     an argparse parser with ``--out``, ``--name``,
                                           ``--threads``
     ``add_precision_argument(parser)``    the scout's ``--precision``
+    ``add_view_arguments(parser)``        SubRegWeigh's K views: ``--n-samples``, ``-k``, ``-p``,
+                                          ``--method``; ``view_params(args)``, their values
+    ``add_backend_arguments(parser, ensemble)``  the backend's SRW_EPOCHS, SRW_K, SRW_N (and
+                                          SRW_CRF, SRW_SCOUTS) for a benchmark that runs it
+    ``backend_env(args)``                 those given, as the backend's environment
     ``start(threads)``                    logging, and torch threads
 Provenance and results
     ``command(name, argv)``               "python -m benchmarks.NAME ARGS"
@@ -44,10 +49,14 @@ Provenance and results
     ``git_commit()``                      the commit the code ran at, and if it had changes
     ``now()``, ``stamp(command)``         the provenance fields a result starts with
     ``footer(result)``                    the markdown lines saying command, machine, commit, date
+    ``document(lines, result)``           a result's markdown: lines, a blank line, the footer
     ``config(args)``                      arguments as JSON values
     ``save(out, name, result, markdown)`` writes STEM.json and STEM.md atomically
+    ``report(args, result, markdown)``    saves as ``args.out/args.name`` and prints the markdown
     ``atomic_write(path, data)``, ``earlier_result(out, name, resume)``
     ``run_seeds(args, name, argv, run_seed, summarize, markdown)``  seeds 0.., saved after each
+    ``seeded_main(name, argv, parse_args, run_seed, summarize, markdown)``  a seeded benchmark's
+                                          main: arguments, ``start``, ``run_seeds``
 """
 
 from __future__ import annotations
@@ -337,6 +346,54 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    """SubRegWeigh's K views, as the paper sets them by default: ``--n-samples`` (N),
+    ``-k`` (K), ``-p`` (the dropout) and ``--method`` (how the K are chosen); given to the
+    weigher by :func:`view_params`."""
+    parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
+    parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
+    parser.add_argument("-p", type=float, default=0.1, help="(default: 0.1)")
+    parser.add_argument("--method", default="kmeans", help="K selection (default: kmeans)")
+
+
+def view_params(args) -> dict:
+    """SubRegWeigh's parameters from :func:`add_view_arguments`' arguments."""
+    return {"p": args.p, "n_samples": args.n_samples, "k": args.k, "method": args.method}
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser, ensemble: bool = False) -> None:
+    """The engine settings of a backend a benchmark runs, each at the backend's default unless
+    given (:func:`backend_env`): ``--epochs``, ``-k``, ``--n-samples`` and, with ``ensemble``,
+    ``--crf`` and ``--scouts``."""
+    parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default: the backend's)")
+    if ensemble:
+        parser.add_argument(
+            "--crf",
+            action=argparse.BooleanOptionalAction,
+            help="SRW_CRF (default: the backend's, on)",
+        )
+        parser.add_argument(
+            "--scouts", type=int, help="SRW_SCOUTS (default: the backend's, 3 for NER)"
+        )
+    parser.add_argument("-k", type=int, help="SRW_K (default: the backend's, 10)")
+    parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
+
+
+def backend_env(args) -> dict[str, str]:
+    """The backend's SRW_* settings that the command line gives (:func:`add_backend_arguments`),
+    as environment variables; those not given are left out, at the backend's defaults."""
+    given = {
+        "SRW_EPOCHS": args.epochs,
+        "SRW_K": args.k,
+        "SRW_N": args.n_samples,
+        "SRW_SCOUTS": vars(args).get("scouts"),
+    }
+    env = {name: str(value) for name, value in given.items() if value is not None}
+    if vars(args).get("crf") is not None:
+        env["SRW_CRF"] = "true" if args.crf else "false"
+    return env
+
+
 def start(threads: int | None) -> None:
     """What every benchmark does first: INFO logs with the time, the engine's own logs at
     WARNING (one line per run is enough), and ``threads`` torch threads if given."""
@@ -449,6 +506,11 @@ def footer(result: dict) -> list[str]:
     return lines
 
 
+def document(lines: Sequence[str], result: dict) -> str:
+    """A result's markdown: ``lines``, a blank line and its :func:`footer`, ending in a newline."""
+    return "\n".join([*lines, "", *footer(result)]) + "\n"
+
+
 # ----------------------------------------------------------------------------- results
 
 
@@ -482,6 +544,14 @@ def save(out: Path, name: str, result: dict, markdown: str) -> None:
     atomic_write(out / f"{name}.md", markdown)
 
 
+def report(args, result: dict, markdown: Callable[[dict], str]) -> None:
+    """What a benchmark does with its finished ``result``: :func:`save` it, with its
+    ``markdown(result)``, as ``args.out/args.name``, and print the markdown."""
+    text = markdown(result)
+    save(args.out, args.name, result, text)
+    print(text)
+
+
 def run_seeds(args, name: str, argv, run_seed, summarize, markdown) -> dict:
     """Run ``run_seed(args, seed)`` for seeds 0..args.seeds-1, saving ``args.out/args.name``
     after each (a stopped run keeps its finished seeds); prints and returns the result.
@@ -500,3 +570,12 @@ def run_seeds(args, name: str, argv, run_seed, summarize, markdown) -> dict:
         save(args.out, args.name, result, markdown(result))
     print(markdown(result))
     return result
+
+
+def seeded_main(name: str, argv, parse_args, run_seed, summarize, markdown) -> int:
+    """The whole ``main`` of a benchmark of seeded runs: ``parse_args(argv)``, :func:`start` with
+    its ``--threads``, :func:`run_seeds`; 0, the exit status."""
+    args = parse_args(argv)
+    start(args.threads)
+    run_seeds(args, name, argv, run_seed, summarize, markdown)
+    return 0

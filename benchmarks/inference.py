@@ -39,10 +39,10 @@ from benchmarks.harness import (
     command,
     config,
     corrupt,
-    footer,
+    document,
     load,
     ranking,
-    save,
+    report,
     stamp,
     start,
     table,
@@ -134,7 +134,7 @@ def markdown(result) -> str:
         for row in result["rows"]
     ]
     lines += table(COLUMNS, rows)
-    return "\n".join(lines + [""] + footer(result)) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:
@@ -177,8 +177,7 @@ def main(argv=None) -> int:
         "reference_ap": rows[0]["ap"],
         "rows": rows,
     }
-    save(args.out, args.name, out, markdown(out))
-    print(markdown(out))
+    report(args, out, markdown)
     return 0
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.harness import arguments, command, config, footer, save, stamp, start, table
+from benchmarks.harness import arguments, command, config, document, report, stamp, start, table
 from testbed.projects import NER_CONFIG, ner_tasks
 from testbed.servers import (
     BackendServer,
@@ -114,8 +114,7 @@ def main(argv=None) -> int:
     with LabelStudioServer() as ls, RedisServer() as redis:
         env = {
             **engine,
-            "LABEL_STUDIO_URL": ls.url,
-            "LABEL_STUDIO_API_KEY": ls.token,
+            **ls.backend_env,
             "REDIS_URL": redis.url,
             "RQ_QUEUE_NAME": "srw-load",
         }
@@ -261,8 +260,7 @@ def main(argv=None) -> int:
         "training_ran_throughout": still_training,
         "cpu_count": os.cpu_count(),
     }
-    save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    report(args, result, markdown)
     if errors:
         print("errors, first 5:", *errors[:5], sep="\n  ")
     return 0
@@ -289,7 +287,7 @@ def markdown(result: dict) -> str:
     row = [result[key] for key in COLUMNS.values()]
     row[-2:] = [f"{mb} MiB" for mb in row[-2:]]
     lines = table(list(COLUMNS), [row], align="r" * len(COLUMNS))
-    return "\n".join([header, "", *lines, "", *footer(result)]) + "\n"
+    return document([header, "", *lines], result)
 
 
 if __name__ == "__main__":

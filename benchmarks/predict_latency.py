@@ -34,7 +34,7 @@ from benchmarks.harness import (
     config,
     footer,
     read_dataset,
-    save,
+    report,
     stamp,
     start,
     table,
@@ -131,8 +131,7 @@ def main(argv=None) -> int:
         "rows": rows,
         "scoring_seconds": scoring_seconds,
     }
-    save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    report(args, result, markdown)
     return 0
 
 

@@ -38,8 +38,8 @@ from backend.labelstudio import LabelStudioAPI
 from benchmarks.harness import (
     arguments,
     command,
+    document,
     earlier_result,
-    footer,
     save,
     stamp,
     start,
@@ -272,7 +272,7 @@ def markdown(result: dict) -> str:
         f"Load avg: the 1-minute load average before the size's writes ({os.cpu_count()} CPUs "
         "here; above that, other jobs shared the machine; -: not recorded).",
     ]
-    return "\n".join([*lines, "", *footer(result), ""])
+    return document(lines, result)
 
 
 def main(argv=None) -> int:

@@ -80,7 +80,7 @@ def parse_args(argv=None):
         "--sizes", nargs="+", default=["all"], help="'all' and/or sentence counts (default: all)"
     )
     parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
-    parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    add_scout_arguments(parser)
     parser.add_argument(
         "--max-steps", type=int, help="the scout's training budget in steps (default: none)"
     )
@@ -112,7 +112,6 @@ def parse_args(argv=None):
         default=SOFTMIN_TEMPERATURE,
         help=f"of the product's scores (default: {SOFTMIN_TEMPERATURE}; 0: the lowest part)",
     )
-    parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
     parser.add_argument("--n-samples", type=int, default=500, help="N (default: 500)")
     parser.add_argument("-k", type=int, default=10, help="K (default: 10)")
     parser.add_argument("--dropout", type=float, default=0.1, help="p (default: 0.1)")
@@ -123,14 +122,6 @@ def parse_args(argv=None):
         type=int,
         help="scouts averaged (SubRegWeigh(n_scouts=); default: the product's, 3 for NER)",
     )
-    parser.add_argument(
-        "--crf",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the product's CRF beside the scout (SubRegWeigh(crf=...); default: on)",
-    )
-    parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
-    parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
     parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
     parser.add_argument(
         "--cache",
@@ -138,7 +129,6 @@ def parse_args(argv=None):
         help="keep each run's first scout's outputs here, where benchmarks.review_loop --cache "
         "finds them: the loop then reviews on the same scouts without training (default: none)",
     )
-    harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     if args.add_train and args.folds:
         parser.error("--add-train: OOF folds would train without the added sentences; --folds 0")
@@ -152,6 +142,22 @@ def parse_args(argv=None):
         args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
         args.name += "" if args.crf else "-no-crf"
     return args
+
+
+def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
+    """The product's scout and CRF, as :func:`scout_options` and :func:`options` read them
+    (``--max-steps`` apart: this benchmark's alone), here and in benchmarks.review_loop."""
+    parser.add_argument("--epochs", type=int, help="(default: the scout's)")
+    parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the product's CRF beside the scout (SubRegWeigh(crf=...); default: on)",
+    )
+    parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
+    parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
+    harness.add_precision_argument(parser)
 
 
 def load_pair():

@@ -52,7 +52,7 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.baselines import consistency_scores
-from benchmarks.real_errors import draw, load_pair, scout
+from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
@@ -75,8 +75,7 @@ def parse_args(argv=None):
     parser = harness.arguments(__doc__, name=None)
     parser.add_argument("--size", default="1000", help="'all' or a sentence count (default 1000)")
     parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
-    parser.add_argument("--epochs", type=int, help="(default: the scout's)")
-    parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
+    add_scout_arguments(parser)
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
     parser.add_argument(
@@ -106,19 +105,10 @@ def parse_args(argv=None):
         type=int,
         help="retrain: no more once this many sentences are read (default: twice the errors)",
     )
-    parser.add_argument(
-        "--crf",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the product's CRF beside the scout (default: on)",
-    )
-    parser.add_argument("--model", help="encoder (default: the offline MiniLM)")
-    parser.add_argument("--device", help="(default: the scout's choice)")
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     parser.add_argument(
         "--resume", action="store_true", help="keep the seeds a stopped run of --name finished"
     )
-    harness.add_precision_argument(parser)
     args = parser.parse_args(argv)
     args.max_steps = None
     args.name = args.name or f"review-loop-{args.size}" + (

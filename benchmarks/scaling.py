@@ -40,7 +40,6 @@ settings.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -56,11 +55,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmarks.harness import (
+    add_backend_arguments,
     arguments,
+    backend_env,
     command,
+    document,
     earlier_result,
     figure,
-    footer,
     matmul_gflops,
     save,
     stamp,
@@ -110,15 +111,7 @@ def parse_args(argv=None):
     parser.add_argument("--mode", choices=("embedded", "redis"), default="embedded")
     parser.add_argument("--retrain-at", type=int, default=1000, help="size of the retrain row")
     parser.add_argument("--changes", type=int, default=10, help="edits that start the retrain")
-    parser.add_argument("--epochs", type=int, help="SRW_EPOCHS (default: the backend's)")
-    parser.add_argument(
-        "--crf",
-        action=argparse.BooleanOptionalAction,
-        help="SRW_CRF (default: the backend's, on)",
-    )
-    parser.add_argument("--scouts", type=int, help="SRW_SCOUTS (default: the backend's, 3 for NER)")
-    parser.add_argument("-k", type=int, help="SRW_K (default: the backend's, 10)")
-    parser.add_argument("--n-samples", type=int, help="SRW_N (default: the backend's, 500)")
+    add_backend_arguments(parser, ensemble=True)
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training")
     parser.add_argument("--resume", action="store_true", help="keep sizes already measured")
@@ -137,16 +130,7 @@ def parse_args(argv=None):
 
 def engine_env(args) -> dict[str, str]:
     """The backend's SRW_* settings: its defaults, except what the command line gives."""
-    given = {
-        "SRW_EPOCHS": args.epochs,
-        "SRW_K": args.k,
-        "SRW_N": args.n_samples,
-        "SRW_SCOUTS": args.scouts,
-    }
-    env = {name: str(value) for name, value in given.items() if value is not None}
-    if args.crf is not None:
-        env["SRW_CRF"] = "true" if args.crf else "false"
-    return {**env, "SRW_RETRAIN_AFTER": str(args.changes), "LOG_LEVEL": "INFO"}
+    return {**backend_env(args), "SRW_RETRAIN_AFTER": str(args.changes), "LOG_LEVEL": "INFO"}
 
 
 def settings(args) -> dict:
@@ -290,11 +274,7 @@ def rescore_seconds(ls: LabelStudioServer, task_id: int, edit, version: str, tim
 def backend_for(ls: LabelStudioServer, args, work: Path):
     """A fresh backend connected to ``ls`` (and its rq worker with ``--mode redis``):
     ``(backend, pid of the process that trains)``."""
-    env = {
-        **engine_env(args),
-        "LABEL_STUDIO_URL": ls.url,
-        "LABEL_STUDIO_API_KEY": ls.token,
-    }
+    env = {**engine_env(args), **ls.backend_env}
     work.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         if args.mode == "redis":
@@ -555,7 +535,7 @@ def markdown(result: dict) -> str:
         lines.append(f"Not measured yet: {', '.join(missing)} tasks.")
     if "plot" in result:
         lines += ["", f"![time against project size]({result['plot']})"]
-    return "\n".join(lines + [""] + footer(result)) + "\n"
+    return document(lines, result)
 
 
 def plot(result: dict, path: Path) -> None:

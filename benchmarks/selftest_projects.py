@@ -29,8 +29,8 @@ from benchmarks.harness import (
     arguments,
     command,
     config,
-    footer,
-    save,
+    document,
+    report,
     stamp,
     start,
     table,
@@ -114,8 +114,7 @@ def main(argv=None) -> int:
             )
             runs.append(result)
     result = {**stamp(command_line), "config": config(args), "runs": runs}
-    save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    report(args, result, markdown)
     return 0
 
 
@@ -138,7 +137,7 @@ def markdown(result: dict) -> str:
     lines = table(COLUMNS, rows, align="ll" + "r" * (len(COLUMNS) - 2))
     lines += ["", "Commands of each project (on the exports this benchmark writes):", ""]
     lines += [f"    {run['command']}" for run in result["runs"]]
-    return "\n".join([*lines, "", *footer(result)]) + "\n"
+    return document(lines, result)
 
 
 if __name__ == "__main__":

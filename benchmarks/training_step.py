@@ -37,9 +37,9 @@ from benchmarks.harness import (
     arguments,
     command,
     config,
-    footer,
+    document,
     load,
-    save,
+    report,
     stamp,
     start,
     table,
@@ -188,8 +188,7 @@ def markdown(result: dict) -> str:
     for variant, shares in result["op_shares"].items():
         lines += ["", f"One {variant} fit under torch.profiler, share of self CPU time:", ""]
         lines += table(["op kind", "share"], [[k, f"{v:.1%}"] for k, v in shares.items()])
-    lines += ["", *footer(result), ""]
-    return "\n".join(lines)
+    return document(lines, result)
 
 
 def main(argv=None) -> int:
@@ -206,8 +205,7 @@ def main(argv=None) -> int:
         "op_shares": {variant: op_shares(examples, args, variant) for variant in args.profile},
         "runs": runs,
     }
-    save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    report(args, result, markdown)
     return 0
 
 

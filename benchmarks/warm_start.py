@@ -38,13 +38,12 @@ from benchmarks.harness import (
     SEEDS,
     arguments,
     corrupt,
-    footer,
+    document,
     load,
     mean_sd,
     pm,
     ranking,
-    run_seeds,
-    start,
+    seeded_main,
     table,
     timed,
     timed_cpu,
@@ -198,14 +197,11 @@ def markdown(result) -> str:
             ]
         )
     lines += table(COLUMNS, rows)
-    return "\n".join(lines + [""] + footer(result)) + "\n"
+    return document(lines, result)
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    start(args.threads)
-    run_seeds(args, "warm_start", argv, run_seed, summarize, markdown)
-    return 0
+    return seeded_main("warm_start", argv, parse_args, run_seed, summarize, markdown)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Writes ``benchmarks/results/workers.{json,md}``.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -33,7 +32,9 @@ from datetime import timezone
 from pathlib import Path
 
 from benchmarks.harness import (
+    add_backend_arguments,
     arguments,
+    backend_env,
     command,
     footer,
     matmul_gflops,
@@ -64,25 +65,16 @@ def parse_args(argv=None):
         default=2,
         help="torch threads a worker, OMP_NUM_THREADS (default: 2, compose's WORKER_THREADS)",
     )
-    parser.add_argument("--epochs", type=int, help="the scout's (default: the backend's)")
-    parser.add_argument("-k", type=int, help="K (default: the backend's)")
-    parser.add_argument("--n-samples", type=int, help="N (default: the backend's)")
+    add_backend_arguments(parser)
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds for a round")
     parser.add_argument("--seed", type=int, default=0, help="which sentences (default: 0)")
     return parser.parse_args(argv)
 
 
-def _early(version) -> bool:
-    """Whether a stored version is a training's early one (a round counts its full version)."""
-    return bool(json.loads((version / "meta.json").read_text()).get("early"))
-
-
 def engine_env(args) -> dict[str, str]:
     """The backend's SRW_* settings: its defaults, except what the command line gives; no
     retrain from events (only the triggers train)."""
-    given = {"SRW_EPOCHS": args.epochs, "SRW_K": args.k, "SRW_N": args.n_samples}
-    env = {name: str(value) for name, value in given.items() if value is not None}
-    return {**env, "SRW_RETRAIN_AFTER": "1000000", "LOG_LEVEL": "INFO"}
+    return {**backend_env(args), "SRW_RETRAIN_AFTER": "1000000", "LOG_LEVEL": "INFO"}
 
 
 def _seconds(moment) -> float:
@@ -177,8 +169,7 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
     projects = [import_project(ls, args.size, args.seed + i)[:2] for i in range(args.projects)]
     env = {
         **engine_env(args),
-        "LABEL_STUDIO_URL": ls.url,
-        "LABEL_STUDIO_API_KEY": ls.token,
+        **ls.backend_env,
         "RQ_QUEUE_NAME": QUEUE,
         "OMP_NUM_THREADS": str(args.worker_threads),
     }
@@ -206,18 +197,20 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
             wait_trained(backend, project, timeout=args.timeout)
         wait_idle(redis, queue, args.timeout)
         jobs = jobs_run(queue)
+        # each training's own version (its early ones, and versions past the store's bound,
+        # may be gone): one a job that trained, each different
         versions = {
             project: sorted(
-                p.name
-                for p in (work / "models" / str(project) / "versions").iterdir()
-                if (p / "COMPLETE").exists() and not _early(p)
+                {j["version"] for j in jobs if j["trained"] and j["project"] == project}
             )
             for project, _ in projects
         }
     seen = ok_lines(logs)
     for project, task_ids in projects:
+        stored = work / "models" / str(project) / "versions"
         for version in versions[project]:
-            check_predictions(ls, project, version, task_ids)
+            if (stored / version / "COMPLETE").exists():
+                check_predictions(ls, project, version, task_ids)
     finished = [job for job in jobs if job["outcome"] == "finished"]
     return {
         "workers": n_workers,

@@ -24,29 +24,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
 
 from testbed.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PipeCDP,
+    require_screenshot_tools,
     screenshot_file,
-    stop_screenshot_servers,
+    screenshot_servers,
 )
-from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from testbed.projects import ENGINE_ENV, trained_ner_project
 from testbed.servers import (
-    INSTALL_HINT,
     LS_PASSWORD,
     LS_USERNAME,
-    BackendServer,
     LabelStudioServer,
-    ls_available,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,10 +56,6 @@ INIT_SCRIPT = "".join(
     f"localStorage.setItem({json.dumps(k)}, {json.dumps(v)});" for k, v in UI_PREFS.items()
 )
 ROW_SELECTOR = ".lsf-table__row-wrapper"  # a rendered task row of the Data Manager table
-
-
-def fail(message: str) -> None:
-    sys.exit(f"screenshot_data_manager: {message}")
 
 
 def column_key(column: dict) -> str:
@@ -174,11 +163,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with server logs")
     args = parser.parse_args()
 
-    # Check prerequisites before spending minutes on servers and training.
-    if not os.access(CHROMIUM, os.X_OK):
-        fail(f"{CHROMIUM} not found; install it with `apt-get install -y chromium`")
-    if not ls_available():
-        fail(f"Label Studio is not installed; {INSTALL_HINT}")
+    require_screenshot_tools("screenshot_data_manager")
     try:
         import playwright.sync_api  # noqa: F401
 
@@ -186,38 +171,18 @@ def main() -> None:
     except ImportError:
         print("playwright not importable (pip install playwright): using the DevTools protocol")
         shoot = screenshot_cdp
-    from label_studio_sdk.client import LabelStudio
-
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="srw-screenshot-"))
-    ls_server = LabelStudioServer(data_dir=tmp / "label-studio")
-    backend = None
-    try:
-        ls_server.start()
-        env = {
-            **ENGINE_ENV,
-            "SRW_EPOCHS": "15",
-            "LABEL_STUDIO_URL": ls_server.url,
-            "LABEL_STUDIO_API_KEY": ls_server.token,
-        }
-        backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
-
-        ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
-        tasks, wrong = ner_tasks(np.random.default_rng(7))
-        project = ls.projects.create(title="CoNLL-2003 NER: review queue", label_config=NER_CONFIG)
-        task_ids = list(
-            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
-        )
+    env = {**ENGINE_ENV, "SRW_EPOCHS": "15"}
+    with screenshot_servers("srw-screenshot-", env, args.keep) as (ls_server, backend):
+        title = "CoNLL-2003 NER: review queue"
+        project, task_ids, wrong, status = trained_ner_project(ls_server, backend, title)
         wrong_ids = {task_ids[i] for i in wrong}
-        ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-        ls.ml.train(id=ml.id)
-        status = wait_trained(backend, project.id)
         print(
-            f"project {project.id}: {len(task_ids)} tasks, wrong annotations on tasks "
+            f"project {project}: {len(task_ids)} tasks, wrong annotations on tasks "
             f"{sorted(wrong_ids)}; model version {status['current_version']}"
         )
 
-        view = configure_view(ls_server, project.id)
+        view = configure_view(ls_server, project)
         # The view's own ordering, read back through the API: what the screenshot must show.
         top = ls_server.api("GET", f"/api/tasks?view={view}&page_size={2 * len(wrong)}")["tasks"]
         print(f"view {view}: ordered by {SCORE} ascending; the 5 lowest scores:")
@@ -228,10 +193,8 @@ def main() -> None:
         print(f"{found} of {len(wrong)} wrong annotations among the {len(top)} lowest scores")
 
         with screenshot_file(args.out) as partial:
-            shoot(ls_server.url, project.id, partial)
+            shoot(ls_server.url, project, partial)
         print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
-    finally:
-        stop_screenshot_servers(backend, ls_server, tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -16,20 +16,16 @@ Prerequisites: the test servers and Chromium (``bash scripts/install-test-server
 from __future__ import annotations
 
 import argparse
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from testbed.browser import (
-    CHROMIUM,
     Page,
-    chromium_available,
+    require_screenshot_tools,
     screenshot_file,
-    stop_screenshot_servers,
+    screenshot_servers,
 )
 from testbed.projects import TEAM_ENV, team_project, wait_selftest
-from testbed.servers import INSTALL_HINT, BackendServer, LabelStudioServer, ls_available
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,23 +36,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=6, help="doubtful tasks shown (default 6)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir with server logs")
     args = parser.parse_args()
-    if not chromium_available():
-        sys.exit(f"screenshot_report: {CHROMIUM} not found; {INSTALL_HINT}")
-    if not ls_available():
-        sys.exit(f"screenshot_report: Label Studio is not installed; {INSTALL_HINT}")
+    require_screenshot_tools("screenshot_report")
 
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="srw-report-"))
-    ls_server = LabelStudioServer(data_dir=tmp / "label-studio")
-    backend = None
-    try:
-        ls_server.start()
-        env = {
-            **TEAM_ENV,
-            "LABEL_STUDIO_URL": ls_server.url,
-            "LABEL_STUDIO_API_KEY": ls_server.token,
-        }
-        backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
+    with screenshot_servers("srw-report-", TEAM_ENV, args.keep) as (ls_server, backend):
         project, _, _, status = team_project(ls_server, backend)
         print(f"project {project}: {status['message']}")
         code, body = backend.post(f"/selftest?project={project}&noise=sentence", {})
@@ -67,8 +50,6 @@ def main() -> None:
             page.goto(f"{backend.url}/report?project={project}&top={args.top}")
             page.screenshot(partial)
         print(f"wrote {args.out} in {time.monotonic() - started:.0f} s")
-    finally:
-        stop_screenshot_servers(backend, ls_server, tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -324,6 +324,19 @@ class FeatureTagger:
             for tagger, seq in zip(self._set_to_each(examples), tags, strict=True)
         ]
 
+    def label_proba(self, examples: Sequence[Example], labels: Sequence[str]) -> list[np.ndarray]:
+        """Per example, the marginal probability of each of ``labels`` at each word, shape
+        (n_words, len(labels)) (float32; 0 for a label the CRF never saw)."""
+        known = set(getattr(self, "labels_", ()))
+        out = []
+        for tagger, ex in zip(self._set_to_each(examples), examples, strict=True):
+            proba = np.zeros((len(ex.words), len(labels)), dtype=np.float32)
+            for j, label in enumerate(labels):
+                if tagger is not None and label in known:
+                    proba[:, j] = [tagger.marginal(label, i) for i in range(len(ex.words))]
+            out.append(proba)
+        return out
+
     def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
         """The most probable tag sequence of each example (Viterbi)."""
         return [

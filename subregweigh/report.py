@@ -4,7 +4,8 @@ A report answers where the doubt sits: how the scores spread against the share o
 expects (:func:`score_summary`), which gold labels the scout's majority contradicts and with
 what (:func:`label_confusion`, :func:`label_rows`; for NER over entity spans), which annotators'
 work it doubts (:func:`annotator_rows`), and which tasks to open first
-(:func:`most_doubtful_tasks`). :func:`build_report` puts them together into one plain-JSON
+(:func:`most_doubtful_tasks`), and what reviewers' decisions say (:func:`review_summary`,
+:func:`reviewer_summary`). :func:`build_report` puts them together into one plain-JSON
 dict, the ``/report.json`` of the ML backend and what :mod:`subregweigh.report_html` renders.
 
 The input is an :class:`~subregweigh.annotations.AnnotationTable` (one row per annotation,
@@ -39,6 +40,7 @@ __all__ = [
     "label_rows",
     "most_doubtful_tasks",
     "review_summary",
+    "reviewer_summary",
     "score_summary",
     "wilson_interval",
 ]
@@ -436,6 +438,68 @@ def review_summary(
     }
 
 
+REVIEWER_DECISIONS = ("confirmed", "fixed", "unsure")
+
+
+def reviewer_summary(
+    items: Sequence[str], reviewers: Sequence[str], decisions: Sequence[str]
+) -> dict:
+    """What each reviewer decided, and how often two reviewers of the same item agree.
+
+    Parameters
+    ----------
+    items, reviewers, decisions : sequences of str, one entry per reviewer and item
+        The item decided (an annotation), who decided it (``""`` counts as
+        :data:`UNKNOWN_ANNOTATOR`) and their latest decision on it: one of
+        :data:`REVIEWER_DECISIONS` (others, such as a reverted fix, are left out).
+
+    Returns
+    -------
+    dict
+        ``reviewers``: per reviewer ``reviewer``, ``decided``, ``confirmed``, ``fixed``,
+        ``unsure``, ``fixed_share`` (fixed / (confirmed + fixed), None when neither),
+        ``pairs`` (their decisions on items another reviewer decided too, once per other
+        reviewer), ``agree`` (of those, the same decision) and ``agreement`` (agree / pairs,
+        None without pairs); most decisions first, then by name. ``agreement``: over the items
+        two or more reviewers decided, ``annotations`` (how many), ``pairs``, ``agree``,
+        ``share``.
+    """
+    if not (len(items) == len(reviewers) == len(decisions)):
+        raise ValueError(
+            f"items, reviewers and decisions must have one entry each, got {len(items)}, "
+            f"{len(reviewers)} and {len(decisions)}"
+        )
+    by_item: dict[str, dict[str, str]] = {}
+    for item, who, decision in zip(items, reviewers, decisions):
+        if decision in REVIEWER_DECISIONS:
+            by_item.setdefault(item, {})[who or UNKNOWN_ANNOTATOR] = decision
+    zero = dict.fromkeys(("decided", *REVIEWER_DECISIONS, "pairs", "agree"), 0)
+    rows: dict[str, dict] = {}
+    for decided in by_item.values():
+        for who, decision in decided.items():
+            row = rows.setdefault(who, {"reviewer": who, **zero})
+            others = [d for other, d in decided.items() if other != who]
+            row["decided"] += 1
+            row[decision] += 1
+            row["pairs"] += len(others)
+            row["agree"] += sum(d == decision for d in others)
+    for row in rows.values():
+        judged = row["confirmed"] + row["fixed"]
+        row["fixed_share"] = row["fixed"] / judged if judged else None
+        row["agreement"] = row["agree"] / row["pairs"] if row["pairs"] else None
+    # each pair was counted from both sides
+    pairs, agree = (sum(r[k] for r in rows.values()) // 2 for k in ("pairs", "agree"))
+    return {
+        "reviewers": sorted(rows.values(), key=lambda r: (-r["decided"], r["reviewer"])),
+        "agreement": {
+            "annotations": sum(len(decided) > 1 for decided in by_item.values()),
+            "pairs": pairs,
+            "agree": agree,
+            "share": agree / pairs if pairs else None,
+        },
+    }
+
+
 # --------------------------------------------------------------------------------- all of it
 
 
@@ -469,7 +533,9 @@ def build_report(
         task id -> the address of the task (in Label Studio); None: no links.
     reviews : mapping, optional
         The reviewers' decisions, ``{"score", "fixed", "labels"}`` as :func:`review_summary`
-        takes them (one entry per reviewed item); None: no decisions yet.
+        takes them (one entry per reviewed item) and, optionally, ``decisions``: ``{"item",
+        "reviewer", "decision"}`` as :func:`reviewer_summary` takes them; None: no decisions
+        yet.
 
     Returns
     -------
@@ -479,7 +545,8 @@ def build_report(
         (:func:`annotator_rows`), ``doubtful`` (the ``top`` tasks: ``task``, ``url``,
         ``score`` (the minimum), ``annotations``: each shown with its gold label and the
         scout's suggestion), ``selftest``, ``reviews`` (:func:`review_summary` at
-        ``threshold``, or None), and ``annotations``: every annotation's ``id``,
+        ``threshold``, with :func:`reviewer_summary`'s ``reviewers`` and ``agreement``, or
+        None), and ``annotations``: every annotation's ``id``,
         ``task``, ``annotator``, ``score`` and ``reliability``.
     """
     if not len(table):
@@ -505,9 +572,7 @@ def build_report(
         "annotators": annotator_rows(table.annotators, table.score, threshold),
         "doubtful": doubtful,
         "selftest": to_json(dict(selftest)) if selftest else None,
-        "reviews": review_summary(reviews["score"], reviews["fixed"], reviews["labels"], threshold)
-        if reviews is not None
-        else None,
+        "reviews": _reviews(reviews, threshold) if reviews is not None else None,
         "annotations": [
             {
                 "id": table.ids[i],
@@ -519,3 +584,11 @@ def build_report(
             for i in range(len(table))
         ],
     }
+
+
+def _reviews(reviews: Mapping, threshold: float) -> dict:
+    out = review_summary(reviews["score"], reviews["fixed"], reviews["labels"], threshold)
+    if reviews.get("decisions") is not None:
+        given = reviews["decisions"]
+        out.update(reviewer_summary(given["item"], given["reviewer"], given["decision"]))
+    return out

@@ -307,18 +307,20 @@ class SubRegWeigh:
 
     def _deterministic(self, examples: Sequence[Example]):
         """``(labels, gold_proba, predicted_proba, class_proba)`` of the deterministic
-        segmentations: the first scout's labels and their probabilities, p(gold) averaged over
-        :attr:`scouts_` (NER with :attr:`crf_`: that mean and the CRF's, half each);
-        classification, every label's probability (averaged too), shape
-        (n, n_labels), from the same pass (NER: None, which would be (n_words, n_labels) per
-        example and is not needed)."""
+        segmentations: p(gold) averaged over :attr:`scouts_` (NER with :attr:`crf_`: that mean
+        and the CRF's, half each); the predicted labels and their probabilities from the same
+        models (NER with several: the most probable tags of the same mixture,
+        :meth:`_mixed_tags`, so that a suggested entity is never less probable than the
+        annotated one it replaces; one scout: its own); classification, every label's
+        probability (averaged too), shape (n, n_labels), from the same pass (NER: None)."""
         gold = [ex.label for ex in examples]
         classes = self.scout_.task == "classification"
+        mixed = not classes and (len(self.scouts_) > 1 or self.crf_ is not None)
         params = dict(
             batch_size=self.batch_size,
             where=[ex.id for ex in examples],
             desc="predicting deterministic segmentations",
-            with_proba=classes,
+            with_proba=classes or mixed,
         )
         runs = [
             scout.score_segmentations([scout.segment(ex.words) for ex in examples], gold, **params)
@@ -329,6 +331,8 @@ class SubRegWeigh:
             gold_proba = [np.mean(parts, axis=0) for parts in zip(*(r[1] for r in runs))]
         if self.crf_ is not None:
             gold_proba = mix_gold(gold_proba, self.crf_.gold_proba(examples))
+        if mixed:
+            predicted, predicted_proba = self._mixed_tags(examples, runs)
         class_proba = None
         if classes:
             n_labels = len(self.scout_.labels_)
@@ -336,6 +340,35 @@ class SubRegWeigh:
                 [np.reshape(np.asarray(r[3], dtype=float), (-1, n_labels)) for r in runs], axis=0
             )
         return predicted, gold_proba, predicted_proba, class_proba
+
+    def _mixed_tags(self, examples: Sequence[Example], runs) -> tuple[list, list]:
+        """NER with several models: each word's tag distribution averaged over the scouts'
+        (``runs``, with every label's probability) and mixed with the CRF's marginals as
+        p(gold) is; the most probable tag of each word, and its probability, from that mixture.
+        """
+        labels = list(self.scout_.labels_)
+        index = {label: j for j, label in enumerate(labels)}
+
+        def aligned(proba: np.ndarray, own) -> np.ndarray:
+            if list(own) == labels:
+                return proba
+            out = np.zeros((len(proba), len(labels)), dtype=proba.dtype)
+            for j, label in enumerate(own):
+                if label in index:
+                    out[:, index[label]] = proba[:, j]
+            return out
+
+        scouts = list(zip(runs, self.scouts_))
+        mixture = [
+            np.mean([aligned(np.asarray(r[3][i]), s.labels_) for r, s in scouts], axis=0)
+            for i in range(len(examples))
+        ]
+        if self.crf_ is not None:
+            mixture = mix_gold(mixture, self.crf_.label_proba(examples, labels))
+        best = [p.argmax(axis=1) for p in mixture]
+        predicted = [tuple(labels[j] for j in b) for b in best]
+        proba = [p[np.arange(len(b)), b].astype(np.float32) for p, b in zip(mixture, best)]
+        return predicted, proba
 
     def candidates(self, examples: Sequence[Example]):
         """The chosen segmentations: ``(segmentations, owner, multiplicity)``
@@ -369,10 +402,12 @@ class SubRegWeigh:
 
         Enough for the default ranking, the "deterministic" score: ``deterministic_probability``
         (equal to ``probability`` here) is what :meth:`weigh` computes. The rest describes that
-        single prediction: ``majority`` is the first scout's deterministic prediction,
+        single prediction: ``majority`` is the deterministic prediction (one scout's own; of
+        several models, the most probable tags of the mixture p(gold) is read from),
         ``reliability`` is 0 or 1 and ``majority_share`` 1; NER ``majority_entities`` give, for
-        each predicted entity, the scout's lowest probability of its predicted tags (not a
-        share of copies). For c/K and the training weights, use :meth:`weigh`.
+        each predicted entity, the lowest probability of its predicted tags, from the models
+        p(gold) comes from (not a share of copies). For c/K and the training weights, use
+        :meth:`weigh`.
         """
         self._check_fitted()
         predicted, gold_proba, predicted_proba, class_proba = self._deterministic(examples)

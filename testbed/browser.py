@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.servers import INSTALL_HINT, skip_or_fail
+from testbed.servers import INSTALL_HINT, ls_available, skip_or_fail
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -142,6 +142,15 @@ def require_chromium() -> None:
         skip_or_fail(f"{CHROMIUM} is not installed; {INSTALL_HINT}")
 
 
+def require_screenshot_tools(script: str) -> None:
+    """What a screenshot script checks before spending minutes on servers and training: exit,
+    naming ``script`` and how to install them, when Chromium or Label Studio is missing."""
+    if not chromium_available():
+        sys.exit(f"{script}: {CHROMIUM} not found; {INSTALL_HINT}")
+    if not ls_available():
+        sys.exit(f"{script}: Label Studio is not installed; {INSTALL_HINT}")
+
+
 class Page:
     """One tab of a headless Chromium; a context manager that closes the browser.
 
@@ -223,6 +232,22 @@ class Page:
                     raise
         self.wait_for(arrived, max(deadline - time.monotonic(), 0))
 
+    def click(self, element: str, timeout: float = 30.0) -> None:
+        """A real mouse click at the middle of ``element`` (a JavaScript expression giving one
+        element; Label Studio's controls ignore ``element.click()``), scrolled into view first
+        (the Data Manager's rows scroll in a box of their own)."""
+        self.wait_for(f"!!({element})", timeout)
+        self.evaluate(f"({element}).scrollIntoView({{block: 'center', behavior: 'instant'}})")
+        time.sleep(0.3)  # a virtualized table re-renders its rows as it scrolls
+        x, y = self.evaluate(
+            f"(() => {{ const r = ({element}).getBoundingClientRect(); "
+            "return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.cdp.call(
+                "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1
+            )
+
     def log_in_to_label_studio(self, base_url: str, username: str, password: str) -> None:
         """Log in to Label Studio at ``base_url`` through its login form."""
         self.goto(f"{base_url}/user/login")
@@ -262,13 +287,27 @@ def screenshot_file(out: Path):
         partial.unlink(missing_ok=True)
 
 
-def stop_screenshot_servers(backend, ls_server, tmp: Path, keep: bool) -> None:
-    """The screenshot scripts' teardown: stop the backend (if started) and Label Studio, and
-    remove their work directory unless ``keep``."""
-    if backend is not None:
-        backend.stop()
-    ls_server.stop()
-    if keep:
-        print(f"kept {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
+@contextlib.contextmanager
+def screenshot_servers(prefix: str, env: dict[str, str], keep: bool):
+    """The screenshot scripts' servers, in a new temporary directory (named from ``prefix``):
+    a Label Studio, and a backend with ``env`` that talks to it; yields ``(ls_server,
+    backend)``. On leaving, the backend (if started) and Label Studio stop, and the directory
+    is removed unless ``keep``."""
+    from testbed.servers import BackendServer, LabelStudioServer
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    ls_server = LabelStudioServer(data_dir=tmp / "label-studio")
+    backend = None
+    try:
+        ls_server.start()
+        env = {**env, **ls_server.backend_env}
+        backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
+        yield ls_server, backend
+    finally:
+        if backend is not None:
+            backend.stop()
+        ls_server.stop()
+        if keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)

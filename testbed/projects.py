@@ -348,22 +348,50 @@ def wait_selftest(
         time.sleep(2)
 
 
+def import_tasks(ls, project: int, tasks: list[dict]) -> list[int]:
+    """Import ``tasks`` into ``project`` with ``ls``, a label-studio-sdk client: their ids, in
+    order."""
+    imported = ls.projects.import_tasks(id=project, request=tasks, return_task_ids=True)
+    return list(imported.task_ids)
+
+
+def connect_and_train(ls, project: int, backend_url: str, **login):
+    """Connect ``project`` to the backend at ``backend_url`` (``login``: the connection's basic
+    auth fields) and start its training, as a user does with ``ls``, a label-studio-sdk client;
+    the connection."""
+    ml = ls.ml.create(project=project, url=backend_url, title="subregweigh", **login)
+    ls.ml.train(id=ml.id)
+    return ml
+
+
+def trained_ner_project(ls_server, backend: BackendServer, title: str, seed: int = 7):
+    """The :func:`ner_tasks` project in a real Label Studio, connected to ``backend`` and trained
+    through Label Studio.
+
+    Returns ``(project id, task ids in import order, indices of the wrong annotations' tasks,
+    status after training)``.
+    """
+    ls = ls_server.sdk()
+    tasks, wrong = ner_tasks(np.random.default_rng(seed))
+    project = ls.projects.create(title=title, label_config=NER_CONFIG)
+    ids = import_tasks(ls, project.id, tasks)
+    connect_and_train(ls, project.id, backend.url)
+    return project.id, ids, wrong, wait_trained(backend, project.id)
+
+
 def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, seed: int = 11):
     """The :func:`team_ner_tasks` project in a real Label Studio, its users created, connected to
     ``backend`` (with basic auth ``auth``) and trained through Label Studio.
 
     Returns ``(project id, task ids in import order, what was built, status after training)``.
     """
-    from label_studio_sdk.client import LabelStudio
-
-    ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
+    ls = ls_server.sdk()
     tasks, built = team_ner_tasks(np.random.default_rng(seed), create_users(ls_server))
     project = ls.projects.create(title="Team NER", label_config=NER_CONFIG)
-    imported = ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True)
+    ids = import_tasks(ls, project.id, tasks)
     login = {}
     if auth:  # Label Studio calls the backend with this user and password
         login = dict(auth_method="BASIC_AUTH", basic_auth_user=auth[0], basic_auth_pass=auth[1])
-    ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh", **login)
-    ls.ml.train(id=ml.id)
+    connect_and_train(ls, project.id, backend.url, **login)
     status = wait_trained(backend, project.id, auth=auth)
-    return project.id, list(imported.task_ids), built, status
+    return project.id, ids, built, status

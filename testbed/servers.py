@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,35 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """The base of a test's own small HTTP server (a stub ML backend, say): it logs nothing, and
+    :meth:`reply` answers 200 with a JSON body."""
+
+    def reply(self, body) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]):
+    """Serve ``handler`` on 127.0.0.1 from a thread; yields its URL, and shuts it down on
+    leaving."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _in_ci() -> bool:
@@ -580,6 +610,18 @@ class LabelStudioServer(_OwnedServer):
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Token {self.token}"}
+
+    @property
+    def backend_env(self) -> dict[str, str]:
+        """What a backend needs to talk to this server: ``LABEL_STUDIO_URL`` and
+        ``LABEL_STUDIO_API_KEY``."""
+        return {"LABEL_STUDIO_URL": self.url, "LABEL_STUDIO_API_KEY": self.token}
+
+    def sdk(self):
+        """A label-studio-sdk client of this server, with its token."""
+        from label_studio_sdk.client import LabelStudio
+
+        return LabelStudio(base_url=self.url, api_key=self.token)
 
     @property
     def running(self) -> bool:

@@ -41,6 +41,17 @@ def tiny_scout(tiny_ner_data):
     return Scout(epochs=1, progress=False).fit(tiny_ner_data)
 
 
+@pytest.fixture(scope="module")
+def label_studio():
+    """A real Label Studio 1.23, one per test module that asks for it (skipped where it is not
+    installed; in CI, a failure)."""
+    from testbed.servers import LabelStudioServer, require_label_studio
+
+    require_label_studio()
+    with LabelStudioServer() as server:
+        yield server
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
     """Train and predict on one thread. On this 2-core machine, two torch threads run up to 10x

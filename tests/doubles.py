@@ -1,6 +1,35 @@
-"""Test doubles, for the one part a test is not about."""
+"""Test doubles, for the one part a test is not about, and what the backend's tests build their
+requests and settings from: small labeling configs, basic-auth headers, offline settings."""
 
 from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+# A labeling config the backend supports (NER, two entity types), and one it does not (images)
+NER_CONFIG = """<View>
+  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
+  <Text name="text" value="$text"/>
+</View>"""
+IMAGE_CONFIG = """<View>
+  <Image name="image" value="$image"/>
+  <RectangleLabels name="box" toName="image"><Label value="Car"/></RectangleLabels>
+</View>"""
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    """The ``Authorization`` header of HTTP basic authentication as ``user``."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def offline_settings(model_dir: Path | str, **values):
+    """:class:`backend.settings.Settings` for a backend whose Label Studio is a double
+    (:func:`use_label_studio`): a URL nobody answers at and an API key, then ``values``."""
+    from backend.settings import Settings
+
+    values = {"label_studio_url": "http://127.0.0.1:1", "label_studio_api_key": "key", **values}
+    return Settings(model_dir=str(model_dir), **values)
 
 
 class FakeRunner:

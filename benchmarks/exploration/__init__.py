@@ -24,6 +24,16 @@ def cache_parser(doc: str, seeds: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+def real_error_halves():
+    """``(original, flags, cuts)``: CoNLL-2003 test as annotated, which of its sentences CoNLL++
+    corrects (bool, shape (n,)), and the whole set and its halves as slices
+    (:func:`benchmarks.real_errors.halves`)."""
+    from benchmarks.real_errors import halves, load_pair
+
+    original, _, flags = load_pair()
+    return original, flags, halves(len(original))
+
+
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
     """What an exploration does with its table: ``lines`` (markdown) and ``fields`` (JSON),
     stamped with ``python -m benchmarks.exploration.MODULE ARGV``, the footer appended, saved
@@ -32,6 +42,13 @@ def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
     text = "\n".join([*lines, *harness.footer(result)])
     harness.save(harness.RESULTS, stem, result, text + "\n")
     return text
+
+
+def finish(module: str, stem: str, argv, args, lines: list[str], **fields) -> int:
+    """The end of an exploration of cached scout outputs: :func:`save`, with ``args.cache`` as
+    the result's ``source``, and the markdown printed; 0, the exit status."""
+    print(save(module, stem, argv, lines, source=str(args.cache), **fields))
+    return 0
 
 
 def schedule_scouts(cache: Path) -> list[Path]:

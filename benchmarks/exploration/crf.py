@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save, schedule_scouts
-from benchmarks.real_errors import halves, halves_base_rate, load_pair
+from benchmarks.exploration import cache_parser, finish, real_error_halves, schedule_scouts
+from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import cached_outputs
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
@@ -79,8 +79,7 @@ def main(argv=None) -> int:
     parser = cache_parser(__doc__, seeds=False)
     parser.add_argument("--name", default=NAME, help=f"the results' name (default: {NAME})")
     args = parser.parse_args(argv)
-    original, _, flags = load_pair()
-    cuts = halves(len(original))
+    original, flags, cuts = real_error_halves()
     files = schedule_scouts(args.cache)
     scouts = {p.stem.removeprefix("scout-all-"): cached_outputs(p, original)[0] for p in files}
     schedules = sorted({name.split("-", 1)[1] for name in scouts})
@@ -166,17 +165,9 @@ def main(argv=None) -> int:
         *harness.table(header, rows),
         "",
     ]
-    text = save(
-        "crf",
-        args.name,
-        argv,
-        lines,
-        source=str(args.cache),
-        scouts=[p.name for p in files],
-        summary=summary,
+    return finish(
+        "crf", args.name, argv, args, lines, scouts=[p.name for p in files], summary=summary
     )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.baselines import consistency_scores
-from benchmarks.exploration import cache_parser, save
-from benchmarks.real_errors import halves, halves_base_rate, load_pair
+from benchmarks.exploration import cache_parser, finish, real_error_halves
+from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import cached_outputs
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
@@ -46,8 +46,7 @@ CONFIGURATIONS = {
 
 def main(argv=None) -> int:
     args = cache_parser(__doc__).parse_args(argv)
-    original, _, flags = load_pair()
-    cuts = halves(len(original))
+    original, flags, cuts = real_error_halves()
     kinds = {kind for scouts, _ in CONFIGURATIONS.values() for kind in scouts}
     needed = {f"{seed}-{kind}" for seed in range(args.seeds) for kind in kinds}
     files = {key: args.cache / f"scout-all-{key}.npz" for key in sorted(needed)}
@@ -118,17 +117,15 @@ def main(argv=None) -> int:
         ),
         "",
     ]
-    text = save(
+    return finish(
         "encoders",
         NAME,
         argv,
+        args,
         lines,
-        source=str(args.cache),
         scouts=sorted(p.name for p in files.values()),
         summary=summary,
     )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save, schedule_scouts
-from benchmarks.real_errors import halves, halves_base_rate, load_pair
+from benchmarks.exploration import cache_parser, finish, real_error_halves, schedule_scouts
+from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import cached_outputs
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scores import soft_minimum
@@ -64,8 +64,7 @@ VARIANTS = {
 
 def main(argv=None) -> int:
     args = cache_parser(__doc__, seeds=False).parse_args(argv)
-    original, _, flags = load_pair()
-    cuts = halves(len(original))
+    original, flags, cuts = real_error_halves()
     spans = [entity_spans(ex.label) for ex in original]
     files = schedule_scouts(args.cache)
     ap = {name: {half: [] for half in cuts} for name in VARIANTS}
@@ -107,18 +106,16 @@ def main(argv=None) -> int:
         *harness.table(header, rows),
         "",
     ]
-    text = save(
+    return finish(
         "entity_parts",
         NAME,
         argv,
+        args,
         lines,
-        source=str(args.cache),
         scouts=[p.name for p in files],
         summary=summary,
         values=ap,
     )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
+from benchmarks.exploration import cache_parser, finish
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
@@ -149,17 +149,15 @@ def main(argv=None) -> int:
         ),
         "",
     ]
-    text = save(
+    return finish(
         "localisation",
         NAME,
         argv,
+        args,
         lines,
-        source=str(args.cache),
         summary=summary,
         values={"errors": errors_rows, "by kind": per_kind, "correct": correct_rows},
     )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
+from benchmarks.exploration import cache_parser, finish
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.compare import CHANGE_KINDS, span_changes
@@ -96,18 +96,16 @@ def main(argv=None) -> int:
         *[f"- {text} ({count})" for text, count in strings.most_common(15)],
         "",
     ]
-    text = save(
+    return finish(
         "missed_errors",
         NAME,
         argv,
+        args,
         lines,
-        source=str(args.cache),
         summary=summary,
         values=rows,
         most_missed=strings.most_common(30),
     )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":

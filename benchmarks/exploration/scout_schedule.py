@@ -21,8 +21,8 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
-from benchmarks.real_errors import halves, halves_base_rate, load_pair
+from benchmarks.exploration import cache_parser, real_error_halves, save
+from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scores import soft_minimum
@@ -47,8 +47,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)
     harness.start(args.threads)
-    original, _, flags = load_pair()
-    parts = halves(len(original))
+    original, flags, parts = real_error_halves()
     temperatures = {"softmin": SOFTMIN_TEMPERATURE, "minimum": 0.0}
     summary, values = {}, {}
     for text in args.schedules:

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, save
+from benchmarks.exploration import cache_parser, finish
 from benchmarks.real_errors import halves_base_rate, load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
 from subregweigh.scores import soft_minimum
@@ -96,17 +96,7 @@ def main(argv=None) -> int:
         *harness.table(header, table),
         "",
     ]
-    text = save(
-        "softmin_temperature",
-        NAME,
-        argv,
-        lines,
-        source=str(args.cache),
-        summary=summary,
-        values=rows,
-    )
-    print(text)
-    return 0
+    return finish("softmin_temperature", NAME, argv, args, lines, summary=summary, values=rows)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ import numpy as np
 from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import save
-from benchmarks.real_errors import halves, halves_base_rate, load_pair, scout
+from benchmarks.exploration import real_error_halves, save
+from benchmarks.real_errors import halves_base_rate, scout
 from subregweigh.weigh import SubRegWeigh
 
 NAME = "views-real-errors"
@@ -44,8 +44,7 @@ def main(argv=None) -> int:
     parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)
     harness.start(args.threads)
-    original, _, flags = load_pair()
-    parts = halves(len(original))
+    original, flags, parts = real_error_halves()
     schedule = argparse.Namespace(
         model=None, epochs=None, max_steps=None, learning_rate=None, precision="auto", device=None
     )

@@ -1,8 +1,9 @@
 """Data in and out, one job per module.
 
 * :mod:`~subregweigh.io.readers`: CoNLL, TSV and JSONL files -> examples;
-* :mod:`~subregweigh.io.labelstudio`: Label Studio tasks -> examples (an export file for the
-  command line, tasks from the API for the ML backend: one parser for both);
+* :mod:`~subregweigh.io.labelstudio`: Label Studio tasks -> examples (tasks from the API for
+  the ML backend, an export file for the command line through
+  :mod:`~subregweigh.io.labelstudio_export`: one parser for both);
 * :mod:`~subregweigh.io.dataset`: :func:`read_dataset` picks the reader by format or file
   extension; :func:`write_dataset` writes examples back;
 * :mod:`~subregweigh.io.weights`: per-example weights and scores out (CoNLL, JSONL, CSV), and
@@ -15,7 +16,7 @@ Bad data raises :class:`~subregweigh.example.DataError` whose message starts wit
 
 from subregweigh.io.atomic import atomic_open, atomic_write_json, atomic_write_text, check_writable
 from subregweigh.io.dataset import read_dataset, write_dataset
-from subregweigh.io.labelstudio import read_label_studio
+from subregweigh.io.labelstudio_export import read_label_studio
 from subregweigh.io.readers import read_conll, read_jsonl, read_tsv
 from subregweigh.io.weights import (
     read_weighted_conll,

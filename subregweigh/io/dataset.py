@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from subregweigh.example import DataError, Example, Task
 from subregweigh.io.atomic import PathLike, atomic_open
-from subregweigh.io.labelstudio import Annotations, read_label_studio
+from subregweigh.io.labelstudio import Annotations
+from subregweigh.io.labelstudio_export import read_label_studio
 from subregweigh.io.readers import read_conll, read_jsonl, read_tsv
 
 # File extensions -> reader. Anything else (e.g. ``eng.train``, ``eng.testa``) is CoNLL.

@@ -3,8 +3,13 @@
 A task is ``{"id", "data": {...}, "annotations": [{"id", "result": [region, ...],
 "was_cancelled", "updated_at", ...}], ...}``, as Label Studio exports it (Project > Export >
 JSON) and as its API returns it. What a project labels is a :class:`LabelingSpec`: the backend
-reads it from the project's labeling config, :func:`infer_spec` from an export's own regions.
-:func:`parse_tasks` turns tasks into examples; :func:`read_label_studio` reads an export file.
+reads it from the project's labeling config, :func:`~subregweigh.io.labelstudio_export.infer_spec`
+from an export's own regions. :func:`parse_tasks` turns tasks into examples;
+:func:`~subregweigh.io.labelstudio_export.read_label_studio` reads an export file.
+
+A project may also hold the review control (:data:`REVIEW_CONTROL`, :func:`review_control_xml`):
+a ``<Choices>`` a reviewer clicks to decide a flagged task. Its regions are decisions, read by
+the backend (``backend.decisions``), never labels: :func:`parse_tasks` skips them.
 
 Two options, the only differences between the callers:
 
@@ -18,27 +23,22 @@ Two options, the only differences between the callers:
   at fault is skipped with a warning (the backend's: one bad task must not stop a project).
 
 Either way the same task gives the same examples. Words come from :func:`task_words`.
-Pure: no I/O but :func:`read_label_studio`'s, no Label Studio packages; warnings come back as
-strings that name the task, and whoever reads the tasks logs them.
+Pure: no I/O, no Label Studio packages; warnings come back as strings that name the task, and
+whoever reads the tasks logs them.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
+from xml.sax.saxutils import quoteattr
 
 from subregweigh.example import DataError, Example, Task
-from subregweigh.io.atomic import PathLike
-from subregweigh.io.readers import read_text
 from subregweigh.spans import spans_to_tags, utf16_to_char_offset, words_with_offsets
-
-logger = logging.getLogger(__name__)
 
 Annotations = Literal["latest", "all"]
 
@@ -46,6 +46,20 @@ Annotations = Literal["latest", "all"]
 KINDS: dict[str, Task] = {"labels": "ner", "choices": "classification"}
 _KIND_NAMES = {"ner": "labels (NER)", "classification": "choices (classification)"}
 _NON_SPACE = re.compile(r"\S+")  # the words of str.split(), with their offsets
+
+# The review control's reserved name and its choices: a reviewer's decision on a task, never a
+# label (parse_tasks and infer_spec skip its regions).
+REVIEW_CONTROL = "srw_review"
+REVIEW_CHOICES = ("correct", "wrong (fixed)", "unsure")
+
+
+def review_control_xml(to_name: str) -> str:
+    """The config snippet of the review control, for the ``<Text name=to_name>`` it sits by."""
+    choices = "".join(f'<Choice value="{value}"/>' for value in REVIEW_CHOICES)
+    return (
+        f'<Choices name="{REVIEW_CONTROL}" toName={quoteattr(to_name)} choice="single" '
+        f'showInline="true">{choices}</Choices>'
+    )
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ class LabelingSpec:
     multi_label : bool, default True
         Whether several choices make one multi-label example; if not, such an annotation is a
         problem like an unknown label.
+    review : str or None, default None
+        The review control's name (:data:`REVIEW_CONTROL`) where the config has it; None
+        where it has none. Its regions are never labels, whether or not it is declared.
     """
 
     task: Task
@@ -75,6 +92,7 @@ class LabelingSpec:
     data_key: str | None = None
     labels: tuple[str, ...] | None = None
     multi_label: bool = True
+    review: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,7 +344,8 @@ def _label(
         if not isinstance(region, dict):
             raise DataError(f"{where}: a region is {type(region).__name__}, not an object")
         if region.get("from_name") != spec.from_name:
-            ignored.add(str(region.get("type")))
+            if region.get("from_name") != REVIEW_CONTROL:  # a decision, not another control
+                ignored.add(str(region.get("type")))
             continue
         region_where = f"{where}: region {region.get('id')}"
         value = region.get("value")
@@ -446,150 +465,3 @@ def parse_tasks(
             f"(type {', '.join(sorted(ignored))})"
         )
     return ParsedTasks(out, warnings, unannotated)
-
-
-def infer_spec(
-    tasks: Sequence[Any],
-    *,
-    annotations: Annotations = "latest",
-    text_field: str | None = None,
-    source: str = "",
-) -> LabelingSpec:
-    """The :class:`LabelingSpec` of an export read without its labeling config.
-
-    The task kind and the control come from the ``labels`` or ``choices`` regions of the
-    annotations that ``annotations`` uses; any label is allowed, several choices make a
-    multi-label example. ``text_field`` is the spec's ``data_key``.
-
-    Raises
-    ------
-    DataError
-        For a task that :func:`parse_tasks` would refuse for its id, annotations or text,
-        for labels and choices (or two controls) in one export, and for an export with neither.
-    """
-    _check_annotations(annotations)
-    kind: tuple[Task, str] | None = None  # (task, where first seen)
-    control: tuple[str, str, str] | None = None  # (from_name, to_name, where first seen)
-    seen: set[str] = set()
-    n_used = 0
-    for index, item in enumerate(tasks):
-        task_id, where = _identify(item, index, source, seen)
-        used = _used(item, where, annotations, True, [])
-        if not used:
-            continue
-        n_used += 1
-        _text(item, text_field, where)
-        for annotation in used:
-            regions = annotation.get("result")
-            for region in regions if isinstance(regions, list) else ():
-                rtype = region.get("type") if isinstance(region, dict) else None
-                task = KINDS.get(rtype) if isinstance(rtype, str) else None
-                if task is None:
-                    continue  # another control's region, or malformed: parse_tasks says which
-                if kind is None:
-                    kind = (task, where)
-                elif task != kind[0]:
-                    raise DataError(
-                        f"{where}: has {_KIND_NAMES[task]} regions, but {kind[1]} has "
-                        f"{_KIND_NAMES[kind[0]]}; an export must hold one of the two"
-                    )
-                from_name = region.get("from_name")
-                if not isinstance(from_name, str):
-                    raise DataError(f"{where}: a {rtype} region without a control ('from_name')")
-                if control is None:
-                    to_name = region.get("to_name")
-                    control = (from_name, to_name if isinstance(to_name, str) else "", where)
-                elif from_name != control[0]:
-                    raise DataError(
-                        f"{where}: {rtype} from the control {from_name!r}, but "
-                        f"{control[2]} has them from {control[0]!r}; subregweigh reads one "
-                        "<Labels> or <Choices> control per export"
-                    )
-    if kind is None or control is None:
-        prefix = f"{source}: " if source else ""
-        raise DataError(
-            f"{prefix}no annotation has labels (NER) or choices (classification) "
-            f"regions ({n_used} annotated tasks of {len(tasks)})"
-        )
-    return LabelingSpec(task=kind[0], from_name=control[0], to_name=control[1], data_key=text_field)
-
-
-# ----------------------------------------------------------------------------- export files
-
-_LOGGED = 10  # warnings logged one by one; the rest at debug level
-
-
-def read_label_studio(
-    path: PathLike, text_field: str | None = None, annotations: Annotations = "latest"
-) -> tuple[list[Example], Task]:
-    """Read a Label Studio JSON export (Project > Export > JSON).
-
-    Parameters
-    ----------
-    path : str or path-like
-        A JSON array of tasks. Its task kind and control come from its regions
-        (:func:`infer_spec`): NER from ``labels`` regions, ``{"value": {"start", "end",
-        "labels": [...]}}`` with end-exclusive character offsets, which become IOB2 word tags
-        (an annotation without regions is all ``O``); classification from ``choices``, the
-        sorted tuple of the chosen classes (several for a multi-label project, as
-        :func:`~subregweigh.io.readers.read_jsonl` has them). Predictions are ignored.
-    text_field : str, optional
-        Key of the text in each task's ``data``. Default: the only string field of ``data``.
-    annotations : {"latest", "all"}, default "latest"
-        Per task, the latest (by ``updated_at``, else ``created_at``, then id) non-cancelled
-        annotation, example id = task id; or every non-cancelled one, id ``"task/annotation"``,
-        as the ML backend weighs them.
-
-    Returns
-    -------
-    examples : list of Example
-        In export order; ``source`` is ``"{path}:task {id}"``. Words: :func:`task_words`.
-    task : {"ner", "classification"}
-
-    Tasks without a non-cancelled annotation, and annotations without a choice, are skipped
-    with a logged warning; so are span problems that IOB2 cannot hold (a span that cuts a word
-    is widened to the whole word; a span overlapping another is dropped).
-
-    Raises
-    ------
-    DataError
-        ``"{path}:{line}: ..."`` for invalid JSON; ``"{path}:task {id}: ..."`` for a task
-        without text or with several text fields, a region outside the text or with malformed
-        offsets or labels, both labels and choices in one export, a duplicate task id, ...
-    """
-    name = str(path)
-    try:
-        tasks = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{name}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
-    except RecursionError:
-        raise DataError(f"{name}: invalid JSON (nested too deeply)") from None
-    if not isinstance(tasks, list):
-        raise DataError(
-            f"{name}:1: expected a JSON array of Label Studio tasks, got {type(tasks).__name__}"
-        )
-    if not tasks:
-        raise DataError(f"{name}:1: the export holds no tasks")
-    spec = infer_spec(tasks, annotations=annotations, text_field=text_field, source=name)
-    parsed = parse_tasks(tasks, spec, annotations=annotations, strict=True, source=name)
-    if parsed.unannotated:
-        logger.warning(
-            "%s: %d of %d tasks have no annotation (or only cancelled ones); skipped",
-            name,
-            parsed.unannotated,
-            len(tasks),
-        )
-    for warning in parsed.warnings[:_LOGGED]:
-        logger.warning("%s", warning)
-    if len(parsed.warnings) > _LOGGED:
-        logger.warning(
-            "%s: %d more problems like these (-v lists them)",
-            name,
-            len(parsed.warnings) - _LOGGED,
-        )
-        for warning in parsed.warnings[_LOGGED:]:
-            logger.debug("%s", warning)
-    examples = [ex for task in parsed.tasks if task is not None for ex in task.examples]
-    if not examples:
-        raise DataError(f"{name}: none of the {len(tasks)} tasks has a usable annotation")
-    return examples, spec.task

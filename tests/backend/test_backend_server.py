@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 
 import pytest
 
 from backend.server import create_app
 from backend.settings import Settings
-from tests.doubles import FakeRunner
+from tests.doubles import IMAGE_CONFIG, NER_CONFIG, FakeRunner, basic_auth
 
 USER, PASSWORD = "ls-backend", "basic-pass-5f2a9c"
 API_KEY = "apikey-0123456789abcdef0123456789abcdef"
 
-NER_CONFIG = """<View>
-  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
-  <Text name="text" value="$text"/>
-</View>"""
-IMAGE_CONFIG = """<View>
-  <Image name="image" value="$image"/>
-  <RectangleLabels name="box" toName="image"><Label value="Car"/></RectangleLabels>
-</View>"""
-
-
-def _auth(user=USER, password=PASSWORD):
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-GOOD = _auth()
+GOOD = basic_auth(USER, PASSWORD)
 
 
 def make_app(tmp_path, **overrides):
@@ -93,12 +77,20 @@ def _call(client, method, path, body, headers=None):
     return client.post(path, json=body, headers=headers)
 
 
+def _refused(client, path: str, **request) -> str:
+    """POST ``request`` (``json=`` or ``data=``) to ``path`` as the right user: it answers 400;
+    its error message."""
+    response = client.post(path, headers=GOOD, **request)
+    assert response.status_code == 400
+    return response.get_json()["error"]
+
+
 # ----------------------------------------------------------------------------- auth
 
 
 def test_health_needs_no_auth(backend):
     _, client, _ = backend
-    for headers in (None, _auth("wrong", "wrong")):
+    for headers in (None, basic_auth("wrong", "wrong")):
         response = client.get("/health", headers=headers)
         assert response.status_code == 200
         assert response.get_json() == {"status": "UP", "model_class": "SubRegWeighModel"}
@@ -109,9 +101,9 @@ def test_endpoints_require_basic_auth(backend, method, path, body, expected):
     _, client, runner = backend
     for headers in (
         None,
-        _auth(USER, "wrong"),
-        _auth("wrong", PASSWORD),
-        _auth("", ""),
+        basic_auth(USER, "wrong"),
+        basic_auth("wrong", PASSWORD),
+        basic_auth("", ""),
         {"Authorization": "Bearer " + PASSWORD},
         {"Authorization": "Basic !!notbase64"},
     ):
@@ -140,11 +132,7 @@ def test_no_auth_configured_means_open(tmp_path):
 
 def test_setup_image_config_400_with_message(backend):
     _, client, _ = backend
-    response = client.post(
-        "/setup", json={"project": "4.1700000000", "schema": IMAGE_CONFIG}, headers=GOOD
-    )
-    assert response.status_code == 400
-    error = response.get_json()["error"]
+    error = _refused(client, "/setup", json={"project": "4.1700000000", "schema": IMAGE_CONFIG})
     assert "supports one <Text> with <Labels> (NER) or <Choices>" in error
     assert "Image" in error and "RectangleLabels" in error
 
@@ -161,9 +149,7 @@ def test_setup_image_config_400_with_message(backend):
 )
 def test_setup_bad_requests(backend, body, fragment):
     _, client, _ = backend
-    response = client.post("/setup", json=body, headers=GOOD)
-    assert response.status_code == 400
-    assert fragment in response.get_json()["error"]
+    assert fragment in _refused(client, "/setup", json=body)
 
 
 def test_setup_ner_config_untrained(backend):
@@ -200,9 +186,8 @@ def test_setup_reports_published_version(backend, tmp_path):
 @pytest.mark.parametrize("data", [b"{not json", b"", b"[1, 2]", b'"a string"', b"null"])
 def test_predict_malformed_json_400(backend, data):
     _, client, _ = backend
-    response = client.post("/predict", data=data, content_type="application/json", headers=GOOD)
-    assert response.status_code == 400
-    assert response.get_json()["error"] == "the request body must be a JSON object"
+    error = _refused(client, "/predict", data=data, content_type="application/json")
+    assert error == "the request body must be a JSON object"
 
 
 @pytest.mark.parametrize(
@@ -224,9 +209,7 @@ def test_predict_malformed_json_400(backend, data):
 )
 def test_predict_bad_requests(backend, body, fragment):
     _, client, _ = backend
-    response = client.post("/predict", json=body, headers=GOOD)
-    assert response.status_code == 400
-    assert fragment in response.get_json()["error"]
+    assert fragment in _refused(client, "/predict", json=body)
 
 
 def test_predict_before_training_empty_results_in_order(backend):
@@ -294,15 +277,10 @@ def test_request_just_under_limit_accepted(backend):
 
 def test_webhook_unknown_action_400(backend):
     _, client, runner = backend
-    response = client.post(
-        "/webhook", json={"action": "SOMETHING_ELSE", "project": {"id": 1}}, headers=GOOD
-    )
-    assert response.status_code == 400
-    assert "SOMETHING_ELSE" in response.get_json()["error"]
-    response = client.post("/webhook", json={"project": {"id": 1}}, headers=GOOD)
-    assert response.status_code == 400 and "'action' is missing" in response.get_json()["error"]
-    response = client.post("/webhook", data=b"{oops", content_type="application/json", headers=GOOD)
-    assert response.status_code == 400
+    error = _refused(client, "/webhook", json={"action": "SOMETHING_ELSE", "project": {"id": 1}})
+    assert "SOMETHING_ELSE" in error
+    assert "'action' is missing" in _refused(client, "/webhook", json={"project": {"id": 1}})
+    _refused(client, "/webhook", data=b"{oops", content_type="application/json")
     assert runner.submitted == []
 
 
@@ -511,7 +489,7 @@ def test_secrets_never_logged(tmp_path, caplog):
         client.post(
             "/webhook", json={"action": "START_TRAINING", "project": {"id": 1}}, headers=GOOD
         )
-        client.get("/status?project=1", headers=_auth(USER, "wrong-" + PASSWORD))
+        client.get("/status?project=1", headers=basic_auth(USER, "wrong-" + PASSWORD))
         client.get("/status?project=1", headers=GOOD)
     text = caplog.text + " ".join(str(r.args) for r in caplog.records)
     assert "subregweigh backend" in text  # the startup line with the settings was captured
@@ -535,10 +513,10 @@ _NON_ASCII = (
 
 def test_non_ascii_credentials_from_client_401(backend):
     _, client, _ = backend
-    assert client.get("/status?project=1", headers=_auth("müller", "x")).status_code == 401
+    assert client.get("/status?project=1", headers=basic_auth("müller", "x")).status_code == 401
 
 
 def test_non_ascii_configured_password(tmp_path):
     _, client, _ = make_app(tmp_path, basic_auth_pass="pässwörd")
-    assert client.get("/status?project=1", headers=_auth(USER, "wrong")).status_code == 401
-    assert client.get("/status?project=1", headers=_auth(USER, "pässwörd")).status_code == 200
+    assert client.get("/status?project=1", headers=basic_auth(USER, "wrong")).status_code == 401
+    assert client.get("/status?project=1", headers=basic_auth(USER, "pässwörd")).status_code == 200

@@ -29,14 +29,8 @@ from backend.settings import (
     parse_kwargs,
 )
 from testbed.projects import CLS_CONFIG
-from tests.doubles import use_label_studio
+from tests.doubles import NER_CONFIG, offline_settings, use_label_studio
 from tests.paths import REPO
-
-NER_CONFIG = """<View>
-  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
-  <Text name="text" value="$text"/>
-</View>"""
-
 
 # ----------------------------------------------------------------------------- validation
 
@@ -175,14 +169,7 @@ def test_trainings_use_the_apps_settings_not_the_environment(tmp_path, monkeypat
 
     monkeypatch.setattr(training, "engine", engine)
     use_label_studio(monkeypatch, FakeLabelStudio)
-    settings = Settings(
-        model_dir=str(tmp_path / "models"),
-        label_studio_url="http://127.0.0.1:1",
-        label_studio_api_key="key",
-        k=5,
-        n_samples=50,
-        min_annotations=3,
-    )
+    settings = offline_settings(tmp_path / "models", k=5, n_samples=50, min_annotations=3)
     app = create_app(settings)
     runner = app.extensions["subregweigh"]["runner"]
     assert isinstance(runner, ThreadRunner)

@@ -20,12 +20,8 @@ from backend.settings import (
     SettingsError,
 )
 from backend.store import ProjectStore
-from tests.doubles import FakeRunner
+from tests.doubles import NER_CONFIG, FakeRunner
 
-NER_CONFIG = """<View>
-  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
-  <Text name="text" value="$text"/>
-</View>"""
 VERSION = "srw-20260101-000000-abcdef"
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from backend import reviews
 from backend.report import annotation_records
+from backend.served import served_entry
 from backend.store import ProjectStore
 from backend.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
 from subregweigh.io.atomic import atomic_write_json
@@ -25,6 +26,7 @@ SPEC = parse_label_config(NER_CONFIG)
 TEXT = "Angela Merkel visited Zürich ."
 PROJECT = 7
 SCORED_AT = "2026-01-01T10:00:00.000000Z"  # when Label Studio last saved what was scored
+CONFIRMED_TAIL = "served as fully reliable (score 1) until it changes"
 
 
 def _at(minute: int) -> str:
@@ -53,7 +55,13 @@ def _task(task_id: int, annotations: list[tuple], saved: str = SCORED_AT) -> dic
         "id": task_id,
         "data": {"text": TEXT},
         "annotations": [
-            {"id": a[0], "result": a[1], "updated_at": a[2] if len(a) > 2 else saved}
+            {
+                "id": a[0],
+                "result": a[1],
+                "updated_at": a[2] if len(a) > 2 else saved,
+                "completed_by": 4,
+                "updated_by": 5,
+            }
             for a in annotations
         ],
     }
@@ -104,7 +112,7 @@ def _decide(store: ProjectStore, *tasks: dict) -> dict:
 
 def _served(store: ProjectStore) -> dict:
     version = store.current_version()
-    return reviews.served(store, store.scores(version))
+    return reviews.served_scores(store, store.scores(version))
 
 
 def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
@@ -112,7 +120,15 @@ def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
     assert _decide(store, _task(1, [(11, MERKEL_PER, _at(5))])) == {"1/11": "confirmed"}
     served = _served(store)
     assert served["1"]["score"] == 1.0 and served["2"]["score"] == 0.2
-    assert served["1"]["result"][0]["meta"] == {"text": [reviews.CONFIRMED_NOTE]}
+    # the prediction shows the confirmed annotation itself, with who confirmed it and when
+    assert served["1"]["result"] == [
+        {
+            "meta": {"text": ["confirmed by user 5 on 2026-01-01: " + CONFIRMED_TAIL]},
+            **{k: region[k] for k in ("from_name", "to_name", "type", "value")},
+            "score": 1.0,
+        }
+        for region in MERKEL_PER
+    ]
     assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
     # Kept on disk (it survives restarts and retrains), one current decision per annotation.
     kept = json.loads((store.root / "reviews.json").read_text())
@@ -125,14 +141,15 @@ def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
         "11",
         ["LOC", "PER"],
     )
-    assert [h[1:] for h in kept["history"]] == [["1", "11", "confirmed"]]
+    assert decision["reviewer"] == "user 5"  # who saved it (updated_by), as Label Studio says
+    assert [h[1:] for h in kept["history"]] == [["1", "11", "confirmed", "user 5"]]
     # The same annotation with other labels is not confirmed: an edit undoes the confirmation.
     edited = {
         **store.scores(store.current_version())["1"],
         "annotations": annotation_records({"1": store.scores(store.current_version())["1"]}),
     }
     edited["annotations"][0]["tags"] = ["B-LOC", "I-LOC", "O", "B-LOC", "O"]
-    assert reviews.served_entry("1", edited, reviews.confirmed_keys(store))["score"] == 0.1
+    assert served_entry("1", edited, reviews.confirmed_keys(store))["score"] == 0.1
     # The report sees the confirmed annotation as the queue does.
     records = annotation_records(
         store.scores(store.current_version()), reviews.confirmed_keys(store)
@@ -169,7 +186,13 @@ def test_changed_labels_fix_and_a_later_unchanged_save_confirms_the_fix(project)
     # Saved again as fixed, before its rescore stored the new labels: a confirmation of the fix.
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(7))])) == {"2/21": "confirmed"}
     inputs = reviews.review_inputs(store)
-    assert inputs == {"tasks": ["2"], "score": [0.2], "fixed": [True], "labels": [["LOC", "PER"]]}
+    assert inputs == {
+        "tasks": ["2"],
+        "score": [0.2],
+        "fixed": [True],
+        "labels": [["LOC", "PER"]],
+        "decisions": {"item": ["2/21"], "reviewer": ["user 5"], "decision": ["confirmed"]},
+    }
 
 
 def test_a_task_scores_as_its_least_reliable_unconfirmed_annotation(project):
@@ -178,7 +201,7 @@ def test_a_task_scores_as_its_least_reliable_unconfirmed_annotation(project):
         "3/31": "confirmed"
     }
     assert _served(store)["3"]["score"] == 0.9  # 31 confirmed; 32 still 0.9
-    assert _served(store)["3"]["result"][0]["meta"]["text"] != [reviews.CONFIRMED_NOTE]
+    assert _served(store)["3"]["result"][0]["meta"]["text"] == ["annotated as PER (p 0.10)"]
     assert _decide(store, _task(3, [(31, MERKEL_PER, _at(5)), (32, MERKEL_PER, _at(6))])) == {
         "3/32": "confirmed"
     }

@@ -348,3 +348,41 @@ def test_ner_prediction_notes_name_the_annotated_words(tiny_scout):
         "Paris": "annotated as LOC (p 0.20); the scout says ORG (p 0.60)",
         "Acme": "annotated as ORG (p 0.10); the scout finds no entity",
     }
+
+
+@pytest.mark.slow  # fits a CRF (its context vectors come from MiniLM)
+def test_a_notes_two_numbers_come_from_the_models_the_score_comes_from(tiny_scout, tiny_ner_data):
+    """Issue 44's bug: "annotated as MISC (p 0.41); the scout says PER (p 0.30)" named a less
+    probable label as the scout's, because the annotated entity's p was the score's (scouts
+    and CRF mixed) and the scout's entity's p (and tags) its first scout's alone. Both now come
+    from the same mixture: each suggested entity's p is its lowest word's mixed p of the
+    suggested tag, and a retyped entity is never less probable than the annotated one."""
+    from subregweigh.crf import CRF_SHARE, FeatureTagger
+
+    data = tiny_ner_data[:20]
+    crf = FeatureTagger().fit(data)
+    srw = SubRegWeigh.from_parts([tiny_scout], crf, k=3, n_samples=10, progress=False)
+    ordinary = srw.weigh_deterministic(data)
+    labels = list(tiny_scout.labels_)
+    scout_proba = tiny_scout.predict_proba(data)
+    compared = 0
+    for i, ex in enumerate(data):
+        predicted = ordinary.majority[i]
+
+        def mixed(tags, i=i):
+            scout = scout_proba[i][np.arange(len(tags)), [labels.index(t) for t in tags]]
+            return (1 - CRF_SHARE) * scout + CRF_SHARE * crf.tag_proba([data[i]], [tags])[0]
+
+        p_predicted, p_gold = mixed(predicted), mixed(ex.label)
+        assert (p_predicted >= p_gold - 2e-3).all()  # the suggestion is the mixture's own
+        for etype, start, end, p in ordinary.majority_entities[i]:
+            assert p == pytest.approx(p_predicted[start:end].min(), abs=2e-3)
+        of_annotated = {e[:3]: e[3] for e in ordinary.entity_probability[i]}
+        for s in span_suggestions(
+            ex.label, predicted, ordinary.entity_probability[i], ordinary.majority_entities[i]
+        ):
+            if s.kind == "type":  # the same words, another type: comparable numbers
+                assert s.suggested[3] >= of_annotated[s.annotated[:3]] - 1e-6
+                compared += 1
+        compared += len(ordinary.majority_entities[i])
+    assert compared > 0

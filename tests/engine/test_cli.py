@@ -14,7 +14,7 @@ from subregweigh.build import weigher_params
 from subregweigh.cli_args import build_parser
 from subregweigh.io import read_conll, read_dataset, write_dataset
 from subregweigh.options import option_values
-from tests.paths import DATA
+from tests.paths import DATA, write
 
 CONLLPP_TRAIN = DATA / "conllpp" / "conllpp_train.txt"
 CONLLPP_DEV = DATA / "conllpp" / "conllpp_dev.txt"
@@ -56,8 +56,7 @@ def _fails_cleanly(capsys, argv, *needles):
 
 
 def test_malformed_conll(tmp_path, capsys):
-    bad = tmp_path / "bad.conll"
-    bad.write_text("EU B-ORG\nrejects O\n\nPeter NNP B-PER\n")
+    bad = write(tmp_path, "bad.conll", "EU B-ORG\nrejects O\n\nPeter NNP B-PER\n")
     for command in (
         ["noise", str(bad), "-o", str(tmp_path / "n.conll"), "--flags", str(tmp_path / "f.jsonl")],
         ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")],
@@ -74,8 +73,7 @@ def test_malformed_conll(tmp_path, capsys):
 
 
 def test_malformed_tsv(tmp_path, capsys):
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("sentence\tlabel\ngood film\t1\nbad film\n")
+    bad = write(tmp_path, "bad.tsv", "sentence\tlabel\ngood film\t1\nbad film\n")
     _fails_cleanly(
         capsys,
         ["weigh", str(bad), "-o", str(tmp_path / "w.jsonl")],
@@ -140,12 +138,9 @@ def test_unknown_output_extension_leaves_nothing(tmp_path, capsys):
 
 
 def test_existing_output_untouched_on_failure(tmp_path, capsys):
-    tsv = tmp_path / "data.tsv"
-    tsv.write_text("sentence\tlabel\ngood film\t1\nbad film\t0\nfine\t1\n")
-    out = tmp_path / "noisy.conll"
-    out.write_text("precious\tO\n\n")
-    flags = tmp_path / "flags.jsonl"
-    flags.write_text('{"id": "0", "corrupted": true}\n')
+    tsv = write(tmp_path, "data.tsv", "sentence\tlabel\ngood film\t1\nbad film\t0\nfine\t1\n")
+    out = write(tmp_path, "noisy.conll", "precious\tO\n\n")
+    flags = write(tmp_path, "flags.jsonl", '{"id": "0", "corrupted": true}\n')
     # classification data cannot be written as CoNLL: fails inside the atomic write
     _fails_cleanly(
         capsys,
@@ -156,8 +151,7 @@ def test_existing_output_untouched_on_failure(tmp_path, capsys):
     assert out.read_text() == "precious\tO\n\n"
     assert flags.read_text() == '{"id": "0", "corrupted": true}\n'
     # bad input: outputs untouched as well
-    bad = tmp_path / "bad.conll"
-    bad.write_text("a b c\n")
+    bad = write(tmp_path, "bad.conll", "a b c\n")
     _fails_cleanly(capsys, ["noise", str(bad), "-o", str(out), "--flags", str(flags)], f"{bad}:1:")
     assert out.read_text() == "precious\tO\n\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -169,10 +163,8 @@ def test_existing_output_untouched_on_failure(tmp_path, capsys):
 
 
 def test_evaluate_bad_scores_file(tmp_path, capsys):
-    scores = tmp_path / "scores.jsonl"
-    scores.write_text('{"id": "0", "reliability": 0.5}\n{"id": 1,\n')
-    flags = tmp_path / "flags.jsonl"
-    flags.write_text('{"id": "0", "corrupted": false}\n')
+    scores = write(tmp_path, "scores.jsonl", '{"id": "0", "reliability": 0.5}\n{"id": 1,\n')
+    flags = write(tmp_path, "flags.jsonl", '{"id": "0", "corrupted": false}\n')
     _fails_cleanly(
         capsys,
         ["evaluate", "--scores", str(scores), "--flags", str(flags)],
@@ -265,24 +257,8 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
 
     # --scout reuses the saved scout: no training, the same weights
     again = tmp_path / "again.csv"
-    assert (
-        cli.main(
-            [
-                "-q",
-                "weigh",
-                str(noisy),
-                "-o",
-                str(again),
-                "--n-samples",
-                "30",
-                "-k",
-                "5",
-                "--scout",
-                str(scout_dir),
-            ]
-        )
-        == 0
-    )
+    reuse = ["-q", "weigh", str(noisy), "--n-samples", "30", "-k", "5", "--scout", str(scout_dir)]
+    assert cli.main([*reuse, "-o", str(again)]) == 0
     capsys.readouterr()
     import csv
 
@@ -293,29 +269,13 @@ def test_noise_weigh_evaluate_train(tmp_path, capsys):
     with_crf = [float(r["deterministic_probability"]) for r in csv_rows]
     np.testing.assert_allclose(with_crf, [r["deterministic_probability"] for r in rows], atol=1e-6)
     alone = tmp_path / "alone.jsonl"
-    argv = ["-q", "weigh", str(noisy), "-o", str(alone), "--scout", str(scout_dir), "--no-crf"]
-    assert cli.main([*argv, "--n-samples", "30", "-k", "5"]) == 0
+    assert cli.main([*reuse, "-o", str(alone), "--no-crf"]) == 0
     capsys.readouterr()
     scout_only = [json.loads(line)["deterministic_probability"] for line in alone.open()]
     assert not np.allclose(scout_only, with_crf, atol=1e-3)
     # an unknown output extension: a clean error, nothing written
     _fails_cleanly(
-        capsys,
-        [
-            "-q",
-            "weigh",
-            str(noisy),
-            "-o",
-            str(tmp_path / "w.xyz"),
-            "--n-samples",
-            "30",
-            "-k",
-            "5",
-            "--scout",
-            str(scout_dir),
-        ],
-        "w.xyz",
-        "unknown output extension",
+        capsys, [*reuse, "-o", str(tmp_path / "w.xyz")], "w.xyz", "unknown output extension"
     )
     assert not list(tmp_path.glob("*w.xyz*"))
     # --scout with a directory that keeps no scout: a clean error, naming it

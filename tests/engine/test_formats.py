@@ -4,7 +4,6 @@ import csv
 import json
 import os
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,18 +23,12 @@ from subregweigh.io import (
     write_weights,
 )
 from subregweigh.tags import entity_spans
-from tests.paths import DATA
+from tests.paths import DATA, write
 
 
 @pytest.fixture(scope="module")
 def eng_train():
     return read_conll(DATA / "conll2003" / "eng.train")
-
-
-def write(tmp_path: Path, name: str, text: str, newline: str = "\n") -> Path:
-    p = tmp_path / name
-    p.write_bytes(text.replace("\n", newline).encode("utf-8"))
-    return p
 
 
 def raises_at(exc_match: str):
@@ -95,20 +88,28 @@ def test_conll_forced_iob1_and_tag_column(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, match",
+    "read, text, match",
     [
-        ("a O\nb O O\n", r"bad\.conll:2: expected 2 or 4 columns, got 3"),
-        ("a O\n\nb x y O\n", r"bad\.conll:3: expected 2 columns like line 1, got 4"),
-        ("a O\nb O\n\nc PER\n", r"bad\.conll:4: unknown tag 'PER'"),
-        ("a O\nb B-X\nc E-X\n", r"bad\.conll:3: unknown tag 'E-X'"),
-        ("", r"bad\.conll:1: no sentences"),
-        ("-DOCSTART- -X- O O\n\n\n", r"bad\.conll:3: no sentences"),
+        (read_conll, "a O\nb O O\n", r"bad\.conll:2: expected 2 or 4 columns, got 3"),
+        (read_conll, "a O\n\nb x y O\n", r"bad\.conll:3: expected 2 columns like line 1, got 4"),
+        (read_conll, "a O\nb O\n\nc PER\n", r"bad\.conll:4: unknown tag 'PER'"),
+        (read_conll, "a O\nb B-X\nc E-X\n", r"bad\.conll:3: unknown tag 'E-X'"),
+        (read_conll, "", r"bad\.conll:1: no sentences"),
+        (read_conll, "-DOCSTART- -X- O O\n\n\n", r"bad\.conll:3: no sentences"),
+        # the weighted outputs' CoNLL: word, tag and weight
+        (
+            read_weighted_conll,
+            "x\tB-PER\t1\ny\tI-LOC\t1\n",
+            r"bad\.conll:2: 'I-LOC' follows 'B-PER'",
+        ),
+        (read_weighted_conll, "x\tO\t1\ny\tO\n", r"bad\.conll:2: expected 3 columns"),
+        (read_weighted_conll, "\n\n", r"bad\.conll:2: no sentences"),
     ],
 )
-def test_conll_errors_name_file_and_line(tmp_path, text, match):
+def test_conll_errors_name_file_and_line(tmp_path, read, text, match):
     p = write(tmp_path, "bad.conll", text)
     with raises_at(match):
-        read_conll(p)
+        read(p)
 
 
 def test_conll_forced_iob2_inconsistent_tag(tmp_path):
@@ -294,18 +295,6 @@ def test_atomic_write_success(tmp_path):
     assert target.stat().st_mode & 0o777 == 0o640  # an existing file keeps its mode
 
 
-def test_read_weighted_conll_errors(tmp_path):
-    p = write(tmp_path, "w.conll", "x\tB-PER\t1\ny\tI-LOC\t1\n")
-    with raises_at(r"w\.conll:2: 'I-LOC' follows 'B-PER'"):
-        read_weighted_conll(p)
-    p = write(tmp_path, "w.conll", "x\tO\t1\ny\tO\n")
-    with raises_at(r"w\.conll:2: expected 3 columns"):
-        read_weighted_conll(p)
-    p = write(tmp_path, "w.conll", "\n\n")
-    with raises_at(r"w\.conll:2: no sentences"):
-        read_weighted_conll(p)
-
-
 # --------------------------------------------------------------------------- weighted outputs
 
 
@@ -384,30 +373,38 @@ def test_write_weights_rejects(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_read_weights_errors(tmp_path):
+@pytest.mark.parametrize(
+    "name, text, match",
+    [
+        (
+            "w.jsonl",
+            '{"id": "a", "weight": 1}\n{"id": "q", "weight": 1}\n',
+            r"w\.jsonl:2: unknown id 'q'",
+        ),
+        ("w.jsonl", '{"id": "a", "weight": 1}\n', r"w\.jsonl: no weight for id\(s\) \['b'\]"),
+        ("w.csv", "id,weight\na,1\nb,x\n", r"w\.csv:3: weight must be a number"),
+        # CoNLL: matched by order
+        (
+            "w.conll",
+            "x\tO\t0.5\ny\tO\t0.5\n\nz\tO\t1.0\n\nextra\tO\t1.0\n",
+            r"w\.conll:6: more sentences than the 2 examples",
+        ),
+        ("w.conll", "x\tO\t0.5\ny\tO\t0.5\n\n", r"w\.conll:3: 1 sentences, expected 2"),
+        (
+            "w.conll",
+            "x\tO\t0.5\nY\tO\t0.5\n\nz\tO\t1.0\n",
+            r"w\.conll:2: word 'Y' does not match example 'a'",
+        ),
+        (
+            "w.conll",
+            "x\tO\t0.5\n\nz\tO\t1.0\n",
+            r"w\.conll:1: sentence 0 .* ends after 1 words, expected 2",
+        ),
+        ("w.conll", "x\tO\t0.5\ny\tO\t0.7\n\nz\tO\t1.0\n", r"w\.conll:2: weight 0.7 differs"),
+    ],
+)
+def test_read_weights_errors(tmp_path, name, text, match):
     exs = [Example("a", ("x", "y"), ("O", "O")), Example("b", ("z",), ("O",))]
-    p = write(tmp_path, "w.jsonl", '{"id": "a", "weight": 1}\n{"id": "q", "weight": 1}\n')
-    with raises_at(r"w\.jsonl:2: unknown id 'q'"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.jsonl", '{"id": "a", "weight": 1}\n')
-    with raises_at(r"w\.jsonl: no weight for id\(s\) \['b'\]"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.csv", "id,weight\na,1\nb,x\n")
-    with raises_at(r"w\.csv:3: weight must be a number"):
-        read_weights(p, exs)
-    # CoNLL: matched by order
-    p = write(tmp_path, "w.conll", "x\tO\t0.5\ny\tO\t0.5\n\nz\tO\t1.0\n\nextra\tO\t1.0\n")
-    with raises_at(r"w\.conll:6: more sentences than the 2 examples"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.conll", "x\tO\t0.5\ny\tO\t0.5\n\n")
-    with raises_at(r"w\.conll:3: 1 sentences, expected 2"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.conll", "x\tO\t0.5\nY\tO\t0.5\n\nz\tO\t1.0\n")
-    with raises_at(r"w\.conll:2: word 'Y' does not match example 'a'"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.conll", "x\tO\t0.5\n\nz\tO\t1.0\n")
-    with raises_at(r"w\.conll:1: sentence 0 .* ends after 1 words, expected 2"):
-        read_weights(p, exs)
-    p = write(tmp_path, "w.conll", "x\tO\t0.5\ny\tO\t0.7\n\nz\tO\t1.0\n")
-    with raises_at(r"w\.conll:2: weight 0.7 differs"):
+    p = write(tmp_path, name, text)
+    with raises_at(match):
         read_weights(p, exs)

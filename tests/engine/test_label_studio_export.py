@@ -481,15 +481,6 @@ def test_cli_errors_and_text_field(tmp_path, capsys):
 # ----------------------------------------------------------------------------- real Label Studio
 
 
-@pytest.fixture(scope="module")
-def label_studio():
-    from testbed.servers import LabelStudioServer, require_label_studio
-
-    require_label_studio()
-    with LabelStudioServer() as server:
-        yield server
-
-
 def test_real_label_studio_export(tmp_path, sentences, reviews, label_studio):
     """Import annotated tasks into a real Label Studio 1.23, export them as JSON, read back."""
     from label_studio_sdk.client import LabelStudio

@@ -25,6 +25,7 @@ from subregweigh.report import (
     label_rows,
     most_doubtful_tasks,
     review_summary,
+    reviewer_summary,
     score_summary,
     wilson_interval,
 )
@@ -305,6 +306,46 @@ def test_report_shows_the_reviews_first(known):
     assert "1 fixed of 2 reviewed" in page
     assert build_report(known)["reviews"] is None
     assert 'id="reviews"' not in render_html(build_report(known))
+
+
+def test_reviewer_summary_counts_each_reviewers_decisions_and_their_agreement(known):
+    """Three annotations: a1 decided by ann and bob alike, a2 by ann and bob differently, a3 by
+    carol alone (unsure); a reverted fix is left out."""
+    items = ["a1", "a1", "a2", "a2", "a3", "a4"]
+    who = ["ann", "bob", "ann", "bob", "carol", ""]
+    what = ["confirmed", "confirmed", "fixed", "confirmed", "unsure", "reverted"]
+    got = reviewer_summary(items, who, what)
+    rows = {row["reviewer"]: row for row in got["reviewers"]}
+    assert list(rows) == ["ann", "bob", "carol"]  # most decisions first, then by name
+    assert rows["ann"] == {
+        "reviewer": "ann",
+        "decided": 2,
+        "confirmed": 1,
+        "fixed": 1,
+        "unsure": 0,
+        "fixed_share": 0.5,
+        "pairs": 2,
+        "agree": 1,
+        "agreement": 0.5,
+    }
+    assert rows["carol"]["fixed_share"] is None and rows["carol"]["agreement"] is None
+    assert got["agreement"] == {"annotations": 2, "pairs": 2, "agree": 1, "share": 0.5}
+    with pytest.raises(ValueError, match="one entry each"):
+        reviewer_summary(["a1"], [], ["fixed"])
+    # in the report and on its page, beside the flags' precision
+    reviews = {
+        "score": [0.1, 0.3],
+        "fixed": [True, False],
+        "labels": [["PER"]] * 2,
+        "decisions": {"item": items, "reviewer": who, "decision": what},
+    }
+    report = build_report(known, reviews=reviews)
+    assert report["reviews"]["reviewers"] == got["reviewers"]
+    assert report["reviews"]["by_threshold"] and report["reviews"]["by_label"]
+    page = render_html(report)
+    table = re.search(r'<table id="reviewers">(.*?)</table>', page, re.S).group(1)
+    assert re.findall(r"<tr><td>(\w+)</td>", table) == ["ann", "bob", "carol"]
+    assert "1 of 2 pairs over 2 annotations" in page
 
 
 # ----------------------------------------------------------------------------- the page

@@ -57,21 +57,18 @@ class Project:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     require_label_studio()
-    from label_studio_sdk.client import LabelStudio
-
     tmp = tmp_path_factory.mktemp("report")
     with LabelStudioServer() as ls_server:
         env = {
             **TEAM_ENV,
             "SRW_RETRAIN_AFTER": str(RETRAIN_AFTER),
-            "LABEL_STUDIO_URL": ls_server.url,
-            "LABEL_STUDIO_API_KEY": ls_server.token,
+            **ls_server.backend_env,
             "BASIC_AUTH_USER": AUTH[0],
             "BASIC_AUTH_PASS": AUTH[1],
         }
         backend = BackendServer(tmp / "models", env, tmp / "backend.log").start()
         try:
-            ls = LabelStudio(base_url=ls_server.url, api_key=ls_server.token)
+            ls = ls_server.sdk()
             project_id, task_ids, built, status = team_project(ls_server, backend, auth=AUTH)
             yield Project(ls_server, backend, ls, project_id, task_ids, built, status)
         finally:

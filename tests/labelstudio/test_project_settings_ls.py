@@ -14,10 +14,8 @@ import pytest
 from subregweigh.scout import Scout
 from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
 from testbed.servers import (
-    LabelStudioServer,
     backend_with_jobs,
     http_json,
-    require_label_studio,
 )
 from tests.paths import DATA
 
@@ -30,13 +28,6 @@ SERVER_ENV = {
     "SRW_MIN_ANNOTATIONS": "5",
 }
 N_TASKS = 16
-
-
-@pytest.fixture(scope="module")
-def label_studio():
-    require_label_studio()
-    with LabelStudioServer() as server:
-        yield server
 
 
 def _connect(ls, project, url, extra_params, ml=None):
@@ -71,11 +62,7 @@ def _wait_message(backend, project, fragment, timeout=300.0) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["embedded", "redis"])
 def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs, tmp_path):
-    env = {
-        **SERVER_ENV,
-        "LABEL_STUDIO_URL": label_studio.url,
-        "LABEL_STUDIO_API_KEY": label_studio.token,
-    }
+    env = {**SERVER_ENV, **label_studio.backend_env}
     with backend_with_jobs(jobs, env, tmp_path) as (backend, _):
         ls = label_studio
         project = ls.api(
@@ -119,21 +106,22 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
         first = wait_trained(backend, pid, timeout=600)["current_version"]
         trained = _trained_with(backend, pid)
         assert (trained["k"], trained["n_samples"], trained["epochs"]) == (3, 12, 2)
-        assert trained["score"] == "deterministic"
+        assert trained["crf"] is True
 
         # A change of a scoring setting retrains at once, with nobody asking for a training.
-        new = {"k": 2, "n_samples": 12, "epochs": 2, "score": "probability"}
+        new = {"k": 2, "n_samples": 12, "epochs": 2, "crf": False}
         code, reply = _connect(ls, pid, backend.url, new, ml["id"])
         assert code == 200, reply
         status = wait_trained(backend, pid, timeout=600, previous=first)
         trained = _trained_with(backend, pid)
-        assert (trained["k"], trained["score"]) == (2, "probability")
+        assert (trained["k"], trained["crf"]) == (2, False)
         assert status["settings"]["effective"]["k"] == 2
         assert ls.api("GET", f"/api/projects/{pid}")["model_version"] == status["current_version"]
 
         # A bad change is refused; Label Studio and the backend keep the settings they had.
-        code, reply = _connect(ls, pid, backend.url, {**new, "p": 1.5}, ml["id"])
-        assert code == 400 and "extra parameter p is 1.5; it must be in [0, 1)" in _refusal(reply)
+        code, reply = _connect(ls, pid, backend.url, {**new, "n_scouts": 11}, ml["id"])
+        assert code == 400, reply
+        assert "extra parameter n_scouts is 11; it must be in [0, 10]" in _refusal(reply)
         assert ls.api("GET", f"/api/ml/{ml['id']}")["extra_params"] == new
         assert backend.get(f"/status?project={pid}")[1]["settings"]["overrides"] == new
 
@@ -153,11 +141,7 @@ def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
     references = tmp_path / "models" / "references"  # MODEL_DIR/references
     references.mkdir(parents=True)
     (references / "conll-200.conll").write_text(_conll_train(200), encoding="utf-8")
-    env = {
-        **SERVER_ENV,
-        "LABEL_STUDIO_URL": label_studio.url,
-        "LABEL_STUDIO_API_KEY": label_studio.token,
-    }
+    env = {**SERVER_ENV, **label_studio.backend_env}
     with backend_with_jobs(jobs, env, tmp_path) as (backend, _):
         ls = label_studio
         project = ls.api(

@@ -20,7 +20,15 @@ import pytest
 
 from subregweigh.review import word_types
 from testbed.browser import Page, require_chromium
-from testbed.projects import ENGINE_ENV, NER_CONFIG, field, ner_tasks, retyped, wait_trained
+from testbed.projects import (
+    ENGINE_ENV,
+    NER_CONFIG,
+    connect_and_train,
+    field,
+    ner_tasks,
+    retyped,
+    wait_trained,
+)
 from testbed.servers import (
     LS_PASSWORD,
     LS_USERNAME,
@@ -37,23 +45,15 @@ def trained(tmp_path_factory):
     """A real Label Studio with a 30-task NER project (3 wrong), our backend connected and
     trained once."""
     require_label_studio()
-    from label_studio_sdk.client import LabelStudio
-
     tmp = tmp_path_factory.mktemp("reviews")
     tasks, _ = ner_tasks(np.random.default_rng(29), 30, 3)
     with LabelStudioServer() as label_studio:
-        env = {
-            **ENGINE_ENV,
-            "SRW_EPOCHS": "4",
-            "LABEL_STUDIO_URL": label_studio.url,
-            "LABEL_STUDIO_API_KEY": label_studio.token,
-        }
+        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
         with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+            ls = label_studio.sdk()
             project = ls.projects.create(title="review decisions", label_config=NER_CONFIG)
             ls.projects.import_tasks(id=project.id, request=tasks)
-            ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-            ls.ml.train(id=ml.id)
+            ml = connect_and_train(ls, project.id, backend.url)
             wait_trained(backend, project.id)
             yield SimpleNamespace(
                 label_studio=label_studio,

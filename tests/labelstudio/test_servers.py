@@ -13,17 +13,16 @@ import inspect
 import json
 import subprocess
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from testbed.servers import (
     LS_VENV,
     LabelStudioServer,
+    QuietHandler,
     RedisServer,
-    require_label_studio,
     require_redis,
+    serving,
 )
 
 # ----------------------------------------------------------------------------- redis
@@ -66,54 +65,32 @@ def test_redis_appendonly_survives_kill(tmp_path):
 # ----------------------------------------------------------------------------- label studio
 
 
-class _StubBackend(BaseHTTPRequestHandler):
+class _StubBackend(QuietHandler):
     """Just enough of the ML backend protocol for Label Studio to connect and train."""
 
     calls: list = []
 
-    def _reply(self, body):
-        raw = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
     def do_GET(self):  # noqa: N802
         self.calls.append(("GET", self.path, None))
-        self._reply({"status": "UP", "model_class": "Stub"})
+        self.reply({"status": "UP", "model_class": "Stub"})
 
     def do_POST(self):  # noqa: N802
         n = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(n) or b"null")
         self.calls.append(("POST", self.path, body))
         if self.path.startswith("/setup"):
-            self._reply({"model_version": "stub-v0"})
+            self.reply({"model_version": "stub-v0"})
         elif self.path.startswith("/predict"):
-            self._reply({"results": []})
+            self.reply({"results": []})
         else:
-            self._reply({"status": "ok"})
-
-    def log_message(self, *args):
-        pass
+            self.reply({"status": "ok"})
 
 
 @pytest.fixture
 def stub_backend():
     _StubBackend.calls = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StubBackend)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", _StubBackend.calls
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def label_studio():
-    require_label_studio()
-    with LabelStudioServer() as ls:
-        yield ls
+    with serving(_StubBackend) as url:
+        yield url, _StubBackend.calls
 
 
 def sdk_scenario(base_url: str, api_key: str, backend_url: str) -> dict:

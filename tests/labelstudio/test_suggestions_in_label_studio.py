@@ -16,18 +16,11 @@ from backend.publish import write_predictions
 from backend.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.weigh import SubRegWeigh
 from testbed.browser import Page, chromium_available
-from testbed.servers import LS_PASSWORD, LS_USERNAME, LabelStudioServer, require_label_studio
+from testbed.servers import LS_PASSWORD, LS_USERNAME
 from tests.backend.test_suggestions import CLS_CONFIG, NER_CONFIG, ls_task, sentiment_scout
 
 pytestmark = pytest.mark.slow
 VERSION = "srw-suggest-test"
-
-
-@pytest.fixture(scope="module")
-def label_studio():
-    require_label_studio()
-    with LabelStudioServer() as ls:
-        yield ls
 
 
 def _project(ls, title: str, config: str, tasks: list[dict]) -> int:

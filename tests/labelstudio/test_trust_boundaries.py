@@ -14,7 +14,6 @@ one Label Studio, A connected to our backend behind basic auth and trained, B no
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import numpy as np
@@ -23,7 +22,13 @@ import requests
 
 from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
 from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
-from testbed.servers import BackendServer, LabelStudioServer, require_label_studio
+from testbed.servers import (
+    BackendServer,
+    LabelStudioServer,
+    QuietHandler,
+    require_label_studio,
+    serving,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +56,7 @@ def two_projects(tmp_path_factory):
         env = {
             **ENGINE_ENV,
             "SRW_EPOCHS": "2",
-            "LABEL_STUDIO_URL": ls.url,
-            "LABEL_STUDIO_API_KEY": ls.token,
+            **ls.backend_env,
             "BASIC_AUTH_USER": AUTH[0],
             "BASIC_AUTH_PASS": AUTH[1],
         }
@@ -246,34 +250,27 @@ def test_events_for_projects_not_connected_here_make_no_directory(two_projects):
 def test_what_label_studio_sends_for_a_long_task_fits_the_webhook_cap(two_projects):
     """Item 2's cap is sized from Label Studio's own webhooks: an annotation of a
     200,000-character task with 2,000 regions, as Label Studio 1.23 sends it to a webhook."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from backend.auth import WEBHOOK_BODY
 
     ctx = two_projects
     ls = ctx["ls"]
     sizes: list[int] = []
 
-    class Recorder(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Recorder(QuietHandler):
         def do_POST(self):
             sizes.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(Recorder) as url:
         project = ls.api("POST", "/api/projects", {"title": "long", "label_config": NER_CONFIG})
         ls.api(
             "POST",
             "/api/webhooks",
             {
                 "project": project["id"],
-                "url": f"http://127.0.0.1:{server.server_address[1]}/webhook",
+                "url": f"{url}/webhook",
                 "send_payload": True,
                 "send_for_all_actions": False,
                 "actions": ["ANNOTATION_CREATED"],
@@ -295,7 +292,5 @@ def test_what_label_studio_sends_for_a_long_task_fits_the_webhook_cap(two_projec
         ]
         ls.api("POST", f"/api/tasks/{task['id']}/annotations", {"result": regions})
         _wait("the webhook", lambda: sizes)
-    finally:
-        server.shutdown()
     print(f"Label Studio's ANNOTATION_CREATED for the long task: {sizes[0]} bytes")
     assert 200_000 < sizes[0] < WEBHOOK_BODY / 4, sizes

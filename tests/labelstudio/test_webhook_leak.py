@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
 from testbed.projects import NER_CONFIG
-from testbed.servers import BackendServer, LabelStudioServer, free_port, require_label_studio
+from testbed.servers import (
+    BackendServer,
+    LabelStudioServer,
+    QuietHandler,
+    require_label_studio,
+    serving,
+)
 
 AUTH = ("lead", "leak-pass-93b1")
 OTHER_PASS = "other-pass-1f07"  # the second backend's own connection password
 BASIC = base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
 
 
-class Recorder(BaseHTTPRequestHandler):
+class Recorder(QuietHandler):
     """A minimal ML backend that records every request it gets, whole."""
 
     seen: list[dict]
@@ -39,39 +43,21 @@ class Recorder(BaseHTTPRequestHandler):
             {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
         )
 
-    def _reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self):  # noqa: N802 (http.server's names)
         self._record()
         # It cannot compute the answer; it tries one anyway.
-        self._reply({"status": "UP", "challenge_response": "0" * 64})
+        self.reply({"status": "UP", "challenge_response": "0" * 64})
 
     def do_POST(self):  # noqa: N802
         self._record()
-        self._reply({"model_version": "other", "results": []})
-
-    def log_message(self, *args):
-        pass
+        self.reply({"model_version": "other", "results": []})
 
 
 @pytest.fixture
 def other_backend():
     seen: list[dict] = []
-    handler = type("OtherBackend", (Recorder,), {"seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("OtherBackend", (Recorder,), {"seen": seen})) as url:
+        yield url, seen
 
 
 def _wait(what: str, check, timeout: float = 90.0):
@@ -92,8 +78,7 @@ def test_a_second_backend_with_the_same_user_name_gets_neither_password_nor_toke
     models = tmp_path / "models"
     with LabelStudioServer() as ls:
         env = {
-            "LABEL_STUDIO_URL": ls.url,
-            "LABEL_STUDIO_API_KEY": ls.token,
+            **ls.backend_env,
             "BASIC_AUTH_USER": AUTH[0],
             "BASIC_AUTH_PASS": AUTH[1],
             "SRW_MIN_ANNOTATIONS": "10",  # one task: the training stops after the webhooks

@@ -19,7 +19,7 @@ from backend.labelstudio import LabelStudioUnavailable
 from backend.settings import Settings
 from backend.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks
-from tests.doubles import use_label_studio
+from tests.doubles import offline_settings, use_label_studio
 
 
 class FailsTheFirstWrite:
@@ -62,10 +62,8 @@ def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeyp
     monkeypatch.setattr(FailsTheFirstWrite, "writes", [])
     monkeypatch.setattr(FailsTheFirstWrite, "served", [])
     use_label_studio(monkeypatch, FailsTheFirstWrite)
-    settings = Settings(
-        model_dir=str(tmp_path / "models"),
-        label_studio_url="http://127.0.0.1:1",
-        label_studio_api_key="key",
+    settings = offline_settings(
+        tmp_path / "models",
         epochs=1,
         k=2,
         n_samples=4,

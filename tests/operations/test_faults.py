@@ -22,6 +22,7 @@ from testbed.projects import (
     NER_CONFIG,
     classification_tasks,
     field,
+    import_tasks,
     ner_task,
     ner_tasks,
     publish_scout,
@@ -48,27 +49,12 @@ FAST = {
 N_TASKS = 20
 
 
-@pytest.fixture(scope="module")
-def label_studio():
-    require_label_studio()
-    with LabelStudioServer() as server:
-        yield server
-
-
-def _sdk(ls: LabelStudioServer):
-    from label_studio_sdk.client import LabelStudio
-
-    return LabelStudio(base_url=ls.url, api_key=ls.token)
-
-
 def _project(ls: LabelStudioServer, kind: str = "ner", seed: int = 3) -> tuple[int, list[int]]:
     make, config = (ner_tasks, NER_CONFIG) if kind == "ner" else (classification_tasks, CLS_CONFIG)
     tasks, _ = make(np.random.default_rng(seed), N_TASKS, 2)
-    sdk = _sdk(ls)
+    sdk = ls.sdk()
     project = sdk.projects.create(title=f"faults {kind}", label_config=config)
-    ids = list(
-        sdk.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
-    )
+    ids = import_tasks(sdk, project.id, tasks)
     _LABEL_STUDIO[project.id] = ls
     return project.id, ids
 
@@ -78,7 +64,7 @@ _CONNECTED: set[tuple[int, str]] = set()
 
 
 def _env(ls: LabelStudioServer, **extra) -> dict[str, str]:
-    return {**FAST, "LABEL_STUDIO_URL": ls.url, "LABEL_STUDIO_API_KEY": ls.token, **extra}
+    return {**FAST, **ls.backend_env, **extra}
 
 
 def _worker(env: dict[str, str], model_dir: Path, log: Path) -> BackgroundProcess:
@@ -92,7 +78,7 @@ def _train(backend: BackendServer, project: int) -> tuple[int, dict]:
     """START_TRAINING, as Label Studio sends it for a project connected to ``backend`` (the
     backend keeps nothing for a project not connected to it: connected here on first use)."""
     if (project, backend.url) not in _CONNECTED:
-        _sdk(_LABEL_STUDIO[project]).ml.create(project=project, url=backend.url, title="srw")
+        _LABEL_STUDIO[project].sdk().ml.create(project=project, url=backend.url, title="srw")
         _CONNECTED.add((project, backend.url))
     return backend.post("/webhook", {"action": "START_TRAINING", "project": {"id": project}})
 
@@ -137,7 +123,7 @@ def _ls_predict(
     """/predict exactly as Label Studio calls it, for all the project's tasks."""
     tasks = [
         {"id": t.id, "data": t.data, "annotations": t.annotations}
-        for t in _sdk(ls).tasks.list(project=project, fields="all")
+        for t in ls.sdk().tasks.list(project=project, fields="all")
     ]
     return backend.post(
         "/predict", {"tasks": tasks, "project": f"{project}.1", "label_config": config}
@@ -201,12 +187,12 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
 
             code, body = _ls_predict(backend, label_studio, project)
             assert code == 200 and {r["model_version"] for r in body["results"]} == {v1}
-            assert _sdk(label_studio).projects.get(id=project).model_version == v1
+            assert label_studio.sdk().projects.get(id=project).model_version == v1
 
             with _worker(env, tmp_path / "models", tmp_path / "worker3.log"):
                 assert _train(backend, project)[0] == 201
                 v2 = _trained(backend, project, other_than=v1)
-            assert _sdk(label_studio).projects.get(id=project).model_version == v2
+            assert label_studio.sdk().projects.get(id=project).model_version == v2
             versions = backend.get(f"/versions?project={project}")[1]["versions"]
             assert versions == sorted([v1, v2])  # the killed training left no version behind
 
@@ -319,7 +305,7 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
             ls.start()  # same data, same port
             assert _train(backend, project)[0] == 201
             v2 = _trained(backend, project, other_than=version)
-            assert _sdk(ls).projects.get(id=project).model_version == v2
+            assert ls.sdk().projects.get(id=project).model_version == v2
     finally:
         ls.close()
 
@@ -340,7 +326,7 @@ def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
         versions = {p: _trained(backend, p) for p in (ner_project, cls_project)}
     assert versions[ner_project] != versions[cls_project]
 
-    sdk = _sdk(label_studio)
+    sdk = label_studio.sdk()
     for project, ids, control in (
         (ner_project, ner_ids, "label"),
         (cls_project, cls_ids, "sentiment"),

@@ -33,6 +33,7 @@ from backend.settings import Settings
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, free_port
 from tests.doubles import FakeRunner
+from tests.paths import ROUTES
 
 USER, PASSWORD = "fuzz-user", "fuzz-pass-3c1d8e"
 API_KEY = "fuzz-apikey-9f8e7d6c5b4a39281706"
@@ -396,24 +397,9 @@ def check_response(status: int, raw: bytes, *, method: str, path: str, sent=None
             assert len(body["results"]) == len(sent["tasks"])
 
 
-ENDPOINTS = {
-    "/",
-    "/health",
-    "/setup",
-    "/predict",
-    "/webhook",
-    "/status",
-    "/is_training",
-    "/versions",
-    "/report",
-    "/report.json",
-    "/selftest",
-}
-
-
 def _endpoint(path: str) -> str:
     path = path.split("?", 1)[0]
-    return path if path in ENDPOINTS else "other paths"
+    return path if path in ROUTES else "other paths"
 
 
 # ----------------------------------------------------------------------------- in process

@@ -95,14 +95,15 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
     assert "Traceback" not in log
 
 
-def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout):
+def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, monkeypatch):
     """Memory per worker is bounded: loading a third project's version evicts the least recently
     used; a project's new version replaces its older one at once (never served again)."""
     from backend import weighers
     from backend.settings import Settings
     from backend.store import ProjectStore
 
-    settings = Settings(model_dir=str(tmp_path), cached_models=2)
+    monkeypatch.setattr(weighers, "CACHED_MODELS", 2)
+    settings = Settings(model_dir=str(tmp_path))
     stores = [ProjectStore(tmp_path, project) for project in (1, 2, 3)]
     versions = [
         publish_scout(tmp_path, project, tiny_scout, f"srw-2026010{project}-000000000-aaaaaa")

@@ -33,23 +33,20 @@ from backend.store import ProjectStore
 from backend.tasks import ConfigError
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
-from tests.doubles import FakeRunner, use_label_studio
+from tests.doubles import (
+    IMAGE_CONFIG,
+    NER_CONFIG,
+    FakeRunner,
+    basic_auth,
+    offline_settings,
+    use_label_studio,
+)
+from tests.paths import ROUTES
 
 USER, PASSWORD = "sec-user", "sec-pass-8d1e4b"
 API_KEY = "sec-apikey-4e5f6a7b8c9d0e1f2a3b4c5d"
-NER_CONFIG = """<View>
-  <Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>
-  <Text name="text" value="$text"/>
-</View>"""
-IMAGE_CONFIG = """<View><Image name="image" value="$image"/>
-  <RectangleLabels name="box" toName="image"><Label value="Car"/></RectangleLabels></View>"""
 
-
-def _basic(user: str, password: str) -> dict:
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-
-
-GOOD = _basic(USER, PASSWORD)
+GOOD = basic_auth(USER, PASSWORD)
 
 
 def _app(model_dir: Path, **overrides):
@@ -73,13 +70,13 @@ def _app(model_dir: Path, **overrides):
 
 BAD_CREDENTIALS = {
     "none": {},
-    "wrong password": _basic(USER, "wrong"),
-    "wrong user": _basic("admin", PASSWORD),
-    "user and password swapped": _basic(PASSWORD, USER),
-    "password prefix": _basic(USER, PASSWORD[:-1]),
-    "password plus a character": _basic(USER, PASSWORD + "x"),
-    "user in upper case": _basic(USER.upper(), PASSWORD),
-    "empty": _basic("", ""),
+    "wrong password": basic_auth(USER, "wrong"),
+    "wrong user": basic_auth("admin", PASSWORD),
+    "user and password swapped": basic_auth(PASSWORD, USER),
+    "password prefix": basic_auth(USER, PASSWORD[:-1]),
+    "password plus a character": basic_auth(USER, PASSWORD + "x"),
+    "user in upper case": basic_auth(USER.upper(), PASSWORD),
+    "empty": basic_auth("", ""),
     "no password": {"Authorization": "Basic " + base64.b64encode(USER.encode()).decode()},
     "Bearer scheme": {"Authorization": f"Bearer {PASSWORD}"},
     "Token scheme": {"Authorization": f"Token {API_KEY}"},
@@ -121,19 +118,7 @@ def test_basic_auth_guards_every_route_but_health(tmp_path):
     client = app.test_client()
     routes = _routes(app)
     paths = {path for _, path in routes}
-    assert {
-        "/",
-        "/setup",
-        "/predict",
-        "/webhook",
-        "/status",
-        "/is_training",
-        "/versions",
-        "/report",
-        "/report.json",
-        "/selftest",
-        "/added-later/1",
-    } <= paths, paths
+    assert (ROUTES - {"/health"}) | {"/added-later/1"} <= paths, paths
 
     for method, path in routes:
         for name, headers in BAD_CREDENTIALS.items():
@@ -547,9 +532,8 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     monkeypatch.setattr(FakeLabelStudio, "written", [])
     monkeypatch.setattr(FakeLabelStudio, "model_version", None)
     use_label_studio(monkeypatch, FakeLabelStudio)
-    settings = Settings(
-        model_dir=str(model_dir),
-        label_studio_url="http://127.0.0.1:1",
+    settings = offline_settings(
+        model_dir,
         label_studio_api_key=API_KEY,
         epochs=1,
         k=2,

@@ -15,7 +15,7 @@ from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
-from tests.doubles import FakeRunner, ProjectsOfLabelStudio, use_label_studio
+from tests.doubles import FakeRunner, ProjectsOfLabelStudio, offline_settings, use_label_studio
 
 TASKS = conll_tasks(np.random.default_rng(3), 300)
 
@@ -40,16 +40,15 @@ def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
     tmp_path, tiny_scout, monkeypatch
 ):
     use_label_studio(monkeypatch, ProjectInLabelStudio)
+    monkeypatch.setattr(training, "EARLY_STEPS", 10**9)  # no early version: one that serves
     model_dir = tmp_path / "models"
     serving = publish_scout(model_dir, 4, tiny_scout)
-    settings = Settings(
-        model_dir=str(model_dir),
-        label_studio_url="http://127.0.0.1:1",
-        label_studio_api_key="key",
+    settings = offline_settings(
+        model_dir,
         training_seconds=10,
         epochs=20,
         n_scouts=1,
-        early_steps=0,
+        crf=False,
     )
     start = time.monotonic()
     try:

@@ -160,6 +160,12 @@ def test_a_result_without_a_status_or_out_of_place_is_found(tmp_path):
     assert "`gone`" in (tmp_path / index.INDEX).read_text()
 
 
+def _ran(benchmark, argv, out, stem: str) -> dict:
+    """Run ``benchmark.main(argv)``: it succeeds; the result it wrote, ``out/STEM.json``."""
+    assert benchmark.main(argv) == 0
+    return json.loads((out / f"{stem}.json").read_text())
+
+
 def _check_runs(result, n_examples):
     for run in result["runs"]:
         assert set(run["eval"]) == {"test", "dev"}
@@ -223,8 +229,7 @@ def test_final_model_runs_resumes_and_keeps_finished_runs(tmp_path, monkeypatch)
         raise AssertionError("resume weighed again")
 
     monkeypatch.setattr(final_model, "SubRegWeigh", no_weighing)
-    assert final_model.main([*args, "--resume"]) == 0
-    resumed = json.loads((tmp_path / "fm.json").read_text())
+    resumed = _ran(final_model, [*args, "--resume"], tmp_path, "fm")
     assert resumed["complete"] and resumed["finished_runs"] == 7 and not resumed["missing"]
     assert resumed["runs"][:2] == result["runs"]
     assert [r["weighting"] for r in resumed["runs"][2:]] == [
@@ -257,8 +262,7 @@ DETECTION_TINY = ["--sizes", "24", "--epochs", "1", "--n-samples", "6", "-k", "3
 @pytest.mark.slow
 def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
     args = DETECTION_TINY + ["--out", str(tmp_path), "--name", "det"]
-    assert detection.main(args + ["--seeds", "1"]) == 0
-    first = json.loads((tmp_path / "det.json").read_text())
+    first = _ran(detection, args + ["--seeds", "1"], tmp_path, "det")
     assert first["complete"] and first["summary"]["24"]["methods"]["random"]
     (run,) = first["runs"]
     assert run["cleanlab_vs_min_gold_max_diff"] < 1e-5  # cleanlab's default: the lowest p(gold)
@@ -280,8 +284,7 @@ def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
         return real_run_one(a, size, seed)
 
     monkeypatch.setattr(detection, "run_one", counting_run_one)
-    assert detection.main([*args, "--seeds", "2", "--resume"]) == 0
-    resumed = json.loads((tmp_path / "det.json").read_text())
+    resumed = _ran(detection, [*args, "--seeds", "2", "--resume"], tmp_path, "det")
     assert seeds_run == [1] and resumed["complete"]
     assert resumed["runs"][0] == run and resumed["runs"][1]["seed"] == 1
     assert resumed["summary"]["24"]["methods"]["random"]["ap"]["n"] == 2
@@ -290,8 +293,7 @@ def test_detection_resume_keeps_finished_seeds(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_detection_curve_runs_costly_scores_up_to_a_size(tmp_path):
     args = [*DETECTION_TINY[2:], "--sizes", "16", "24", "--costly-up-to", "16", "--seeds", "1"]
-    assert detection.main([*args, "--out", str(tmp_path), "--name", "curve"]) == 0
-    result = json.loads((tmp_path / "curve.json").read_text())
+    result = _ran(detection, [*args, "--out", str(tmp_path), "--name", "curve"], tmp_path, "curve")
     assert "cleanlab OOF" in result["summary"]["16"]["methods"]
     assert "cleanlab OOF" not in result["summary"]["24"]["methods"]
     assert "agreement c/K" in result["summary"]["24"]["methods"]
@@ -312,8 +314,9 @@ def test_engine_scaling_times_each_phase(tmp_path):
     from benchmarks import engine_scaling
 
     args = ["--sizes", "24", "--epochs", "1", "-k", "3", "--n-samples", "6", "--n-jobs", "1"]
-    assert engine_scaling.main([*args, "--out", str(tmp_path), "--name", "eng"]) == 0
-    (row,) = json.loads((tmp_path / "eng.json").read_text())["runs"]
+    (row,) = _ran(
+        engine_scaling, [*args, "--out", str(tmp_path), "--name", "eng"], tmp_path, "eng"
+    )["runs"]
     assert row["size"] == 24 and all(row["seconds"][p] > 0 for p in engine_scaling.PHASES)
     assert row["candidates"] >= 24 and 0 <= row["mean_reliability"] <= 1
     assert "| 24 |" in (tmp_path / "eng.md").read_text()
@@ -327,8 +330,7 @@ def test_training_step_times_each_variant_and_profiles_one_fit(tmp_path):
     from benchmarks import training_step
 
     args = ["--sentences", "24", "--repeats", "1", "--out", str(tmp_path), "--name", "ts"]
-    assert training_step.main(args) == 0
-    result = json.loads((tmp_path / "ts.json").read_text())
+    result = _ran(training_step, args, tmp_path, "ts")
     assert [r["variant"] for r in result["runs"]] == ["for-loop", "fused", "fused-bfloat16"]
     assert all(r["wall"] > 0 and 0 < r["optimizer_step"] < r["wall"] for r in result["runs"])
     (shares,) = result["op_shares"].values()
@@ -347,8 +349,7 @@ def test_inference_weighs_the_same_candidates_in_each_variant(tmp_path):
 
     args = ["--examples", "20", "--n-samples", "6", "-k", "3", "--threads", "1"]
     args += ["--batch-sizes", "16", "--out", str(tmp_path), "--name", "inf"]
-    assert inference.main(args) == 0
-    rows = json.loads((tmp_path / "inf.json").read_text())["rows"]
+    rows = _ran(inference, args, tmp_path, "inf")["rows"]
     assert [r["variant"] for r in rows] == ["float32", "int8", "bfloat16", "float32"]
     reference, int8, bf16, batch16 = rows
     assert reference["max_abs_diff"] == 0 and reference["spearman"] == 1
@@ -363,8 +364,7 @@ def test_warm_start_compares_three_scouts_on_the_same_candidates(tmp_path):
 
     args = ["--examples", "30", "--steps", "1", "--change", "5", "--seeds", "1", "--epochs", "1"]
     args += ["--n-samples", "6", "-k", "3", "--warm-learning-rate", "3e-5", "--out", str(tmp_path)]
-    assert warm_start.main(args) == 0
-    result = json.loads((tmp_path / "warm-start-conll.json").read_text())
+    result = _ran(warm_start, args, tmp_path, "warm-start-conll")
     (run,) = result["runs"]
     assert set(run["scores"]) == {"full", "warm", "stale"}
     full = run["scores"]["full"]["probability"]["ap"]
@@ -382,8 +382,7 @@ def test_ablation_rows_share_one_scout(tmp_path):
 
     args = ["--examples", "24", "--epochs", "1", "--n-samples", "8", "-k", "3", "--seeds", "1"]
     args += ["--methods", "random", "kmeans", "--ps", "0", "0.1", "--out", str(tmp_path)]
-    assert ablation.main(args) == 0
-    result = json.loads((tmp_path / "ablation-conll-sentence.json").read_text())
+    result = _ran(ablation, args, tmp_path, "ablation-conll-sentence")
     variants = result["runs"][0]["variants"]
     assert set(variants) == {"random p=0.0", "kmeans p=0.0", "random p=0.1", "kmeans p=0.1"}
     for name, row in variants.items():
@@ -407,7 +406,6 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     from benchmarks import scaling
 
     tiny = ["--sizes", "20", "--retrain-at", "20", "--changes", "2", "--epochs", "1", "-k", "2"]
-    tiny += ["--early-steps", "1"]
     assert scaling.main(tiny + ["--n-samples", "4", "--out", str(tmp_path)]) == 0
 
     result = json.loads((tmp_path / "scaling.json").read_text())
@@ -455,8 +453,9 @@ def test_fetch_times_both_reads_of_a_project(tmp_path):
     require_label_studio()
     from benchmarks import fetch
 
-    assert fetch.main(["--sizes", "12", "--repeats", "1", "--out", str(tmp_path)]) == 0
-    (run,) = json.loads((tmp_path / "fetch.json").read_text())["runs"]
+    (run,) = _ran(
+        fetch, ["--sizes", "12", "--repeats", "1", "--out", str(tmp_path)], tmp_path, "fetch"
+    )["runs"]
     assert run["size"] == 12
     assert all(
         len(run["seconds"][read]) == 1 and run["seconds"][read][0] > 0 for read in fetch.READS
@@ -472,8 +471,7 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     assert len(original) == 3453 and flags.sum() == 186
     argv = ["--sizes", "40", "--seeds", "1", "--epochs", "1", "--n-samples", "6", "-k", "3"]
     argv += ["--folds", "2", "--ensemble", "2", "--out", str(tmp_path), "--threads", "1"]
-    assert real_errors.main(argv) == 0
-    result = json.loads((tmp_path / "real-errors-40-scouts2.json").read_text())
+    result = _ran(real_errors, argv, tmp_path, "real-errors-40-scouts2")
     (run,) = result["runs"]
     picked = real_errors.draw("40", 0, len(original))
     assert run["n"] == 40 and run["n_errors"] == int(flags[picked].sum())
@@ -572,8 +570,7 @@ def test_review_loop_runs_end_to_end(tmp_path):
 
     argv = ["--size", "40", "--seeds", "1", "--epochs", "1", "--batch", "5"]
     argv += ["--out", str(tmp_path), "--threads", "1", "--cache", str(tmp_path / "cache")]
-    assert review_loop.main(argv) == 0
-    result = json.loads((tmp_path / "review-loop-40.json").read_text())
+    result = _ran(review_loop, argv, tmp_path, "review-loop-40")
     (run,) = result["runs"]
     assert len(list((tmp_path / "cache").glob("scout-*.npz"))) == 1
     assert review_loop.main([*argv, "--name", "again"]) == 0  # from the cache: the same scout
@@ -586,11 +583,11 @@ def test_review_loop_runs_end_to_end(tmp_path):
     assert pair["scout_seconds"] > run["scout_seconds"]  # the two scouts' trainings
     assert "averaged over 2 scouts" in (tmp_path / "pair.md").read_text()
     again = ["--policies", *review_loop.POLICIES, "--retrain-every", "4", "--retrain-until", "40"]
-    assert review_loop.main([*argv, *again, "--name", "re"]) == 0
-    (retrained,) = json.loads((tmp_path / "re.json").read_text())["runs"]
+    (retrained,) = _ran(review_loop, [*argv, *again, "--name", "re"], tmp_path, "re")["runs"]
     assert set(review_loop.POLICIES) <= set(retrained)
-    assert review_loop.main([*argv, *again, "--name", "re", "--seeds", "2", "--resume"]) == 0
-    first, second = json.loads((tmp_path / "re.json").read_text())["runs"]
+    first, second = _ran(
+        review_loop, [*argv, *again, "--name", "re", "--seeds", "2", "--resume"], tmp_path, "re"
+    )["runs"]
     assert first == retrained and second["seed"] == 1  # the finished seed kept, not rerun
     # a round that retrains a scout costs seconds, a static one microseconds
     assert retrained["retrain"]["round_seconds"] > 100 * retrained["static"]["round_seconds"]

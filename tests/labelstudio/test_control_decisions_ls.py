@@ -1,0 +1,351 @@
+"""The review control's decisions through a real Label Studio 1.23.2 and its API (issue 44; the
+browser's clicks are tests/labelstudio/test_review_control_ui.py).
+
+Three projects with the control in their config (NER, classification single- and multi-label),
+trained once through Label Studio; a second Label Studio user, signed up through the project's
+invite link as a reviewer would be, decides through the API what Update sends: *correct*,
+*wrong (fixed)* with a corrected label, a cleared choice, a fix reverted. Each decision is read
+by the rescore its webhook queued, recorded with that user (Label Studio's ``updated_by``,
+named by email), and shown in the task's prediction; plain saves are edits. The Data Manager's
+filter for "flagged and not yet reviewed" is checked as Label Studio evaluates it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+from subregweigh.io.labelstudio import REVIEW_CONTROL, review_control_xml
+from testbed.projects import (
+    CLS_CONFIG,
+    ENGINE_ENV,
+    NER_CONFIG,
+    classification_tasks,
+    field,
+    ner_tasks,
+    retyped,
+    wait_trained,
+)
+from testbed.servers import BackendServer, LabelStudioServer, http_json, require_label_studio
+
+pytestmark = pytest.mark.slow
+
+REVIEWER = "reviewer@example.com"
+MULTI_CONFIG = CLS_CONFIG.replace('choice="single"', 'choice="multiple"')
+
+
+def with_control(config: str) -> str:
+    return config.replace("</View>", review_control_xml("text") + "</View>")
+
+
+def sign_up(label_studio, email: str, password: str) -> str:
+    """A user who joins through the organization's invite link, as a colleague does; their API
+    token."""
+    import requests
+
+    invite = label_studio.api("GET", "/api/invite")
+    session = requests.Session()
+    url = f"{label_studio.url}{invite['invite_url']}"
+    session.get(url, timeout=30)
+    form = {
+        "email": email,
+        "password": password,
+        "csrfmiddlewaretoken": session.cookies.get("csrftoken"),
+        "allow_newsletters": "false",
+    }
+    session.post(url, data=form, headers={"Referer": url}, timeout=30).raise_for_status()
+    return session.get(f"{label_studio.url}/api/current-user/token", timeout=30).json()["token"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A real Label Studio with three projects, each with the review control, connected to our
+    backend and trained once; and a reviewer's token."""
+    require_label_studio()
+    from label_studio_sdk.client import LabelStudio
+
+    tmp = tmp_path_factory.mktemp("control")
+    rng = np.random.default_rng(44)
+    ner, _ = ner_tasks(rng, 24, 3)
+    # NER without regions: a sentence with entities, annotated as having none
+    ner[-1]["annotations"][0]["result"] = []
+    single, _ = classification_tasks(rng, 24, 3)
+    multi, _ = classification_tasks(rng, 24, 3)
+    both = {**multi[0]["annotations"][0]["result"][0]}
+    both["value"] = {"choices": ["negative", "positive"]}
+    multi[0]["annotations"][0]["result"] = [both]
+    with LabelStudioServer() as label_studio:
+        env = {
+            **ENGINE_ENV,
+            "SRW_EPOCHS": "3",
+            "SRW_N": "20",
+            "SRW_K": "4",
+            "LABEL_STUDIO_URL": label_studio.url,
+            "LABEL_STUDIO_API_KEY": label_studio.token,
+        }
+        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
+            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
+            projects = {}
+            for name, config, tasks in [
+                ("ner", NER_CONFIG, ner),
+                ("single", CLS_CONFIG, single),
+                ("multi", MULTI_CONFIG, multi),
+            ]:
+                project = ls.projects.create(title=f"control {name}", label_config=config)
+                ls.projects.import_tasks(id=project.id, request=tasks)
+                # the control added to a project that already has annotations: they stay valid
+                ls.projects.update(id=project.id, label_config=with_control(config))
+                ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+                ls.ml.train(id=ml.id)
+                projects[name] = project.id
+            for project in projects.values():
+                wait_trained(backend, project)
+            yield SimpleNamespace(
+                label_studio=label_studio,
+                backend=backend,
+                ls=ls,
+                projects=projects,
+                models=tmp / "models",
+                reviewer=sign_up(label_studio, REVIEWER, "reviewer-pw-12345"),
+            )
+
+
+def tasks_of(ctx, project: int, query: dict | None = None) -> list[dict]:
+    path = f"/api/tasks?project={project}&fields=all&page_size=100"
+    if query is not None:
+        path += f"&query={quote(json.dumps(query))}"
+    return ctx.label_studio.api("GET", path)["tasks"]
+
+
+def queue(ctx, project: int) -> list[int]:
+    """The project's tasks, most doubtful first, as the Data Manager sorts them by score."""
+    return [t["id"] for t in tasks_of(ctx, project, {"ordering": ["tasks:predictions_score"]})]
+
+
+def annotation(ctx, task: int) -> dict:
+    (only,) = ctx.label_studio.api("GET", f"/api/tasks/{task}")["annotations"]
+    return only
+
+
+def labels_only(result: list) -> list:
+    return [r for r in result if r.get("from_name") != REVIEW_CONTROL]
+
+
+def choice(value: str) -> dict:
+    """The review control's region, as the labeling view saves a click on ``value``."""
+    return {
+        "from_name": REVIEW_CONTROL,
+        "to_name": "text",
+        "type": "choices",
+        "value": {"choices": [value]},
+    }
+
+
+def save(ctx, task: int, result: list, token: str | None = None) -> dict:
+    """What Update sends, as the user of ``token`` (default: the reviewer)."""
+    status, body = http_json(
+        "PATCH",
+        f"{ctx.label_studio.url}/api/annotations/{annotation(ctx, task)['id']}",
+        token=token or ctx.reviewer,
+        body={"result": result},
+    )
+    assert status == 200, body
+    return body
+
+
+def served(ctx, project: int, task: int) -> dict:
+    """The task's prediction of the serving version."""
+    version = ctx.backend.get(f"/status?project={project}")[1]["current_version"]
+    mine = [p for p in ctx.ls.predictions.list(task=task) if field(p, "model_version") == version]
+    assert len(mine) == 1, f"task {task}: {mine}"
+    return {"score": field(mine[0], "score"), "result": field(mine[0], "result")}
+
+
+def stored(ctx, project: int, task: int) -> float:
+    version = ctx.backend.get(f"/status?project={project}")[1]["current_version"]
+    path = ctx.models / str(project) / "versions" / version / "scores.json"
+    return json.loads(path.read_text())[str(task)]["score"]
+
+
+def decisions(ctx, project: int) -> dict[str, dict]:
+    path = ctx.models / str(project) / "reviews.json"
+    return json.loads(path.read_text())["decisions"] if path.exists() else {}
+
+
+def decision(ctx, project: int, task: int) -> dict | None:
+    return next((d for d in decisions(ctx, project).values() if d["task"] == str(task)), None)
+
+
+def wait(ctx, condition, what: str, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}\n{ctx.backend.log(60)}"
+        time.sleep(0.5)
+
+
+def undecided(ctx, project: int, with_regions: bool | None = True) -> list[int]:
+    """The project's tasks without a decision, most doubtful first (``with_regions``: only
+    annotations with (True) or without (False) regions; None: either)."""
+    decided = {int(d["task"]) for d in decisions(ctx, project).values()}
+    out = []
+    for task in queue(ctx, project):
+        regions = labels_only(annotation(ctx, task)["result"])
+        if task not in decided and (with_regions is None or bool(regions) == with_regions):
+            out.append(task)
+    return out
+
+
+def wait_rescored(ctx, project: int, task: int) -> None:
+    wait(
+        ctx,
+        lambda: served(ctx, project, task)["score"] == pytest.approx(stored(ctx, project, task)),
+        f"task {task} was not rescored",
+    )
+
+
+# ----------------------------------------------------------------------------- NER
+
+
+def test_ner_correct_confirms_by_the_reviewer_and_shows_the_annotation(lab):
+    ctx, project = lab, lab.projects["ner"]
+    task = undecided(ctx, project)[0]
+    assert served(ctx, project, task)["score"] < 1.0
+    regions = labels_only(annotation(ctx, task)["result"])
+    saved = save(ctx, task, regions + [choice("correct")])
+    wait(ctx, lambda: decision(ctx, project, task) is not None, "no decision recorded")
+    kept = decision(ctx, project, task)
+    # the reviewer is Label Studio's updated_by (the reviewer, not the annotator who created
+    # it), named by email; the time is Label Studio's
+    assert saved["updated_by"] != saved["completed_by"]
+    assert (kept["decision"], kept["reviewer"], kept["saved_at"]) == (
+        "confirmed",
+        REVIEWER,
+        saved["updated_at"],
+    )
+    wait(ctx, lambda: served(ctx, project, task)["score"] == 1.0, "confirmed not served 1")
+    shown = served(ctx, project, task)["result"]
+    assert [r["value"] for r in shown] == [r["value"] for r in regions]
+    assert all(r["meta"]["text"][0].startswith(f"confirmed by {REVIEWER}") for r in shown)
+    assert task not in queue(ctx, project)[:5]
+    # clearing the choice withdraws the decision: the scout's score again
+    save(ctx, task, regions)
+    wait(ctx, lambda: decision(ctx, project, task) is None, "the decision was not withdrawn")
+    wait(ctx, lambda: served(ctx, project, task)["score"] < 1.0, "still served as confirmed")
+    assert served(ctx, project, task)["score"] == pytest.approx(stored(ctx, project, task))
+
+
+def test_ner_without_regions_is_decided_with_one_click(lab):
+    ctx, project = lab, lab.projects["ner"]
+    (task,) = undecided(ctx, project, with_regions=False)[:1]
+    save(ctx, task, [choice("correct")])
+    wait(ctx, lambda: decision(ctx, project, task) is not None, "no decision recorded")
+    assert decision(ctx, project, task)["decision"] == "confirmed"
+    assert decision(ctx, project, task)["labels"] == ["O"]
+    wait(ctx, lambda: served(ctx, project, task)["score"] == 1.0, "confirmed not served 1")
+    assert served(ctx, project, task)["result"] == []  # no entity, as confirmed
+
+
+def test_ner_plain_saves_are_edits_and_a_reverted_fix_stops_counting(lab):
+    ctx, project = lab, lab.projects["ner"]
+    edited, fixed = undecided(ctx, project)[:2]
+    # a plain save with other labels (the annotator, say): rescored, no decision
+    save(
+        ctx, edited, retyped(labels_only(annotation(ctx, edited)["result"])), ctx.label_studio.token
+    )
+    wait_rescored(ctx, project, edited)
+    assert decision(ctx, project, edited) is None
+    # wrong (fixed) with a corrected label: a fix by the reviewer
+    original = labels_only(annotation(ctx, fixed)["result"])
+    save(ctx, fixed, retyped(original) + [choice("wrong (fixed)")])
+    wait(ctx, lambda: decision(ctx, project, fixed) is not None, "no decision recorded")
+    kept = decision(ctx, project, fixed)
+    assert (kept["decision"], kept["fixed"], kept["reviewer"]) == ("fixed", True, REVIEWER)
+    wait_rescored(ctx, project, fixed)
+    # reverted: the original labels back, found correct after all; a fix no more
+    save(ctx, fixed, original + [choice("correct")])
+    wait(
+        ctx,
+        lambda: decision(ctx, project, fixed)["decision"] == "confirmed",
+        "the revert was not read",
+    )
+    assert decision(ctx, project, fixed)["fixed"] is False
+    code, report = ctx.backend.get(f"/report.json?project={project}&threshold=1.0")
+    assert code == 200, report
+    assert report["reviews"]["all"]["fixed"] == 0
+    rows = {row["reviewer"]: row for row in report["reviews"]["reviewers"]}
+    assert rows[REVIEWER]["confirmed"] >= 1
+
+
+def test_the_data_manager_filter_for_flagged_and_not_yet_reviewed(lab):
+    """*Annotation results* does not contain ``srw_review`` and *Prediction score* below the
+    threshold: the tasks flagged that no one has decided, as Label Studio 1.23 filters them."""
+    ctx, project = lab, lab.projects["ner"]
+    first, second = undecided(ctx, project)[:2]
+    save(ctx, first, labels_only(annotation(ctx, first)["result"]) + [choice("unsure")])
+    wait(ctx, lambda: decision(ctx, project, first) is not None, "no decision recorded")
+    threshold = max(served(ctx, project, t)["score"] for t in (first, second)) + 1e-6
+    items = [
+        {
+            "filter": "filter:tasks:annotations_results",
+            "operator": "not_contains",
+            "type": "String",
+            "value": REVIEW_CONTROL,
+        },
+        {
+            "filter": "filter:tasks:predictions_score",
+            "operator": "less",
+            "type": "Number",
+            "value": threshold,
+        },
+    ]
+    query = {
+        "filters": {"conjunction": "and", "items": items},
+        "ordering": ["tasks:predictions_score"],
+    }
+    listed = [t["id"] for t in tasks_of(ctx, project, query)]
+    assert second in listed and first not in listed  # unsure is a decision: reviewed
+    decided = {int(d["task"]) for d in decisions(ctx, project).values()}
+    assert not decided & set(listed)
+    assert all(served(ctx, project, t)["score"] < threshold for t in listed)
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_classification_correct_and_wrong_fixed(lab, kind):
+    ctx, project = lab, lab.projects[kind]
+    first = undecided(ctx, project)[0]
+    if kind == "multi":  # the task annotated with both choices
+        first = next(
+            t
+            for t in queue(ctx, project)
+            if len(labels_only(annotation(ctx, t)["result"])[0]["value"]["choices"]) == 2
+        )
+    second = next(t for t in undecided(ctx, project) if t != first)
+    annotated = labels_only(annotation(ctx, first)["result"])
+    save(ctx, first, annotated + [choice("correct")])
+    wait(ctx, lambda: decision(ctx, project, first) is not None, "no decision recorded")
+    assert decision(ctx, project, first)["reviewer"] == REVIEWER
+    wait(ctx, lambda: served(ctx, project, first)["score"] == 1.0, "confirmed not served 1")
+    (shown,) = served(ctx, project, first)["result"]  # the annotated choices, as confirmed
+    assert shown["value"] == annotated[0]["value"]
+    assert shown["meta"]["text"][0].startswith(f"confirmed by {REVIEWER}")
+    # wrong (fixed): the other choice
+    given = labels_only(annotation(ctx, second)["result"])[0]
+    other = [c for c in ("negative", "positive") if c not in given["value"]["choices"]][:1]
+    corrected = {**given, "value": {"choices": other}}
+    save(ctx, second, [corrected, choice("wrong (fixed)")])
+    wait(ctx, lambda: decision(ctx, project, second) is not None, "no decision recorded")
+    assert decision(ctx, project, second)["decision"] == "fixed"
+    wait_rescored(ctx, project, second)
+    code, report = ctx.backend.get(f"/report.json?project={project}&threshold=1.0")
+    assert code == 200, report
+    assert REVIEW_CONTROL not in json.dumps(report["labels"])  # never a label
+    (row,) = report["reviews"]["reviewers"]
+    assert (row["reviewer"], row["confirmed"], row["fixed"]) == (REVIEWER, 1, 1)
