@@ -265,7 +265,9 @@ def test_ner_plain_saves_are_edits_and_a_reverted_fix_stops_counting(lab):
     wait(ctx, lambda: decision(ctx, project, fixed) is not None, "no decision recorded")
     kept = decision(ctx, project, fixed)
     assert (kept["decision"], kept["fixed"], kept["reviewer"]) == ("fixed", True, REVIEWER)
-    wait_rescored(ctx, project, fixed)
+    # the reviewer vouched for the labels it now holds: served as reviewed, noted so
+    wait(ctx, lambda: served(ctx, project, fixed)["score"] == 1.0, "fix not served as reviewed")
+    assert "fixed by " in json.dumps(served(ctx, project, fixed)["result"])
     # reverted: the original labels back, found correct after all; a fix no more
     save(ctx, fixed, original + [choice("correct")])
     wait(
@@ -343,7 +345,11 @@ def test_classification_correct_and_wrong_fixed(lab, kind):
     save(ctx, second, [corrected, choice("wrong (fixed)")])
     wait(ctx, lambda: decision(ctx, project, second) is not None, "no decision recorded")
     assert decision(ctx, project, second)["decision"] == "fixed"
-    wait_rescored(ctx, project, second)
+    # the reviewer vouched for the choice it now holds: served as reviewed, the fix shown
+    wait(ctx, lambda: served(ctx, project, second)["score"] == 1.0, "fix not served as reviewed")
+    (shown,) = served(ctx, project, second)["result"]
+    assert shown["value"]["choices"] == other
+    assert shown["meta"]["text"][0].startswith(f"fixed by {REVIEWER}")
     code, report = ctx.backend.get(f"/report.json?project={project}&threshold=1.0")
     assert code == 200, report
     assert REVIEW_CONTROL not in json.dumps(report["labels"])  # never a label
