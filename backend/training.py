@@ -32,7 +32,7 @@ from backend.tasks import (
     score_tasks,
 )
 from backend.webhook_auth import authorize_webhooks
-from backend.weighers import engine, options, release_memory
+from backend.weighers import engine, part_params, release_memory
 
 logger = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         )
 
     version_meta_args = (spec, settings, items, len(annotated), len(reference))
-    srw = fit_in_stages(engine(settings, spec), training, publish_early, weigher_params(settings))
+    srw = fit_in_stages(engine(settings, spec), training, publish_early, part_params(settings))
     clock.lap("train")
     # The review queue needs one forward pass per annotated task (the default score, the
     # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
@@ -331,14 +331,6 @@ def _crf_first(srw, n_examples: int) -> bool:
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
     return srw.crf_template() is not None and n_examples <= CRF_FIRST_EXAMPLES
-
-
-def weigher_params(settings: Settings) -> dict:
-    """The parameters of a fitted weigher's parts, as :func:`backend.weighers.weigher` loads
-    them."""
-    from subregweigh.build import weigher_params as params_of
-
-    return params_of(options(settings), progress=False)
 
 
 def fit_in_stages(srw, examples, publish: Callable, params: dict):

@@ -39,6 +39,14 @@ def options(settings: Settings, spec: LabelingSpec | None = None) -> dict:
     return values
 
 
+def part_params(settings: Settings) -> dict:
+    """The parameters of a fitted weigher's parts, beside its scouts and CRF: what a training
+    composes them with and what a published version is loaded with."""
+    from subregweigh.build import weigher_params
+
+    return weigher_params(options(settings), progress=False)
+
+
 def engine(settings: Settings, spec: LabelingSpec):
     """An unfitted :class:`~subregweigh.weigh.SubRegWeigh` for a project labelled as ``spec``."""
     from subregweigh.build import build_weigher
@@ -57,7 +65,6 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
 
     Raises :class:`CorruptVersion` when its files do not load (the caller marks it BROKEN).
     """
-    from subregweigh.build import weigher_params
     from subregweigh.crf import crf_path
     from subregweigh.parts import saved_scouts
     from subregweigh.weigh import SubRegWeigh
@@ -73,7 +80,7 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
         if not saved_scouts(folder) and not crf_path(folder).is_file():
             raise CorruptVersion(version, "it holds neither a scout nor a CRF")
         try:
-            srw = SubRegWeigh.load(folder, **weigher_params(options(settings), progress=False))
+            srw = SubRegWeigh.load(folder, **part_params(settings))
         except MemoryError:
             raise
         except Exception as err:

@@ -31,9 +31,8 @@ from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import REVIEW_CHOICES, REVIEW_CONTROL, review_control_xml
 from subregweigh.report import AnnotationTable, build_report
 from tests.backend.test_backend_server import make_app
+from tests.backend.test_reviews import SCORED_AT, TEXT, _at, _region
 
-TEXT = "Angela Merkel visited Zürich ."
-SCORED_AT = "2026-01-01T10:00:00.000000Z"
 NER = (
     '<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/>'
     '</Labels><Text name="text" value="$text"/>' + review_control_xml("text") + "</View>"
@@ -44,20 +43,6 @@ CLS = (
     '<Choice value="tech"/></Choices>' + review_control_xml("text") + "</View>"
 )
 PROJECT = 9
-
-
-def _at(minute: int) -> str:
-    return f"2026-01-01T10:{minute:02d}:00.000000Z"
-
-
-def _span(start, end, label):
-    return {
-        "id": f"r{start}",
-        "from_name": "label",
-        "to_name": "text",
-        "type": "labels",
-        "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]},
-    }
 
 
 def _choices(name, *values):
@@ -75,8 +60,8 @@ def chose(value: str) -> dict:
     return _choices(REVIEW_CONTROL, value)
 
 
-MERKEL_PER = [_span(0, 13, "PER"), _span(22, 28, "LOC")]
-MERKEL_LOC = [_span(0, 13, "LOC"), _span(22, 28, "LOC")]
+MERKEL_PER = [_region(0, 13, "PER"), _region(22, 28, "LOC")]
+MERKEL_LOC = [_region(0, 13, "LOC"), _region(22, 28, "LOC")]
 
 
 def _task(task_id, annotation_id, result, saved=SCORED_AT, by=5, created_by=4):
@@ -102,7 +87,7 @@ def _publish(model_dir, spec, tasks, scores) -> ProjectStore:
     table = {}
     for item in read_tasks(tasks, spec).tasks:
         (ex,) = item.examples
-        scout = _span(0, 13, "LOC") if spec.task == "ner" else _choices("topic", "tech")
+        scout = _region(0, 13, "LOC") if spec.task == "ner" else _choices("topic", "tech")
         table[item.id] = {
             "result": [{**scout, "meta": {"text": ["the scout's suggestion"]}}],
             "score": scores[int(item.id)],

@@ -90,7 +90,7 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
     and once trained, then ends with the weigher SubRegWeigh.fit makes of the same data; with
     the CRF, the CRF's scores come first, alone."""
     from backend.tasks import parse_label_config
-    from backend.weighers import engine
+    from backend.weighers import engine, part_params
 
     monkeypatch.setattr(training, "EARLY_STEPS", 6)  # 60 examples: 4 steps a scout
     settings = Settings(model_dir=str(tmp_path), epochs=1, n_scouts=2, crf=False)
@@ -101,7 +101,7 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
         scout = weigher.scouts_[0]
         published.append((what, scout.n_steps_, len(weigher.scouts_)))
 
-    params = training.weigher_params(settings)
+    params = part_params(settings)
     staged = training.fit_in_stages(engine(settings, spec), tiny_ner_data, publish, params)
     assert published == [
         ("0.25 passes of scout 1 of 2, 1 steps", 1, 1),
