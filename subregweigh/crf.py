@@ -19,6 +19,7 @@ same examples as the scout and, like the scout, judges them in-sample.
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import os
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModel
+from transformers import AutoConfig, AutoModel
+from transformers.utils import logging as hf_logging
 
 from subregweigh.encoder import load_tokenizer
 from subregweigh.example import Example
@@ -56,6 +58,10 @@ CRF_SHARE = 0.5
 # sentences, 10 s at 3,453, 80 s at 14,041; the context features add the encoder's pass and
 # triple it, 31 s at 3,453): beyond this, the scout's own early scores come sooner.
 CRF_FIRST_EXAMPLES = 5000
+
+# How many texts' projected context features a tagger keeps (FeatureTagger._cache) beyond those of
+# the call at hand: about 50 MB of CoNLL-length sentences.
+PROJECTED_TEXTS = 20_000
 
 
 def mix_gold(scout_gold, crf_gold, share: float = CRF_SHARE) -> list[np.ndarray]:
@@ -119,8 +125,24 @@ CONTEXT_SCALE = 0.5
 
 
 @functools.lru_cache(maxsize=4)
-def _pretrained(path: str):
-    return load_tokenizer(path), AutoModel.from_pretrained(path).eval()
+def _pretrained(path: str, layer: int | None):
+    """The tokenizer and the pretrained encoder at ``path`` cut at ``layer`` (None: the middle
+    one), and that layer: the layers above it would be computed for nothing (the MiniLM's
+    vectors at layer 3 come at half the cost of its 6)."""
+    config = AutoConfig.from_pretrained(path)
+    if layer is None:
+        layer = config.num_hidden_layers // 2
+    if not 0 <= layer <= config.num_hidden_layers:
+        raise ValueError(
+            f"layer {layer}: the encoder has layers 0 (embeddings) to {config.num_hidden_layers}"
+        )
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the unused upper layers' weights are expected
+    try:
+        model = AutoModel.from_pretrained(path, num_hidden_layers=layer).eval()
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return load_tokenizer(path), model, layer
 
 
 def context_vectors(
@@ -134,14 +156,7 @@ def context_vectors(
     not fine-tuned. ``layer``: 0 is the embeddings, None the middle transformer layer (3 of the
     MiniLM's 6). Per text an array of shape (n_words, hidden_size), float32; a word past the
     encoder's length limit gets NaN."""
-    tokenizer, model = _pretrained(encoder or default_model())
-    if layer is None:
-        layer = model.config.num_hidden_layers // 2
-    if not 0 <= layer <= model.config.num_hidden_layers:
-        raise ValueError(
-            f"layer {layer}: the encoder has layers 0 (embeddings) to "
-            f"{model.config.num_hidden_layers}"
-        )
+    tokenizer, model, layer = _pretrained(encoder or default_model(), layer)
     limit = min(tokenizer.model_max_length, 512)
     out: list = [None] * len(texts)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches pad little
@@ -223,16 +238,13 @@ class FeatureTagger:
 
     def fit(self, examples: Sequence[Example]) -> FeatureTagger:
         """Train on ``examples`` (NER: one tag per word); examples without words are skipped."""
-        import pycrfsuite
         from sklearn.decomposition import PCA
 
-        if not 0 <= self.c2 < np.inf:
-            raise ValueError(f"c2 must be a number >= 0, got {self.c2!r}")
-        if not isinstance(self.context_dims, (int, np.integer)) or self.context_dims < 0:
-            raise ValueError(f"context_dims must be an int >= 0, got {self.context_dims!r}")
+        self._check_params()
         examples = [ex for ex in examples if ex.words]
-        for stale in ("context_mean_", "context_components_", "_last_projected"):
+        for stale in ("context_mean_", "context_components_"):
             self.__dict__.pop(stale, None)
+        self._projected = {}
         vectors = None
         if self.context_dims:
             vectors = self._vectors(examples)
@@ -243,6 +255,30 @@ class FeatureTagger:
             spread = pca.transform(words).std()
             self.context_mean_ = pca.mean_.astype(np.float32)
             self.context_components_ = (pca.components_ * CONTEXT_SCALE / spread).astype(np.float32)
+        return self._train(examples, vectors)
+
+    def refit(self, examples: Sequence[Example]) -> FeatureTagger:
+        """A new tagger of the same parameters and context projection, trained on ``examples``:
+        the annotations as they stand now. The projection is fitted on the words' vectors
+        alone, never on the tags, so that on the same texts this equals a :meth:`fit`; the
+        texts this tagger has projected are not sent through the encoder again. This tagger
+        is left as it is."""
+        self._check_params()
+        fresh = copy.copy(self)
+        fresh.__dict__.pop("model_", None)
+        fresh._projected = self._cache()  # shared: the same texts project the same
+        return fresh._train([ex for ex in examples if ex.words])
+
+    def _check_params(self) -> None:
+        if not 0 <= self.c2 < np.inf:
+            raise ValueError(f"c2 must be a number >= 0, got {self.c2!r}")
+        if not isinstance(self.context_dims, (int, np.integer)) or self.context_dims < 0:
+            raise ValueError(f"context_dims must be an int >= 0, got {self.context_dims!r}")
+
+    def _train(self, examples: Sequence[Example], vectors=None) -> FeatureTagger:
+        """CRFsuite's training on ``examples`` (all with words) over the fitted features."""
+        import pycrfsuite
+
         trainer = pycrfsuite.Trainer(verbose=False)
         for ex, items in zip(examples, self._items(examples, vectors), strict=True):
             trainer.append(items, list(ex.label))
@@ -263,6 +299,12 @@ class FeatureTagger:
     def _vectors(self, examples: Sequence[Example]) -> list[np.ndarray]:
         return context_vectors([ex.words for ex in examples], self.encoder, self.context_layer)
 
+    def _cache(self) -> dict:
+        """Text (its words) -> its projected context features, for the texts projected so far:
+        the weighing right after a fit, the CRF-alone weigher's two passes and a
+        :meth:`refit` read the same texts again, and the encoder runs once for each."""
+        return self.__dict__.setdefault("_projected", {})
+
     def _items(self, examples: Sequence[Example], vectors=None) -> list:
         """Per example CRFsuite's input: each word's binary features, with the fitted context
         features when there are any (``vectors``: :func:`context_vectors` if already
@@ -271,29 +313,34 @@ class FeatureTagger:
             return [sentence_features(ex.words) for ex in examples]
         import pycrfsuite
 
-        key = tuple(ex.words for ex in examples)
-        cached = getattr(self, "_last_projected", None)  # (key, projected): one tuple, atomic
-        if cached is not None and cached[0] == key:
-            projected = cached[1]
-        else:
+        cache = self._cache()
+        missing = [i for i, ex in enumerate(examples) if tuple(ex.words) not in cache]
+        if missing and len(cache) + len(missing) > PROJECTED_TEXTS:  # keep this call's alone
+            wanted = {tuple(ex.words) for ex in examples}
+            cache = {key: value for key, value in cache.items() if key in wanted}
+            self._projected = cache  # a new dict: a reader of the old one is not disturbed
+        if missing:
             if vectors is None:
-                vectors = self._vectors(examples)
-            projected = [
-                np.nan_to_num((words - self.context_mean_) @ self.context_components_.T)
-                for words in vectors
-            ]
-            # the weighing right after a fit, and the CRF-alone weigher's two passes, read the
-            # same texts again: the encoder runs once
-            self._last_projected = (key, projected)
+                vectors = context_vectors(
+                    [examples[i].words for i in missing], self.encoder, self.context_layer
+                )
+            else:
+                vectors = [vectors[i] for i in missing]
+            for i, words in zip(missing, vectors, strict=True):
+                cache[tuple(examples[i].words)] = np.nan_to_num(
+                    (words - self.context_mean_) @ self.context_components_.T
+                )
         return [
             pycrfsuite.ItemSequence(
                 [
                     dict.fromkeys(binary, 1.0)
                     | {f"c{k}": float(value) for k, value in enumerate(row)}
-                    for binary, row in zip(sentence_features(ex.words), rows)
+                    for binary, row in zip(
+                        sentence_features(ex.words), cache[tuple(ex.words)], strict=True
+                    )
                 ]
             )
-            for ex, rows in zip(examples, projected, strict=True)
+            for ex in examples
         ]
 
     def _tagger(self):

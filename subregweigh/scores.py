@@ -193,6 +193,10 @@ class WeighResult:
         that gives :attr:`deterministic_probability` (averaged over an ensemble's scouts, as
         p(gold) is). What :func:`subregweigh.suggest.class_suggestion` reads. Shape (0, 0)
         where not computed.
+    scout_proba : list of ndarray of float32, each shape (n_words, n_labels)
+        NER, :meth:`~subregweigh.weigh.SubRegWeigh.weigh_deterministic` only: per example the
+        scouts' mean tag distribution (:meth:`~subregweigh.weigh.SubRegWeigh.scout_proba`),
+        what a refitted CRF is mixed with again; empty where not computed.
     """
 
     ids: list[str]
@@ -210,6 +214,7 @@ class WeighResult:
     majority_entities: list[list[tuple[str, int, int, float]]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     class_probability: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
+    scout_proba: list[np.ndarray] = field(default_factory=list)
 
     def score(self, name: str = DEFAULT_SCORE) -> np.ndarray:
         """The per-example quality score ``name`` (one of :data:`SCORES`; lower = more

@@ -47,6 +47,16 @@ from subregweigh.selection import choose_candidates
 logger = logging.getLogger(__name__)
 
 
+def _aligned(proba: np.ndarray, own, index: dict) -> np.ndarray:
+    """``proba`` (columns in ``own``'s order) with its columns moved to ``index``'s (label ->
+    column); a label ``index`` lacks is dropped, one ``own`` lacks is 0."""
+    out = np.zeros((len(proba), len(index)), dtype=np.float32)
+    for j, label in enumerate(own):
+        if label in index:
+            out[:, index[label]] = proba[:, j]
+    return out
+
+
 class SubRegWeigh:
     """Find doubtful labels with scouts and subword regularization.
 
@@ -305,70 +315,101 @@ class SubRegWeigh:
         if not hasattr(self, "scouts_"):
             raise RuntimeError("this SubRegWeigh is not fitted yet: call fit() or from_parts()")
 
-    def _deterministic(self, examples: Sequence[Example]):
-        """``(labels, gold_proba, predicted_proba, class_proba)`` of the deterministic
-        segmentations: p(gold) averaged over :attr:`scouts_` (NER with :attr:`crf_`: that mean
-        and the CRF's, half each); the predicted labels and their probabilities from the same
-        models (NER with several: the most probable tags of the same mixture,
-        :meth:`_mixed_tags`, so that a suggested entity is never less probable than the
-        annotated one it replaces; one scout: its own); classification, every label's
-        probability (averaged too), shape (n, n_labels), from the same pass (NER: None)."""
-        gold = [ex.label for ex in examples]
-        classes = self.scout_.task == "classification"
-        mixed = not classes and (len(self.scouts_) > 1 or self.crf_ is not None)
-        params = dict(
-            batch_size=self.batch_size,
-            where=[ex.id for ex in examples],
-            desc="predicting deterministic segmentations",
-            with_proba=classes or mixed,
-        )
+    def _deterministic(self, examples: Sequence[Example], scout_proba=None):
+        """``(labels, gold_proba, predicted_proba, class_proba, scout_proba)`` of the
+        deterministic segmentations: p(gold) averaged over :attr:`scouts_` (NER with
+        :attr:`crf_`: that mean and the CRF's, half each); the predicted labels and their
+        probabilities from the same models (NER: the most probable tags of the same mixture, so
+        that a suggested entity is never less probable than the annotated one it replaces);
+        classification, every label's probability (averaged too), shape (n, n_labels), from the
+        same pass (NER: None); NER, the scouts' mean tag distributions (:meth:`scout_proba`;
+        classification: None), read from ``scout_proba`` when given instead of computed."""
+        if self.scout_.task == "ner":
+            if scout_proba is None:
+                scout_proba = self.scout_proba(examples)
+            elif len(scout_proba) != len(examples):
+                raise ValueError(
+                    f"scout_proba holds {len(scout_proba)} examples, expected {len(examples)}"
+                )
+            return (*self._from_scout_proba(examples, scout_proba), None, scout_proba)
         runs = [
-            scout.score_segmentations([scout.segment(ex.words) for ex in examples], gold, **params)
+            scout.score_segmentations(
+                [scout.segment(ex.words) for ex in examples],
+                [ex.label for ex in examples],
+                batch_size=self.batch_size,
+                where=[ex.id for ex in examples],
+                desc="predicting deterministic segmentations",
+                with_proba=True,
+            )
             for scout in self.scouts_
         ]
         predicted, gold_proba, predicted_proba = runs[0][:3]
         if len(runs) > 1:
             gold_proba = [np.mean(parts, axis=0) for parts in zip(*(r[1] for r in runs))]
-        if self.crf_ is not None:
-            gold_proba = mix_gold(gold_proba, self.crf_.gold_proba(examples))
-        if mixed:
-            predicted, predicted_proba = self._mixed_tags(examples, runs)
-        class_proba = None
-        if classes:
-            n_labels = len(self.scout_.labels_)
-            class_proba = np.mean(
-                [np.reshape(np.asarray(r[3], dtype=float), (-1, n_labels)) for r in runs], axis=0
-            )
-        return predicted, gold_proba, predicted_proba, class_proba
+        n_labels = len(self.scout_.labels_)
+        class_proba = np.mean(
+            [np.reshape(np.asarray(r[3], dtype=float), (-1, n_labels)) for r in runs], axis=0
+        )
+        return predicted, gold_proba, predicted_proba, class_proba, None
 
-    def _mixed_tags(self, examples: Sequence[Example], runs) -> tuple[list, list]:
-        """NER with several models: each word's tag distribution averaged over the scouts'
-        (``runs``, with every label's probability) and mixed with the CRF's marginals as
-        p(gold) is; the most probable tag of each word, and its probability, from that mixture.
-        """
+    def scout_proba(self, examples: Sequence[Example]) -> list[np.ndarray]:
+        """NER: each word's tag distribution on its deterministic segmentation, averaged over
+        :attr:`scouts_`; per example shape (n_words, n_labels), float32, columns in
+        ``scout_.labels_`` order (a tag a scout does not know: 0). What
+        :meth:`weigh_deterministic` reads p(gold) and the suggestions from, with the CRF's;
+        kept, it lets :meth:`refit_crf` rescore without the scouts' passes."""
+        self._check_fitted()
+        if self.scout_.task != "ner":
+            raise ValueError("scout_proba is NER's: classification keeps its class_probability")
         labels = list(self.scout_.labels_)
         index = {label: j for j, label in enumerate(labels)}
+        total = None
+        for scout in self.scouts_:
+            proba = scout.predict_proba(examples, batch_size=self.batch_size)
+            if list(scout.labels_) != labels:
+                proba = [_aligned(p, scout.labels_, index) for p in proba]
+            total = proba if total is None else [t + p for t, p in zip(total, proba)]
+        return [(t / len(self.scouts_)).astype(np.float32) for t in total]
 
-        def aligned(proba: np.ndarray, own) -> np.ndarray:
-            if list(own) == labels:
-                return proba
-            out = np.zeros((len(proba), len(labels)), dtype=proba.dtype)
-            for j, label in enumerate(own):
-                if label in index:
-                    out[:, index[label]] = proba[:, j]
-            return out
-
-        scouts = list(zip(runs, self.scouts_))
-        mixture = [
-            np.mean([aligned(np.asarray(r[3][i]), s.labels_) for r, s in scouts], axis=0)
-            for i in range(len(examples))
-        ]
+    def _from_scout_proba(self, examples: Sequence[Example], scout_proba) -> tuple[list, ...]:
+        """NER's ``(labels, gold_proba, predicted_proba)`` from the scouts' mean tag
+        distributions, mixed with the CRF's marginals as p(gold) is when there is a CRF."""
+        labels = list(self.scout_.labels_)
+        index = {label: j for j, label in enumerate(labels)}
+        gold_proba, mixture = [], []
+        for ex, proba in zip(examples, scout_proba, strict=True):
+            proba = np.asarray(proba, dtype=np.float32)
+            if proba.shape != (len(ex.words), len(labels)):
+                raise ValueError(
+                    f"example {ex.id!r}: scout_proba has shape {proba.shape}, expected "
+                    f"({len(ex.words)}, {len(labels)})"
+                )
+            cols = np.array([index.get(tag, -1) for tag in ex.label], dtype=np.int64)
+            gold = proba[np.arange(len(cols)), np.maximum(cols, 0)]
+            gold_proba.append(np.where(cols >= 0, gold, 0.0).astype(np.float32))
+            mixture.append(proba)
         if self.crf_ is not None:
+            gold_proba = mix_gold(gold_proba, self.crf_.gold_proba(examples))
             mixture = mix_gold(mixture, self.crf_.label_proba(examples, labels))
         best = [p.argmax(axis=1) for p in mixture]
         predicted = [tuple(labels[j] for j in b) for b in best]
-        proba = [p[np.arange(len(b)), b].astype(np.float32) for p, b in zip(mixture, best)]
-        return predicted, proba
+        predicted_proba = [
+            p[np.arange(len(b)), b].astype(np.float32) for p, b in zip(mixture, best)
+        ]
+        return predicted, gold_proba, predicted_proba
+
+    def refit_crf(self, examples: Sequence[Example]) -> SubRegWeigh:
+        """A copy of this weigher with its CRF trained again on ``examples`` (the annotations as
+        they stand now; :meth:`FeatureTagger.refit`), the scouts shared. With the
+        ``scout_proba`` of an earlier pass, :meth:`weigh_deterministic` then reflects a
+        changed convention in every sentence's p(gold) in seconds, with no scout trained or
+        run. NER with a CRF only."""
+        self._check_fitted()
+        if self.crf_ is None:
+            raise ValueError("refit_crf needs a NER weigher with a CRF (crf=True)")
+        refitted = copy.copy(self)
+        refitted._set_parts(list(self.scouts_), self.crf_.refit(examples))
+        return refitted
 
     def candidates(self, examples: Sequence[Example]):
         """The chosen segmentations: ``(segmentations, owner, multiplicity)``
@@ -396,7 +437,9 @@ class SubRegWeigh:
         self._check_fitted()
         return self.weigh_candidates(examples, *self.candidates(examples))
 
-    def weigh_deterministic(self, examples: Sequence[Example]) -> WeighResult:
+    def weigh_deterministic(
+        self, examples: Sequence[Example], scout_proba: Sequence[np.ndarray] | None = None
+    ) -> WeighResult:
         """Weigh ``examples`` on the scouts' deterministic segmentation alone: K=1, nothing
         sampled, one forward pass per example and scout, about 1/K of :meth:`weigh`'s.
 
@@ -407,10 +450,14 @@ class SubRegWeigh:
         ``reliability`` is 0 or 1 and ``majority_share`` 1; NER ``majority_entities`` give, for
         each predicted entity, the lowest probability of its predicted tags, from the models
         p(gold) comes from (not a share of copies). For c/K and the training weights, use
-        :meth:`weigh`.
+        :meth:`weigh`. NER: ``scout_proba`` is the scouts' part when already computed (the
+        ``scout_proba`` of an earlier result on the same texts, see :meth:`refit_crf`): the
+        scouts do not run.
         """
         self._check_fitted()
-        predicted, gold_proba, predicted_proba, class_proba = self._deterministic(examples)
+        predicted, gold_proba, predicted_proba, class_proba, scout_proba = self._deterministic(
+            examples, scout_proba
+        )
         result = deterministic_result(
             examples,
             predicted,
@@ -421,6 +468,8 @@ class SubRegWeigh:
             self.softmin_temperature,
         )
         self._with_class_probability(result, class_proba)
+        if scout_proba is not None:
+            result.scout_proba = list(scout_proba)
         return result
 
     def _with_class_probability(self, result: WeighResult, class_proba) -> None:
@@ -442,7 +491,7 @@ class SubRegWeigh:
         )
         deterministic = class_proba = None
         if self.deterministic:
-            _, deterministic, _, class_proba = self._deterministic(examples)
+            _, deterministic, _, class_proba, _ = self._deterministic(examples)
         result = collect(
             examples,
             predicted,

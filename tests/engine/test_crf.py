@@ -76,8 +76,10 @@ def test_save_and_load_give_the_same_probabilities(tagger, sentences, tmp_path):
     path = tagger.save(tmp_path / "crf.npz")
     loaded = FeatureTagger.load(path)
     assert loaded.labels_ == tagger.labels_
+    # the fitted tagger projects these texts as its fit's batches encoded them, the loaded one
+    # in batches of its own: the same vectors up to float rounding
     for a, b in zip(loaded.gold_proba(sentences[:50]), tagger.gold_proba(sentences[:50])):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, atol=1e-4)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ must find injected label noise clearly better than chance.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 
@@ -837,3 +838,58 @@ def test_a_weigher_of_the_crf_alone(tiny_ner_data, tiny_scout, tmp_path):
         SubRegWeigh.from_parts([])
     with pytest.raises(ValueError, match="1 <= k <= n_samples"):
         SubRegWeigh.from_parts([], crf, k=30, n_samples=20)
+
+
+def test_a_refitted_crf_beside_the_kept_scout_part_weighs_as_a_fresh_crf(
+    tiny_ner_data, monkeypatch
+):
+    """The refresh between trainings: the scouts' tag distributions of an earlier pass, kept,
+    and a CRF trained again on the annotations as they stand give what a CRF fitted from
+    scratch beside the same scouts gives, without the scouts' passes or the encoder's."""
+    import subregweigh.crf as crf_module
+
+    data = tiny_ner_data[:30]
+    srw = SubRegWeigh(Scout(epochs=1, progress=False), n_scouts=2, k=2, n_samples=4).fit(data)
+    first = srw.weigh_deterministic(data)
+    assert [p.shape for p in first.scout_proba] == [
+        (len(ex.words), len(srw.scout_.labels_)) for ex in data
+    ]
+    again = srw.weigh_deterministic(data, scout_proba=first.scout_proba)
+    np.testing.assert_array_equal(again.deterministic_probability, first.deterministic_probability)
+    assert again.majority == first.majority
+    # a convention changed: every entity word's first tag moves to another type
+    word = next(w for ex in data for w, t in zip(ex.words, ex.label) if t.startswith("B-"))
+    moved = {t: ("B-MISC" if t != "B-MISC" else "B-ORG") for t in srw.scout_.labels_}
+
+    def changed(ex):
+        tags = [
+            moved[t] if w == word and t.startswith("B-") else t for w, t in zip(ex.words, ex.label)
+        ]
+        return dataclasses.replace(ex, label=tuple(tags))
+
+    now = [changed(ex) for ex in data]
+    assert now != data
+    before = srw.crf_.model_
+    encoded = []
+    real = crf_module.context_vectors
+    monkeypatch.setattr(
+        crf_module,
+        "context_vectors",
+        lambda texts, *a, **k: encoded.append(len(texts)) or real(texts, *a, **k),
+    )
+    refreshed = srw.refit_crf(now)
+    got = refreshed.weigh_deterministic(now, scout_proba=first.scout_proba)
+    assert encoded == [] and srw.crf_.model_ == before  # no encoder pass; the old CRF kept
+    fresh = SubRegWeigh.from_parts(srw.scouts_, FeatureTagger().fit(now), k=2, n_samples=4)
+    np.testing.assert_allclose(
+        got.deterministic_probability,
+        fresh.weigh_deterministic(now).deterministic_probability,
+        atol=1e-4,
+    )
+    where = [(i, j) for i, ex in enumerate(now) for j, w in enumerate(ex.words) if w == word]
+    old_crf, new_crf = srw.crf_.gold_proba(now), refreshed.crf_.gold_proba(now)
+    assert np.mean([new_crf[i][j] for i, j in where]) > np.mean([old_crf[i][j] for i, j in where])
+    with pytest.raises(ValueError, match="scout_proba holds 29 examples, expected 30"):
+        srw.weigh_deterministic(data, scout_proba=first.scout_proba[:29])
+    with pytest.raises(ValueError, match="refit_crf needs a NER weigher with a CRF"):
+        SubRegWeigh.from_parts(srw.scouts_).refit_crf(now)
