@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from backend import reviews
 from backend.disk import no_space
@@ -57,16 +59,25 @@ def version_meta(
 
 
 def save_version(
-    store: ProjectStore, srw, scores: dict, meta_args: tuple, early: str | None = None
+    store: ProjectStore,
+    srw,
+    scores: dict,
+    meta_args: tuple,
+    early: str | None = None,
+    keep: Callable[[Path], object] | None = None,
 ) -> str:
     """Publish a new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
     ``scores``, and serve it; its name.
     ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
-    an early version of a training is (its meta's ``early``; /status says so while it serves)."""
+    an early version of a training is (its meta's ``early``; /status says so while it serves);
+    ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
+    :mod:`backend.refresh` reads)."""
     version = new_version_name()
     staging = store.staging_dir()
     try:
         srw.save(staging)  # the engine's one layout: scouts and CRF (subregweigh.parts)
+        if keep is not None:
+            keep(staging)
         atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
         atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)

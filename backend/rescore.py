@@ -48,6 +48,8 @@ def rescore_project(project: str, settings: Settings) -> dict:
             _move_up_repeats(api, store, version, slips, skip=pending)
         if not (pending or slips):
             return {"rescored": 0}
+        if pending:
+            refreshed = _refresh(api, store, settings, spec)
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
@@ -73,6 +75,9 @@ def rescore_project(project: str, settings: Settings) -> dict:
         "finished_at": now,
     }
     store.update_status(last_rescore=last)
+    if pending and refreshed.get("refreshed"):
+        since_change = round(time.time() - min(pending.values()), 3)
+        store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
     logger.info(
         "project %s: %d changed tasks rescored in %.1f s%s",
         project,
@@ -81,6 +86,24 @@ def rescore_project(project: str, settings: Settings) -> dict:
         f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
+
+
+def _refresh(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
+    """:func:`backend.refresh.refresh_project` after this job's rescores: a failure is logged
+    and leaves the rescored version serving (the next change tries again)."""
+    from backend.refresh import refresh_project
+
+    try:
+        return refresh_project(api, store, settings, spec)
+    except Exception as err:
+        logger.warning(
+            "project %s: the refresh after the changes failed (the version before it serves): "
+            "%s: %s",
+            store.project,
+            type(err).__name__,
+            err,
+        )
+        return {"refreshed": False, "reason": f"{type(err).__name__}: {err}"}
 
 
 def run_queued_rescore(project: str, training: dict) -> dict:

@@ -21,6 +21,7 @@ from backend.publish import (
 )
 from backend.redact import redact, secrets_of
 from backend.reference import reference_examples
+from backend.refresh import save_scout_proba
 from backend.rescore import annotator_names, rescore_tasks
 from backend.settings import Settings
 from backend.store import ProjectStore
@@ -247,7 +248,13 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
-    version = save_version(store, srw, scores, version_meta_args)
+    version = save_version(
+        store,
+        srw,
+        scores,
+        version_meta_args,
+        keep=lambda folder: save_scout_proba(folder, annotated, ordinary),
+    )
     clock.lap("save")
 
     store.update_status(message="writing predictions to Label Studio")

@@ -101,6 +101,16 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
         return srw
 
 
+def remember(store: ProjectStore, version: str, srw) -> None:
+    """Cache ``srw`` as ``version``'s fitted weigher, made in this process (a refresh's, whose
+    scouts are loaded already): :func:`weigher` serves it without loading its files."""
+    with _weighers_lock:
+        _weighers[(str(store.root.resolve()), version)] = srw
+        _weighers.move_to_end((str(store.root.resolve()), version))
+        while len(_weighers) > CACHED_MODELS:
+            _weighers.popitem(last=False)
+
+
 def forget_versions(store: ProjectStore, keep: str) -> None:
     """Drop the loaded scouts of ``store``'s project other than version ``keep``. A project
     serves one version, its newest good one: an older one would stay in the cache only to take

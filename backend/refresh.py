@@ -1,0 +1,237 @@
+"""The refresh between trainings: a reviewer's fixes reach every sentence that shares their
+convention within seconds, without a scout's training.
+
+A NER version keeps its scouts' tag distributions of every annotated task
+(:data:`SCOUT_PROBA`, written when the version is published). After annotation changes, the
+rescore job trains the CRF again on the annotations as they now stand
+(:meth:`SubRegWeigh.refit_crf`, seconds where the CRF comes first: at most
+:data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples) and mixes it with those kept
+distributions: every task the version scored, with the annotations it scored, is scored again,
+and the result is published as a new version made of the same scouts (linked, not copied) and
+the refitted CRF, its scores written to Label Studio in one import. The scouts' own view of a
+changed annotation waits for the next training (``SRW_RETRAIN_AFTER``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from backend import project_settings, reviews
+from backend.labelstudio import LabelStudioAPI
+from backend.publish import drop_superseded_predictions, serve_in_label_studio
+from backend.reference import reference_examples
+from backend.settings import Settings
+from backend.store import ProjectStore
+from backend.tasks import annotated_examples, fingerprint, name_annotators, read_tasks, score_tasks
+from backend.versions import new_version_name
+from backend.weighers import forget_versions, remember, weigher
+from subregweigh.io.atomic import atomic_open, atomic_write_json
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+# A version's file of its scouts' tag distributions per annotated task (NER).
+SCOUT_PROBA = "scout_proba.npz"
+# Files of a version that a refresh writes anew; the rest (the scouts) it links.
+_REWRITTEN = {"scores.json", "meta.json", "crf.npz", "COMPLETE", SCOUT_PROBA}
+
+
+def text_key(words) -> str:
+    """A short fingerprint of a text's words: a kept distribution serves only the same text."""
+    return hashlib.sha1(json.dumps(list(words)).encode()).hexdigest()[:16]
+
+
+def save_scout_proba(folder: Path, examples, result) -> bool:
+    """Keep ``result.scout_proba`` (a NER :meth:`SubRegWeigh.weigh_deterministic` of
+    ``examples``) in ``folder``/:data:`SCOUT_PROBA`, atomically: per example its id, its text's
+    :func:`text_key` and its (n_words, n_labels) distribution. False (nothing written) where
+    the result holds none (classification)."""
+    if not result.scout_proba:
+        return False
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        ids=np.array([ex.id for ex in examples], dtype=str),
+        texts=np.array([text_key(ex.words) for ex in examples], dtype=str),
+        lengths=np.array([len(p) for p in result.scout_proba], dtype=np.int64),
+        proba=np.concatenate(result.scout_proba).astype(np.float32),
+    )
+    with atomic_open(folder / SCOUT_PROBA, "wb") as f:
+        f.write(buffer.getvalue())
+    return True
+
+
+def load_scout_proba(folder: Path) -> dict[str, tuple[str, np.ndarray]]:
+    """Example id -> (its text's :func:`text_key`, its scouts' tag distribution), as
+    :func:`save_scout_proba` kept them; {} where the version kept none."""
+    path = folder / SCOUT_PROBA
+    if not path.is_file():
+        return {}
+    with np.load(path, allow_pickle=False) as saved:
+        parts = np.split(saved["proba"], np.cumsum(saved["lengths"])[:-1])
+        return {
+            str(i): (str(t), p) for i, t, p in zip(saved["ids"], saved["texts"], parts, strict=True)
+        }
+
+
+def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
+    """Refresh the version serving ``store``'s project (see the module's docstring) and serve
+    the refreshed one. Returns ``{"refreshed": bool, ...}``: why not (``reason``), or the new
+    version, the tasks scored again and the seconds. Runs in the rescore job."""
+    from subregweigh.crf import CRF_FIRST_EXAMPLES
+
+    began = time.perf_counter()
+    settings = project_settings.effective(settings, store)
+    base = store.current_version()
+    reason = _not_refreshable(store, base, spec)
+    if reason:
+        return {"refreshed": False, "reason": reason}
+    kept = load_scout_proba(store.versions / base)
+    srw = weigher(settings, store, base)
+    project = store.project
+    tasks = api.tasks(int(project))
+    items = [i for i in read_tasks(name_annotators(tasks, _names(api, project)), spec).tasks if i]
+    annotated = annotated_examples(items)
+    if len(annotated) > CRF_FIRST_EXAMPLES:
+        return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}
+    refreshed = srw.refit_crf([*annotated, *reference_examples(settings, spec)])
+    stored = store.scores(base)
+    covered = [item for item in items if _covered(item, stored, kept)]
+    examples = annotated_examples(covered)
+    ordinary = refreshed.weigh_deterministic(
+        examples, scout_proba=[kept[ex.id][1] for ex in examples]
+    )
+    fresh = score_tasks(refreshed, spec, covered, quick=True, ordinary=ordinary)
+    reviews.stamp_saved(fresh, {}, before=stored)  # the baselines of the decisions stay
+    scores = {**stored, **{task: _with_k_columns(e, stored[task]) for task, e in fresh.items()}}
+    version = _publish(store, base, refreshed, scores, len(annotated), len(fresh))
+    if version is None:
+        return {"refreshed": False, "reason": "a newer version was published meanwhile"}
+    remember(store, version, refreshed)
+    serve_in_label_studio(api, store, project, version, scores)
+    seconds = round(time.perf_counter() - began, 3)
+    drop_superseded_predictions(api, store, project, version)
+    last = {
+        "version": version,
+        "of": base,
+        "tasks": len(fresh),
+        "annotations": len(annotated),
+        "seconds": seconds,
+        "finished_at": time.time(),
+    }
+    store.update_status(last_refresh=last, scores_in_label_studio=version)
+    logger.info(
+        "project %s: refreshed version %s into %s: the CRF retrained on %d annotations, %d "
+        "tasks scored again, in Label Studio after %.1f s",
+        project,
+        base,
+        version,
+        len(annotated),
+        len(fresh),
+        seconds,
+    )
+    return {"refreshed": True, **last}
+
+
+def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) -> str | None:
+    """Why the version serving now cannot be refreshed, or None."""
+    if base is None:
+        return "no version yet"
+    if spec.task != "ner":
+        return "classification: no CRF"
+    if store.meta(base).get("early"):
+        return "an early version serves: its training is not done"
+    if not (store.versions / base / SCOUT_PROBA).is_file():
+        return "the version kept no scout distributions (made before refreshes, or without a CRF)"
+    if not (store.versions / base / "crf.npz").is_file():
+        return "the version has no CRF (SRW_CRF off)"
+    return None
+
+
+def _names(api: LabelStudioAPI, project: str) -> dict[int, str]:
+    from backend.rescore import annotator_names  # the rescore job runs the refresh
+
+    return annotator_names(api, project)
+
+
+def _covered(item, stored: dict, kept: dict) -> bool:
+    """Whether ``item`` can be scored again from kept distributions: annotated, scored by the
+    version with the annotations it holds now (a task changed since waits for its rescore,
+    which judges the change first), and every annotation's text kept."""
+    return (
+        bool(item.examples)
+        and stored.get(item.id, {}).get("fingerprint") == fingerprint(item)
+        and all(kept.get(ex.id, ("",))[0] == text_key(ex.words) for ex in item.examples)
+    )
+
+
+def _with_k_columns(entry: dict, old: dict) -> dict:
+    """A refreshed ``entry`` (a quick scoring) with what the version's K candidates gave the
+    same annotations (``old``): c/K and the K-candidate probability are the scouts' and
+    unchanged by the CRF."""
+    out = {**entry, **{key: old.get(key, {}) for key in _K_ONLY}}
+    before = {r.get("id"): r for r in old.get("annotations") or ()}
+    out["annotations"] = [
+        {**{k: v for k, v in before.get(r.get("id"), {}).items() if k in _K_ONLY}, **r}
+        for r in entry.get("annotations") or ()
+    ]
+    return out
+
+
+_K_ONLY = ("reliability", "probability")
+
+
+def _link(path: Path, target: Path) -> None:
+    """``target`` the same file as ``path``: a hard link, or a copy where there can be none."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(path, target)
+    except OSError:
+        shutil.copy2(path, target)
+
+
+def _publish(store: ProjectStore, base: str, srw, scores: dict, n_annotations: int, n_tasks: int):
+    """A new version of ``base``'s scouts (hard links; copies where the filesystem has none),
+    ``srw``'s refitted CRF and ``scores``; its name, or None (nothing published) when another
+    version has replaced ``base`` meanwhile."""
+    version = new_version_name()
+    staging = store.staging_dir()
+    source = store.versions / base
+    try:
+        for path in sorted(source.rglob("*")):
+            relative = path.relative_to(source)
+            if path.is_dir() or relative.name in _REWRITTEN and len(relative.parts) == 1:
+                continue
+            _link(path, staging / relative)
+        _link(source / SCOUT_PROBA, staging / SCOUT_PROBA)  # the same scouts, the same texts
+        srw.crf_.save(staging / "crf.npz")
+        atomic_write_json(staging / "scores.json", scores)
+        meta = {
+            **store.meta(base),
+            "version": version,
+            "refreshed": {
+                "of": base,
+                "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                "annotations": n_annotations,
+                "tasks": n_tasks,
+            },
+        }
+        atomic_write_json(staging / "meta.json", meta)
+        if store.current_version() != base:  # a training's version came: it is newer
+            store.discard(staging)
+            return None
+        store.publish(staging, version)
+    except BaseException:
+        store.discard(staging)
+        raise
+    forget_versions(store, keep=version)
+    return version

@@ -1,0 +1,140 @@
+"""The refresh between trainings through a real Label Studio 1.23 (backend.refresh).
+
+A NER project is trained once. Then an entity that recurs in the project is retyped in all but
+one of its tasks, through the API, as a reviewer fixing a convention would: each save's webhook
+queues a rescore, which refreshes. Checked: a new version serves, made of the same scout files
+(hard links) and a CRF trained again; the task still holding the old convention is doubted more
+than before, in the version's scores and in Label Studio's prediction; every task has a
+prediction of the new version; the status says what the refresh did.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from testbed.projects import (
+    ENGINE_ENV,
+    NER_CONFIG,
+    connect_and_train,
+    field,
+    ner_tasks,
+    wait_trained,
+)
+from testbed.servers import BackendServer, LabelStudioServer, require_label_studio
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    require_label_studio()
+    tmp = tmp_path_factory.mktemp("refresh")
+    tasks, _ = ner_tasks(np.random.default_rng(31), 30, 0)
+    with LabelStudioServer() as label_studio:
+        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
+        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
+            ls = label_studio.sdk()
+            project = ls.projects.create(title="refresh", label_config=NER_CONFIG)
+            ls.projects.import_tasks(id=project.id, request=tasks)
+            connect_and_train(ls, project.id, backend.url)
+            status = wait_trained(backend, project.id)
+            yield SimpleNamespace(
+                label_studio=label_studio,
+                backend=backend,
+                ls=ls,
+                project=project.id,
+                root=tmp / "models" / str(project.id),
+                first=status["current_version"],
+            )
+
+
+def annotated(ctx) -> dict[int, tuple[str, dict]]:
+    """Task id -> (its text, its one annotation), as Label Studio holds them."""
+    out = {}
+    for task in ctx.label_studio.api(
+        "GET", f"/api/tasks?project={ctx.project}&fields=all&page_size=100"
+    )["tasks"]:
+        (only,) = ctx.label_studio.api("GET", f"/api/tasks/{task['id']}")["annotations"]
+        out[task["id"]] = (task["data"]["text"], only)
+    return out
+
+
+def mentions(text: str, annotation: dict) -> list[tuple[str, str, dict]]:
+    """(mention, type, region) of each region of ``annotation``."""
+    return [
+        (text[r["value"]["start"] : r["value"]["end"]], r["value"]["labels"][0], r)
+        for r in annotation["result"]
+    ]
+
+
+def version_scores(ctx, version: str) -> dict:
+    return json.loads((ctx.root / "versions" / version / "scores.json").read_text())
+
+
+def status(ctx) -> dict:
+    code, body = ctx.backend.get(f"/status?project={ctx.project}")
+    assert code == 200, body
+    return body
+
+
+def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(trained):
+    ctx = trained
+    tasks = annotated(ctx)
+    counts: dict = {}
+    for task, (text, annotation) in tasks.items():
+        for mention, etype, _ in mentions(text, annotation):
+            counts.setdefault((mention, etype), []).append(task)
+    (mention, etype), holders = max(counts.items(), key=lambda kv: len(kv[1]))
+    assert len(holders) >= 3, counts
+    kept, *fixed = holders
+    new_type = next(t for t in ("PER", "ORG", "LOC", "MISC") if t != etype)
+    before = version_scores(ctx, ctx.first)[str(kept)]["score"]
+
+    for task in fixed:  # the reviewer's fixes: the mention retyped, everything else as it was
+        text, annotation = tasks[task]
+        result = [
+            {**r, "value": {**r["value"], "labels": [new_type]}}
+            if (m, t) == (mention, etype)
+            else r
+            for m, t, r in mentions(text, annotation)
+        ]
+        ctx.label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", {"result": result})
+
+    deadline = time.monotonic() + 180
+    while True:
+        refresh = status(ctx).get("last_refresh") or {}
+        current = status(ctx)["current_version"]
+        meta = json.loads((ctx.root / "versions" / current / "meta.json").read_text())
+        done = refresh.get("version") == current and meta.get("refreshed")
+        if done and not status(ctx).get("rescore_pending"):
+            # the last fix is in the CRF the serving version holds
+            if meta["refreshed"]["annotations"] == len(tasks):
+                break
+        assert time.monotonic() < deadline, f"no refresh after the fixes\n{ctx.backend.log(80)}"
+        time.sleep(1)
+
+    first, now = ctx.root / "versions" / ctx.first, ctx.root / "versions" / current
+    assert current != ctx.first and meta["refreshed"]["tasks"] >= len(tasks) - len(fixed)
+    # the same scout files, linked; a CRF trained again
+    weights = sorted(p.relative_to(now) for p in (now / "scout").rglob("*") if p.is_file())
+    assert weights and all((now / p).stat().st_ino == (first / p).stat().st_ino for p in weights), (
+        "the scout was copied, not linked"
+    )
+    assert (now / "crf.npz").read_bytes() != (first / "crf.npz").read_bytes()
+    # the task holding the old convention is doubted more, stored and served (where the
+    # fixes' slips move it up further: halved once per repeated word and type)
+    after = version_scores(ctx, current)[str(kept)]["score"]
+    assert after < before, (before, after)
+    served = [p for p in ctx.ls.predictions.list(task=kept) if field(p, "model_version") == current]
+    assert len(served) == 1
+    halvings = len(mention.split())
+    assert field(served[0], "score") == pytest.approx(after * 0.5**halvings)
+    # every task is served by the refreshed version
+    versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
+    assert versions.get(current) == len(tasks), versions
+    assert refresh["seconds"] > 0 and refresh["annotations"] == len(tasks)
