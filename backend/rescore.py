@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from backend import reviews, served
+from backend import project_settings, reviews, served
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
@@ -48,7 +48,8 @@ def rescore_project(project: str, settings: Settings) -> dict:
             _move_up_repeats(api, store, version, slips, skip=pending)
         if not (pending or slips):
             return {"rescored": 0}
-        if pending:
+        refreshed = {}
+        if pending and not _training_due(store, settings):
             refreshed = _refresh(api, store, settings, spec)
     except Exception as err:
         store.update_status(
@@ -86,6 +87,16 @@ def rescore_project(project: str, settings: Settings) -> dict:
         f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
+
+
+def _training_due(store: ProjectStore, settings: Settings) -> bool:
+    """Whether a training runs or the changes counted so far start one: its versions replace
+    the one a refresh would make, and it needs the cores."""
+    status = store.status()
+    retrain_after = project_settings.effective(settings, store).retrain_after
+    return status.get("state") == "running" or status.get("events_since_training", 0) >= (
+        retrain_after
+    )
 
 
 def _refresh(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:

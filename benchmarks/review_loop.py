@@ -16,10 +16,12 @@ each round's cost, for:
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
   sentences it repeats) and ranks the rest by it;
-* ``refit-crf``: every ``--retrain-every`` rounds, until ``--retrain-until`` sentences are
-  read, the CRF alone (``subregweigh.crf``, seconds) refits on the annotations as they stand,
-  the fixes included, beside the same scout: a fixed convention reaches the CRF's p(gold) of
-  the sentences that share it; ``propagate+refit-crf``: both;
+* ``refit-crf``: every ``--refit-every`` rounds (default: each), until ``--refit-until``
+  sentences are read, the CRF alone (``FeatureTagger.refit``, seconds) trains again on the
+  annotations as they stand, the fixes included, beside the same scouts' kept p(gold): a fixed
+  convention reaches the CRF's p(gold) of the sentences that share it (the backend's refresh
+  after a batch of decisions, ``backend.refresh``); ``propagate+refit-crf``: both, what the
+  backend serves;
 * ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
   fresh scout of the seed (and a fresh CRF) trains on the annotations as they stand, the fixes
@@ -105,6 +107,19 @@ def parse_args(argv=None):
         type=int,
         help="retrain: no more once this many sentences are read (default: twice the errors)",
     )
+    parser.add_argument(
+        "--refit-every",
+        type=int,
+        default=1,
+        help="refit-crf: rounds between refits (default: 1, the product's refresh after every "
+        "batch of decisions)",
+    )
+    parser.add_argument(
+        "--refit-until",
+        type=int,
+        help="refit-crf: no more once this many sentences are read (default: five times the "
+        "errors; the x1 and x2 columns are read long before)",
+    )
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     parser.add_argument(
         "--resume", action="store_true", help="keep the seeds a stopped run of --name finished"
@@ -147,8 +162,10 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             for i, fixed in fixed_now:
                 for key in slip_keys(original[i], fixed):
                     boosts[by_key.get(key, [])] *= kw["boost"]  # -quality < 0: toward 0 is up
-        refits = "retrain" in policy or "refit-crf" in policy
-        if refits and retrain_due(len(rounds) + 1, reviewed.sum(), kw):
+        retrains, refits = "retrain" in policy, "refit-crf" in policy
+        due = retrains and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
+        due = due or refits and refit_due(len(rounds) + 1, reviewed.sum(), kw)
+        if due:
             # as the backend's next training: every annotation as it stands, fixes included
             now = list(original)
             for i, fixed in fixes:
@@ -175,6 +192,13 @@ def retrain_due(n_rounds: int, n_reviewed: int, kw) -> bool:
     """Whether the scout retrains after round ``n_rounds``: every ``retrain_every`` rounds,
     while fewer than ``retrain_until`` sentences are read."""
     return n_rounds % kw["retrain_every"] == 0 and n_reviewed < kw["retrain_until"]
+
+
+def refit_due(n_rounds: int, n_reviewed: int, kw) -> bool:
+    """Whether the CRF refits after round ``n_rounds`` (refit-crf): every ``refit_every``
+    rounds (the product: after every batch of decisions), while fewer than ``refit_until``
+    sentences are read."""
+    return n_rounds % kw["refit_every"] == 0 and n_reviewed < kw["refit_until"]
 
 
 def reads_to_find(rounds, n_found: float) -> int:
@@ -265,10 +289,14 @@ def run_seed(args, seed: int, pair) -> dict:
     flags = all_flags[pick]
     scout_gold, tags, train_s = ensemble_outputs(args, seed, examples)
 
+    crf = FeatureTagger().fit(examples) if args.crf else None
+
     def with_crf(annotations, gold) -> list:  # the product's p(gold): the CRF's beside
-        if not args.crf:
+        if crf is None:
             return gold
-        return mix_gold(gold, FeatureTagger().fit(annotations).gold_proba(annotations))
+        # as the product's refresh: the texts' context projection kept, the tags trained again
+        tagger = crf if annotations is examples else crf.refit(annotations)
+        return mix_gold(gold, tagger.gold_proba(annotations))
 
     gold = with_crf(examples, scout_gold)
     quality = harness.served_score(examples, gold, args.softmin_temperature)
@@ -314,6 +342,8 @@ def run_seed(args, seed: int, pair) -> dict:
             refit=refit,
             retrain_every=args.retrain_every,
             retrain_until=args.retrain_until or 2 * n_errors,
+            refit_every=args.refit_every,
+            refit_until=args.refit_until or 5 * n_errors,
         )
         out[policy] = {
             "found_x1": found_after(rounds, n_errors) / n_errors,
@@ -355,7 +385,15 @@ def markdown(result) -> str:
         )
         + (
             "the scout's p(gold) averaged with a CRF's, half each (the product's default); "
-            f"refits every {cfg['retrain_every']} rounds until "
+            + (
+                f"refit-crf: the CRF refits every {cfg['refit_every']} round(s) until "
+                f"{cfg['refit_until'] or 'five times the errors'} sentences are read "
+                "(`propagate+refit-crf` is what the backend serves: its refresh after each "
+                "batch of decisions and the slips moved up); "
+                if "refit_every" in cfg
+                else ""
+            )
+            + f"retrain: every {cfg['retrain_every']} rounds until "
             f"{cfg['retrain_until'] or 'twice the errors'} sentences are read. "
             if cfg.get("crf")
             else ""

@@ -18,7 +18,9 @@ through the API (a task's first entity retyped), Label Studio sends each as an
 ANNOTATION_UPDATED webhook, and the last change makes the backend retrain (SRW_RETRAIN_AFTER =
 ``--changes``); timed from that last change to the new version in Label Studio. The edits
 before the last are made one at a time, each timed until the backend has rewritten that task's
-prediction with the version serving (the rescore of a changed annotation, no retrain).
+prediction with the version serving (the rescore of a changed annotation, no retrain) and until
+the version its refresh made serves (``backend.refresh``: the CRF trained again, every task
+scored again).
 
 Peak memory: the largest peak resident set (VmHWM, restarted before each training) of the
 process that trains (embedded: the backend server; redis: the rq work horse), sampled every
@@ -244,27 +246,39 @@ def edits(ls: LabelStudioServer, task_ids, n: int) -> list[tuple[int, Callable[[
     raise ValueError(f"fewer than {n} tasks have an entity to retype")
 
 
-def rescore_seconds(ls: LabelStudioServer, task_id: int, edit, version: str, timeout) -> float:
-    """Make ``edit`` and time it until the task's prediction of ``version`` in Label Studio
-    is rewritten (the backend rescored the changed annotation; no retrain)."""
+def edit_seconds(
+    ls: LabelStudioServer, backend: BackendServer, project: int, task_id: int, edit, timeout
+) -> tuple[float, float | None]:
+    """Make ``edit`` and time it until (1) the task's prediction in Label Studio is rewritten
+    (the backend rescored the changed annotation; no retrain) and (2) the project serves the
+    version the refresh after it made (``backend.refresh``: every task scored again with the
+    CRF trained on the annotations as they stand); (2) is None where no refresh came within
+    ``timeout``."""
 
-    def written() -> str:
-        mine = [
-            p["updated_at"]
+    def predictions() -> set:
+        return {
+            (p["model_version"], p["updated_at"])
             for p in ls.api("GET", f"/api/predictions?task={task_id}")
-            if p["model_version"] == version
-        ]
-        assert len(mine) == 1, f"task {task_id}: {len(mine)} predictions of {version}"
-        return mine[0]
+        }
 
-    before = written()
+    before, at = predictions(), time.time()
     started = time.perf_counter()
     edit()
-    while written() == before:
-        if time.perf_counter() - started > timeout:
-            raise TrainingFailed(f"task {task_id}: not rescored {timeout:.0f} s after its edit")
+    rescored = refreshed = None
+    while rescored is None or refreshed is None:
+        waited = time.perf_counter() - started
+        if rescored is None and predictions() != before:
+            rescored = waited
+        if refreshed is None:
+            last = backend.get(f"/status?project={project}")[1].get("last_refresh") or {}
+            if last.get("finished_at", 0) > at and model_version(ls, project) == last["version"]:
+                refreshed = waited
+        if waited > timeout:
+            if rescored is None:
+                raise TrainingFailed(f"task {task_id}: not rescored {timeout:.0f} s after its edit")
+            break
         time.sleep(0.1)
-    return time.perf_counter() - started
+    return rescored, refreshed
 
 
 # ----------------------------------------------------------------------------- the backend
@@ -394,20 +408,31 @@ def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dic
         if size == args.retrain_at:
             *before, (_, last) = edits(ls, task_ids, args.changes)
             # One at a time, so that each is timed alone: what an annotator sees after an edit.
-            rescored = [
-                round(rescore_seconds(ls, task, edit, first["version"], 120), 2)
+            timed = [
+                edit_seconds(ls, backend, project, task, edit, 120)
                 for task, edit in tqdm(before, desc="edits", unit="edit", leave=False)
             ]
+            rescored = [round(r, 2) for r, _ in timed]
+            refreshed = [round(r, 2) for _, r in timed if r is not None]
             logger.info(
-                "size %d: %d edits rescored in Label Studio after median %.1f s, max %.1f s",
+                "size %d: %d edits rescored in Label Studio after median %.1f s, max %.1f s; "
+                "%d refreshes served after median %s s",
                 size,
                 len(rescored),
                 np.median(rescored),
                 max(rescored),
+                len(refreshed),
+                f"{np.median(refreshed):.1f}" if refreshed else "-",
             )
             again = timed_training(ls, backend, trainer_pid, project, task_ids, last, args)
             rows.append(
-                {**again, "kind": RETRAIN, "changes": args.changes, "rescore_seconds": rescored}
+                {
+                    **again,
+                    "kind": RETRAIN,
+                    "changes": args.changes,
+                    "rescore_seconds": rescored,
+                    "refresh_seconds": refreshed,
+                }
             )
             logger.info("size %d: %s", size, describe(rows[-1]))
     return rows
@@ -531,6 +556,15 @@ def markdown(result: dict) -> str:
                 f"{len(seconds)} edits (from the edit through the API to the new score; one "
                 f"edit at a time)."
             )
+            refreshed = row.get("refresh_seconds") or []
+            if refreshed:
+                lines.append(
+                    f"The refresh after each of those edits (the CRF trained again on the "
+                    f"annotations as they stood, every task scored again from the scouts' kept "
+                    f"distributions, a new version served): in Label Studio after median "
+                    f"{np.median(refreshed):.1f} s, max {max(refreshed):.1f} s from the edit "
+                    f"({len(refreshed)} of {len(seconds)} edits refreshed)."
+                )
     if missing:
         lines.append(f"Not measured yet: {', '.join(missing)} tasks.")
     if "plot" in result:
