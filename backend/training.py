@@ -326,7 +326,7 @@ def _early_step(srw, n_annotated: int, after_crf: bool = False) -> int | None:
     early = min(EARLY_STEPS, steps // 3)
     if not after_crf and early >= EARLY_STEPS // 10:
         return early
-    return steps if srw.ensemble_size() > 1 else None
+    return steps if srw.ensemble_size(n_annotated) > 1 else None
 
 
 def _crf_first(srw, n_examples: int) -> bool:
@@ -356,7 +356,7 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict):
     """
     from subregweigh.weigh import SubRegWeigh
 
-    scouts, crf = srw.scout_templates(), srw.crf_template()
+    scouts, crf = srw.scout_templates(len(examples)), srw.crf_template()
     crf_first = crf is not None and _crf_first(srw, len(examples))
     if crf_first:
         crf.fit(examples)

@@ -252,9 +252,9 @@ def run_one(args, size: str, seed: int, pair) -> dict:
 
     template = build_weigher(options(args, seed), "ner", progress=False)
     params = weigher_params(options(args, seed), progress=False)
-    n_scouts = template.ensemble_size()
-    early, first_trained = {}, {}
     training = examples + added_train(args.add_train, seed)
+    n_scouts = template.ensemble_size(len(training))  # the product's for this size, or --ensemble
+    early, first_trained = {}, {}
 
     def train() -> SubRegWeigh:
         """The product's training as the Label Studio backend runs it: the CRF first, then the
@@ -264,7 +264,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         if crf is not None:
             crf.fit(training)
             first_trained["crf seconds"] = time.perf_counter() - started
-        scouts = template.scout_templates()
+        scouts = template.scout_templates(len(training))
         stops = (args.early_steps,) if args.early_steps else ()
         for stage in scouts[0].staged_fit(training, stop_points=stops):
             if stage.n_steps_ < stage.training_steps(len(training)):  # the early scores

@@ -100,11 +100,12 @@ class SubRegWeigh:
         Scouts to train, each with its own seed (the scout's ``random_state`` + 1000 j), whose
         probabilities of the gold labels on the deterministic segmentation are averaged before
         the soft minimum over the parts: the "deterministic" score of an ensemble. ``None``:
-        :data:`~subregweigh.options.NER_SCOUTS` (3) for NER, 1 for classification
-        (:func:`~subregweigh.options.default_scouts`). Seeds disagree most where the data does:
-        on real errors an ensemble ranks better than one scout, for n times the training
-        (docs/evaluation.md). The K candidates are predicted by the first scout alone. A caller
-        that wants each scout's scores as soon as it is trained fits the parts itself
+        for NER :data:`~subregweigh.options.NER_SCOUTS` (3) on 2,000 to 5,000 examples
+        (:data:`~subregweigh.options.ENSEMBLE_EXAMPLES`) and one otherwise, 1 for
+        classification (:func:`~subregweigh.options.default_scouts`). Seeds disagree most where
+        the data does: on real errors an ensemble ranks better than one scout, for n times the
+        training (docs/evaluation.md). The K candidates are predicted by the first scout alone.
+        A caller that wants each scout's scores as soon as it is trained fits the parts itself
         (:meth:`scout_templates`, :meth:`crf_template`, :meth:`from_parts`).
     crf : bool, default=True
         NER: also train a CRF over cased word features and the words' pretrained context
@@ -230,15 +231,15 @@ class SubRegWeigh:
     def _template(self) -> Scout:
         return self.scout if self.scout is not None else Scout(task=self.task)
 
-    def scout_templates(self) -> list[Scout]:
-        """The unfitted scouts :meth:`fit` trains, in its order: :meth:`ensemble_size` copies of
-        the template (``scout``, or ``Scout(task=task)``), scout j seeded ``random_state`` +
-        1000 j. Fit each on the same examples and give them to :meth:`from_parts`, first first,
-        to get what :meth:`fit` makes."""
+    def scout_templates(self, n_examples: int | None = None) -> list[Scout]:
+        """The unfitted scouts :meth:`fit` trains on ``n_examples`` examples, in its order:
+        :meth:`ensemble_size` copies of the template (``scout``, or ``Scout(task=task)``), scout j
+        seeded ``random_state`` + 1000 j. Fit each on the same examples and give them to
+        :meth:`from_parts`, first first, to get what :meth:`fit` makes."""
         self._validate()
         template = self._template()
         scouts = []
-        for j in range(self.ensemble_size()):
+        for j in range(self.ensemble_size(n_examples)):
             scout = copy.deepcopy(template)
             scout.progress = self.progress
             scout.random_state = template.random_state + 1000 * j
@@ -256,7 +257,7 @@ class SubRegWeigh:
         """Train the scouts (:meth:`scout_templates`) on ``examples`` with deterministic
         tokenization, weighted by ``sample_weight`` (shape (n,); None: 1 each), then the CRF
         (:meth:`crf_template`, NER), unweighted."""
-        scouts, crf = self.scout_templates(), self.crf_template()
+        scouts, crf = self.scout_templates(len(examples)), self.crf_template()
         for j, scout in enumerate(scouts):
             if len(scouts) > 1:
                 logger.info("training scout %d of %d", j + 1, len(scouts))
@@ -267,13 +268,13 @@ class SubRegWeigh:
         self._set_parts(scouts, crf)
         return self
 
-    def ensemble_size(self) -> int:
-        """How many scouts :meth:`fit` trains: ``n_scouts``, or
+    def ensemble_size(self, n_examples: int | None = None) -> int:
+        """How many scouts :meth:`fit` trains on ``n_examples`` examples: ``n_scouts``, or
         :func:`~subregweigh.options.default_scouts` of the scout's task (``task`` without a
-        scout)."""
+        scout) and of ``n_examples`` (None: the most it may be)."""
         if self.n_scouts is not None:
             return int(self.n_scouts)
-        return default_scouts(self._template().task)
+        return default_scouts(self._template().task, n_examples)
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Keep the fitted scouts and CRF in ``folder`` (:func:`subregweigh.parts.save_parts`:

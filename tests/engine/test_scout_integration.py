@@ -21,7 +21,7 @@ from subregweigh.encoder import bfloat16_native
 from subregweigh.example import Example
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
-from subregweigh.options import NER_SCOUTS, default_scouts
+from subregweigh.options import ENSEMBLE_EXAMPLES, NER_SCOUTS, default_scouts
 from subregweigh.parts import CRFWeigher
 from subregweigh.scores import entity_parts, soft_minimum
 from subregweigh.scout import STATE_FILE, Scout, default_model
@@ -688,10 +688,18 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
 
 
 def test_ner_trains_three_scouts_unless_told_and_classification_one(tiny_ner_data, caplog):
-    """The default ensemble (``n_scouts=None``): three scouts for NER, chosen on real errors,
-    one for classification, where no real-error set measured an ensemble."""
-    assert NER_SCOUTS == 3
+    """The default ensemble (``n_scouts=None``): three scouts for NER from 2,000 to 5,000
+    examples, one below and above, chosen on real errors and the time a ranking takes; one for
+    classification, where no real-error set measured an ensemble."""
+    assert NER_SCOUTS == 3 and ENSEMBLE_EXAMPLES == (2000, 5000)
     assert SubRegWeigh().ensemble_size() == 3 == default_scouts("ner")
+    sizes = [300, 1999, 2000, 3453, 5000, 5001, 14000]
+    assert [SubRegWeigh().ensemble_size(n) for n in sizes] == [1, 1, 3, 3, 3, 1, 1]
+    assert SubRegWeigh(n_scouts=2).ensemble_size(300) == 2  # told: whatever the size
+    assert (
+        len(SubRegWeigh().scout_templates(3453)) == 3
+        and len(SubRegWeigh().scout_templates(300)) == 1
+    )
     assert SubRegWeigh(task="classification").ensemble_size() == 1
     assert SubRegWeigh(Scout(task="classification")).ensemble_size() == 1  # the scout's task
     assert SubRegWeigh(n_scouts=2).ensemble_size() == 2
@@ -700,10 +708,11 @@ def test_ner_trains_three_scouts_unless_told_and_classification_one(tiny_ner_dat
             ValueError, match=f"n_scouts must be None or a positive int, got {bad!r}"
         ):
             SubRegWeigh(n_scouts=bad).fit(tiny_ner_data[:4])
+    scout = Scout(epochs=1, batch_size=8, progress=False)
+    small = SubRegWeigh(scout, k=2, n_samples=4, crf=False).fit(tiny_ner_data[:8])
+    assert [s.random_state for s in small.scouts_] == [0]  # 8 examples: one scout
     with caplog.at_level("INFO", logger="subregweigh.weigh"):
-        srw = SubRegWeigh(
-            Scout(epochs=1, batch_size=8, progress=False), k=2, n_samples=4, crf=False
-        ).fit(tiny_ner_data[:8])
+        srw = SubRegWeigh(scout, n_scouts=3, k=2, n_samples=4, crf=False).fit(tiny_ner_data[:8])
     assert [s.random_state for s in srw.scouts_] == [0, 1000, 2000]
     assert "training scout 3 of 3" in caplog.text
 
