@@ -228,7 +228,8 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
         (300, 2, False, 57),  # an ensemble's first scout publishes once trained
         (1000, 1, True, None),  # the CRF's scores came first: no scout mid-way
         (1000, 2, True, 189),  # but an ensemble's first scout, once trained
-        (1000, 0, True, 189),  # 0: the default, an ensemble of 3 for NER
+        (1000, 0, True, None),  # 0: the default, one scout at 1,000 NER examples
+        (3000, 0, True, 564),  # and three at 3,000: the first publishes once trained
     ],
 )
 def test_early_scores_come_after_a_third_of_the_training_at_most_early_steps(

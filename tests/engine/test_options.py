@@ -63,7 +63,10 @@ def test_the_cli_flags_are_generated_from_the_options():
         assert tuple(action.option_strings[: len(option.flags)]) == option.flags
         assert action.help.startswith(option.help)
         assert tuple(action.choices or ()) == option.choices
-    assert "(default: 3 for NER, 1 for classification)" in actions["n_scouts"].help
+    assert (
+        "(default: NER: 3 from 2,000 to 5,000 annotations, else 1; classification: 1)"
+        in actions["n_scouts"].help
+    )
     assert "(default: 1/3)" in actions["w_min"].help
     args = parser.parse_args(["weigh", "d.conll", "-o", "w.jsonl", "--no-crf", "--scouts", "2"])
     assert (args.crf, args.n_scouts) == (False, 2)
