@@ -1,0 +1,123 @@
+"""The refresh's bookkeeping (backend.refresh) without Label Studio: what a version keeps of its
+scouts, which tasks may be scored again from it, and what a refreshed entry carries over. The
+refresh itself, through a real Label Studio, is tests/labelstudio/test_refresh.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backend import refresh
+from backend.store import ProjectStore
+from backend.tasks import fingerprint, parse_label_config, read_tasks
+from subregweigh.example import Example
+from subregweigh.scores import WeighResult
+from tests.backend.test_backend_server import NER_CONFIG
+
+
+def _result(proba) -> WeighResult:
+    empty = np.empty(0)
+    return WeighResult([], [], empty, empty, empty, empty, [], empty, scout_proba=proba)
+
+
+def test_a_version_keeps_each_annotation_s_distribution_by_id_and_text(tmp_path):
+    examples = [
+        Example("7/70", ("Jordan", "won"), ("B-PER", "O")),
+        Example("8/80", ("in", "Amman", "today"), ("O", "B-LOC", "O")),
+    ]
+    proba = [
+        np.random.default_rng(0).random((len(ex.words), 5), dtype=np.float32) for ex in examples
+    ]
+    assert refresh.save_scout_proba(tmp_path, examples, _result(proba))
+    kept = refresh.load_scout_proba(tmp_path)
+    assert set(kept) == {"7/70", "8/80"}
+    for ex, p in zip(examples, proba):
+        text, got = kept[ex.id]
+        assert text == refresh.text_key(ex.words) != refresh.text_key(("jordan", "won"))
+        np.testing.assert_array_equal(got, p)
+    # classification keeps none; a version without the file has nothing to refresh from
+    assert not refresh.save_scout_proba(tmp_path / "none", examples, _result([]))
+    assert refresh.load_scout_proba(tmp_path / "none") == {}
+
+
+def _task(task_id: int, text: str, tags: list[tuple[int, int, str]]) -> dict:
+    regions = [
+        {
+            "id": f"r{i}",
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": s, "end": e, "labels": [t]},
+        }
+        for i, (s, e, t) in enumerate(tags)
+    ]
+    return {
+        "id": task_id,
+        "data": {"text": text},
+        "annotations": [{"id": task_id * 10, "result": regions}],
+    }
+
+
+def test_only_tasks_scored_as_they_stand_with_their_texts_kept_are_scored_again():
+    spec = parse_label_config(NER_CONFIG)
+    items = read_tasks(
+        [
+            _task(1, "Jordan won", [(0, 6, "PER")]),
+            _task(2, "Jordan won", [(0, 6, "LOC")]),
+            _task(3, "Amman wins", [(0, 5, "LOC")]),
+            {"id": 4, "data": {"text": "nothing here"}, "annotations": []},
+        ],
+        spec,
+    ).tasks
+    kept = {ex.id: (refresh.text_key(ex.words), None) for item in items for ex in item.examples}
+    stored = {item.id: {"fingerprint": fingerprint(item)} for item in items}
+    assert [refresh._covered(item, stored, kept) for item in items] == [True, True, True, False]
+    changed = {**stored, "2": {"fingerprint": "scored before the change"}}
+    assert [refresh._covered(item, changed, kept) for item in items][:3] == [True, False, True]
+    other_text = {**kept, items[2].examples[0].id: ("another text", None)}
+    assert [refresh._covered(item, stored, other_text) for item in items][:3] == [True, True, False]
+
+
+def test_a_refreshed_entry_keeps_what_the_k_candidates_gave_the_same_annotations():
+    old = {
+        "score": 0.4,
+        "reliability": {"1/10": 0.7},
+        "probability": {"1/10": 0.6},
+        "annotations": [{"id": "1/10", "score": 0.4, "reliability": 0.7, "probability": 0.6}],
+    }
+    new = {
+        "score": 0.2,
+        "result": [],
+        "reliability": {},
+        "probability": {},
+        "annotations": [{"id": "1/10", "score": 0.2}],
+    }
+    got = refresh._with_k_columns(new, old)
+    assert got["score"] == 0.2 and got["reliability"] == {"1/10": 0.7}
+    assert got["annotations"] == [
+        {"id": "1/10", "score": 0.2, "reliability": 0.7, "probability": 0.6}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("meta", "files", "reason"),
+    [
+        ({"early": "the CRF alone"}, ["scout_proba.npz", "crf.npz"], "an early version serves"),
+        ({}, ["crf.npz"], "kept no scout distributions"),
+        ({}, ["scout_proba.npz"], "has no CRF"),
+        ({}, ["scout_proba.npz", "crf.npz"], None),
+    ],
+)
+def test_what_may_be_refreshed(tmp_path, meta, files, reason):
+    import json
+
+    store = ProjectStore(tmp_path, 1)
+    folder = store.versions / "srw-1"
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text(json.dumps(meta))
+    for name in files:
+        (folder / name).write_bytes(b"x")
+    spec = parse_label_config(NER_CONFIG)
+    got = refresh._not_refreshable(store, "srw-1", spec)
+    assert (got is None) if reason is None else (reason in got)
+    assert refresh._not_refreshable(store, None, spec) == "no version yet"
