@@ -26,7 +26,9 @@ each round's cost, for:
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
   fresh scout of the seed (and a fresh CRF) trains on the annotations as they stand, the fixes
   included (what the backend's next training does), and its scores rank the rest;
-  ``propagate+retrain``: both.
+  ``propagate+retrain``: both; ``propagate+refit-crf+retrain``: the three, the backend's
+  refresh after each batch and its retrain every ``--retrain-every`` rounds (the refreshes
+  after a retrain mix with the retrained scout's p(gold)).
 
 With ``--crf`` (the default, as the product), every score's p(gold) is the scout's and the
 CRF's half and half (``SubRegWeigh(crf=True)``); ``--no-crf``: the scout's alone. The first
@@ -69,6 +71,7 @@ POLICIES = (
     "propagate+refit-crf",
     "retrain",
     "propagate+retrain",
+    "propagate+refit-crf+retrain",
 )
 CHEAP = POLICIES[:5]  # no scout retrained: the default
 
@@ -162,16 +165,15 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             for i, fixed in fixed_now:
                 for key in slip_keys(original[i], fixed):
                     boosts[by_key.get(key, [])] *= kw["boost"]  # -quality < 0: toward 0 is up
-        retrains, refits = "retrain" in policy, "refit-crf" in policy
-        due = retrains and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
-        due = due or refits and refit_due(len(rounds) + 1, reviewed.sum(), kw)
-        if due:
-            # as the backend's next training: every annotation as it stands, fixes included
+        retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
+        refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
+        if retrain or refit:
+            # as the backend's next training or refresh: every annotation as it stands, fixes
+            # included
             now = list(original)
             for i, fixed in fixes:
                 now[i] = fixed
-            how = kw["rescore"] if "retrain" in policy else kw["refit"]
-            static = np.asarray(how(now), dtype=float)
+            static = np.asarray((kw["rescore"] if retrain else kw["refit"])(now), dtype=float)
         if policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
@@ -318,16 +320,21 @@ def run_seed(args, seed: int, pair) -> dict:
             "reads_90": reads_to_find(rounds, 0.9 * n_errors),
         }
 
+    serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
+
     def rescore(now) -> np.ndarray:  # a fresh scout of the seed on the annotations as they stand
         fitted = scout(args, seed).fit(now)
-        fresh = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
-        return harness.served_score(now, with_crf(now, fresh), args.softmin_temperature)
+        serving["gold"] = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
+        return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
 
-    def refit(now) -> np.ndarray:  # the same scout, a CRF refitted on the annotations as they stand
-        # the scout's p(gold) of a fixed sentence is of its old tags: it is read already
-        return harness.served_score(now, with_crf(now, scout_gold), args.softmin_temperature)
+    def refit(
+        now,
+    ) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations as they stand
+        # the scouts' p(gold) of a fixed sentence is of its old tags: it is read already
+        return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
 
     for policy in args.policies:
+        serving["gold"] = scout_gold
         rounds = review(
             quality,
             flags,
@@ -428,7 +435,8 @@ def markdown(result) -> str:
 def plot(result, path) -> None:
     with harness.figure(path) as ax:
         present = [p for p in POLICIES if p in result["runs"][0]]
-        for policy, style in zip(present, ("-", "--", ":", "-.", (0, (1, 3)))):  # linestyles
+        styles = ("-", "--", ":", "-.", (0, (1, 3)), (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)))
+        for policy, style in zip(present, styles):  # linestyles
             for k, run in enumerate(result["runs"]):
                 xs, ys = zip(*run[policy]["curve"])
                 ax.plot(
