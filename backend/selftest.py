@@ -83,5 +83,7 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
         random_state=SEED,
     )
     outcome["message"] = "; ".join(f"{r['noise']} noise: {describe(r)}" for r in outcome["results"])
+    if "real_errors" in outcome:
+        outcome["message"] += f"; {outcome['real_errors']['message']}"
     logger.info("project %s: self-test: %s", project, outcome["message"])
     return outcome

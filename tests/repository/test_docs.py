@@ -242,3 +242,19 @@ def test_every_srw_variable_named_is_a_setting():
     allowed = {"tests/backend/test_backend_settings.py: SRW_WARM_START"}  # its warning's test
     allowed |= {"tests/backend/test_backend_settings.py: SRW_SCUOTS"}
     assert stray <= allowed, sorted(stray - allowed)
+
+
+def test_the_self_test_s_real_error_expectations_are_in_their_results():
+    """What the self-test tells a lead to expect of real errors is the default's row of the
+    current real-error results, at each size."""
+    from subregweigh.selftest import REAL_ERROR_AP, real_error_expectation
+
+    small = (RESULTS / "real-errors-300-1000-context-ensemble3.md").read_text()
+    whole = (RESULTS / "real-errors-three-scouts.md").read_text()
+    for size, ap, base in REAL_ERROR_AP:
+        text = whole if size == 3453 else small.split(f"### {size} sentences")[1].split("###")[0]
+        assert f"| deterministic (product) | {ap:.3f} ±" in text, size
+        assert f"base rate {base:.3f}" in text, size
+    assert real_error_expectation(250)["annotations"] == 300
+    assert real_error_expectation(700)["annotations"] == 1000
+    assert real_error_expectation(14000)["annotations"] == 3453
