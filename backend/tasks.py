@@ -321,7 +321,8 @@ def score_tasks(
     if not examples:
         return {}
     if score_name == "deterministic" and ordinary is None:
-        ordinary = srw.weigh_deterministic(annotated_examples(items))
+        annotated = annotated_examples(items)  # none: unannotated tasks read no ordinary pass
+        ordinary = srw.weigh_deterministic(annotated) if annotated else None
     if quick:
         result = ordinary
     elif ordinary is None:

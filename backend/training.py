@@ -284,7 +284,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(
         message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
     )
-    full = score_tasks(srw, spec, items, ordinary=ordinary)
+    full = _weigh_candidates(store, settings, srw, spec, items, ordinary)
     reviews.stamp_saved(full, saved)
     clock.lap("weigh")
     new = complete_version(store, version, scores, full)
@@ -306,6 +306,32 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "doubtful_tasks": doubtful,
         "phase_seconds": clock.seconds,
     }
+
+
+# Tasks whose K candidates are weighed between two looks at whether a retrain is due.
+CANDIDATE_CHUNK = 250
+
+
+def _weigh_candidates(store, settings, srw, spec, items, ordinary) -> dict:
+    """The K-candidate pass after the scores are served (c/K, the training weights, the
+    unannotated tasks' pre-annotations), in chunks of :data:`CANDIDATE_CHUNK` tasks: once the
+    changes counted since this training started call for a retrain, the rest is left out (the
+    retrain weighs them) and its slot goes to the retrain, which would otherwise wait for a pass
+    that the ranking does not need."""
+    if len(items) <= CANDIDATE_CHUNK:
+        return score_tasks(srw, spec, items, ordinary=ordinary)
+    full: dict = {}
+    for begin in range(0, len(items), CANDIDATE_CHUNK):
+        if store.status().get("events_since_training", 0) >= settings.retrain_after:
+            logger.info(
+                "project %s: a retrain is due: the K candidates of %d of %d tasks are left to it",
+                store.project,
+                len(items) - begin,
+                len(items),
+            )
+            break
+        full.update(score_tasks(srw, spec, items[begin : begin + CANDIDATE_CHUNK]))
+    return full
 
 
 # A training publishes its first scout's early scores after a third of its steps, at most this many.

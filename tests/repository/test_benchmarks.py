@@ -398,8 +398,9 @@ def test_ablation_rows_share_one_scout(tmp_path):
 def test_scaling_times_training_through_label_studio(tmp_path):
     """benchmarks.scaling on a 20-task project: Start Training, then a retrain that 2 edits
     in Label Studio start through its webhooks, both timed to the early scores in Label Studio
-    (the CRF's alone: a NER project this small, then the first of three scouts' with the CRF's)
-    and to the full training's; the first edit is also timed until the backend rescored it."""
+    (the CRF's alone: a NER project this small trains one scout, whose version with the CRF's
+    is the full one) and to the full training's; the first edit is also timed until the
+    backend rescored it and until its refresh served."""
     from testbed.servers import require_label_studio
 
     require_label_studio()
@@ -420,12 +421,12 @@ def test_scaling_times_training_through_label_studio(tmp_path):
         to_scores = sum(run["phase_seconds"][p] for p in scaling.SCORED)
         assert run["refined_seconds"] >= to_scores and run["overhead_seconds"] >= 0
         assert run["end_to_end_seconds"] <= run["refined_seconds"]
-        # the CRF's scores, then the first of the default three scouts' beside it, then all
+        # the CRF's scores, then the one scout's beside them: the full version
         early = [scaling._early_what(e["what"]) for e in run["early_scores"]]
-        assert early == ["CRF", "scout 1 of 3 (1.00 passes) + CRF"]
+        assert early == ["CRF"]
         assert run["phase_seconds"]["early"] > 0
-        crf_s, scout_s = (e["seconds"] for e in run["early_scores"])
-        assert 0 < crf_s < scout_s < run["refined_seconds"]
+        (crf_s,) = (e["seconds"] for e in run["early_scores"])
+        assert 0 < crf_s < run["refined_seconds"]
         assert run["early_passes"] == 0.0  # what made the first scores: the CRF alone
         assert run["all_done_seconds"] >= sum(run["phase_seconds"].values())
         # the K candidates were weighed, after the scores (the end-to-end times are rounded to
@@ -438,10 +439,32 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert (tmp_path / "scaling.png").stat().st_size > 0
     table = (tmp_path / "scaling.md").read_text()
     assert "| 20 (+2 edits) | retrain after changes |" in table
-    assert table.count(" | CRF ") == 2 and table.count("; scout 1 of 3 (1.00 passes) + CRF ") == 2
+    assert table.count(" | CRF | ") == 2
     (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
     assert 0 < rescored < retrain["end_to_end_seconds"] + 120
-    assert "over 1 edits" in table
+    (refreshed,) = retrain["refresh_seconds"]  # and its refresh: a version of the whole project
+    assert rescored <= refreshed < 120
+    assert "over 1 edits" in table and "(1 of 1 edits refreshed)" in table
+
+
+def test_breakdown_times_each_piece_of_a_training(tmp_path):
+    from benchmarks import breakdown
+
+    assert breakdown.main(["--sentences", "40", "--out", str(tmp_path), "--name", "bd"]) == 0
+    rows = json.loads((tmp_path / "bd.json").read_text())["rows"]
+    assert {r["piece"] for r in rows} == {"CRF", "scout", "K candidates", "refresh"}
+    assert all(r["seconds"] >= 0 for r in rows) and len(rows) == 10
+    assert "| scout | training, 3 epochs, 9 steps |" in (tmp_path / "bd.md").read_text()
+
+
+def test_stage_quality_reads_each_version_s_ap_from_the_current_results():
+    from benchmarks import stage_quality
+
+    rows = stage_quality.stages()
+    small = json.loads((harness.RESULTS / f"{stage_quality.SMALL}.json").read_text())["summary"]
+    full = next(r for r in rows if (r["size"], r["stage"]) == (1000, "full"))
+    assert full["ap"] == small["1000"]["methods"]["deterministic"]["ap"]
+    assert all(r["seconds"] is None or r["seconds"] > 0 for r in rows)
 
 
 @pytest.mark.slow
