@@ -27,7 +27,7 @@ import numpy as np
 
 from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI
-from backend.publish import drop_superseded_predictions, serve_in_label_studio
+from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
 from backend.settings import Settings
 from backend.store import ProjectStore
@@ -113,11 +113,10 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     fresh = score_tasks(refreshed, spec, covered, quick=True, ordinary=ordinary)
     reviews.stamp_saved(fresh, {}, before=stored)  # the baselines of the decisions stay
     scores = {**stored, **{task: _with_k_columns(e, stored[task]) for task, e in fresh.items()}}
-    version = _publish(store, base, refreshed, scores, len(annotated), len(fresh))
+    version = _publish(api, store, base, refreshed, scores, len(annotated), len(fresh))
     if version is None:
         return {"refreshed": False, "reason": "a newer version was published meanwhile"}
     remember(store, version, refreshed)
-    serve_in_label_studio(api, store, project, version, scores)
     seconds = round(time.perf_counter() - began, 3)
     drop_superseded_predictions(api, store, project, version)
     last = {
@@ -199,10 +198,20 @@ def _link(path: Path, target: Path) -> None:
         shutil.copy2(path, target)
 
 
-def _publish(store: ProjectStore, base: str, srw, scores: dict, n_annotations: int, n_tasks: int):
+def _publish(
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    base: str,
+    srw,
+    scores: dict,
+    n_annotations: int,
+    n_tasks: int,
+) -> str | None:
     """A new version of ``base``'s scouts (hard links; copies where the filesystem has none),
-    ``srw``'s refitted CRF and ``scores``; its name, or None (nothing published) when another
-    version has replaced ``base`` meanwhile."""
+    ``srw``'s refitted CRF and ``scores``, served: its predictions are in Label Studio before
+    it becomes the version serving (whoever reads the serving version finds them there), then
+    it is the project's model version. Its name, or None (nothing published, its predictions
+    deleted) when another version has replaced ``base`` meanwhile."""
     version = new_version_name()
     staging = store.staging_dir()
     source = store.versions / base
@@ -226,10 +235,18 @@ def _publish(store: ProjectStore, base: str, srw, scores: dict, n_annotations: i
             },
         }
         atomic_write_json(staging / "meta.json", meta)
-        if store.current_version() != base:  # a training's version came: it is newer
-            store.discard(staging)
-            return None
-        store.publish(staging, version)
+        # ours to delete once superseded (as a training's, publish.serve_in_label_studio)
+        store.update_status(
+            written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version]
+        )
+        with store.locked("writing"):
+            write_predictions(api, store.project, version, reviews.served_scores(store, scores))
+            if store.current_version() != base:  # a training's version came: it is newer
+                store.discard(staging)
+                api.delete_model_version(int(store.project), version)
+                return None
+            store.publish(staging, version)
+            api.set_model_version(int(store.project), version)
     except BaseException:
         store.discard(staging)
         raise
