@@ -395,3 +395,39 @@ def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, s
     connect_and_train(ls, project.id, backend.url, **login)
     status = wait_trained(backend, project.id, auth=auth)
     return project.id, ids, built, status
+
+
+def serving_prediction(backend: BackendServer, ls_server, project: int, task: int, timeout=60.0):
+    """The task's one prediction (a dict) of the version serving ``project``, read while that
+    version stayed the same: after each change a refresh (backend.refresh) may replace the
+    serving version at any moment, and then delete the old one's predictions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        version = backend.get(f"/status?project={project}")[1]["current_version"]
+        mine = [
+            p
+            for p in ls_server.api("GET", f"/api/predictions?task={task}")
+            if p["model_version"] == version
+        ]
+        if backend.get(f"/status?project={project}")[1]["current_version"] == version:
+            if len(mine) == 1:
+                return mine[0]
+        assert time.monotonic() < deadline, f"task {task}: {len(mine)} predictions of {version}"
+        time.sleep(0.2)
+
+
+def serving_entry(backend: BackendServer, root: Path, project: int, task: int, timeout=60.0):
+    """The task's stored entry in the version serving ``project`` (``root``: the project's
+    folder under MODEL_DIR), read while that version stayed the same (see
+    :func:`serving_prediction`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        version = backend.get(f"/status?project={project}")[1]["current_version"]
+        try:
+            scores = json.loads((root / "versions" / version / "scores.json").read_text())
+        except FileNotFoundError:  # pruned by the versions that replaced it
+            scores = None
+        if scores and backend.get(f"/status?project={project}")[1]["current_version"] == version:
+            return scores[str(task)]
+        assert time.monotonic() < deadline, f"task {task}: no stable serving version"
+        time.sleep(0.2)

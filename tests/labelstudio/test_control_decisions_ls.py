@@ -26,9 +26,10 @@ from testbed.projects import (
     ENGINE_ENV,
     NER_CONFIG,
     classification_tasks,
-    field,
     ner_tasks,
     retyped,
+    serving_entry,
+    serving_prediction,
     wait_trained,
 )
 from testbed.servers import BackendServer, LabelStudioServer, http_json, require_label_studio
@@ -160,16 +161,12 @@ def save(ctx, task: int, result: list, token: str | None = None) -> dict:
 
 def served(ctx, project: int, task: int) -> dict:
     """The task's prediction of the serving version."""
-    version = ctx.backend.get(f"/status?project={project}")[1]["current_version"]
-    mine = [p for p in ctx.ls.predictions.list(task=task) if field(p, "model_version") == version]
-    assert len(mine) == 1, f"task {task}: {mine}"
-    return {"score": field(mine[0], "score"), "result": field(mine[0], "result")}
+    mine = serving_prediction(ctx.backend, ctx.label_studio, project, task)
+    return {"score": mine["score"], "result": mine["result"]}
 
 
 def stored(ctx, project: int, task: int) -> float:
-    version = ctx.backend.get(f"/status?project={project}")[1]["current_version"]
-    path = ctx.models / str(project) / "versions" / version / "scores.json"
-    return json.loads(path.read_text())[str(task)]["score"]
+    return serving_entry(ctx.backend, ctx.models / str(project), project, task)["score"]
 
 
 def decisions(ctx, project: int) -> dict[str, dict]:

@@ -297,8 +297,9 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
 def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_path):
     """An annotation edited while the scout trains is scored by the version that training
     publishes, from its edited labels. One edited afterwards is rescored by that version a few
-    seconds later, without a retrain: its one prediction of the version gets the new score,
-    and the project's model version stays."""
+    seconds later, without a retrain, and the refresh after it serves a version of the same
+    scouts with the CRF trained again: the task's one prediction of that version has the new
+    score."""
     from backend.tasks import fingerprint, parse_label_config, read_tasks
 
     env = {**ENGINE_ENV, **label_studio.backend_env}
@@ -352,20 +353,21 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
 
         before = field(prediction(after["id"], version), "score")
         edited_after = edit(after)
-        deadline = time.monotonic() + 120
-        while stored(version)[str(after["id"])]["fingerprint"] != edited_after:
-            assert time.monotonic() < deadline, backend.log()
-            time.sleep(0.5)
-        wait = time.monotonic() + 30  # stored, then written to Label Studio
+        # rescored by the version serving, then refreshed: the CRF trained again on the edit,
+        # every task scored again, a new version of the same scouts served (backend.refresh)
+        wait = time.monotonic() + 150
         status = backend.get(f"/status?project={project.id}")[1]
-        while (status.get("last_rescore") or {}).get("tasks") != 1:
+        while (status.get("last_refresh") or {}).get("of") != version:
             assert time.monotonic() < wait, (status, backend.log(60))
             time.sleep(0.2)
             status = backend.get(f"/status?project={project.id}")[1]
-        entry = stored(version)[str(after["id"])]
-        assert field(prediction(after["id"], version), "score") == pytest.approx(entry["score"])
-        assert entry["score"] != pytest.approx(before)  # the scout disagrees with the new type
-        rescore = status["last_rescore"]
+        rescore, refreshed = status["last_rescore"], status["last_refresh"]
+        assert rescore["tasks"] == 1 and rescore["version"] == version
         assert 0 < rescore["seconds"] <= rescore["since_change_seconds"] < 150  # waited above
-        assert status["current_version"] == version and status["events_since_training"] == 2
-        assert ls.projects.get(id=project.id).model_version == version
+        new = refreshed["version"]
+        assert status["current_version"] == new != version and status["events_since_training"] == 2
+        assert ls.projects.get(id=project.id).model_version == new
+        entry = stored(new)[str(after["id"])]
+        assert entry["fingerprint"] == edited_after
+        assert field(prediction(after["id"], new), "score") == pytest.approx(entry["score"])
+        assert entry["score"] != pytest.approx(before)  # the models disagree with the new type

@@ -32,8 +32,9 @@ from testbed.projects import (
     NER_CONFIG,
     classification_tasks,
     create_users,
-    field,
     ner_tasks,
+    serving_entry,
+    serving_prediction,
     wait_trained,
 )
 from testbed.servers import (
@@ -176,21 +177,12 @@ def decided(ctx, project, task: int, decision: str) -> dict:
 
 def served(ctx, project, task: int) -> float:
     """The score of the task's prediction of the serving version, as Label Studio sorts by."""
-    version = ctx.backend.get(f"/status?project={project.id}")[1]["current_version"]
-    mine = [
-        p
-        for p in ctx.label_studio.api("GET", f"/api/predictions?task={task}")
-        if field(p, "model_version") == version
-    ]
-    assert len(mine) == 1, f"task {task}: {mine}"
-    return mine[0]["score"]
+    return serving_prediction(ctx.backend, ctx.label_studio, project.id, task)["score"]
 
 
 def stored(ctx, project, task: int) -> float:
     """The scout's own score of the task, as the serving version stores it."""
-    version = ctx.backend.get(f"/status?project={project.id}")[1]["current_version"]
-    scores = json.loads((project.root / "versions" / version / "scores.json").read_text())
-    return scores[str(task)]["score"]
+    return serving_entry(ctx.backend, project.root, project.id, task)["score"]
 
 
 def annotation(ctx, task: int) -> dict:

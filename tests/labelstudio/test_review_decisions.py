@@ -24,9 +24,10 @@ from testbed.projects import (
     ENGINE_ENV,
     NER_CONFIG,
     connect_and_train,
-    field,
     ner_tasks,
     retyped,
+    serving_entry,
+    serving_prediction,
     wait_trained,
 )
 from testbed.servers import (
@@ -76,19 +77,12 @@ def queue(ctx) -> list[int]:
 
 def served(ctx, task_id: int) -> float:
     """The score of the task's prediction of the serving version."""
-    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
-    mine = [
-        p for p in ctx.ls.predictions.list(task=task_id) if field(p, "model_version") == version
-    ]
-    assert len(mine) == 1, f"task {task_id}: {mine}"
-    return field(mine[0], "score")
+    return serving_prediction(ctx.backend, ctx.label_studio, ctx.project, task_id)["score"]
 
 
 def stored(ctx, task_id: int) -> float:
     """The scout's own score of the task, as the serving version stores it."""
-    version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
-    scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
-    return scores[str(task_id)]["score"]
+    return serving_entry(ctx.backend, ctx.root, ctx.project, task_id)["score"]
 
 
 def annotation(ctx, task_id: int) -> dict:
