@@ -582,9 +582,17 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
         raise AssertionError("refit-crf retrained the scout")
 
     seen.clear()
-    refit = {**kw, "rescore": no_scout, "refit": rescore}
+    refit = {**kw, "rescore": no_scout, "refit": rescore, "refit_every": 2, "refit_until": 5}
     refitted = review(quality, flags, original, corrected, 1, "refit-crf", **refit)
     assert [r["found"] for r in refitted] == [1, 1, 2, 2, 2, 2] and len(seen) == 2
+    # the refresh every round, the retrain every other: a refit between retrains mixes with
+    # the last retrain's scores; here each round's refit sees the fixes as they stand
+    calls = []
+    both = {**kw, "refit": lambda now: calls.append("refit") or rescore(now), "refit_every": 1}
+    both["rescore"] = lambda now: calls.append("retrain") or rescore(now)
+    policy = "propagate+refit-crf+retrain"
+    review(quality, flags, original, corrected, 1, policy, **both, refit_until=5)
+    assert calls == ["refit", "retrain", "refit", "retrain"]  # none once 5 are read
 
 
 @pytest.mark.slow
