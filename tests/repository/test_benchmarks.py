@@ -439,7 +439,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert (tmp_path / "scaling.png").stat().st_size > 0
     table = (tmp_path / "scaling.md").read_text()
     assert "| 20 (+2 edits) | retrain after changes |" in table
-    assert table.count(" | CRF | ") == 2
+    assert table.count(" | CRF ") == 2
     (rescored,) = retrain["rescore_seconds"]  # the edit before the one that retrains
     assert 0 < rescored < retrain["end_to_end_seconds"] + 120
     (refreshed,) = retrain["refresh_seconds"]  # and its refresh: a version of the whole project
