@@ -110,17 +110,18 @@ WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing,
 
 
 def drop_superseded_predictions(
-    api: LabelStudioAPI, store: ProjectStore, project: str, served: str
+    api: LabelStudioAPI, store: ProjectStore, project: str, served: str, also: str | None = None
 ) -> None:
     """Delete from Label Studio the predictions of this backend's versions that ``served``
     supersedes: those the store no longer keeps, and the early scores of the training that
     made ``served``. Each retraining writes a prediction per task, so without this a project's
     predictions grow with every version, twice with early scores. Only versions this backend
-    wrote (its status's ``written_versions``) are deleted: another backend's on the same project
+    wrote (its status's ``written_versions``) are deleted (``also``: a version to delete though the
+    store keeps it, the early scores ``served`` replaces): another backend's on the same project
     (whatever its names), and imported ones, stay. A failure is logged: the scores are served
     already."""
     status = store.status()
-    kept = set(store.all_versions()) - {status.get("early_version")}
+    kept = set(store.all_versions()) - {status.get("early_version"), also}
     ours = set(status.get("written_versions") or ())
     try:
         stale = [

@@ -118,7 +118,8 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         return {"refreshed": False, "reason": "a newer version was published meanwhile"}
     remember(store, version, refreshed)
     seconds = round(time.perf_counter() - began, 3)
-    drop_superseded_predictions(api, store, project, version)
+    if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
+        drop_superseded_predictions(api, store, project, version)
     last = {
         "version": version,
         "of": base,
@@ -139,6 +140,18 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         seconds,
     )
     return {"refreshed": True, **last}
+
+
+# A refresh deletes the predictions of the versions it superseded once there are this many:
+# Label Studio 1.23 takes seconds to delete a version's predictions (some 4 s for 1,000 tasks),
+# which would hold up the rescore of the next change; a training deletes them all.
+CLEANUP_VERSIONS = 4
+
+
+def _superseded(store: ProjectStore) -> int:
+    """How many versions this backend wrote to Label Studio that the store no longer keeps."""
+    kept = set(store.all_versions())
+    return sum(v not in kept for v in store.status().get("written_versions") or ())
 
 
 def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) -> str | None:

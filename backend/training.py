@@ -209,8 +209,6 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         try:
             version = save_version(store, early, scores, version_meta_args, early=what)
             serve_in_label_studio(api, store, project, version, scores)
-            # before early_version names this one: the last early scores go too
-            drop_superseded_predictions(api, store, project, version)
         except (LabelStudioUnavailable, OSError) as err:
             clock.lap("early")
             logger.warning(
@@ -222,6 +220,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             return
         clock.lap("early")
         published = {"version": version, "seconds": clock.total(), "what": what}
+        last_early = store.status().get("early_version")
         store.update_status(
             scores_in_label_studio=version,
             early_version=version,
@@ -230,6 +229,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             phase_seconds=dict(clock.seconds),  # so far
             message=f"early scores in Label Studio ({what}); training on",
         )
+        # after the scores are in (Label Studio takes seconds to delete a version's
+        # predictions); the last early scores go too
+        drop_superseded_predictions(api, store, project, version, also=last_early)
+        clock.lap("early")
         logger.info(
             "project %s: early scores of version %s in Label Studio (%s; %s)",
             project,

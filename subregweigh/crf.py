@@ -145,6 +145,12 @@ def _pretrained(path: str, layer: int | None):
     return load_tokenizer(path), model, layer
 
 
+@functools.lru_cache(maxsize=4)
+def _context_keys(dims: int) -> tuple[str, ...]:
+    """The feature names of the context components: ``c0``, ``c1``, ..."""
+    return tuple(f"c{k}" for k in range(dims))
+
+
 def context_vectors(
     texts: Sequence[Sequence[str]],
     encoder: str | None = None,
@@ -300,7 +306,8 @@ class FeatureTagger:
         return context_vectors([ex.words for ex in examples], self.encoder, self.context_layer)
 
     def _cache(self) -> dict:
-        """Text (its words) -> its projected context features, for the texts projected so far:
+        """Text (its words) -> each word's features, its projected context features with its
+        binary ones, for the texts projected so far:
         the weighing right after a fit, the CRF-alone weigher's two passes and a
         :meth:`refit` read the same texts again, and the encoder runs once for each."""
         return self.__dict__.setdefault("_projected", {})
@@ -326,22 +333,17 @@ class FeatureTagger:
                 )
             else:
                 vectors = [vectors[i] for i in missing]
+            keys = _context_keys(len(self.context_components_))
             for i, words in zip(missing, vectors, strict=True):
-                cache[tuple(examples[i].words)] = np.nan_to_num(
-                    (words - self.context_mean_) @ self.context_components_.T
-                )
-        return [
-            pycrfsuite.ItemSequence(
-                [
-                    dict.fromkeys(binary, 1.0)
-                    | {f"c{k}": float(value) for k, value in enumerate(row)}
+                projected = np.nan_to_num((words - self.context_mean_) @ self.context_components_.T)
+                # each word's features as CRFsuite reads them, built once per text
+                cache[tuple(examples[i].words)] = [
+                    dict.fromkeys(binary, 1.0) | dict(zip(keys, row))
                     for binary, row in zip(
-                        sentence_features(ex.words), cache[tuple(ex.words)], strict=True
+                        sentence_features(examples[i].words), projected.tolist(), strict=True
                     )
                 ]
-            )
-            for ex in examples
-        ]
+        return [pycrfsuite.ItemSequence(cache[tuple(ex.words)]) for ex in examples]
 
     def _tagger(self):
         import pycrfsuite

@@ -389,9 +389,16 @@ class SubRegWeigh:
             gold = proba[np.arange(len(cols)), np.maximum(cols, 0)]
             gold_proba.append(np.where(cols >= 0, gold, 0.0).astype(np.float32))
             mixture.append(proba)
-        if self.crf_ is not None:
-            gold_proba = mix_gold(gold_proba, self.crf_.gold_proba(examples))
-            mixture = mix_gold(mixture, self.crf_.label_proba(examples, labels))
+        if self.crf_ is not None:  # one pass of the CRF: every tag's marginal, gold ones too
+            extra = sorted({tag for ex in examples for tag in ex.label} - set(labels))
+            columns = {label: j for j, label in enumerate([*labels, *extra])}
+            marginals = self.crf_.label_proba(examples, list(columns))
+            crf_gold = [
+                m[np.arange(len(ex.label)), [columns[tag] for tag in ex.label]]
+                for m, ex in zip(marginals, examples, strict=True)
+            ]
+            gold_proba = mix_gold(gold_proba, crf_gold)
+            mixture = mix_gold(mixture, [m[:, : len(labels)] for m in marginals])
         best = [p.argmax(axis=1) for p in mixture]
         predicted = [tuple(labels[j] for j in b) for b in best]
         predicted_proba = [
