@@ -306,8 +306,7 @@ class FeatureTagger:
         return context_vectors([ex.words for ex in examples], self.encoder, self.context_layer)
 
     def _cache(self) -> dict:
-        """Text (its words) -> each word's features, its projected context features with its
-        binary ones, for the texts projected so far:
+        """Text (its words) -> its projected context features, for the texts projected so far:
         the weighing right after a fit, the CRF-alone weigher's two passes and a
         :meth:`refit` read the same texts again, and the encoder runs once for each."""
         return self.__dict__.setdefault("_projected", {})
@@ -333,17 +332,22 @@ class FeatureTagger:
                 )
             else:
                 vectors = [vectors[i] for i in missing]
-            keys = _context_keys(len(self.context_components_))
             for i, words in zip(missing, vectors, strict=True):
-                projected = np.nan_to_num((words - self.context_mean_) @ self.context_components_.T)
-                # each word's features as CRFsuite reads them, built once per text
-                cache[tuple(examples[i].words)] = [
+                cache[tuple(examples[i].words)] = np.nan_to_num(
+                    (words - self.context_mean_) @ self.context_components_.T
+                )
+        keys = _context_keys(len(self.context_components_))
+        return [
+            pycrfsuite.ItemSequence(
+                [
                     dict.fromkeys(binary, 1.0) | dict(zip(keys, row))
                     for binary, row in zip(
-                        sentence_features(examples[i].words), projected.tolist(), strict=True
+                        sentence_features(ex.words), cache[tuple(ex.words)].tolist(), strict=True
                     )
                 ]
-        return [pycrfsuite.ItemSequence(cache[tuple(ex.words)]) for ex in examples]
+            )
+            for ex in examples
+        ]
 
     def _tagger(self):
         import pycrfsuite
