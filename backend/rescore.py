@@ -39,17 +39,19 @@ def rescore_project(project: str, settings: Settings) -> dict:
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-        written = 0
+        written, changed = 0, 0
         if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
+            before = _labels_of(store, version)
             written = rescore_tasks(api, store, settings, spec, pending)
+            changed = _labels_changed(store, before, pending)
         slips = store.take_status("slips_pending")
         if slips:
             _move_up_repeats(api, store, version, slips, skip=pending)
         if not (pending or slips):
             return {"rescored": 0}
         refreshed = {}
-        if pending and not _training_due(store, settings):
+        if changed and not _training_due(store, settings):  # a save that changed no label: none
             refreshed = _refresh(api, store, settings, spec)
     except Exception as err:
         store.update_status(
@@ -87,6 +89,17 @@ def rescore_project(project: str, settings: Settings) -> dict:
         f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
+
+
+def _labels_of(store: ProjectStore, version: str) -> dict[str, str]:
+    """Task id -> the fingerprint of its annotations as ``version`` stores them."""
+    return {task: entry.get("fingerprint") for task, entry in store.scores(version).items()}
+
+
+def _labels_changed(store: ProjectStore, before: dict, tasks) -> int:
+    """How many of ``tasks`` the rescore stored with other annotations than ``before``."""
+    now = _labels_of(store, store.current_version())
+    return sum(now.get(str(task)) != before.get(str(task)) for task in tasks)
 
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
