@@ -87,8 +87,9 @@ def markdown(result: dict) -> str:
         "AP on CoNLL-2003 test against CoNLL++ (1,000 tasks: draws of 1,000 sentences, "
         f"`{SMALL}`; 3,000 tasks: the whole set of 3,453, `{WHOLE}`); seconds from *Start "
         f"Training* to the version's scores in Label Studio (`{SCALING}`, first trainings, "
-        "2 CPU cores). At 1,000 tasks the default trains one scout, whose version with the CRF "
-        "is the full one; at 3,000, three.",
+        "2 CPU cores; an early version's by the backend's clock from the training's start, the "
+        "full version's end to end). At 1,000 tasks the default trains one scout, whose version "
+        "with the CRF is the full one; at 3,000, three.",
         "",
         *table(
             ["tasks", "version", "AP", "s to Label Studio"],
