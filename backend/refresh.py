@@ -27,6 +27,7 @@ import numpy as np
 
 from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI
+from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
 from backend.settings import Settings
@@ -89,7 +90,7 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     version, the tasks scored again and the seconds. Runs in the rescore job."""
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
-    began = time.perf_counter()
+    clock = PhaseClock()
     settings = project_settings.effective(settings, store)
     base = store.current_version()
     reason = _not_refreshable(store, base, spec)
@@ -103,7 +104,9 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     annotated = annotated_examples(items)
     if len(annotated) > CRF_FIRST_EXAMPLES:
         return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}
+    clock.lap("fetch")
     refreshed = srw.refit_crf([*annotated, *reference_examples(settings, spec)])
+    clock.lap("crf")
     stored = store.scores(base)
     covered = [item for item in items if _covered(item, stored, kept)]
     examples = annotated_examples(covered)
@@ -113,11 +116,13 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     fresh = score_tasks(refreshed, spec, covered, quick=True, ordinary=ordinary)
     reviews.stamp_saved(fresh, {}, before=stored)  # the baselines of the decisions stay
     scores = {**stored, **{task: _with_k_columns(e, stored[task]) for task, e in fresh.items()}}
+    clock.lap("score")
     version = _publish(api, store, base, refreshed, scores, len(annotated), len(fresh))
     if version is None:
         return {"refreshed": False, "reason": "a newer version was published meanwhile"}
     remember(store, version, refreshed)
-    seconds = round(time.perf_counter() - began, 3)
+    clock.lap("publish")
+    seconds = clock.total()
     if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
         drop_superseded_predictions(api, store, project, version)
     last = {
@@ -126,18 +131,20 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         "tasks": len(fresh),
         "annotations": len(annotated),
         "seconds": seconds,
+        "phase_seconds": dict(clock.seconds),
         "finished_at": time.time(),
     }
     store.update_status(last_refresh=last, scores_in_label_studio=version)
     logger.info(
         "project %s: refreshed version %s into %s: the CRF retrained on %d annotations, %d "
-        "tasks scored again, in Label Studio after %.1f s",
+        "tasks scored again, in Label Studio after %.1f s (%s)",
         project,
         base,
         version,
         len(annotated),
         len(fresh),
         seconds,
+        clock,
     )
     return {"refreshed": True, **last}
 

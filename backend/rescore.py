@@ -12,7 +12,7 @@ from backend import project_settings, reviews, served
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store import ProjectStore, retrain_due
 from backend.tasks import (
     name_annotators,
     parse_label_config,
@@ -107,9 +107,7 @@ def _training_due(store: ProjectStore, settings: Settings) -> bool:
     the one a refresh would make, and it needs the cores."""
     status = store.status()
     retrain_after = project_settings.effective(settings, store).retrain_after
-    return status.get("state") == "running" or status.get("events_since_training", 0) >= (
-        retrain_after
-    )
+    return status.get("state") == "running" or retrain_due(status, retrain_after)
 
 
 def _refresh(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:

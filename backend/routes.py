@@ -26,7 +26,7 @@ from backend import report as reports
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.settings import Settings, SettingsError
-from backend.store import ProjectStore, project_id
+from backend.store import ProjectStore, project_id, retrain_due
 from backend.tasks import parse_label_config
 from subregweigh.selftest import NOISES
 
@@ -75,7 +75,7 @@ def wants_training(
         settings.retrain_after,
         "; the disk is full: kept in memory" if unwritten else "",
     )
-    return status["events_since_training"] >= settings.retrain_after, unwritten
+    return retrain_due(status, settings.retrain_after), unwritten
 
 
 def changed_task(body: dict) -> str | None:

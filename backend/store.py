@@ -67,6 +67,12 @@ class TooManyProjects(RuntimeError):
 KEEP_VERSIONS = 3
 
 
+def retrain_due(status: dict, retrain_after: int) -> bool:
+    """Whether the annotation changes counted in ``status`` (:meth:`ProjectStore.status`) since
+    the last training call for the next: ``retrain_after`` of them (``SRW_RETRAIN_AFTER``)."""
+    return status.get("events_since_training", 0) >= retrain_after
+
+
 def project_id(value) -> str:
     """The project id in what Label Studio sends: ``"12.1700000000"`` (id.created) or
     ``{"id": 12}`` -> ``"12"``, canonical (``"012"`` -> ``"12"``: one project, one name).

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from backend import budget, project_settings, reviews
 from backend.disk import directory_mb, free_mb, no_space
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.phases import PhaseClock
 from backend.predictions import log_warnings
 from backend.publish import (
     complete_version,
@@ -24,7 +25,7 @@ from backend.reference import reference_examples
 from backend.refresh import save_scout_proba
 from backend.rescore import annotator_names, rescore_tasks
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store import ProjectStore, retrain_due
 from backend.tasks import (
     annotated_examples,
     name_annotators,
@@ -36,27 +37,6 @@ from backend.webhook_auth import authorize_webhooks
 from backend.weighers import engine, part_params, release_memory
 
 logger = logging.getLogger(__name__)
-
-
-class _PhaseClock:
-    """Wall seconds per phase of a training, e.g. ``{"fetch": 1.2, "train": 40.1, ...}``: kept
-    in the project's status so a slow retrain says where its time went."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def lap(self, phase: str) -> None:
-        """The time since the last lap goes to ``phase`` (added to what it had)."""
-        now = time.perf_counter()
-        self.seconds[phase] = round(self.seconds.get(phase, 0.0) + now - self._last, 3)
-        self._last = now
-
-    def total(self) -> float:
-        return round(sum(self.seconds.values()), 3)
-
-    def __str__(self) -> str:
-        return ", ".join(f"{phase} {s:.1f} s" for phase, s in self.seconds.items())
 
 
 # A new version takes about the last one's size (scores.json grows with the project), and at
@@ -172,7 +152,7 @@ def read_annotations(project: str, settings: Settings, what: str):
 
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
-    clock = _PhaseClock()
+    clock = PhaseClock()
     api, spec, items, n_annotated, refusal, saved = read_annotations(project, settings, "training")
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
@@ -325,7 +305,7 @@ def _weigh_candidates(store, settings, srw, spec, items, ordinary) -> dict:
         return score_tasks(srw, spec, items, ordinary=ordinary)
     full: dict = {}
     for begin in range(0, len(items), CANDIDATE_CHUNK):
-        if store.status().get("events_since_training", 0) >= settings.retrain_after:
+        if retrain_due(store.status(), settings.retrain_after):
             logger.info(
                 "project %s: a retrain is due: the K candidates of %d of %d tasks are left to it",
                 store.project,

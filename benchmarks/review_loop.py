@@ -123,6 +123,23 @@ def parse_args(argv=None):
         help="refit-crf: no more once this many sentences are read (default: five times the "
         "errors; the x1 and x2 columns are read long before)",
     )
+    parser.add_argument(
+        "--refit-weight",
+        type=int,
+        default=1,
+        help="refit-crf: how many times each reviewed sentence counts in the CRF's refit "
+        "(default: 1, as any other annotation)",
+    )
+    parser.add_argument(
+        "--refit-share",
+        type=float,
+        help="refit-crf: the refitted CRF's share beside the scouts (default: the CRF's share)",
+    )
+    parser.add_argument(
+        "--crf-iterations",
+        type=int,
+        help="the CRF's L-BFGS iterations (default: the product's FeatureTagger's)",
+    )
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     parser.add_argument(
         "--resume", action="store_true", help="keep the seeds a stopped run of --name finished"
@@ -173,7 +190,10 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             now = list(original)
             for i, fixed in fixes:
                 now[i] = fixed
-            static = np.asarray((kw["rescore"] if retrain else kw["refit"])(now), dtype=float)
+            static = np.asarray(
+                (kw["rescore"] if retrain else kw["refit"])(now, np.flatnonzero(reviewed)),
+                dtype=float,
+            )
         if policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
@@ -291,14 +311,19 @@ def run_seed(args, seed: int, pair) -> dict:
     flags = all_flags[pick]
     scout_gold, tags, train_s = ensemble_outputs(args, seed, examples)
 
-    crf = FeatureTagger().fit(examples) if args.crf else None
+    crf_options = {} if args.crf_iterations is None else {"max_iterations": args.crf_iterations}
+    crf = FeatureTagger(**crf_options).fit(examples) if args.crf else None
 
-    def with_crf(annotations, gold) -> list:  # the product's p(gold): the CRF's beside
+    def with_crf(annotations, gold, reviewed=()) -> list:  # the product's p(gold): the CRF's beside
         if crf is None:
             return gold
+        if annotations is examples:
+            return mix_gold(gold, crf.gold_proba(annotations))
         # as the product's refresh: the texts' context projection kept, the tags trained again
-        tagger = crf if annotations is examples else crf.refit(annotations)
-        return mix_gold(gold, tagger.gold_proba(annotations))
+        extra = [annotations[i] for i in reviewed] * (args.refit_weight - 1)
+        tagger = crf.refit([*annotations, *extra])
+        share = {} if args.refit_share is None else {"share": args.refit_share}
+        return mix_gold(gold, tagger.gold_proba(annotations), **share)
 
     gold = with_crf(examples, scout_gold)
     quality = harness.served_score(examples, gold, args.softmin_temperature)
@@ -322,16 +347,16 @@ def run_seed(args, seed: int, pair) -> dict:
 
     serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
 
-    def rescore(now) -> np.ndarray:  # a fresh scout of the seed on the annotations as they stand
+    def rescore(now, reviewed) -> np.ndarray:  # a fresh scout of the seed on the annotations
         fitted = scout(args, seed).fit(now)
         serving["gold"] = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
         return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
 
-    def refit(
-        now,
-    ) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations as they stand
+    def refit(now, reviewed) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations
         # the scouts' p(gold) of a fixed sentence is of its old tags: it is read already
-        return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
+        return harness.served_score(
+            now, with_crf(now, serving["gold"], reviewed), args.softmin_temperature
+        )
 
     for policy in args.policies:
         serving["gold"] = scout_gold
@@ -391,12 +416,29 @@ def markdown(result) -> str:
             else ""
         )
         + (
-            "the scout's p(gold) averaged with a CRF's, half each (the product's default); "
+            "the scout's p(gold) averaged with a CRF's, half each (the product's default"
+            + (
+                f"; the CRF's L-BFGS capped at {cfg['crf_iterations']} iterations"
+                if cfg.get("crf_iterations") is not None
+                else ""
+            )
+            + "); "
             + (
                 f"refit-crf: the CRF refits every {cfg['refit_every']} round(s) until "
                 f"{cfg['refit_until'] or 'five times the errors'} sentences are read "
                 "(`propagate+refit-crf` is what the backend serves: its refresh after each "
-                "batch of decisions and the slips moved up); "
+                "batch of decisions and the slips moved up)"
+                + (
+                    f", each reviewed sentence counted {cfg['refit_weight']} times"
+                    if cfg.get("refit_weight", 1) != 1
+                    else ""
+                )
+                + (
+                    f", the refitted CRF's share {cfg['refit_share']}"
+                    if cfg.get("refit_share") is not None
+                    else ""
+                )
+                + "; "
                 if "refit_every" in cfg
                 else ""
             )

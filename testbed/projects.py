@@ -6,15 +6,17 @@ Label Studio's import format, and helpers to wait for the backend's training.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
-from testbed.servers import BackendServer
+from testbed.servers import BackendServer, LabelStudioServer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 N_TASKS, N_WRONG = 50, 5
@@ -377,6 +379,33 @@ def trained_ner_project(ls_server, backend: BackendServer, title: str, seed: int
     ids = import_tasks(ls, project.id, tasks)
     connect_and_train(ls, project.id, backend.url)
     return project.id, ids, wrong, wait_trained(backend, project.id)
+
+
+@contextlib.contextmanager
+def trained_ner_backend(folder: Path, title: str, seed: int, n_tasks: int, n_wrong: int):
+    """A real Label Studio and our backend (:data:`ENGINE_ENV`, 4 epochs; models and log in
+    ``folder``), a :func:`ner_tasks` project of ``n_tasks`` tasks (``n_wrong`` wrong) connected
+    and trained once. Yields a namespace: ``label_studio``, ``backend``, ``ls`` (the SDK),
+    ``ml`` (the ML backend's record), ``project``, ``root`` (the project's model folder) and
+    ``first`` (the version the training served)."""
+    tasks, _ = ner_tasks(np.random.default_rng(seed), n_tasks, n_wrong)
+    with LabelStudioServer() as label_studio:
+        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
+        with BackendServer(folder / "models", env, folder / "backend.log") as backend:
+            ls = label_studio.sdk()
+            project = ls.projects.create(title=title, label_config=NER_CONFIG)
+            ls.projects.import_tasks(id=project.id, request=tasks)
+            ml = connect_and_train(ls, project.id, backend.url)
+            status = wait_trained(backend, project.id)
+            yield SimpleNamespace(
+                label_studio=label_studio,
+                backend=backend,
+                ls=ls,
+                ml=ml,
+                project=project.id,
+                root=folder / "models" / str(project.id),
+                first=status["current_version"],
+            )
 
 
 def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, seed: int = 11):

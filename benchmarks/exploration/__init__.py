@@ -34,6 +34,18 @@ def real_error_halves():
     return original, flags, halves(len(original))
 
 
+def half_aps(quality, flags, parts: dict, prefix: str = "AP") -> dict[str, float]:
+    """``{"PREFIX PART": AP}``: the real-error AP of a ranking on each of ``parts``
+    (:func:`real_error_halves`' slices) with ``quality`` (shape (n,); low: doubtful) against
+    ``flags`` (shape (n,))."""
+    from sklearn.metrics import average_precision_score
+
+    return {
+        f"{prefix} {part}": float(average_precision_score(flags[cut], -quality[cut]))
+        for part, cut in parts.items()
+    }
+
+
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
     """What an exploration does with its table: ``lines`` (markdown) and ``fields`` (JSON),
     stamped with ``python -m benchmarks.exploration.MODULE ARGV``, the footer appended, saved

@@ -21,10 +21,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, real_error_halves, save
+from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
 from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.crf import FeatureTagger, mix_gold
@@ -72,10 +71,7 @@ def main(argv=None) -> int:
                 quality = harness.served_score(
                     original, mix_gold(gold, crf_gold), SOFTMIN_TEMPERATURE
                 )
-                row = {
-                    f"AP {part}": float(average_precision_score(flags[cut], -quality[cut]))
-                    for part, cut in parts.items()
-                }
+                row = half_aps(quality, flags, parts)
                 row["P@50"] = harness.precision_at(quality, flags, 50)
                 row["seconds"] = sum(m[2] for m in members[:n]) + crf_seconds
                 row["passes"] = n * epochs

@@ -18,10 +18,9 @@ scouts::
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import average_precision_score
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, real_error_halves, save
+from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
 from benchmarks.real_errors import halves_base_rate
 from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.options import SOFTMIN_TEMPERATURE
@@ -58,10 +57,7 @@ def main(argv=None) -> int:
             row = {"seconds": seconds}
             for score, t in temperatures.items():
                 quality = np.array([soft_minimum(g, t) for g in gold])
-                for part, cut in parts.items():
-                    row[f"{score} {part}"] = float(
-                        average_precision_score(flags[cut], -quality[cut])
-                    )
+                row.update(half_aps(quality, flags, parts, score))
                 row[f"{score} P@50"] = harness.precision_at(quality, flags, 50)
             rows.append(row)
         key = label(epochs, rate)

@@ -12,45 +12,26 @@ from __future__ import annotations
 
 import json
 import time
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from testbed.projects import (
-    ENGINE_ENV,
-    NER_CONFIG,
-    connect_and_train,
     field,
-    ner_tasks,
-    wait_trained,
+    trained_ner_backend,
 )
-from testbed.servers import BackendServer, LabelStudioServer, require_label_studio
+from testbed.servers import require_label_studio
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    """A real Label Studio with a 30-task NER project (none wrong), our backend connected and
+    trained once."""
     require_label_studio()
-    tmp = tmp_path_factory.mktemp("refresh")
-    tasks, _ = ner_tasks(np.random.default_rng(31), 30, 0)
-    with LabelStudioServer() as label_studio:
-        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
-        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = label_studio.sdk()
-            project = ls.projects.create(title="refresh", label_config=NER_CONFIG)
-            ls.projects.import_tasks(id=project.id, request=tasks)
-            connect_and_train(ls, project.id, backend.url)
-            status = wait_trained(backend, project.id)
-            yield SimpleNamespace(
-                label_studio=label_studio,
-                backend=backend,
-                ls=ls,
-                project=project.id,
-                root=tmp / "models" / str(project.id),
-                first=status["current_version"],
-            )
+    folder = tmp_path_factory.mktemp("refresh")
+    with trained_ner_backend(folder, "refresh", seed=31, n_tasks=30, n_wrong=0) as ctx:
+        yield ctx
 
 
 def annotated(ctx) -> dict[int, tuple[str, dict]]:
@@ -107,11 +88,11 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
 
     deadline = time.monotonic() + 180
     while True:
-        refresh = status(ctx).get("last_refresh") or {}
-        current = status(ctx)["current_version"]
+        snapshot = status(ctx)  # one reading: the three fields agree
+        refresh, current = snapshot.get("last_refresh") or {}, snapshot["current_version"]
         meta = json.loads((ctx.root / "versions" / current / "meta.json").read_text())
         done = refresh.get("version") == current and meta.get("refreshed")
-        if done and not status(ctx).get("rescore_pending"):
+        if done and not snapshot.get("rescore_pending"):
             # the last fix is in the CRF the serving version holds
             if meta["refreshed"]["annotations"] == len(tasks):
                 break

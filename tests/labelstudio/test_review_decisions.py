@@ -12,29 +12,22 @@ from __future__ import annotations
 
 import json
 import time
-from types import SimpleNamespace
 from urllib.parse import quote
 
-import numpy as np
 import pytest
 
 from subregweigh.review import word_types
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
-    ENGINE_ENV,
-    NER_CONFIG,
-    connect_and_train,
-    ner_tasks,
     retyped,
     serving_entry,
     serving_prediction,
+    trained_ner_backend,
     wait_trained,
 )
 from testbed.servers import (
     LS_PASSWORD,
     LS_USERNAME,
-    BackendServer,
-    LabelStudioServer,
     require_label_studio,
 )
 
@@ -46,24 +39,9 @@ def trained(tmp_path_factory):
     """A real Label Studio with a 30-task NER project (3 wrong), our backend connected and
     trained once."""
     require_label_studio()
-    tmp = tmp_path_factory.mktemp("reviews")
-    tasks, _ = ner_tasks(np.random.default_rng(29), 30, 3)
-    with LabelStudioServer() as label_studio:
-        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
-        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = label_studio.sdk()
-            project = ls.projects.create(title="review decisions", label_config=NER_CONFIG)
-            ls.projects.import_tasks(id=project.id, request=tasks)
-            ml = connect_and_train(ls, project.id, backend.url)
-            wait_trained(backend, project.id)
-            yield SimpleNamespace(
-                label_studio=label_studio,
-                backend=backend,
-                ls=ls,
-                ml=ml,
-                project=project.id,
-                root=tmp / "models" / str(project.id),
-            )
+    folder = tmp_path_factory.mktemp("reviews")
+    with trained_ner_backend(folder, "review decisions", seed=29, n_tasks=30, n_wrong=3) as ctx:
+        yield ctx
 
 
 def queue(ctx) -> list[int]:
