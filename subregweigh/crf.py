@@ -59,6 +59,13 @@ CRF_SHARE = 0.5
 # triple it, 31 s at 3,453): beyond this, the scout's own early scores come sooner.
 CRF_FIRST_EXAMPLES = 5000
 
+# CRFsuite's L-BFGS iterations. Until convergence its time grows faster than the data (some 150 s
+# of 2 cores at 14,041 CoNLL sentences, near 200 iterations); 100 rank CoNLL-2003's real errors as
+# well beside the scouts (AP 0.398 against 0.399 on the whole set, 0.265 against 0.265 on
+# 1,000-sentence draws) and tag CoNLL++ dev as well (F1 0.910 against 0.910), in 37% less time at
+# 3,453 sentences and 63% less at 14,041 (benchmarks/results/crf-iterations*.md).
+CRF_ITERATIONS = 100
+
 # How many texts' projected context features a tagger keeps (FeatureTagger._cache) beyond those of
 # the call at hand: about 50 MB of CoNLL-length sentences.
 PROJECTED_TEXTS = 20_000
@@ -204,9 +211,9 @@ class FeatureTagger:
     c2 : float, default=0.3
         The L2 penalty. On CoNLL-2003's real errors 0.3 ranks best of 0.1, 0.3, 1 and 3, alone
         and beside the scout, on both halves of the set (docs/evaluation.md).
-    max_iterations : int or None, default=None
-        L-BFGS iterations; None: until CRFsuite's convergence test stops it. The same examples
-        give the same model.
+    max_iterations : int or None, default=100
+        L-BFGS iterations at most (:data:`CRF_ITERATIONS`); None: until CRFsuite's convergence
+        test stops it. The same examples give the same model.
     context_dims : int, default=64
         PCA components of the context vectors given to the CRF as real-valued features; 0:
         the binary word features alone.
@@ -231,7 +238,7 @@ class FeatureTagger:
     def __init__(
         self,
         c2: float = 0.3,
-        max_iterations: int | None = None,
+        max_iterations: int | None = CRF_ITERATIONS,
         context_dims: int = CONTEXT_DIMS,
         encoder: str | None = None,
         context_layer: int | None = None,

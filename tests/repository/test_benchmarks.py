@@ -562,8 +562,9 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
     quality = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.5])
     seen = []
 
-    def rescore(now):  # the retrained scout's scores: it doubts sentence 4 now
+    def rescore(now, reviewed):  # the retrained scout's scores: it doubts sentence 4 now
         seen.append([e.label[0] for e in now])
+        assert 0 < len(set(reviewed)) == len(reviewed) < len(now)  # the sentences read so far
         return np.array([0.9, 0.9, 0.8, 0.7, 0.1, 0.6])
 
     kw = {"rescore": rescore, "retrain_every": 2, "retrain_until": 5, "boost": 0.5}
@@ -578,7 +579,7 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
     ]
 
     # refit-crf: the same rounds, by the CRF's refit; the scout is not retrained
-    def no_scout(now):
+    def no_scout(now, reviewed):
         raise AssertionError("refit-crf retrained the scout")
 
     seen.clear()
@@ -588,8 +589,8 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
     # the refresh every round, the retrain every other: a refit between retrains mixes with
     # the last retrain's scores; here each round's refit sees the fixes as they stand
     calls = []
-    both = {**kw, "refit": lambda now: calls.append("refit") or rescore(now), "refit_every": 1}
-    both["rescore"] = lambda now: calls.append("retrain") or rescore(now)
+    both = {**kw, "refit": lambda *a: calls.append("refit") or rescore(*a), "refit_every": 1}
+    both["rescore"] = lambda *a: calls.append("retrain") or rescore(*a)
     policy = "propagate+refit-crf+retrain"
     review(quality, flags, original, corrected, 1, policy, **both, refit_until=5)
     assert calls == ["refit", "retrain", "refit", "retrain"]  # none once 5 are read
