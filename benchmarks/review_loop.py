@@ -49,6 +49,7 @@ Smoke test: ``python -m benchmarks.review_loop --size 80 --seeds 1 --epochs 1 --
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from pathlib import Path
 
@@ -134,6 +135,11 @@ def parse_args(argv=None):
         "--refit-share",
         type=float,
         help="refit-crf: the refitted CRF's share beside the scouts (default: the CRF's share)",
+    )
+    parser.add_argument(
+        "--refit-iterations",
+        type=int,
+        help="refit-crf: the refit's L-BFGS iterations (default: the CRF's)",
     )
     parser.add_argument(
         "--crf-iterations",
@@ -321,7 +327,10 @@ def run_seed(args, seed: int, pair) -> dict:
             return mix_gold(gold, crf.gold_proba(annotations))
         # as the product's refresh: the texts' context projection kept, the tags trained again
         extra = [annotations[i] for i in reviewed] * (args.refit_weight - 1)
-        tagger = crf.refit([*annotations, *extra])
+        template = copy.copy(crf)
+        if args.refit_iterations is not None:
+            template.max_iterations = args.refit_iterations
+        tagger = template.refit([*annotations, *extra])
         share = {} if args.refit_share is None else {"share": args.refit_share}
         return mix_gold(gold, tagger.gold_proba(annotations), **share)
 
@@ -431,6 +440,11 @@ def markdown(result) -> str:
                 + (
                     f", each reviewed sentence counted {cfg['refit_weight']} times"
                     if cfg.get("refit_weight", 1) != 1
+                    else ""
+                )
+                + (
+                    f", {cfg['refit_iterations']} L-BFGS iterations"
+                    if cfg.get("refit_iterations") is not None
                     else ""
                 )
                 + (
