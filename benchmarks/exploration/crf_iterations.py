@@ -47,18 +47,39 @@ def capped(tagger: FeatureTagger, cap: int, examples) -> tuple[FeatureTagger, fl
     return fitted, time.perf_counter() - began
 
 
+def ensemble_golds(args, original) -> list[list[np.ndarray]]:
+    """Per seed, the cached ensemble's p(gold) of every word of the whole set: the mean of
+    :data:`MEMBERS` scouts of :data:`EPOCHS` epochs (``args.cache``, ``args.seeds``)."""
+    settings = whole_set_settings(args.cache, EPOCHS)
+    out = []
+    for seed in range(args.seeds):
+        members = [scout_outputs(settings, seed, original, j) for j in range(MEMBERS)]
+        out.append([np.mean([m[0][i] for m in members], axis=0) for i in range(len(original))])
+    return out
+
+
+def drawn_golds(args, original) -> list[tuple[np.ndarray, list]]:
+    """Per seed, the indices of ``args.draws`` sentences drawn (the real-error benchmark's
+    draws) and one cached scout's p(gold) of every word of them, as the product trains one below
+    2,000 annotations."""
+    settings = whole_set_settings(args.cache, EPOCHS)
+    settings.size = str(args.draws)
+    out = []
+    for seed in range(args.seeds):
+        pick = draw(settings.size, seed, len(original))
+        gold, _, _ = scout_outputs(settings, seed, [original[i] for i in pick])
+        out.append((pick, gold))
+    return out
+
+
 def draw_rows(args, original, flags) -> dict:
     """Per cap, the mix's AP on ``args.draws`` sentences drawn per seed (the real-error
     benchmark's draws), each with one scout of the product's epochs trained on the draw, as the
     product trains one below 2,000 annotations; mean ± sd over the seeds, and CRFsuite's mean
     seconds."""
-    settings = whole_set_settings(args.cache, EPOCHS)
-    settings.size = str(args.draws)
     rows: dict = {cap: [] for cap in args.caps}
-    for seed in range(args.seeds):
-        pick = draw(settings.size, seed, len(original))
+    for seed, (pick, gold) in enumerate(drawn_golds(args, original)):
         examples = [original[i] for i in pick]
-        gold, _, _ = scout_outputs(settings, seed, examples)
         base = FeatureTagger(max_iterations=1).fit(examples)
         for cap in args.caps:
             tagger, seconds = capped(base, cap, examples)
@@ -84,11 +105,7 @@ def main(argv=None) -> int:
     harness.start(args.threads)
 
     original, flags, parts = real_error_halves()
-    settings = whole_set_settings(args.cache, EPOCHS)
-    scouts = []
-    for seed in range(args.seeds):
-        members = [scout_outputs(settings, seed, original, j) for j in range(MEMBERS)]
-        scouts.append([np.mean([m[0][i] for m in members], axis=0) for i in range(len(original))])
+    scouts = ensemble_golds(args, original)
     base = FeatureTagger(max_iterations=1).fit(original)  # the projection alone
     real: dict = {}
     for cap in args.caps:

@@ -1,0 +1,123 @@
+"""The CRF's context vectors in bfloat16: what they cost in real-error AP, and what they save.
+
+The context vectors (``subregweigh.crf.context_vectors``: the pretrained MiniLM cut at its
+middle layer, run over every text) are a fixed cost of each CRF training: some 35 s of 2 cores
+at 14,041 CoNLL sentences. For each precision given (``float32``, ``bfloat16``, ``auto``):
+the vectors' seconds on the whole real-error set (3,453 sentences) and on CoNLL++ train
+(14,041), and the product's CRF (``FeatureTagger(precision=...)``, the default iterations)
+trained on the whole set as annotated: its own AP against CoNLL++, its mix with the cached
+scouts (3 seeds of 3 scouts of 3 epochs) and, with ``--draws``, with one cached scout on each
+seed's draw of that many sentences::
+
+    python -m benchmarks.exploration.crf_precision --cache /tmp/review-loop --draws 1000 \\
+        float32 bfloat16
+"""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks import harness
+from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
+from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
+from benchmarks.real_errors import halves_base_rate
+from subregweigh.crf import FeatureTagger, context_vectors, mix_gold
+from subregweigh.options import PRECISIONS, SOFTMIN_TEMPERATURE
+
+NAME = "crf-precision"
+
+
+def vector_seconds(texts, precision: str) -> float:
+    began = time.perf_counter()
+    context_vectors(texts, precision=precision)
+    return time.perf_counter() - began
+
+
+def main(argv=None) -> int:
+    parser = cache_parser(__doc__)
+    parser.add_argument("precisions", nargs="+", choices=PRECISIONS)
+    parser.add_argument("--draws", type=int, help="also this many sentences drawn per seed")
+    parser.add_argument("--threads", type=int, help="torch threads")
+    parser.add_argument("--name", default=NAME)
+    args = parser.parse_args(argv)
+    harness.start(args.threads)
+    original, flags, parts = real_error_halves()
+    _, train = harness.read_dataset("conll")
+    scouts = ensemble_golds(args, original)
+    draws = drawn_golds(args, original) if args.draws else []
+    rows = {}
+    for precision in args.precisions:
+        row = {
+            "vectors s whole set": vector_seconds([ex.words for ex in original], precision),
+            "vectors s 14041": vector_seconds([ex.words for ex in train], precision),
+        }
+        crf_gold = FeatureTagger(precision=precision).fit(original).gold_proba(original)
+        quality = harness.served_score(original, crf_gold, SOFTMIN_TEMPERATURE)
+        row["CRF AP whole"] = half_aps(quality, flags, parts)["AP whole"]
+        mixes = [
+            half_aps(
+                harness.served_score(original, mix_gold(g, crf_gold), SOFTMIN_TEMPERATURE),
+                flags,
+                parts,
+            )
+            for g in scouts
+        ]
+        row["mix"] = harness.summarize_rows(mixes, list(mixes[0]))
+        drawn = []
+        for pick, gold in draws:
+            examples = [original[i] for i in pick]
+            crf = FeatureTagger(precision=precision).fit(examples).gold_proba(examples)
+            quality = harness.served_score(examples, mix_gold(gold, crf), SOFTMIN_TEMPERATURE)
+            drawn.append(half_aps(quality, flags[pick], {"whole": slice(None)}))
+        if drawn:
+            row["drawn"] = harness.summarize_rows(drawn, ["AP whole"])
+        rows[precision] = row
+        print(f"{precision}: {row}", flush=True)
+    text = save(
+        "crf_precision",
+        args.name,
+        argv,
+        markdown(rows, flags, args),
+        source=str(args.cache),
+        rows=rows,
+    )
+    print(text)
+    return 0
+
+
+def markdown(rows: dict, flags, args) -> list[str]:
+    draws = f"{args.draws}-sentence draws" if args.draws else ""
+    return [
+        "## The CRF's context vectors in bfloat16",
+        "",
+        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
+        "trained on the whole set as annotated with its context vectors computed at each "
+        "precision: its own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean "
+        f"± sd over {args.seeds} seeds)"
+        + (f"; on {draws}, its mix with one cached scout per seed" if draws else "")
+        + ". Seconds: the vectors alone, on the whole set (3,453 sentences) and on CoNLL++ "
+        "train (14,041), this machine.",
+        "",
+        *harness.table(
+            ["precision", "CRF AP", "mix AP whole", "first half", "second half"]
+            + ([f"mix AP, {draws}"] if draws else [])
+            + ["vectors s, 3,453", "vectors s, 14,041"],
+            [
+                [
+                    precision,
+                    f"{row['CRF AP whole']:.3f}",
+                    harness.pm(row["mix"]["AP whole"]),
+                    harness.pm(row["mix"]["AP first half"]),
+                    harness.pm(row["mix"]["AP second half"]),
+                ]
+                + ([harness.pm(row["drawn"]["AP whole"])] if draws else [])
+                + [f"{row['vectors s whole set']:.1f}", f"{row['vectors s 14041']:.1f}"]
+                for precision, row in rows.items()
+            ],
+        ),
+        "",
+    ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
