@@ -40,6 +40,11 @@ from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
 
+# How many times the CRF's refit counts an annotation a reviewer decided (confirmed, or saved as
+# the fix): the reviewed conventions outweigh the unreviewed annotations' slips. Chosen on the
+# review loop over CoNLL-2003's real errors (benchmarks/results/review-loop-all-refresh.md).
+REVIEWED_WEIGHT = 3
+
 # A version's file of its scouts' tag distributions per annotated task (NER).
 SCOUT_PROBA = "scout_proba.npz"
 # Files of a version that a refresh writes anew; the rest (the scouts) it links.
@@ -105,7 +110,9 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     if len(annotated) > CRF_FIRST_EXAMPLES:
         return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}
     clock.lap("fetch")
-    refreshed = srw.refit_crf([*annotated, *reference_examples(settings, spec)])
+    decided = reviews.decided(store, annotated, spec.task)
+    verified = [ex for ex in annotated if ex.id in decided] * (REVIEWED_WEIGHT - 1)
+    refreshed = srw.refit_crf([*annotated, *verified, *reference_examples(settings, spec)])
     clock.lap("crf")
     stored = store.scores(base)
     covered = [item for item in items if _covered(item, stored, kept)]
@@ -130,18 +137,21 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         "of": base,
         "tasks": len(fresh),
         "annotations": len(annotated),
+        "reviewed": len(decided),
         "seconds": seconds,
         "phase_seconds": dict(clock.seconds),
         "finished_at": time.time(),
     }
     store.update_status(last_refresh=last, scores_in_label_studio=version)
     logger.info(
-        "project %s: refreshed version %s into %s: the CRF retrained on %d annotations, %d "
-        "tasks scored again, in Label Studio after %.1f s (%s)",
+        "project %s: refreshed version %s into %s: the CRF retrained on %d annotations (%d "
+        "reviewed, counted %d times), %d tasks scored again, in Label Studio after %.1f s (%s)",
         project,
         base,
         version,
         len(annotated),
+        len(decided),
+        REVIEWED_WEIGHT,
         len(fresh),
         seconds,
         clock,

@@ -34,7 +34,9 @@ from backend.decisions import CONFIRMED, COUNTED, FIXED, WITHDRAWN, content_hash
 from backend.scores_view import ScoresView
 from backend.store import ProjectStore
 from backend.tasks import read_tasks
+from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
+from subregweigh.io.dataset import example_record
 from subregweigh.report import NONE_LABEL
 from subregweigh.tags import entity_spans
 
@@ -256,6 +258,18 @@ def fixed_slips(store: ProjectStore) -> served.Slips:
     """The slips of every fix kept in reviews.json, which the served scores move up where
     they recur."""
     return served.slips(load(store))
+
+
+def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[str]:
+    """The ids of ``examples`` (annotations as Label Studio holds them now, ids
+    ``"task/annotation"``) whose current content a reviewer decided: confirmed it, or saved it
+    as the fix. An annotation changed since its decision is not among them."""
+    kept = load(store)["decisions"]
+    return {
+        ex.id
+        for ex in examples
+        if ex.id in kept and kept[ex.id].get("hash") == content_hash(example_record(ex, task))
+    }
 
 
 def served_scores(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:

@@ -121,3 +121,26 @@ def test_what_may_be_refreshed(tmp_path, meta, files, reason):
     got = refresh._not_refreshable(store, "srw-1", spec)
     assert (got is None) if reason is None else (reason in got)
     assert refresh._not_refreshable(store, None, spec) == "no version yet"
+
+
+def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path):
+    from backend import reviews
+    from backend.decisions import content_hash
+    from subregweigh.io.atomic import atomic_write_json
+    from subregweigh.io.dataset import example_record
+
+    store = ProjectStore(tmp_path, "1")
+    store.root.mkdir(parents=True)
+    now = [
+        Example("7/70", ("Jordan", "won"), ("B-PER", "O")),  # confirmed as it is
+        Example("8/80", ("in", "Amman", "today"), ("O", "B-LOC", "O")),  # fixed into this
+        Example("9/90", ("Paris", "fell"), ("B-ORG", "O")),  # confirmed, then changed
+        Example("6/60", ("Rome",), ("B-LOC",)),  # never decided
+    ]
+    before = Example("9/90", ("Paris", "fell"), ("B-LOC", "O"))
+    kept = {
+        ex.id: {"decision": decision, "hash": content_hash(example_record(ex, "ner"))}
+        for ex, decision in ((now[0], "confirmed"), (now[1], "fixed"), (before, "confirmed"))
+    }
+    atomic_write_json(store.root / "reviews.json", {"decisions": kept, "history": []})
+    assert reviews.decided(store, now, "ner") == {"7/70", "8/80"}
