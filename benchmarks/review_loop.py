@@ -18,7 +18,8 @@ each round's cost, for:
   sentences it repeats) and ranks the rest by it;
 * ``refit-crf``: every ``--refit-every`` rounds (default: each), until ``--refit-until``
   sentences are read, the CRF alone (``FeatureTagger.refit``, seconds) trains again on the
-  annotations as they stand, the fixes included, beside the same scouts' kept p(gold): a fixed
+  annotations as they stand, the fixes included and each sentence read counted
+  ``--refit-weight`` times, beside the same scouts' kept p(gold): a fixed
   convention reaches the CRF's p(gold) of the sentences that share it (the backend's refresh
   after a batch of decisions, ``backend.refresh``); ``propagate+refit-crf``: both, what the
   backend serves;
@@ -55,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backend.refresh import REVIEWED_WEIGHT
 from benchmarks import harness
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
@@ -127,9 +129,10 @@ def parse_args(argv=None):
     parser.add_argument(
         "--refit-weight",
         type=int,
-        default=1,
+        default=REVIEWED_WEIGHT,
         help="refit-crf: how many times each reviewed sentence counts in the CRF's refit "
-        "(default: 1, as any other annotation)",
+        f"(default: {REVIEWED_WEIGHT}, the backend's refresh.REVIEWED_WEIGHT; 1: as any other "
+        "annotation)",
     )
     parser.add_argument(
         "--refit-share",
@@ -438,7 +441,8 @@ def markdown(result) -> str:
                 "(`propagate+refit-crf` is what the backend serves: its refresh after each "
                 "batch of decisions and the slips moved up)"
                 + (
-                    f", each reviewed sentence counted {cfg['refit_weight']} times"
+                    f", each reviewed sentence counted {cfg['refit_weight']} times (the "
+                    "backend's: what a reviewer decided outweighs the rest)"
                     if cfg.get("refit_weight", 1) != 1
                     else ""
                 )
