@@ -453,8 +453,10 @@ def test_breakdown_times_each_piece_of_a_training(tmp_path):
     assert breakdown.main(["--sentences", "40", "--out", str(tmp_path), "--name", "bd"]) == 0
     rows = json.loads((tmp_path / "bd.json").read_text())["rows"]
     assert {r["piece"] for r in rows} == {"CRF", "scout", "K candidates", "refresh"}
-    assert all(r["seconds"] >= 0 for r in rows) and len(rows) == 10
-    assert "| scout | training, 3 epochs, 9 steps |" in (tmp_path / "bd.md").read_text()
+    assert all(r["seconds"] >= 0 for r in rows) and len(rows) == 12
+    text = (tmp_path / "bd.md").read_text()
+    assert "| scout | training, 3 epochs, 9 steps |" in text
+    assert "| CRF | CRFsuite training, at most 100 iterations (the fit less its vectors) |" in text
 
 
 def test_stage_quality_reads_each_version_s_ap_from_the_current_results():
