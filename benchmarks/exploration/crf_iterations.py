@@ -21,7 +21,6 @@ are CRFsuite's training alone, what the cap changes::
 from __future__ import annotations
 
 import copy
-import time
 
 import numpy as np
 from seqeval.metrics import f1_score
@@ -42,9 +41,7 @@ def capped(tagger: FeatureTagger, cap: int, examples) -> tuple[FeatureTagger, fl
     iterations (0: until convergence); the new tagger and CRFsuite's seconds."""
     template = copy.copy(tagger)
     template.max_iterations = cap or None
-    began = time.perf_counter()
-    fitted = template.refit(examples)
-    return fitted, time.perf_counter() - began
+    return harness.timed(template.refit, examples)
 
 
 def ensemble_golds(args, original) -> list[list[np.ndarray]]:

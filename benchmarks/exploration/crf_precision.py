@@ -15,8 +15,6 @@ seed's draw of that many sentences::
 
 from __future__ import annotations
 
-import time
-
 from benchmarks import harness
 from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
 from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
@@ -28,9 +26,7 @@ NAME = "crf-precision"
 
 
 def vector_seconds(texts, precision: str) -> float:
-    began = time.perf_counter()
-    context_vectors(texts, precision=precision)
-    return time.perf_counter() - began
+    return harness.timed(context_vectors, texts, precision=precision)[1]
 
 
 def main(argv=None) -> int:
