@@ -113,8 +113,11 @@ def main(argv=None) -> None:
         return
     configure_logging(args.log_level)
     from backend.server import create_app
+    from backend.warmup import import_engine
 
-    create_app(settings).run(host=args.host, port=args.port, threaded=True)
+    app = create_app(settings)
+    import_engine(settings)
+    app.run(host=args.host, port=args.port, threaded=True)
 
 
 def print_webhook_token(parser, settings: Settings, project: str) -> None:
@@ -139,5 +142,7 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
     from backend.server import create_app
+    from backend.warmup import import_engine
 
     app = create_app(settings)
+    import_engine(settings)

@@ -20,6 +20,7 @@ import time
 
 from backend import redact
 from backend.settings import Settings, SettingsError, configure_logging
+from backend.warmup import import_engine
 
 
 def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None:
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.model_dir,
         redact.redact(settings.label_studio_url) or "(LABEL_STUDIO_URL unset)",
     )
+    import_engine(settings)  # the forked jobs inherit it
     Worker([queue], connection=connection).work(
         burst=args.burst, logging_level=os.environ.get("LOG_LEVEL", "INFO").upper()
     )

@@ -36,6 +36,25 @@ def width_of(model: str) -> int | None:
     return encoder_width(AutoConfig.from_pretrained(model))
 
 
+def import_model_code(path: str) -> None:
+    """Import the ``transformers`` modules of the model at ``path`` (a local folder, or a hub
+    name already in the local cache: nothing is downloaded), which ``transformers`` otherwise
+    imports lazily on the first load of such a model, some 2 s on 2 cores. A long-running
+    process calls it at start-up, so that its first training does not wait for it.
+
+    Raises ``OSError`` where the model's config is not found locally.
+    """
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING,
+        MODEL_MAPPING,
+    )
+
+    config = AutoConfig.from_pretrained(path, local_files_only=True)
+    for mapping in (MODEL_MAPPING, MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING):
+        if type(config) in mapping:
+            mapping[type(config)]  # imports the module that defines the class
+
+
 def encoder_width(config) -> int | None:
     """The hidden size of a Hugging Face model ``config`` (BERT-like ``hidden_size``, T5-like
     ``d_model``, DistilBERT's ``dim``); None when it declares none of them."""
