@@ -222,12 +222,23 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         )
 
     version_meta_args = (spec, settings, items, len(annotated), len(reference))
-    srw = fit_in_stages(engine(settings, spec), training, publish_early, part_params(settings))
+    scouts_part: dict = {}
+
+    def score_beside_crf(scouts) -> None:  # while the CRF trains after the scouts
+        scouts_part["proba"] = scouts.scout_proba(annotated)
+
+    srw = fit_in_stages(
+        engine(settings, spec),
+        training,
+        publish_early,
+        part_params(settings),
+        beside_crf=score_beside_crf,
+    )
     clock.lap("train")
     # The review queue needs one forward pass per annotated task (the default score, the
     # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
     store.update_status(message=f"scoring {n_annotated} tasks")
-    ordinary = srw.weigh_deterministic(annotated)  # for both steps
+    ordinary = srw.weigh_deterministic(annotated, scout_proba=scouts_part.get("proba"))
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
@@ -349,7 +360,7 @@ def _crf_first(srw, n_examples: int) -> bool:
     return srw.crf_template() is not None and n_examples <= CRF_FIRST_EXAMPLES
 
 
-def fit_in_stages(srw, examples, publish: Callable, params: dict):
+def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=None):
     """Train the parts of ``srw`` (an unfitted SubRegWeigh) on ``examples`` as a sequence of
     stages, calling ``publish(weigher, what)`` with each early version on the way:
 
@@ -358,7 +369,9 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict):
        first and its training is long enough, and, when other scouts follow, once trained
        (beside the CRF if that is trained);
     3. the other scouts;
-    4. the CRF, when it did not come first.
+    4. the CRF, when it did not come first: ``beside_crf(scouts)`` (the trained scouts'
+       weigher, no CRF) runs while CRFsuite trains (:meth:`FeatureTagger.fit`'s
+       ``meanwhile``), on the core CRFsuite leaves.
 
     Returns the fitted weigher of every part (:meth:`SubRegWeigh.from_parts` with ``params``),
     the same as ``srw.fit(examples)`` makes.
@@ -385,7 +398,8 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict):
             publish(SubRegWeigh.from_parts([scout], beside, **params), _what(scout, scouts, beside))
     if crf is not None and not crf_first:
         logger.info("training the CRF on %d examples", len(examples))
-        crf.fit(examples)
+        scouts_alone = SubRegWeigh.from_parts(scouts, None, **params)
+        crf.fit(examples, meanwhile=beside_crf and (lambda: beside_crf(scouts_alone)))
     return SubRegWeigh.from_parts(scouts, crf, **params)
 
 

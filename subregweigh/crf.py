@@ -23,8 +23,10 @@ import copy
 import functools
 import io
 import os
+import signal
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +211,44 @@ def context_vectors(
     return out
 
 
+def train_beside(trainer, path: str, meanwhile: Callable[[], object]) -> None:
+    """``trainer.train(path)`` (a ``pycrfsuite.Trainer`` with its data appended) in a forked
+    process while ``meanwhile()`` runs in this one with one torch thread fewer: CRFsuite's
+    L-BFGS is single-threaded and holds the GIL, so in this process it would leave a core idle
+    and every other thread waiting. The child runs CRFsuite alone (no Python logging, no torch)
+    and exits. Where there is no fork or a single torch thread, the two run one after the
+    other. Raises RuntimeError when the child fails; when ``meanwhile`` raises, the child is
+    stopped and the exception goes on."""
+    threads = torch.get_num_threads()
+    if not hasattr(os, "fork") or threads < 2:
+        trainer.train(path)
+        meanwhile()
+        return
+    with warnings.catch_warnings():  # the child touches none of the threads' state
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; coverage does not follow it
+        code = 1
+        try:
+            trainer.train(path)
+            code = 0
+        finally:
+            os._exit(code)
+    torch.set_num_threads(threads - 1)
+    try:
+        meanwhile()
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        torch.set_num_threads(threads)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"CRFsuite's training failed in its own process (exit status {code})")
+
+
 class FeatureTagger:
     """A linear-chain CRF tagger over :func:`word_features` and the words' context vectors
     (:func:`context_vectors`), for IOB2 tags.
@@ -264,8 +304,15 @@ class FeatureTagger:
         self.context_layer = context_layer
         self.precision = precision
 
-    def fit(self, examples: Sequence[Example]) -> FeatureTagger:
-        """Train on ``examples`` (NER: one tag per word); examples without words are skipped."""
+    def fit(
+        self, examples: Sequence[Example], meanwhile: Callable[[], object] | None = None
+    ) -> FeatureTagger:
+        """Train on ``examples`` (NER: one tag per word); examples without words are skipped.
+
+        ``meanwhile``: work to do while CRFsuite trains, which takes one core: CRFsuite then
+        trains in a forked process (:func:`train_beside`) and ``meanwhile()`` runs here with
+        one torch thread fewer. The tagger is the same either way.
+        """
         from sklearn.decomposition import PCA
 
         self._check_params()
@@ -283,7 +330,7 @@ class FeatureTagger:
             spread = pca.transform(words).std()
             self.context_mean_ = pca.mean_.astype(np.float32)
             self.context_components_ = (pca.components_ * CONTEXT_SCALE / spread).astype(np.float32)
-        return self._train(examples, vectors)
+        return self._train(examples, vectors, meanwhile)
 
     def refit(self, examples: Sequence[Example]) -> FeatureTagger:
         """A new tagger of the same parameters and context projection, trained on ``examples``:
@@ -303,8 +350,9 @@ class FeatureTagger:
         if not isinstance(self.context_dims, (int, np.integer)) or self.context_dims < 0:
             raise ValueError(f"context_dims must be an int >= 0, got {self.context_dims!r}")
 
-    def _train(self, examples: Sequence[Example], vectors=None) -> FeatureTagger:
-        """CRFsuite's training on ``examples`` (all with words) over the fitted features."""
+    def _train(self, examples: Sequence[Example], vectors=None, meanwhile=None) -> FeatureTagger:
+        """CRFsuite's training on ``examples`` (all with words) over the fitted features
+        (beside ``meanwhile``: :meth:`fit`)."""
         import pycrfsuite
 
         trainer = pycrfsuite.Trainer(verbose=False)
@@ -317,7 +365,10 @@ class FeatureTagger:
         handle, path = tempfile.mkstemp(suffix=".crfsuite")  # CRFsuite writes only to a file
         os.close(handle)
         try:
-            trainer.train(path)
+            if meanwhile is None:
+                trainer.train(path)
+            else:
+                train_beside(trainer, path, meanwhile)
             self.model_ = Path(path).read_bytes()
         finally:
             os.unlink(path)

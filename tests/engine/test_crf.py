@@ -141,3 +141,46 @@ def test_the_crf_reads_the_context_and_keeps_it_through_save_and_load(tagger, se
     assert again.context_layer == 6 and again.precision == "bfloat16"
     with pytest.raises(ValueError, match="context_dims must be an int >= 0"):
         FeatureTagger(context_dims=-1).fit(sentences)
+
+
+def test_beside_other_work_crfsuite_trains_the_same_model_in_its_own_process(sentences):
+    """FeatureTagger.fit(meanwhile=): CRFsuite in a forked process, ``meanwhile`` here with one
+    torch thread fewer; the model is the one a plain fit makes. With one torch thread the two
+    run one after the other, to the same model."""
+    import torch
+
+    threads = torch.get_num_threads()
+    plain = FeatureTagger(max_iterations=20, context_dims=0).fit(sentences[:150])
+    seen = []
+    beside = FeatureTagger(max_iterations=20, context_dims=0).fit(
+        sentences[:150], meanwhile=lambda: seen.append(torch.get_num_threads())
+    )
+    assert beside.model_ == plain.model_
+    assert seen == [max(1, threads - 1) if threads > 1 else 1]
+    assert torch.get_num_threads() == threads
+    torch.set_num_threads(1)
+    try:
+        alone = FeatureTagger(max_iterations=20, context_dims=0).fit(
+            sentences[:150], meanwhile=lambda: seen.append("after")
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert alone.model_ == plain.model_ and seen[-1] == "after"
+
+
+def test_when_the_work_beside_fails_crfsuite_is_stopped_and_the_error_goes_on(sentences):
+    import os
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # so that CRFsuite has a process of its own
+    try:
+        with pytest.raises(KeyError, match="beside"):
+            FeatureTagger(max_iterations=20, context_dims=0).fit(
+                sentences[:150], meanwhile=lambda: {}["beside"]
+            )
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ChildProcessError):  # no child left behind
+        os.waitpid(-1, os.WNOHANG)

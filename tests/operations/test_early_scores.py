@@ -120,3 +120,20 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
     )
     assert published == ["the CRF alone, while the scout trains"]  # one scout: no more early
     assert staged.crf_ is not None and len(staged.scouts_) == 1
+
+    # where the CRF comes after the scouts, the scouts score beside its training, as they
+    # would after it
+    monkeypatch.setattr(training, "_crf_first", lambda srw, n: False)
+    beside = []
+    staged = training.fit_in_stages(
+        engine(with_crf, spec),
+        tiny_ner_data,
+        lambda w, what: None,
+        params,
+        beside_crf=lambda scouts: beside.append(scouts.scout_proba(tiny_ner_data)),
+    )
+    assert len(beside) == 1 and staged.crf_ is not None
+    np.testing.assert_array_equal(
+        staged.weigh_deterministic(tiny_ner_data, scout_proba=beside[0]).deterministic_probability,
+        staged.weigh_deterministic(tiny_ner_data).deterministic_probability,
+    )
