@@ -373,6 +373,7 @@ class FeatureTagger:
         finally:
             os.unlink(path)
         self.labels_ = sorted(self._tagger().labels())
+        self._kept_marginals = {}  # of the model before
         return self
 
     def _vectors(self, examples: Sequence[Example]) -> list[np.ndarray]:
@@ -438,29 +439,47 @@ class FeatureTagger:
     def tag_proba(self, examples: Sequence[Example], tags) -> list[np.ndarray]:
         """:meth:`gold_proba` of other ``tags`` (one sequence per example, one tag per word),
         e.g. of the CRF's own :meth:`predict`."""
-        known = set(getattr(self, "labels_", ()))  # unfitted: _set_to_each says so
-        return [
-            np.array(
-                [tagger.marginal(tag, i) if tag in known else 0.0 for i, tag in enumerate(seq)]
-                if tagger is not None
-                else [],
-                dtype=np.float32,
-            )
-            for tagger, seq in zip(self._set_to_each(examples), tags, strict=True)
-        ]
+        column = {label: j for j, label in enumerate(getattr(self, "labels_", ()))}
+        out = []
+        for proba, seq in zip(self._marginals(examples), tags, strict=True):
+            picked = [proba[i, column[tag]] if tag in column else 0.0 for i, tag in enumerate(seq)]
+            out.append(np.array(picked, dtype=np.float32))
+        return out
 
     def label_proba(self, examples: Sequence[Example], labels: Sequence[str]) -> list[np.ndarray]:
         """Per example, the marginal probability of each of ``labels`` at each word, shape
         (n_words, len(labels)) (float32; 0 for a label the CRF never saw)."""
-        known = set(getattr(self, "labels_", ()))
+        known = {label: j for j, label in enumerate(getattr(self, "labels_", ()))}
+        columns = np.array([known.get(label, -1) for label in labels], dtype=int)
+        present = columns >= 0
         out = []
-        for tagger, ex in zip(self._set_to_each(examples), examples, strict=True):
-            proba = np.zeros((len(ex.words), len(labels)), dtype=np.float32)
-            for j, label in enumerate(labels):
-                if tagger is not None and label in known:
-                    proba[:, j] = [tagger.marginal(label, i) for i in range(len(ex.words))]
-            out.append(proba)
+        for proba in self._marginals(examples):
+            picked = np.zeros((len(proba), len(labels)), dtype=np.float32)
+            picked[:, present] = proba[:, columns[present]]
+            out.append(picked)
         return out
+
+    def _marginals(self, examples: Sequence[Example]) -> list[np.ndarray]:
+        """Per example its words' marginal probability of each of :attr:`labels_`, shape
+        (n_words, n_labels), kept per text until the next training: a training scores the same
+        texts more than once (the CRF alone, then beside the scouts), and CRFsuite would
+        compute the same forward-backward pass each time."""
+        self._tagger()  # fitted?
+        kept = self.__dict__.setdefault("_kept_marginals", {})
+        texts = dict.fromkeys(tuple(ex.words) for ex in examples)  # in order: deterministic
+        missing = [Example(id="", words=t, label=()) for t in texts if t not in kept]
+        if missing and len(kept) + len(missing) > PROJECTED_TEXTS:  # keep this call's alone
+            kept = {key: value for key, value in kept.items() if key in texts}
+            self._kept_marginals = kept  # a new dict: a reader of the old one is not disturbed
+        labels = list(self.labels_)
+        for tagger, ex in zip(self._set_to_each(missing), missing, strict=True):
+            kept[tuple(ex.words)] = np.array(
+                [[tagger.marginal(label, i) for label in labels] for i in range(len(ex.words))]
+                if tagger is not None
+                else np.zeros((0, len(labels))),
+                dtype=np.float32,
+            ).reshape(len(ex.words), len(labels))
+        return [kept[tuple(ex.words)] for ex in examples]
 
     def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
         """The most probable tag sequence of each example (Viterbi)."""

@@ -197,3 +197,34 @@ def test_when_the_work_beside_fails_crfsuite_is_stopped_and_the_error_goes_on(
     assert len(forked) == 1
     with pytest.raises(ChildProcessError):  # stopped and reaped: no child left behind
         os.waitpid(forked[0], os.WNOHANG)
+
+
+def test_marginals_are_computed_once_per_text_until_the_next_training(sentences, monkeypatch):
+    """A training scores the same texts twice (the CRF alone, then beside the scouts): the
+    second time CRFsuite's taggers are not set again; a refit's tagger computes its own."""
+    tagger = FeatureTagger(max_iterations=20, context_dims=0).fit(sentences[:100])
+    first = tagger.label_proba(sentences[:60], ["B-PER", "O", "B-NOPE"])
+    set_for = []
+    original = FeatureTagger._set_to_each
+
+    def counting(self, examples):
+        set_for.append(len(examples))
+        return original(self, examples)
+
+    monkeypatch.setattr(FeatureTagger, "_set_to_each", counting)
+    again = tagger.label_proba(sentences[:60], ["B-PER", "O", "B-NOPE"])
+    gold = tagger.gold_proba(sentences[:80])
+    new_texts = {tuple(ex.words) for ex in sentences[60:80]} - {
+        tuple(ex.words) for ex in sentences[:60]
+    }
+    assert set_for == [0, len(new_texts)] and new_texts  # only the texts not asked for before
+    for a, b, g, ex in zip(first, again, gold, sentences, strict=False):
+        np.testing.assert_array_equal(a, b)
+        assert (a[:, 2] == 0).all()  # a label the CRF never saw
+        np.testing.assert_allclose(
+            g[[t == "O" for t in ex.label]], a[[t == "O" for t in ex.label], 1]
+        )
+    relabelled = [dataclasses.replace(ex, label=("O",) * len(ex.words)) for ex in sentences[:100]]
+    refitted = tagger.refit(relabelled)
+    assert not np.allclose(refitted.gold_proba(sentences[:5])[0], gold[0])
+    np.testing.assert_array_equal(tagger.gold_proba(sentences[:5])[0], gold[0])  # unchanged
