@@ -214,6 +214,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                 "reviewed": int(reviewed.sum()),
                 "found": int(flags[reviewed].sum()),
                 "seconds": time.perf_counter() - began,
+                "read": flags[picked].tolist(),  # in the order read: counts end mid-round
             }
         )
     return rounds
@@ -233,13 +234,29 @@ def refit_due(n_rounds: int, n_reviewed: int, kw) -> bool:
 
 
 def reads_to_find(rounds, n_found: float) -> int:
-    """Sentences read once at least ``n_found`` errors were found."""
-    return next(r["reviewed"] for r in rounds if r["found"] >= n_found)
+    """How many sentences were read when the ``n_found``-th error was, counted within its round
+    (a round is read in its order)."""
+    before, found = 0, 0
+    for r in rounds:
+        if r["found"] >= n_found:
+            for j, flag in enumerate(r["read"], 1):
+                found += flag
+                if found >= n_found:
+                    return before + j
+        before, found = r["reviewed"], r["found"]
+    raise ValueError(f"fewer than {n_found} errors found")
 
 
 def found_after(rounds, n_reviewed: int) -> int:
-    """Errors found once at least ``n_reviewed`` sentences were read."""
-    return next(r["found"] for r in rounds if r["reviewed"] >= n_reviewed)
+    """Errors among the first ``n_reviewed`` sentences read, counted within the round that
+    holds the ``n_reviewed``-th (a round is read in its order; before 2026-11-29 the whole
+    round counted, up to a round's length more sentences read)."""
+    before, found = 0, 0
+    for r in rounds:
+        if r["reviewed"] >= n_reviewed:
+            return found + sum(r["read"][: n_reviewed - before])
+        before, found = r["reviewed"], r["found"]
+    return found
 
 
 def cache_file(args, seed: int, member: int = 0) -> Path:
@@ -466,7 +483,7 @@ def markdown(result) -> str:
             else ""
         )
         + f"Share of the errors found, mean ± sd over {len(runs)} "
-        "seeds. `static` is the served default score on the same scout (the soft minimum "
+        "seeds, counted at that read (a round is read in its order). `static` is the served default score on the same scout (the soft minimum "
         "over the annotated entities, each once, and the words outside them, at temperature "
         f"{cfg.get('softmin_temperature', 0)}); the baselines read in a fixed order with no "
         "model and learn nothing.",

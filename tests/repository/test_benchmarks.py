@@ -525,7 +525,7 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
 
 
 def test_review_loop_moves_the_same_convention_slip_up():
-    from benchmarks.review_loop import found_after, review
+    from benchmarks.review_loop import found_after, reads_to_find, review
     from subregweigh.example import Example
 
     def ex(i, words, tags):
@@ -549,6 +549,11 @@ def test_review_loop_moves_the_same_convention_slip_up():
     assert [r["found"] for r in static] == [1, 1, 1, 2]
     assert [r["found"] for r in propagated] == [1, 2, 2, 2]  # 0.5 * 0.5 = 0.25 < 0.3
     assert found_after(propagated, 2) == 2 and found_after(static, 2) == 1
+    # counted within a round, in its order: rounds of 4 read in one go
+    whole = review(quality, flags, original, corrected, 4, "static")
+    assert [found_after(whole, n) for n in (1, 2, 3, 4)] == [1, 1, 1, 2]
+    assert reads_to_find(whole, 2) == 4 and reads_to_find(whole, 1) == 1
+    assert reads_to_find(propagated, 2) == 2
 
 
 def test_review_loop_retrains_on_the_annotations_as_fixed():
