@@ -373,7 +373,7 @@ class FeatureTagger:
         finally:
             os.unlink(path)
         self.labels_ = sorted(self._tagger().labels())
-        self._kept_marginals = {}  # of the model before
+        self._kept_decoded = {}  # of the model before
         return self
 
     def _vectors(self, examples: Sequence[Example]) -> list[np.ndarray]:
@@ -461,32 +461,36 @@ class FeatureTagger:
 
     def _marginals(self, examples: Sequence[Example]) -> list[np.ndarray]:
         """Per example its words' marginal probability of each of :attr:`labels_`, shape
-        (n_words, n_labels), kept per text until the next training: a training scores the same
-        texts more than once (the CRF alone, then beside the scouts), and CRFsuite would
-        compute the same forward-backward pass each time."""
+        (n_words, n_labels) (:meth:`_decoded`)."""
+        return [marginals for marginals, _ in self._decoded(examples)]
+
+    def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
+        """The most probable tag sequence of each example (Viterbi)."""
+        return [path for _, path in self._decoded(examples)]
+
+    def _decoded(self, examples: Sequence[Example]) -> list[tuple[np.ndarray, tuple]]:
+        """Per example its words' marginals over :attr:`labels_` (n_words, n_labels) and its
+        Viterbi path, from one setting of CRFsuite's tagger to its features, kept per text until
+        the next training: a training scores the same texts more than once (the CRF alone, then
+        beside the scouts), and CRFsuite would build their features and run the same
+        forward-backward pass each time."""
         self._tagger()  # fitted?
-        kept = self.__dict__.setdefault("_kept_marginals", {})
+        kept = self.__dict__.setdefault("_kept_decoded", {})
         texts = dict.fromkeys(tuple(ex.words) for ex in examples)  # in order: deterministic
         missing = [Example(id="", words=t, label=()) for t in texts if t not in kept]
         if missing and len(kept) + len(missing) > PROJECTED_TEXTS:  # keep this call's alone
             kept = {key: value for key, value in kept.items() if key in texts}
-            self._kept_marginals = kept  # a new dict: a reader of the old one is not disturbed
+            self._kept_decoded = kept  # a new dict: a reader of the old one is not disturbed
         labels = list(self.labels_)
         for tagger, ex in zip(self._set_to_each(missing), missing, strict=True):
-            kept[tuple(ex.words)] = np.array(
-                [[tagger.marginal(label, i) for label in labels] for i in range(len(ex.words))]
-                if tagger is not None
-                else np.zeros((0, len(labels))),
-                dtype=np.float32,
-            ).reshape(len(ex.words), len(labels))
+            if tagger is None:
+                kept[tuple(ex.words)] = (np.zeros((0, len(labels)), np.float32), ())
+                continue
+            marginals = [
+                [tagger.marginal(label, i) for label in labels] for i in range(len(ex.words))
+            ]
+            kept[tuple(ex.words)] = (np.array(marginals, dtype=np.float32), tuple(tagger.tag()))
         return [kept[tuple(ex.words)] for ex in examples]
-
-    def predict(self, examples: Sequence[Example]) -> list[tuple[str, ...]]:
-        """The most probable tag sequence of each example (Viterbi)."""
-        return [
-            tuple(tagger.tag()) if tagger is not None else ()
-            for tagger in self._set_to_each(examples)
-        ]
 
     def _set_to_each(self, examples: Sequence[Example]):
         """Per example a CRFsuite tagger set to its words' features, or None for a text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -218,6 +219,11 @@ def test_marginals_are_computed_once_per_text_until_the_next_training(sentences,
         tuple(ex.words) for ex in sentences[:60]
     }
     assert set_for == [0, len(new_texts)] and new_texts  # only the texts not asked for before
+    paths = tagger.predict(sentences[:80])
+    assert set_for == [0, len(new_texts), 0]  # the Viterbi paths came with the marginals
+    unkept = copy.copy(tagger)
+    unkept._kept_decoded = {}
+    assert unkept.predict(sentences[:80]) == paths
     for a, b, g, ex in zip(first, again, gold, sentences, strict=False):
         np.testing.assert_array_equal(a, b)
         assert (a[:, 2] == 0).all()  # a label the CRF never saw
