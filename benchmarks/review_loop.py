@@ -483,7 +483,8 @@ def markdown(result) -> str:
             else ""
         )
         + f"Share of the errors found, mean ± sd over {len(runs)} "
-        "seeds, counted at that read (a round is read in its order). `static` is the served default score on the same scout (the soft minimum "
+        "seeds, counted at that read (a round is read in its order). `static` is the served "
+        "default score on the same scout (the soft minimum "
         "over the annotated entities, each once, and the words outside them, at temperature "
         f"{cfg.get('softmin_temperature', 0)}); the baselines read in a fixed order with no "
         "model and learn nothing.",
