@@ -142,7 +142,8 @@ def parse_args(argv=None):
     parser.add_argument(
         "--refit-iterations",
         type=int,
-        help="refit-crf: the refit's L-BFGS iterations (default: the CRF's)",
+        help="refit-crf: the refit's L-BFGS iterations, 0: until CRFsuite's convergence test "
+        "stops it (default: the CRF's)",
     )
     parser.add_argument(
         "--crf-iterations",
@@ -349,7 +350,7 @@ def run_seed(args, seed: int, pair) -> dict:
         extra = [annotations[i] for i in reviewed] * (args.refit_weight - 1)
         template = copy.copy(crf)
         if args.refit_iterations is not None:
-            template.max_iterations = args.refit_iterations
+            template.max_iterations = args.refit_iterations or None
         tagger = template.refit([*annotations, *extra])
         share = {} if args.refit_share is None else {"share": args.refit_share}
         return mix_gold(gold, tagger.gold_proba(annotations), **share)
@@ -464,7 +465,7 @@ def markdown(result) -> str:
                     else ""
                 )
                 + (
-                    f", {cfg['refit_iterations']} L-BFGS iterations"
+                    f", {cfg['refit_iterations'] or 'converged'} L-BFGS iterations"
                     if cfg.get("refit_iterations") is not None
                     else ""
                 )
