@@ -7,6 +7,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 
 from backend import budget, project_settings, reviews
 from backend.disk import directory_mb, free_mb, no_space
@@ -398,8 +399,10 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=Non
             publish(SubRegWeigh.from_parts([scout], beside, **params), _what(scout, scouts, beside))
     if crf is not None and not crf_first:
         logger.info("training the CRF on %d examples", len(examples))
-        scouts_alone = SubRegWeigh.from_parts(scouts, None, **params)
-        crf.fit(examples, meanwhile=beside_crf and (lambda: beside_crf(scouts_alone)))
+        meanwhile = None
+        if beside_crf is not None:
+            meanwhile = partial(beside_crf, SubRegWeigh.from_parts(scouts, None, **params))
+        crf.fit(examples, meanwhile=meanwhile)
     return SubRegWeigh.from_parts(scouts, crf, **params)
 
 

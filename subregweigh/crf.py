@@ -386,6 +386,18 @@ class FeatureTagger:
         :meth:`refit` read the same texts again, and the encoder runs once for each."""
         return self.__dict__.setdefault("_projected", {})
 
+    def _room(self, name: str, texts) -> dict:
+        """This tagger's per-text store ``name`` (text -> what it computed), with room for
+        ``texts`` (a set of word tuples): where those missing would take it past
+        :data:`PROJECTED_TEXTS`, only the entries of ``texts`` stay, in a new dict so that a
+        reader of the old one is not disturbed."""
+        kept = self.__dict__.setdefault(name, {})
+        missing = sum(text not in kept for text in texts)
+        if missing and len(kept) + missing > PROJECTED_TEXTS:  # keep this call's alone
+            kept = {key: value for key, value in kept.items() if key in texts}
+            setattr(self, name, kept)
+        return kept
+
     def _items(self, examples: Sequence[Example], vectors=None) -> list:
         """Per example CRFsuite's input: each word's binary features, with the fitted context
         features when there are any (``vectors``: :func:`context_vectors` if already
@@ -394,12 +406,8 @@ class FeatureTagger:
             return [sentence_features(ex.words) for ex in examples]
         import pycrfsuite
 
-        cache = self._cache()
+        cache = self._room("_projected", {tuple(ex.words) for ex in examples})
         missing = [i for i, ex in enumerate(examples) if tuple(ex.words) not in cache]
-        if missing and len(cache) + len(missing) > PROJECTED_TEXTS:  # keep this call's alone
-            wanted = {tuple(ex.words) for ex in examples}
-            cache = {key: value for key, value in cache.items() if key in wanted}
-            self._projected = cache  # a new dict: a reader of the old one is not disturbed
         if missing:
             if vectors is None:
                 vectors = self._vectors([examples[i] for i in missing])
@@ -475,12 +483,9 @@ class FeatureTagger:
         beside the scouts), and CRFsuite would build their features and run the same
         forward-backward pass each time."""
         self._tagger()  # fitted?
-        kept = self.__dict__.setdefault("_kept_decoded", {})
         texts = dict.fromkeys(tuple(ex.words) for ex in examples)  # in order: deterministic
+        kept = self._room("_kept_decoded", texts)
         missing = [Example(id="", words=t, label=()) for t in texts if t not in kept]
-        if missing and len(kept) + len(missing) > PROJECTED_TEXTS:  # keep this call's alone
-            kept = {key: value for key, value in kept.items() if key in texts}
-            self._kept_decoded = kept  # a new dict: a reader of the old one is not disturbed
         labels = list(self.labels_)
         for tagger, ex in zip(self._set_to_each(missing), missing, strict=True):
             if tagger is None:

@@ -4,6 +4,7 @@ fresh interpreter: in the test process the modules are imported already."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -37,8 +38,6 @@ def probe(env: dict | None = None) -> tuple[dict, str]:
 
 
 def _base_env() -> dict:
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("SRW_")}
 
 
