@@ -115,14 +115,22 @@ def _annotated_task(ex, spans) -> dict:
     return {"data": {"text": " ".join(ex.words)}, "annotations": [{"result": _regions(ex, spans)}]}
 
 
-def conll_tasks(rng, n_tasks: int) -> list[dict]:
+def conll_tasks(rng, n_tasks: int, sentences_per_task: int = 1) -> list[dict]:
     """``n_tasks`` CoNLL-2003 training sentences drawn at random (of 14,041), in file order, each
     a task annotated with its gold entities; beyond 14,041 drawn with replacement (a larger
-    project's size and lengths, with repeated sentences)."""
+    project's size and lengths, with repeated sentences). ``sentences_per_task`` > 1: each
+    task holds that many consecutive sentences from the one drawn (long texts, slow steps)."""
     sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
-    many = n_tasks > len(sentences)
-    chosen = sorted(rng.choice(len(sentences), n_tasks, replace=many))
-    return [_annotated_task(sentences[i], entity_spans(sentences[i].label)) for i in chosen]
+    last = len(sentences) - sentences_per_task + 1
+    chosen = sorted(rng.choice(last, n_tasks, replace=n_tasks > last))
+    tasks = []
+    for i in chosen:
+        text = sentences[i : i + sentences_per_task]
+        ex = SimpleNamespace(
+            words=[w for s in text for w in s.words], label=[t for s in text for t in s.label]
+        )
+        tasks.append(_annotated_task(ex, entity_spans(ex.label)))
+    return tasks
 
 
 # A team: two careful annotators share the tasks; a careless one annotates some of them again

@@ -279,6 +279,7 @@ def test_forged_fixes_in_parallel_keep_one_decision(project):
     assert len(decisions["history"]) == 1
 
 
+@pytest.mark.slow
 def test_reviews_json_stays_bounded(project):
     """One current decision per annotation and the last HISTORY decisions, however many saves."""
     _, store = project

@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.paths import REPO
+
+pytestmark = pytest.mark.slow  # a fresh interpreter imports the engine: 6 to 12 s each
 
 PROBE = """
 import json, logging, sys

@@ -165,10 +165,15 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
     before = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
     ctx.ls.ml.train(id=ctx.ml.id)
     wait_trained(ctx.backend, ctx.project, previous=before)
+    # Eventually: the new version's predictions are written to Label Studio task by task.
+    wait(
+        ctx,
+        lambda: served(ctx, fixed) == pytest.approx(stored(ctx, fixed)),
+        "the fixed task not served its new score",
+    )
     assert served(ctx, confirmed) == pytest.approx(1.0)
     assert stored(ctx, confirmed) < 1.0  # the scout's own score stays stored
     assert confirmed not in queue(ctx)[:5]
-    assert served(ctx, fixed) == pytest.approx(stored(ctx, fixed))
 
     code, report = ctx.backend.get(f"/report.json?project={ctx.project}&threshold=1.0")
     assert code == 200, report

@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend.training import EARLY_STEPS
 from testbed.projects import (
     CLS_CONFIG,
     NER_CONFIG,
     classification_tasks,
+    conll_tasks,
     field,
     import_tasks,
     ner_task,
@@ -137,26 +139,28 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
     """The previous version keeps serving, the job shows as failed, the next training succeeds."""
     require_redis()
     with RedisServer() as redis:
-        env = _env(  # no early scores (one scout, no CRF, too short to stop mid-way): the
-            # killed training must leave no version
-            label_studio,
-            REDIS_URL=redis.url,
-            RQ_QUEUE_NAME="faults",
-            SRW_JOB_LOCK_SECONDS="3",
-            SRW_SCOUTS="1",
-            SRW_CRF="0",
-        )
+        env = _env(label_studio, REDIS_URL=redis.url, RQ_QUEUE_NAME="faults", SRW_N="5")
+        env.update(SRW_JOB_LOCK_SECONDS="3", SRW_SCOUTS="1", SRW_CRF="0")
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
-            project, _ = _project(label_studio)
+            # Texts of 4 sentences make each step slow.
+            tasks = conll_tasks(np.random.default_rng(5), N_TASKS, sentences_per_task=4)
+            project = label_studio.sdk().projects.create(title="killed", label_config=NER_CONFIG)
+            import_tasks(label_studio.sdk(), project.id, tasks)
+            _LABEL_STUDIO[project.id], project = label_studio, project.id
             with _worker(env, tmp_path / "models", tmp_path / "worker1.log"):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
 
-            slow = _worker(
-                {**env, "SRW_EPOCHS": "300"},
-                tmp_path / "models",
-                tmp_path / "worker2.log",
-            ).start()
+            # The slow training: 20 epochs (the job carries the project's settings, not the
+            # worker's), too few steps for early scores (a third of them under a tenth of
+            # EARLY_STEPS), so it publishes nothing until its scout is trained.
+            assert 20 * -(-N_TASKS // 16) < 3 * (EARLY_STEPS // 10)
+            ml = label_studio.api("GET", f"/api/ml?project={project}")[0]
+            connection = {"project": project, "url": backend.url}
+            label_studio.api(
+                "PATCH", f"/api/ml/{ml['id']}", {**connection, "extra_params": {"epochs": 20}}
+            )
+            slow = _worker(env, tmp_path / "models", tmp_path / "worker2.log").start()
             try:
                 assert _train(backend, project)[0] == 201
                 _wait(
@@ -175,6 +179,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
                 slow.proc.wait(timeout=10)
             finally:
                 slow.stop()
+            assert "training the scout on 20 texts: 20 epochs" in slow.log_path.read_text()
             failed = _wait(
                 backend,
                 project,
@@ -189,6 +194,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
             assert code == 200 and {r["model_version"] for r in body["results"]} == {v1}
             assert label_studio.sdk().projects.get(id=project).model_version == v1
 
+            label_studio.api("PATCH", f"/api/ml/{ml['id']}", {**connection, "extra_params": {}})
             with _worker(env, tmp_path / "models", tmp_path / "worker3.log"):
                 assert _train(backend, project)[0] == 201
                 v2 = _trained(backend, project, other_than=v1)

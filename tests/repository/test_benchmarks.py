@@ -447,6 +447,7 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     assert "over 1 edits" in table and "(1 of 1 edits refreshed)" in table
 
 
+@pytest.mark.slow
 def test_breakdown_times_each_piece_of_a_training(tmp_path):
     from benchmarks import breakdown
 
