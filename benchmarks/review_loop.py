@@ -50,7 +50,6 @@ Smoke test: ``python -m benchmarks.review_loop --size 80 --seeds 1 --epochs 1 --
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 from pathlib import Path
 
@@ -143,7 +142,7 @@ def parse_args(argv=None):
         "--refit-iterations",
         type=int,
         help="refit-crf: the refit's L-BFGS iterations, 0: until CRFsuite's convergence test "
-        "stops it (default: the CRF's)",
+        "stops it (default: the CRF's, as the backend's refresh)",
     )
     parser.add_argument(
         "--crf-iterations",
@@ -348,10 +347,8 @@ def run_seed(args, seed: int, pair) -> dict:
             return mix_gold(gold, crf.gold_proba(annotations))
         # as the product's refresh: the texts' context projection kept, the tags trained again
         extra = [annotations[i] for i in reviewed] * (args.refit_weight - 1)
-        template = copy.copy(crf)
-        if args.refit_iterations is not None:
-            template.max_iterations = args.refit_iterations or None
-        tagger = template.refit([*annotations, *extra])
+        iterations = "same" if args.refit_iterations is None else args.refit_iterations or None
+        tagger = crf.refit([*annotations, *extra], iterations)
         share = {} if args.refit_share is None else {"share": args.refit_share}
         return mix_gold(gold, tagger.gold_proba(annotations), **share)
 

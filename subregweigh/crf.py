@@ -28,6 +28,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -332,14 +333,18 @@ class FeatureTagger:
             self.context_components_ = (pca.components_ * CONTEXT_SCALE / spread).astype(np.float32)
         return self._train(examples, vectors, meanwhile)
 
-    def refit(self, examples: Sequence[Example]) -> FeatureTagger:
+    def refit(
+        self, examples: Sequence[Example], max_iterations: int | None | Literal["same"] = "same"
+    ) -> FeatureTagger:
         """A new tagger of the same parameters and context projection, trained on ``examples``:
         the annotations as they stand now. The projection is fitted on the words' vectors
         alone, never on the tags, so that on the same texts this equals a :meth:`fit`; the
         texts this tagger has projected are not sent through the encoder again. This tagger
-        is left as it is."""
+        is left as it is. ``max_iterations``: the new tagger's (``"same"``: this one's)."""
         self._check_params()
         fresh = copy.copy(self)
+        if max_iterations != "same":
+            fresh.max_iterations = max_iterations
         fresh.__dict__.pop("model_", None)
         fresh._projected = self._cache()  # shared: the same texts project the same
         return fresh._train([ex for ex in examples if ex.words])

@@ -144,6 +144,17 @@ def test_the_crf_reads_the_context_and_keeps_it_through_save_and_load(tagger, se
         FeatureTagger(context_dims=-1).fit(sentences)
 
 
+def test_a_refit_may_take_other_iterations_and_leaves_the_tagger_as_it_was(sentences):
+    tagger = FeatureTagger(max_iterations=20, context_dims=0).fit(sentences[:100])
+    same = tagger.refit(sentences[:100])
+    fewer = tagger.refit(sentences[:100], max_iterations=3)
+    assert same.model_ == tagger.model_  # the same examples and iterations: the same model
+    assert (fewer.max_iterations, tagger.max_iterations) == (3, 20)
+    assert fewer.model_ != tagger.model_
+    again = FeatureTagger(max_iterations=3, context_dims=0).fit(sentences[:100])
+    assert fewer.model_ == again.model_
+
+
 def test_beside_other_work_crfsuite_trains_the_same_model_in_its_own_process(sentences):
     """FeatureTagger.fit(meanwhile=): CRFsuite in a forked process, ``meanwhile`` here with one
     torch thread fewer; the model is the one a plain fit makes. With one torch thread the two
