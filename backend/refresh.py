@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -92,31 +91,10 @@ def load_scout_proba(folder: Path) -> dict[str, tuple[str, np.ndarray]]:
         }
 
 
-def prefetch(settings: Settings, store: ProjectStore, spec) -> Future | None:
-    """The project's tasks and annotator names (what :func:`refresh_project` reads first),
-    fetched from Label Studio in a thread of their own, while the rescore before the refresh
-    writes the changed tasks' scores; None where the version serving cannot be refreshed."""
-    if _not_refreshable(store, store.current_version(), spec):
-        return None
-    api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-    project = store.project
-    pool = ThreadPoolExecutor(1, thread_name_prefix=f"prefetch-{project}")
-    fetched = pool.submit(lambda: (api.tasks(int(project)), _names(api, project)))
-    pool.shutdown(wait=False)  # the thread ends with the fetch
-    return fetched
-
-
-def refresh_project(
-    api: LabelStudioAPI,
-    store: ProjectStore,
-    settings: Settings,
-    spec,
-    prefetched: Future | None = None,
-) -> dict:
+def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
     """Refresh the version serving ``store``'s project (see the module's docstring) and serve
     the refreshed one. Returns ``{"refreshed": bool, ...}``: why not (``reason``), or the new
-    version, the tasks scored again and the seconds. Runs in the rescore job; ``prefetched``:
-    :func:`prefetch`'s, started when the job did (the tasks are read again without it)."""
+    version, the tasks scored again and the seconds. Runs in the rescore job."""
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
     clock = PhaseClock()
@@ -128,11 +106,8 @@ def refresh_project(
     kept = load_scout_proba(store.versions / base)
     srw = weigher(settings, store, base)
     project = store.project
-    if prefetched is not None:
-        tasks, names = prefetched.result()
-    else:
-        tasks, names = api.tasks(int(project)), _names(api, project)
-    items = [i for i in read_tasks(name_annotators(tasks, names), spec).tasks if i]
+    tasks = api.tasks(int(project))
+    items = [i for i in read_tasks(name_annotators(tasks, _names(api, project)), spec).tasks if i]
     annotated = annotated_examples(items)
     if len(annotated) > CRF_FIRST_EXAMPLES:
         return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}

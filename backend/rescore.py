@@ -39,13 +39,9 @@ def rescore_project(project: str, settings: Settings) -> dict:
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-        written, changed, prefetched = 0, 0, None
+        written, changed = 0, 0
         if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
-            if not _training_due(store, settings):  # a refresh may follow: its read starts now
-                from backend.refresh import prefetch
-
-                prefetched = prefetch(settings, store, spec)
             before = _labels_of(store, version)
             written = rescore_tasks(api, store, settings, spec, pending)
             changed = _labels_changed(store, before, pending)
@@ -56,7 +52,7 @@ def rescore_project(project: str, settings: Settings) -> dict:
             return {"rescored": 0}
         refreshed = {}
         if changed and not _training_due(store, settings):  # a save that changed no label: none
-            refreshed = _refresh(api, store, settings, spec, prefetched)
+            refreshed = _refresh(api, store, settings, spec)
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
@@ -114,15 +110,13 @@ def _training_due(store: ProjectStore, settings: Settings) -> bool:
     return status.get("state") == "running" or retrain_due(status, retrain_after)
 
 
-def _refresh(
-    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec, prefetched
-) -> dict:
+def _refresh(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
     """:func:`backend.refresh.refresh_project` after this job's rescores: a failure is logged
     and leaves the rescored version serving (the next change tries again)."""
     from backend.refresh import refresh_project
 
     try:
-        return refresh_project(api, store, settings, spec, prefetched)
+        return refresh_project(api, store, settings, spec)
     except Exception as err:
         logger.warning(
             "project %s: the refresh after the changes failed (the version before it serves): "

@@ -11,7 +11,7 @@ each round's cost, for:
 * ``propagate``: after each round, every unreviewed sentence that annotates a word form as a
   fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
   an entity word), has its score multiplied by ``--boost``: the same convention slip elsewhere
-  moves up;
+  moves up (from ``--propagate-after`` sentences read);
 * ``learn``: after each round, :class:`benchmarks.review_ranker.ReviewRanker` fits a logistic
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
@@ -85,6 +85,13 @@ def parse_args(argv=None):
     add_scout_arguments(parser)
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
+    parser.add_argument(
+        "--propagate-after",
+        type=int,
+        default=0,
+        help="propagate: the boosts rank only once this many sentences are read (they are "
+        "counted from the start; default: 0)",
+    )
     parser.add_argument(
         "--ensemble", type=int, default=1, help="scouts whose p(gold) is averaged (default: 1)"
     )
@@ -207,8 +214,10 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
             doubt = ranker.doubt(kw["X"], slips, static)
-        else:
+        elif reviewed.sum() >= kw.get("propagate_after", 0):
             doubt = -static * boosts
+        else:  # the boosts are kept, not applied yet
+            doubt = -static
         rounds.append(
             {
                 "reviewed": int(reviewed.sum()),
@@ -395,6 +404,7 @@ def run_seed(args, seed: int, pair) -> dict:
             args.batch,
             policy,
             boost=args.boost,
+            propagate_after=args.propagate_after,
             X=X,
             C=args.ranker_c,
             rescore=rescore,
