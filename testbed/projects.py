@@ -16,7 +16,7 @@ import numpy as np
 
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
-from testbed.servers import BackendServer, LabelStudioServer
+from testbed.servers import BackendServer, LabelStudioServer, http_json
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 N_TASKS, N_WRONG = 50, 5
@@ -363,6 +363,15 @@ def import_tasks(ls, project: int, tasks: list[dict]) -> list[int]:
     order."""
     imported = ls.projects.import_tasks(id=project, request=tasks, return_task_ids=True)
     return list(imported.task_ids)
+
+
+def connect_model(ls: LabelStudioServer, project: int, url: str, extra_params, ml=None):
+    """POST /api/ml (or PATCH /api/ml/{ml}, with the url and project Label Studio 1.23 needs
+    beside extra_params) as the connection dialog sends it: ``(status, reply)``."""
+    body = {"project": project, "url": url, "title": "subregweigh", "extra_params": extra_params}
+    if ml is None:
+        return http_json("POST", f"{ls.url}/api/ml", token=ls.token, body=body)
+    return http_json("PATCH", f"{ls.url}/api/ml/{ml}", token=ls.token, body=body)
 
 
 def connect_and_train(ls, project: int, backend_url: str, **login):

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from subregweigh.scout import Scout
-from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from testbed.projects import ENGINE_ENV, NER_CONFIG, connect_model, ner_tasks, wait_trained
 from testbed.servers import (
     backend_with_jobs,
-    http_json,
 )
 from tests.paths import DATA
 
@@ -28,15 +27,6 @@ SERVER_ENV = {
     "SRW_MIN_ANNOTATIONS": "5",
 }
 N_TASKS = 16
-
-
-def _connect(ls, project, url, extra_params, ml=None):
-    """POST /api/ml (or PATCH /api/ml/{ml}, with the url and project Label Studio 1.23 needs
-    beside extra_params): ``(status, reply)``."""
-    body = {"project": project, "url": url, "title": "subregweigh", "extra_params": extra_params}
-    if ml is None:
-        return http_json("POST", f"{ls.url}/api/ml", token=ls.token, body=body)
-    return http_json("PATCH", f"{ls.url}/api/ml/{ml}", token=ls.token, body=body)
 
 
 def _refusal(reply) -> str:
@@ -73,15 +63,15 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
         pid = project["id"]
 
         # A bad parameter refuses the connection, with our message where Label Studio shows it.
-        code, reply = _connect(ls, pid, backend.url, "k=0")
+        code, reply = connect_model(ls, pid, backend.url, "k=0")
         assert code == 400, reply
         assert "extra parameter k is 0; it must be at least 1" in _refusal(reply)
-        code, reply = _connect(ls, pid, backend.url, {"kk": 3})
+        code, reply = connect_model(ls, pid, backend.url, {"kk": 3})
         assert code == 400 and "did you mean k?" in _refusal(reply), reply
         assert ls.api("GET", f"/api/ml?project={pid}") == []  # nothing was connected
 
         # Connected as the UI does it, with text: min_annotations above the project's size.
-        code, ml = _connect(
+        code, ml = connect_model(
             ls, pid, backend.url, "k=3\nn_samples=12\nepochs=2\nmin_annotations=1000"
         )
         assert code == 201, ml
@@ -98,7 +88,7 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
 
         # The server's min_annotations again (a JSON object this time): the training runs,
         # with the project's K, N and epochs, not the server's 4, 20 and 1.
-        code, reply = _connect(
+        code, reply = connect_model(
             ls, pid, backend.url, {"k": 3, "n_samples": 12, "epochs": 2}, ml["id"]
         )
         assert code == 200, reply
@@ -110,7 +100,7 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
 
         # A change of a scoring setting retrains at once, with nobody asking for a training.
         new = {"k": 2, "n_samples": 12, "epochs": 2, "crf": False}
-        code, reply = _connect(ls, pid, backend.url, new, ml["id"])
+        code, reply = connect_model(ls, pid, backend.url, new, ml["id"])
         assert code == 200, reply
         status = wait_trained(backend, pid, timeout=600, previous=first)
         trained = _trained_with(backend, pid)
@@ -119,7 +109,7 @@ def test_extra_parameters_change_what_the_next_training_does(label_studio, jobs,
         assert ls.api("GET", f"/api/projects/{pid}")["model_version"] == status["current_version"]
 
         # A bad change is refused; Label Studio and the backend keep the settings they had.
-        code, reply = _connect(ls, pid, backend.url, {**new, "n_scouts": 11}, ml["id"])
+        code, reply = connect_model(ls, pid, backend.url, {**new, "n_scouts": 11}, ml["id"])
         assert code == 400, reply
         assert "extra parameter n_scouts is 11; it must be in [0, 10]" in _refusal(reply)
         assert ls.api("GET", f"/api/ml/{ml['id']}")["extra_params"] == new
@@ -153,14 +143,14 @@ def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
 
         # A project names a file of the server's folder, never a path; a missing one is refused
         # with the names it could have meant.
-        code, reply = _connect(ls, pid, backend.url, "reference=../models/settings.json")
+        code, reply = connect_model(ls, pid, backend.url, "reference=../models/settings.json")
         assert code == 400 and "must be a file name in MODEL_DIR/references" in _refusal(reply)
-        code, reply = _connect(ls, pid, backend.url, "reference=conll.conll")
+        code, reply = connect_model(ls, pid, backend.url, "reference=conll.conll")
         assert code == 400, reply
         assert "no such file in" in _refusal(reply)
         assert "(MODEL_DIR/references); it holds conll-200.conll for url" in _refusal(reply)
 
-        code, ml = _connect(ls, pid, backend.url, "reference=conll-200.conll")
+        code, ml = connect_model(ls, pid, backend.url, "reference=conll-200.conll")
         assert code == 201, ml
         ls.api("POST", f"/api/ml/{ml['id']}/train", {})
         first = wait_trained(backend, pid, timeout=600)["current_version"]

@@ -23,6 +23,7 @@ from testbed.projects import (
     NER_CONFIG,
     classification_tasks,
     conll_tasks,
+    connect_model,
     field,
     import_tasks,
     ner_task,
@@ -51,9 +52,13 @@ FAST = {
 N_TASKS = 20
 
 
-def _project(ls: LabelStudioServer, kind: str = "ner", seed: int = 3) -> tuple[int, list[int]]:
+def _project(
+    ls: LabelStudioServer, kind: str = "ner", seed: int = 3, tasks: list[dict] | None = None
+) -> tuple[int, list[int]]:
+    """A new project of N_TASKS ``kind`` tasks, 2 of them wrong (``tasks``: these instead)."""
     make, config = (ner_tasks, NER_CONFIG) if kind == "ner" else (classification_tasks, CLS_CONFIG)
-    tasks, _ = make(np.random.default_rng(seed), N_TASKS, 2)
+    if tasks is None:
+        tasks, _ = make(np.random.default_rng(seed), N_TASKS, 2)
     sdk = ls.sdk()
     project = sdk.projects.create(title=f"faults {kind}", label_config=config)
     ids = import_tasks(sdk, project.id, tasks)
@@ -144,9 +149,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
         with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
             # Texts of 4 sentences make each step slow.
             tasks = conll_tasks(np.random.default_rng(5), N_TASKS, sentences_per_task=4)
-            project = label_studio.sdk().projects.create(title="killed", label_config=NER_CONFIG)
-            import_tasks(label_studio.sdk(), project.id, tasks)
-            _LABEL_STUDIO[project.id], project = label_studio, project.id
+            project, _ = _project(label_studio, tasks=tasks)
             with _worker(env, tmp_path / "models", tmp_path / "worker1.log"):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
@@ -155,11 +158,9 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
             # worker's), too few steps for early scores (a third of them under a tenth of
             # EARLY_STEPS), so it publishes nothing until its scout is trained.
             assert 20 * -(-N_TASKS // 16) < 3 * (EARLY_STEPS // 10)
-            ml = label_studio.api("GET", f"/api/ml?project={project}")[0]
-            connection = {"project": project, "url": backend.url}
-            label_studio.api(
-                "PATCH", f"/api/ml/{ml['id']}", {**connection, "extra_params": {"epochs": 20}}
-            )
+            ml = label_studio.api("GET", f"/api/ml?project={project}")[0]["id"]
+            code, reply = connect_model(label_studio, project, backend.url, {"epochs": 20}, ml)
+            assert code == 200, reply
             slow = _worker(env, tmp_path / "models", tmp_path / "worker2.log").start()
             try:
                 assert _train(backend, project)[0] == 201
@@ -194,7 +195,8 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
             assert code == 200 and {r["model_version"] for r in body["results"]} == {v1}
             assert label_studio.sdk().projects.get(id=project).model_version == v1
 
-            label_studio.api("PATCH", f"/api/ml/{ml['id']}", {**connection, "extra_params": {}})
+            code, reply = connect_model(label_studio, project, backend.url, {}, ml)
+            assert code == 200, reply
             with _worker(env, tmp_path / "models", tmp_path / "worker3.log"):
                 assert _train(backend, project)[0] == 201
                 v2 = _trained(backend, project, other_than=v1)
