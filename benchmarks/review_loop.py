@@ -25,7 +25,8 @@ each round's cost, for:
   backend serves;
 * ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
-  fresh scout of the seed (and a fresh CRF) trains on the annotations as they stand, the fixes
+  fresh scout of the seed (``--ensemble`` of them, as the backend trains them; and a fresh
+  CRF) trains on the annotations as they stand, the fixes
   included (what the backend's next training does), and its scores rank the rest;
   ``propagate+retrain``: both; ``propagate+refit-crf+retrain``: the three, the backend's
   refresh after each batch and its retrain every ``--retrain-every`` rounds (the refreshes
@@ -383,9 +384,12 @@ def run_seed(args, seed: int, pair) -> dict:
 
     serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
 
-    def rescore(now, reviewed) -> np.ndarray:  # a fresh scout of the seed on the annotations
-        fitted = scout(args, seed).fit(now)
-        serving["gold"] = harness.word_gold(now, fitted.labels_, fitted.predict_proba(now))
+    def rescore(now, reviewed) -> np.ndarray:  # fresh scouts of the seed on the annotations
+        members = []
+        for member in range(args.ensemble):  # as the backend's training: every member anew
+            fitted = scout(args, seed + 100 * member).fit(now)
+            members.append(harness.word_gold(now, fitted.labels_, fitted.predict_proba(now)))
+        serving["gold"] = [np.mean(words, axis=0) for words in zip(*members)]
         return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
 
     def refit(now, reviewed) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations
