@@ -52,8 +52,9 @@ COLUMNS = (
 )
 # The backend's variables -> the command line's flags (the same settings).
 FLAGS = {
-    "SRW_N": "-n",
+    "SRW_N": "--n-samples",
     "SRW_K": "-k",
+    "SRW_SCOUTS": "--scouts",
     "SRW_EPOCHS": "--epochs",
     "SRW_LEARNING_RATE": "--learning-rate",
 }

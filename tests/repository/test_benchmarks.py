@@ -48,6 +48,23 @@ def test_the_package_has_the_benchmarks():
     assert "harness" not in names and "index" not in names
 
 
+def test_selftest_projects_passes_flags_the_command_line_accepts():
+    """The benchmark runs ``subregweigh selftest`` with the end-to-end projects' settings as
+    flags; a renamed flag must fail here, not in the benchmark's run."""
+    from benchmarks.selftest_projects import FLAGS, flags
+    from subregweigh.cli_args import build_parser
+    from testbed.projects import ENGINE_ENV, PROJECTS
+
+    assert set(FLAGS) >= {"SRW_N", "SRW_K", "SRW_EPOCHS", "SRW_SCOUTS"}
+    for name, _, _, env in PROJECTS:
+        shown = flags({**ENGINE_ENV, **env})
+        args = build_parser().parse_args(["selftest", f"{name}.json", *shown])
+        assert args.epochs == int(env["SRW_EPOCHS"])
+        assert (args.n_samples, args.k) == (int(ENGINE_ENV["SRW_N"]), int(ENGINE_ENV["SRW_K"]))
+        assert args.n_scouts == int(ENGINE_ENV["SRW_SCOUTS"])
+        assert args.freeze_encoder == (env.get("SRW_FREEZE_ENCODER") == "1")
+
+
 def test_ranking_metrics():
     quality = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])  # lower = more doubtful
     flags = np.array([True, False, True, False, False, False])
