@@ -28,6 +28,8 @@ each round's cost, for:
   fresh scout of the seed (``--ensemble`` of them, as the backend trains them; and a fresh
   CRF) trains on the annotations as they stand, the fixes
   included (what the backend's next training does), and its scores rank the rest;
+  ``--retrain-weight`` counts each reviewed sentence more in that retraining (a lab option:
+  the backend's training weighs every annotation alike);
   ``propagate+retrain``: both; ``propagate+refit-crf+retrain``: the three, the backend's
   refresh after each batch and its retrain every ``--retrain-every`` rounds (the refreshes
   after a retrain mix with the retrained scout's p(gold)).
@@ -119,6 +121,13 @@ def parse_args(argv=None):
         "--retrain-until",
         type=int,
         help="retrain: no more once this many sentences are read (default: twice the errors)",
+    )
+    parser.add_argument(
+        "--retrain-weight",
+        type=float,
+        default=1.0,
+        help="retrain: each reviewed sentence's loss weight in the retrained scouts (and its "
+        "count in their CRF, as --refit-weight) (default: 1, as the backend's training)",
     )
     parser.add_argument(
         "--refit-every",
@@ -241,6 +250,16 @@ def refit_due(n_rounds: int, n_reviewed: int, kw) -> bool:
     rounds (the product: after every batch of decisions), while fewer than ``refit_until``
     sentences are read."""
     return n_rounds % kw["refit_every"] == 0 and n_reviewed < kw["refit_until"]
+
+
+def reviewed_weights(n: int, reviewed, weight: float) -> np.ndarray | None:
+    """The retrained scouts' loss weights, shape (n,): ``weight`` for the ``reviewed``
+    sentences' indices, 1 for the rest; None (no weights) when ``weight`` is 1."""
+    if weight == 1:
+        return None
+    out = np.ones(n)
+    out[np.asarray(reviewed, dtype=int)] = weight
+    return out
 
 
 def reads_to_find(rounds, n_found: float) -> int:
@@ -385,12 +404,16 @@ def run_seed(args, seed: int, pair) -> dict:
     serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
 
     def rescore(now, reviewed) -> np.ndarray:  # fresh scouts of the seed on the annotations
+        weight = reviewed_weights(len(now), reviewed, args.retrain_weight)
         members = []
         for member in range(args.ensemble):  # as the backend's training: every member anew
-            fitted = scout(args, seed + 100 * member).fit(now)
+            fitted = scout(args, seed + 100 * member).fit(now, sample_weight=weight)
             members.append(harness.word_gold(now, fitted.labels_, fitted.predict_proba(now)))
         serving["gold"] = [np.mean(words, axis=0) for words in zip(*members)]
-        return harness.served_score(now, with_crf(now, serving["gold"]), args.softmin_temperature)
+        counted = () if weight is None else reviewed  # the CRF's: as the refresh counts them
+        return harness.served_score(
+            now, with_crf(now, serving["gold"], counted), args.softmin_temperature
+        )
 
     def refit(now, reviewed) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations
         # the scouts' p(gold) of a fixed sentence is of its old tags: it is read already
@@ -490,7 +513,14 @@ def markdown(result) -> str:
                 else ""
             )
             + f"retrain: every {cfg['retrain_every']} rounds until "
-            f"{cfg['retrain_until'] or 'twice the errors'} sentences are read. "
+            f"{cfg['retrain_until'] or 'twice the errors'} sentences are read"
+            + (
+                f", each reviewed sentence's loss weighted {cfg['retrain_weight']:g} in the "
+                "retrained scouts"
+                if cfg.get("retrain_weight", 1) != 1
+                else ""
+            )
+            + ". "
             if cfg.get("crf")
             else ""
         )

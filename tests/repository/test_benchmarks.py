@@ -621,6 +621,16 @@ def test_review_loop_retrains_on_the_annotations_as_fixed():
     assert calls == ["refit", "retrain", "refit", "retrain"]  # none once 5 are read
 
 
+def test_review_loop_retrain_weight_counts_the_reviewed_sentences_more():
+    from benchmarks.review_loop import parse_args, reviewed_weights
+
+    assert reviewed_weights(5, [1, 3], 1.0) is None  # the backend's training: no weights
+    assert reviewed_weights(5, [1, 3], 3.0).tolist() == [1, 3, 1, 3, 1]
+    assert reviewed_weights(3, [], 3.0).tolist() == [1, 1, 1]
+    assert parse_args([]).retrain_weight == 1.0
+    assert parse_args(["--retrain-weight", "3"]).retrain_weight == 3.0
+
+
 @pytest.mark.slow
 def test_review_loop_runs_end_to_end(tmp_path):
     from benchmarks import review_loop
