@@ -330,7 +330,7 @@ def scout_outputs(args, seed: int, examples, member: int = 0) -> tuple[list, lis
     path = cache_file(args, seed, member) if args.cache else None
     if path is not None and path.exists():
         return cached_outputs(path, examples)
-    fitted, seconds = harness.timed(scout(args, seed + 100 * member).fit, examples)
+    fitted, seconds = harness.timed(member_scout(args, seed, member).fit, examples)
     proba = fitted.predict_proba(examples)
     gold, tags = save_outputs(path, examples, fitted.labels_, proba, seconds)
     return gold, tags, seconds
@@ -350,11 +350,23 @@ def save_outputs(path: Path | None, examples, labels, proba, seconds: float) -> 
     return gold, tags
 
 
+def member_scout(args, seed: int, member: int):
+    """The unfitted scout ``member`` of an ensemble of seed ``seed``: seed ``seed + 100
+    member``, as the real-error benchmark draws them (member 0: the seed's own scout)."""
+    return scout(args, seed + 100 * member)
+
+
+def mean_gold(members) -> list[np.ndarray]:
+    """Per example, the members' p(gold) of each word averaged (``members``: one list per
+    scout of one array per example, shape (n_words,))."""
+    return [np.mean(words, axis=0) for words in zip(*members, strict=True)]
+
+
 def ensemble_outputs(args, seed: int, examples) -> tuple[list, list, float]:
     """:func:`scout_outputs` of ``--ensemble`` scouts: p(gold) averaged, the first scout's tags,
     the seconds summed."""
     members = [scout_outputs(args, seed, examples, j) for j in range(args.ensemble)]
-    gold = [np.mean([m[0][i] for m in members], axis=0) for i in range(len(examples))]
+    gold = mean_gold([m[0] for m in members])
     return gold, members[0][1], sum(m[2] for m in members)
 
 
@@ -407,9 +419,9 @@ def run_seed(args, seed: int, pair) -> dict:
         weight = reviewed_weights(len(now), reviewed, args.retrain_weight)
         members = []
         for member in range(args.ensemble):  # as the backend's training: every member anew
-            fitted = scout(args, seed + 100 * member).fit(now, sample_weight=weight)
+            fitted = member_scout(args, seed, member).fit(now, sample_weight=weight)
             members.append(harness.word_gold(now, fitted.labels_, fitted.predict_proba(now)))
-        serving["gold"] = [np.mean(words, axis=0) for words in zip(*members)]
+        serving["gold"] = mean_gold(members)
         counted = () if weight is None else reviewed  # the CRF's: as the refresh counts them
         return harness.served_score(
             now, with_crf(now, serving["gold"], counted), args.softmin_temperature
