@@ -19,6 +19,8 @@ from subregweigh.tags import entity_spans
 from testbed.servers import BackendServer, LabelStudioServer, http_json
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# How often the waits below ask the backend: a training ends between two asks.
+POLL_SECONDS = 0.5
 N_TASKS, N_WRONG = 50, 5
 TYPES = ["PER", "LOC", "ORG", "MISC"]
 NER_CONFIG = (
@@ -139,7 +141,7 @@ TEAM = ("alice@example.com", "bob@example.com", "carol@example.com")
 
 
 # The team project's scout: small for CI's 2 cores; batches of 4 give 40 annotations enough
-# optimizer steps in 5 epochs.
+# optimizer steps in 15 epochs.
 TEAM_ENV = {**ENGINE_ENV, "SRW_EPOCHS": "15", "SRW_N": "30", "SRW_K": "5"}
 
 
@@ -284,7 +286,7 @@ def wait_trained(
         published = status["current_version"] not in (None, previous)
         if published and status["job"] == "idle" and status["state"] == "idle":
             return status
-        time.sleep(2)
+        time.sleep(POLL_SECONDS)
     raise TrainingFailed(f"training did not finish in {timeout:.0f} s: {status}\n{backend.log()}")
 
 
@@ -357,7 +359,7 @@ def wait_selftest(
             return selftest
         if time.monotonic() > deadline:
             raise TrainingFailed(f"self-test did not finish in {timeout:.0f} s: {selftest}")
-        time.sleep(2)
+        time.sleep(POLL_SECONDS)
 
 
 def import_tasks(ls, project: int, tasks: list[dict]) -> list[int]:

@@ -863,8 +863,8 @@ class BackendServer(BackgroundProcess):
 def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
     """Our backend (``python _wsgi.py``; MODEL_DIR ``workdir/models``, logs in ``workdir``) with
     ``env``, running its jobs ``"embedded"`` (threads in the server) or on ``"redis"``: a real
-    redis-server and one ``rq worker`` on a queue of the backend's own. Yields ``(backend,
-    worker)`` (worker None when embedded); everything is stopped afterwards."""
+    redis-server and one ``python -m backend.worker`` on a queue of the backend's own. Yields
+    ``(backend, worker)`` (worker None when embedded); everything is stopped afterwards."""
     env = dict(env)
     redis = worker = backend = None
     try:
@@ -873,12 +873,9 @@ def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
             redis = RedisServer().start()
             env.update(REDIS_URL=redis.url, RQ_QUEUE_NAME=f"srw-test-{workdir.name}")
         backend = BackendServer(workdir / "models", env, workdir / "backend.log").start()
-        if redis is not None:
-            rq = str(Path(sys.executable).parent / "rq")
+        if redis is not None:  # the product's worker, as docker-compose runs it
             worker = BackgroundProcess(
-                [rq, "worker", "--url", redis.url, env["RQ_QUEUE_NAME"]],
-                backend.env,
-                workdir / "worker.log",
+                [sys.executable, "-m", "backend.worker"], backend.env, workdir / "worker.log"
             ).start()
         yield backend, worker
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,14 +55,21 @@ def label_studio():
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
-    """Train and predict on one thread. On this 2-core machine, two torch threads run up to 10x
-    slower as soon as another process keeps a core busy (the threads wait on each other)."""
+    """Train and predict on one thread, here and in every process a test starts (backends, rq
+    workers: they read OMP_NUM_THREADS). On this 2-core machine, two torch threads run up to 10x
+    slower as soon as another process keeps a core busy (the threads wait on each other), and
+    CI's two pytest workers keep both cores busy."""
     import torch
 
-    before = torch.get_num_threads()
+    before, before_env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
     yield
     torch.set_num_threads(before)
+    if before_env is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = before_env
 
 
 # The two tiers: `pytest -m "not slow"` is the edit loop's (docs/design.md, "The tests").

@@ -17,7 +17,7 @@ import pytest
 
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, _batches
 from testbed.projects import NER_CONFIG
-from testbed.servers import LabelStudioServer, free_port, require_label_studio
+from testbed.servers import free_port
 
 
 def _proxy(target: str, lose_first_import: bool, max_body: int | None = None):
@@ -68,27 +68,26 @@ def _proxy(target: str, lose_first_import: bool, max_body: int | None = None):
 
 
 @pytest.mark.parametrize("lose_first_import", [True, False])
-def test_a_retried_import_adds_no_second_prediction(lose_first_import):
-    require_label_studio()
-    with LabelStudioServer() as ls:
-        project = ls.api("POST", "/api/projects", {"title": "retry", "label_config": NER_CONFIG})
-        ls.api(
-            "POST",
-            f"/api/projects/{project['id']}/import",
-            [{"data": {"text": f"Task number {i}"}} for i in range(3)],
-        )
-        tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{project['id']}/tasks")]
-        server, url, seen, lost = _proxy(ls.url, lose_first_import)
-        try:
-            api = LabelStudioAPI(url, ls.token, retries=2, backoff=0.05)
-            predictions = [
-                {"task": t, "result": [], "score": 0.5, "model_version": "srw-v1"} for t in tasks
-            ]
-            api.write_predictions(project["id"], predictions)
-        finally:
-            server.shutdown()
-            server.server_close()
-        stored = ls.api("GET", f"/api/predictions?project={project['id']}")
+def test_a_retried_import_adds_no_second_prediction(label_studio, lose_first_import):
+    ls = label_studio
+    project = ls.api("POST", "/api/projects", {"title": "retry", "label_config": NER_CONFIG})
+    ls.api(
+        "POST",
+        f"/api/projects/{project['id']}/import",
+        [{"data": {"text": f"Task number {i}"}} for i in range(3)],
+    )
+    tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{project['id']}/tasks")]
+    server, url, seen, lost = _proxy(ls.url, lose_first_import)
+    try:
+        api = LabelStudioAPI(url, ls.token, retries=2, backoff=0.05)
+        predictions = [
+            {"task": t, "result": [], "score": 0.5, "model_version": "srw-v1"} for t in tasks
+        ]
+        api.write_predictions(project["id"], predictions)
+    finally:
+        server.shutdown()
+        server.server_close()
+    stored = ls.api("GET", f"/api/predictions?project={project['id']}")
     per_task = Counter(p["task"] for p in stored if p["model_version"] == "srw-v1")
     assert per_task == Counter(tasks)  # exactly one each
     imports = [path for method, path in seen if "import/predictions" in path]
@@ -119,37 +118,36 @@ def _project(ls, n_tasks: int) -> tuple[int, list[int]]:
     return project["id"], [t["id"] for t in ls.api("GET", f"/api/projects/{project['id']}/tasks")]
 
 
-def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413():
+def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413(label_studio):
     """40 predictions: one request straight to Label Studio; behind a proxy that takes at most
     12 of them a request, each refused import is halved until it passes, and every task still
     gets exactly one prediction of each version. A single prediction too large: a clear error,
     nothing written."""
-    require_label_studio()
-    with LabelStudioServer() as ls:
-        project, tasks = _project(ls, 40)
+    ls = label_studio
+    project, tasks = _project(ls, 40)
 
-        def predictions(version, result=()):
-            return [
-                {"task": t, "result": list(result), "score": 0.5, "model_version": version}
-                for t in tasks
-            ]
+    def predictions(version, result=()):
+        return [
+            {"task": t, "result": list(result), "score": 0.5, "model_version": version}
+            for t in tasks
+        ]
 
-        twelve = 2 + 12 * (len(json.dumps(predictions("v1")[0])) + 2)
-        imports = {}
-        for version, max_body in (("v1", None), ("v2", twelve)):
-            server, url, seen, _ = _proxy(ls.url, False, max_body=max_body)
-            try:
-                api = LabelStudioAPI(url, ls.token, retries=0)
-                api.write_predictions(project, predictions(version))
-                if max_body:
-                    large = predictions("v3", [{"note": "x" * twelve}])[:1]
-                    with pytest.raises(LabelStudioUnavailable, match=r"too large \(HTTP 413\)"):
-                        api.write_predictions(project, large)
-            finally:
-                server.shutdown()
-                server.server_close()
-            imports[version] = [path for _, path in seen if "import/predictions" in path]
-        stored = ls.api("GET", f"/api/predictions?project={project}")
+    twelve = 2 + 12 * (len(json.dumps(predictions("v1")[0])) + 2)
+    imports = {}
+    for version, max_body in (("v1", None), ("v2", twelve)):
+        server, url, seen, _ = _proxy(ls.url, False, max_body=max_body)
+        try:
+            api = LabelStudioAPI(url, ls.token, retries=0)
+            api.write_predictions(project, predictions(version))
+            if max_body:
+                large = predictions("v3", [{"note": "x" * twelve}])[:1]
+                with pytest.raises(LabelStudioUnavailable, match=r"too large \(HTTP 413\)"):
+                    api.write_predictions(project, large)
+        finally:
+            server.shutdown()
+            server.server_close()
+        imports[version] = [path for _, path in seen if "import/predictions" in path]
+    stored = ls.api("GET", f"/api/predictions?project={project}")
     for version in ("v1", "v2"):
         per_task = Counter(p["task"] for p in stored if p["model_version"] == version)
         assert per_task == Counter(tasks), version  # exactly one each
@@ -159,7 +157,7 @@ def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413():
     assert len(imports["v2"]) == 3 + 4 + 1
 
 
-def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
+def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tmp_path):
     """Serving a version deletes, in Label Studio, the predictions of this backend's versions
     the store no longer keeps and of the training's superseded early scores; a version the
     store keeps, the served one and other model versions (an import, another backend's named
@@ -168,35 +166,34 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(tmp_path):
     from backend.store import ProjectStore
     from backend.versions import new_version_name
 
-    require_label_studio()
-    with LabelStudioServer() as ls:
-        project = ls.api("POST", "/api/projects", {"title": "prune", "label_config": NER_CONFIG})
-        pid = project["id"]
-        ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 3)
-        tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
-        store = ProjectStore(tmp_path, pid)
-        gone, kept, early, served, theirs = (new_version_name() for _ in range(5))
-        for version in (kept, early, served):  # gone: pruned from the store already
-            store.publish(store.staging_dir(), version)
-        # what _serve_in_label_studio records of the versions this backend wrote
-        store.update_status(early_version=early, written_versions=[gone, kept, early, served])
-        api = LabelStudioAPI(ls.url, ls.token, retries=0)
-        versions = (gone, kept, early, served, theirs, "imported-1")
-        api.write_predictions(
-            pid,
-            [
-                {"task": t, "result": [], "score": 0.5, "model_version": v}
-                for v in versions
-                for t in tasks
-            ],
-        )
-        written = {v: n for v, n in api.model_versions(pid).items() if n}
-        assert written == dict.fromkeys(versions, 3)
+    ls = label_studio
+    project = ls.api("POST", "/api/projects", {"title": "prune", "label_config": NER_CONFIG})
+    pid = project["id"]
+    ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 3)
+    tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+    store = ProjectStore(tmp_path, pid)
+    gone, kept, early, served, theirs = (new_version_name() for _ in range(5))
+    for version in (kept, early, served):  # gone: pruned from the store already
+        store.publish(store.staging_dir(), version)
+    # what _serve_in_label_studio records of the versions this backend wrote
+    store.update_status(early_version=early, written_versions=[gone, kept, early, served])
+    api = LabelStudioAPI(ls.url, ls.token, retries=0)
+    versions = (gone, kept, early, served, theirs, "imported-1")
+    api.write_predictions(
+        pid,
+        [
+            {"task": t, "result": [], "score": 0.5, "model_version": v}
+            for v in versions
+            for t in tasks
+        ],
+    )
+    written = {v: n for v, n in api.model_versions(pid).items() if n}
+    assert written == dict.fromkeys(versions, 3)
 
-        drop_superseded_predictions(api, store, str(pid), served)
+    drop_superseded_predictions(api, store, str(pid), served)
 
-        left = {v: n for v, n in api.model_versions(pid).items() if n}
-        assert left == {kept: 3, served: 3, theirs: 3, "imported-1": 3}
-        assert store.status()["written_versions"] == [kept, served]
-        drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
-        assert {v: n for v, n in api.model_versions(pid).items() if n} == left
+    left = {v: n for v, n in api.model_versions(pid).items() if n}
+    assert left == {kept: 3, served: 3, theirs: 3, "imported-1": 3}
+    assert store.status()["written_versions"] == [kept, served]
+    drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
+    assert {v: n for v, n in api.model_versions(pid).items() if n} == left

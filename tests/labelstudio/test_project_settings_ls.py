@@ -124,7 +124,7 @@ def _conll_train(n: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("jobs", ["embedded", "redis"])
+@pytest.mark.parametrize("jobs", ["embedded"])  # a worker's MODEL_DIR: the test above, on rq
 def test_a_reference_corpus_trains_the_scout_beside_the_projects_annotations(
     label_studio, jobs, tmp_path
 ):

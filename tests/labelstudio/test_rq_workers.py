@@ -12,7 +12,7 @@ from testbed.servers import LabelStudioServer, require_label_studio, require_red
 
 # small enough for 2 CPU cores: 2 projects of 30 tasks, each sent Start Training 3 times at once
 TINY = ["--projects", "2", "--size", "30", "--triggers", "3", "--epochs", "1", "-k", "3"]
-TINY += ["--n-samples", "6", "--timeout", "600"]
+TINY += ["--n-samples", "6", "--timeout", "600", "--worker-threads", "1"]
 
 
 @pytest.mark.slow
