@@ -26,6 +26,7 @@ from testbed.projects import (
     ENGINE_ENV,
     NER_CONFIG,
     classification_tasks,
+    import_tasks,
     ner_tasks,
     retyped,
     serving_entry,
@@ -98,7 +99,7 @@ def lab(tmp_path_factory):
                 ("multi", MULTI_CONFIG, multi),
             ]:
                 project = ls.projects.create(title=f"control {name}", label_config=config)
-                ls.projects.import_tasks(id=project.id, request=tasks)
+                import_tasks(ls, project.id, tasks)
                 # the control added to a project that already has annotations: they stay valid
                 ls.projects.update(id=project.id, label_config=with_control(config))
                 ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
