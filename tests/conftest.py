@@ -83,10 +83,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.parent.name in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
-    # Files with slow tests go to the xdist workers first, the short tests fill in at the end:
-    # in collection order, a minute-long file came last and ran with the other worker idle.
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
 
 
 def pytest_runtest_logreport(report):
