@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backend.settings import SETTINGS
 from benchmarks.harness import (
     arguments,
     command,
@@ -37,6 +38,7 @@ from benchmarks.harness import (
     timed,
 )
 from subregweigh import cli
+from subregweigh.options import BY_NAME as ENGINE_OPTIONS
 from testbed.projects import ENGINE_ENV, PROJECTS, classification_tasks, ner_tasks
 
 COLUMNS = (
@@ -51,13 +53,6 @@ COLUMNS = (
     "s",
 )
 # The backend's variables -> the command line's flags (the same settings).
-FLAGS = {
-    "SRW_N": "--n-samples",
-    "SRW_K": "-k",
-    "SRW_SCOUTS": "--scouts",
-    "SRW_EPOCHS": "--epochs",
-    "SRW_LEARNING_RATE": "--learning-rate",
-}
 
 
 def export(tasks: list[dict]) -> list[dict]:
@@ -76,12 +71,19 @@ def export(tasks: list[dict]) -> list[dict]:
 
 
 def flags(env: dict) -> list[str]:
+    """The command line's flags for the engine settings in ``env`` (a server's SRW_*
+    variables), from their declarations: each setting's variable (backend.settings), its
+    engine option's flag (subregweigh.options); a switch as ``--crf``/``--no-crf``."""
     out = []
-    for name, flag in FLAGS.items():
-        if name in env:
-            out += [flag, env[name]]
-    if env.get("SRW_FREEZE_ENCODER") == "1":
-        out.append("--freeze-encoder")
+    for setting in SETTINGS:
+        option = ENGINE_OPTIONS.get(setting.name)
+        if setting.env not in env or option is None or not option.flags:
+            continue
+        value = setting.parse(env[setting.env], setting.env)
+        if option.type is not bool:
+            out += [option.flags[-1], str(value)]
+        elif value != option.default:  # the switch's other side
+            out.append(option.flags[-1] if value else "--no-" + option.flags[-1][2:])
     return out
 
 

@@ -51,11 +51,10 @@ def test_the_package_has_the_benchmarks():
 def test_selftest_projects_passes_flags_the_command_line_accepts():
     """The benchmark runs ``subregweigh selftest`` with the end-to-end projects' settings as
     flags; a renamed flag must fail here, not in the benchmark's run."""
-    from benchmarks.selftest_projects import FLAGS, flags
+    from benchmarks.selftest_projects import flags
     from subregweigh.cli_args import build_parser
     from testbed.projects import ENGINE_ENV, PROJECTS
 
-    assert set(FLAGS) >= {"SRW_N", "SRW_K", "SRW_EPOCHS", "SRW_SCOUTS"}
     for name, _, _, env in PROJECTS:
         shown = flags({**ENGINE_ENV, **env})
         args = build_parser().parse_args(["selftest", f"{name}.json", *shown])
@@ -63,6 +62,11 @@ def test_selftest_projects_passes_flags_the_command_line_accepts():
         assert (args.n_samples, args.k) == (int(ENGINE_ENV["SRW_N"]), int(ENGINE_ENV["SRW_K"]))
         assert args.n_scouts == int(ENGINE_ENV["SRW_SCOUTS"])
         assert args.freeze_encoder == (env.get("SRW_FREEZE_ENCODER") == "1")
+    # switches both ways, as the server reads them; server-only settings have no flag
+    env = {"SRW_CRF": "off", "SRW_FREEZE_ENCODER": "true", "SRW_RETRAIN_AFTER": "3"}
+    args = build_parser().parse_args(["selftest", "ner.json", *flags(env)])
+    assert (args.crf, args.freeze_encoder) == (False, True)
+    assert flags({"SRW_CRF": "1", "SRW_FREEZE_ENCODER": "0"}) == []  # the defaults
 
 
 def test_ranking_metrics():
