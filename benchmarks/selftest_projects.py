@@ -52,7 +52,6 @@ COLUMNS = (
     "base rate",
     "s",
 )
-# The backend's variables -> the command line's flags (the same settings).
 
 
 def export(tasks: list[dict]) -> list[dict]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 
 import numpy as np
@@ -32,12 +31,7 @@ from testbed.projects import (
     retyped,
     wait_trained,
 )
-from testbed.servers import (
-    BackendServer,
-    BackgroundProcess,
-    RedisServer,
-    require_redis,
-)
+from testbed.servers import BackendServer, backend_with_jobs
 
 # Detection is checked where a rank statistic means something: with 10 wrong of 100 tasks, a
 # random order reaches AP 0.42 once in 1,000 projects (0.14 on average; simulated). Measured
@@ -57,20 +51,9 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
     checks_detection = jobs == "embedded"
     n_tasks, n_wrong = (DETECTION_TASKS, DETECTION_WRONG) if checks_detection else (N_TASKS, 5)
     env = {**ENGINE_ENV, **scout_env, **label_studio.backend_env}
-    redis = worker = None
     if jobs == "redis":
-        require_redis()
-        redis = RedisServer().start()
-        env["REDIS_URL"] = redis.url
-        env["RQ_QUEUE_NAME"] = f"srw-test-{tmp_path.name}"
         env.update(PLUMBING_ENV)  # no detection checked: the smallest training that runs
-    backend = BackendServer(tmp_path / "models", env, tmp_path / "backend.log")
-    try:
-        backend.start()
-        if redis is not None:
-            worker = BackgroundProcess(  # the product's worker, as docker-compose runs it
-                [sys.executable, "-m", "backend.worker"], backend.env, tmp_path / "worker.log"
-            ).start()
+    with backend_with_jobs(jobs, env, tmp_path) as (backend, worker):
         ls = label_studio.sdk()
         tasks, wrong = make(np.random.default_rng(7), n_tasks, n_wrong)
         project = ls.projects.create(title=f"{name} {jobs}", label_config=config)
@@ -157,12 +140,6 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
             assert status["last_rescore"]["tasks"] == 1
             assert status["last_rescore"]["version"] == again["current_version"]
             assert f"subregweigh rescore of project {project.id}" in worker.log(200)
-    finally:
-        backend.stop()
-        if worker is not None:
-            worker.stop()
-        if redis is not None:
-            redis.stop()
 
 
 @contextlib.contextmanager
