@@ -285,7 +285,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
     score."""
     from backend.tasks import fingerprint, parse_label_config, read_tasks
 
-    env = {**ENGINE_ENV, **PLUMBING_ENV, **label_studio.backend_env}  # versions, not rankings
+    env = {**ENGINE_ENV, **label_studio.backend_env}
     spec = parse_label_config(NER_CONFIG)
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
     with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
