@@ -10,6 +10,10 @@ distributions: every task the version scored, with the annotations it scored, is
 and the result is published as a new version made of the same scouts (linked, not copied) and
 the refitted CRF, its scores written to Label Studio in one import. The scouts' own view of a
 changed annotation waits for the next training (``SRW_RETRAIN_AFTER``).
+
+The annotations as they now stand are those the last training read, with the changed tasks as
+their rescores read them (:mod:`backend.snapshot`); the project is read from Label Studio only
+where none are kept.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend import project_settings, reviews
+from backend import project_settings, reviews, snapshot
 from backend.labelstudio import LabelStudioAPI
 from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
@@ -106,8 +110,13 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     kept = load_scout_proba(store.versions / base)
     srw = weigher(settings, store, base)
     project = store.project
-    tasks = api.tasks(int(project))
-    items = [i for i in read_tasks(name_annotators(tasks, _names(api, project)), spec).tasks if i]
+    items = snapshot.load(store)
+    read_project = items is None
+    if read_project:  # none kept (a deletion since, or kept by an older backend): read
+        read_at = time.time()
+        tasks = name_annotators(api.tasks(int(project)), _names(api, project))
+        items = [i for i in read_tasks(tasks, spec).tasks if i]
+        snapshot.keep_project(store, items, read_at)
     annotated = annotated_examples(items)
     if len(annotated) > CRF_FIRST_EXAMPLES:
         return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}
@@ -140,6 +149,7 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         "tasks": len(fresh),
         "annotations": len(annotated),
         "reviewed": len(decided),
+        "read_project": read_project,
         "seconds": seconds,
         "phase_seconds": dict(clock.seconds),
         "finished_at": time.time(),
@@ -147,13 +157,15 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     store.update_status(last_refresh=last, scores_in_label_studio=version)
     logger.info(
         "project %s: refreshed version %s into %s: the CRF retrained on %d annotations (%d "
-        "reviewed, counted %d times), %d tasks scored again, in Label Studio after %.1f s (%s)",
+        "reviewed, counted %d times; %s), %d tasks scored again, in Label Studio after %.1f s "
+        "(%s)",
         project,
         base,
         version,
         len(annotated),
         len(decided),
         REVIEWED_WEIGHT,
+        "the project read again" if read_project else "the tasks kept",
         len(fresh),
         seconds,
         clock,

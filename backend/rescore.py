@@ -8,15 +8,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from backend import project_settings, reviews, served
+from backend import project_settings, reviews, served, snapshot
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
 from backend.store import ProjectStore, retrain_due
-from backend.tasks import (
-    name_annotators,
-    parse_label_config,
-)
+from backend.tasks import name_annotators, parse_label_config, read_tasks
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
@@ -46,13 +43,13 @@ def rescore_project(project: str, settings: Settings) -> dict:
             written = rescore_tasks(api, store, settings, spec, pending)
             changed = _labels_changed(store, before, pending)
         slips = store.take_status("slips_pending")
-        if slips:
-            _move_up_repeats(api, store, version, slips, skip=pending)
         if not (pending or slips):
             return {"rescored": 0}
         refreshed = {}
         if changed and not _training_due(store, settings):  # a save that changed no label: none
             refreshed = _refresh(api, store, settings, spec)
+        if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served
+            _move_up_repeats(api, store, version, slips, skip=pending)
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
@@ -142,6 +139,7 @@ def rescore_tasks(
     prediction of that version. Returns how many were written; a task the project does not
     hold (gone, or another project's) is skipped and logged."""
     wanted = sorted({int(task) for task in tasks})
+    read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)
     missing = sorted(set(wanted) - {task["id"] for task in read})
     if missing:
@@ -154,6 +152,8 @@ def rescore_tasks(
             ", ".join(map(str, missing[:10])),
         )
     read = name_annotators(read, annotator_names(api, store.project)) if read else []
+    if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
+        snapshot.keep_tasks(store, wanted, [i for i in read_tasks(read, spec).tasks if i], read_at)
     version = store.current_version()
     if read and version is not None:
         reviews.decide(store, version, spec, read)

@@ -19,6 +19,7 @@ from backend import (
     membership,
     predictions,
     project_settings,
+    snapshot,
     training,
     webhook_auth,
 )
@@ -204,6 +205,8 @@ def webhook():
     reply = {"action": event}
     settings = project_settings.effective(_settings(), store)
     train, unwritten = wants_training(store, settings, event, task)
+    if event in ANNOTATION_EVENTS and task is None:  # a deletion names no task: read again
+        snapshot.forget(store)
     if unwritten:  # a full disk: counted in this process, written when space returns
         reply["unwritten"] = unwritten
     if task is not None and store.current_version() is not None:

@@ -6,6 +6,8 @@
                                     last scores (see ProjectStore.status, note_event)
         settings.json               the settings the project overrides (its Label Studio
                                     connection's extra parameters, backend.project_settings)
+        tasks.json                  the annotated tasks as last read, which a refresh trains on
+                                    (NER, up to CRF_FIRST_EXAMPLES annotations; backend.snapshot)
         versions/<version>/
             COMPLETE                written last: the size of every file; without it, never served
             BROKEN                  why a complete version failed to load; never served again

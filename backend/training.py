@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from backend import budget, project_settings, reviews
+from backend import budget, project_settings, reviews, snapshot
 from backend.disk import directory_mb, free_mb, no_space
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.phases import PhaseClock
@@ -154,7 +154,10 @@ def read_annotations(project: str, settings: Settings, what: str):
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock = PhaseClock()
+    read_at = time.time()
     api, spec, items, n_annotated, refusal, saved = read_annotations(project, settings, "training")
+    if spec.task == "ner":  # what a refresh reads (classification has none)
+        snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
     annotated = annotated_examples(items)

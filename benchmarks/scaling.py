@@ -250,12 +250,13 @@ def edits(ls: LabelStudioServer, task_ids, n: int) -> list[tuple[int, Callable[[
 
 def edit_seconds(
     ls: LabelStudioServer, backend: BackendServer, project: int, task_id: int, edit, timeout
-) -> tuple[float, float | None]:
+) -> tuple[float, float | None, dict]:
     """Make ``edit`` and time it until (1) the task's prediction in Label Studio is rewritten
     (the backend rescored the changed annotation; no retrain) and (2) the project serves the
     version the refresh after it made (``backend.refresh``: every task scored again with the
     CRF trained on the annotations as they stand); (2) is None where no refresh came within
-    ``timeout``."""
+    ``timeout``; (3) is the refresh's own phases (``backend.refresh``'s ``phase_seconds``, {}
+    without a refresh)."""
 
     def predictions() -> set:
         return {
@@ -267,6 +268,7 @@ def edit_seconds(
     started = time.perf_counter()
     edit()
     rescored = refreshed = None
+    phases = {}
     while rescored is None or refreshed is None:
         waited = time.perf_counter() - started
         if rescored is None and predictions() != before:
@@ -275,12 +277,13 @@ def edit_seconds(
             last = backend.get(f"/status?project={project}")[1].get("last_refresh") or {}
             if last.get("finished_at", 0) > at and model_version(ls, project) == last["version"]:
                 refreshed = waited
+                phases = {**(last.get("phase_seconds") or {}), "refresh": last["seconds"]}
         if waited > timeout:
             if rescored is None:
                 raise TrainingFailed(f"task {task_id}: not rescored {timeout:.0f} s after its edit")
             break
         time.sleep(0.1)
-    return rescored, refreshed
+    return rescored, refreshed, phases
 
 
 # ----------------------------------------------------------------------------- the backend
@@ -414,8 +417,9 @@ def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dic
                 edit_seconds(ls, backend, project, task, edit, 120)
                 for task, edit in tqdm(before, desc="edits", unit="edit", leave=False)
             ]
-            rescored = [round(r, 2) for r, _ in timed]
-            refreshed = [round(r, 2) for _, r in timed if r is not None]
+            rescored = [round(r, 2) for r, _, _ in timed]
+            refreshed = [round(r, 2) for _, r, _ in timed if r is not None]
+            phases = [p for _, r, p in timed if r is not None]
             logger.info(
                 "size %d: %d edits rescored in Label Studio after median %.1f s, max %.1f s; "
                 "%d refreshes served after median %s s",
@@ -434,6 +438,10 @@ def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dic
                     "changes": args.changes,
                     "rescore_seconds": rescored,
                     "refresh_seconds": refreshed,
+                    "refresh_phase_seconds": {
+                        name: round(float(np.median([p.get(name, 0.0) for p in phases])), 3)
+                        for name in dict.fromkeys(n for p in phases for n in p)
+                    },
                 }
             )
             logger.info("size %d: %s", size, describe(rows[-1]))

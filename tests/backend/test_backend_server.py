@@ -369,6 +369,7 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
 
 
 def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_path):
+    from backend import snapshot
     from backend.store import ProjectStore
     from subregweigh.io.atomic import atomic_write_json
 
@@ -408,8 +409,12 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     status = store.status()
     assert set(status["rescore_pending"]) == {"101", "102"}
     assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
-    # A deletion names no task; one without a usable task id is only counted.
+    # A deletion names no task; one without a usable task id is only counted. Either drops
+    # the tasks kept for the refresh (backend.snapshot): the next refresh reads the project.
+    snapshot.keep_project(store, [], read_at=0.0)
+    assert snapshot.load(store) == []
     send("ANNOTATIONS_DELETED", annotations=[{"id": 3}])
+    assert snapshot.load(store) is None
     send("ANNOTATION_UPDATED", task={"id": "../7"}, annotation={"id": 4})
     assert rescores.submitted == ["5", "5"]
     assert store.take_status("rescore_pending").keys() == {"101", "102"}

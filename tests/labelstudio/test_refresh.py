@@ -119,3 +119,6 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
     assert versions.get(current) == len(tasks), versions
     assert refresh["seconds"] > 0 and refresh["annotations"] == len(tasks)
+    # trained on the tasks the training read and the rescores updated (backend.snapshot), with
+    # every fix: the project was not read again
+    assert refresh["read_project"] is False
