@@ -581,6 +581,22 @@ def markdown(result: dict) -> str:
                     f"{np.median(refreshed):.1f} s, max {max(refreshed):.1f} s from the edit "
                     f"({len(refreshed)} of {len(seconds)} edits refreshed)."
                 )
+            phases = dict(row.get("refresh_phase_seconds") or {})
+            if phases:
+                own = phases.pop("refresh", None)
+                order = ("fetch", "crf", "score", "publish")  # the refresh's, then any other
+                rank = {name: i for i, name in enumerate(order)}
+                phases = dict(sorted(phases.items(), key=lambda kv: rank.get(kv[0], len(order))))
+                lines.append(
+                    "The refresh's own phases, median over those edits: "
+                    + ", ".join(f"{name} {value:.2f} s" for name, value in phases.items())
+                    + (
+                        f"; {own:.2f} s in all, the rest of the wait being the edit's webhook "
+                        "and rescore."
+                        if own is not None
+                        else "."
+                    )
+                )
     if missing:
         lines.append(f"Not measured yet: {', '.join(missing)} tasks.")
     if "plot" in result:

@@ -466,6 +466,11 @@ def test_scaling_times_training_through_label_studio(tmp_path):
     (refreshed,) = retrain["refresh_seconds"]  # and its refresh: a version of the whole project
     assert rescored <= refreshed < 120
     assert "over 1 edits" in table and "(1 of 1 edits refreshed)" in table
+    # the refresh's own phases, from the backend's status: the tasks kept, not read again
+    phases = retrain["refresh_phase_seconds"]
+    assert set(phases) == {"fetch", "crf", "score", "publish", "refresh"}
+    assert 0 < phases["crf"] < phases["refresh"] <= refreshed
+    assert "The refresh's own phases, median over those edits: fetch " in table
 
 
 @pytest.mark.slow
