@@ -79,11 +79,11 @@ from testbed.projects import (
 )
 from testbed.servers import (
     BackendServer,
-    BackgroundProcess,
     LabelStudioServer,
     PeakMemory,
     RedisServer,
     ServerError,
+    WorkerProcess,
     cpu_seconds,
     largest_peak_mb,
     process_tree,
@@ -302,9 +302,7 @@ def backend_for(ls: LabelStudioServer, args, work: Path):
         backend = stack.enter_context(BackendServer(work / "models", env, work / "backend.log"))
         trainer = backend
         if args.mode == "redis":
-            worker = BackgroundProcess(
-                [sys.executable, "-m", "backend.worker"], backend.env, work / "worker.log"
-            )
+            worker = WorkerProcess(work / "models", env, work / "worker.log")
             trainer = stack.enter_context(worker)
         yield backend, trainer.proc.pid
 

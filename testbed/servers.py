@@ -788,6 +788,23 @@ class BackgroundProcess:
         self.stop()
 
 
+def product_env(model_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """The environment of a process of the product (server, worker): os.environ without the
+    caller's own SRW_* and REDIS_* settings, ``env`` over it, and ``model_dir`` as MODEL_DIR."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
+    return {**full, **env, "MODEL_DIR": str(model_dir)}
+
+
+class WorkerProcess(BackgroundProcess):
+    """The product's rq worker, ``python -m backend.worker`` as docker-compose runs it, with
+    :func:`product_env` (the server's, when given the same ``env``); not started."""
+
+    def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path):
+        super().__init__(
+            [sys.executable, "-m", "backend.worker"], product_env(model_dir, env), log_path
+        )
+
+
 class BackendServer(BackgroundProcess):
     """Our backend on a free port; ``env`` adds to (and overrides) os.environ.
 
@@ -808,9 +825,7 @@ class BackendServer(BackgroundProcess):
         worker_class: str | None = None,
     ):
         self.port = port or free_port()
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
-        full_env.update(env)
-        full_env["MODEL_DIR"] = str(model_dir)
+        full_env = product_env(model_dir, env)
         if workers is None:
             command = [
                 sys.executable,
@@ -873,10 +888,8 @@ def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
             redis = RedisServer().start()
             env.update(REDIS_URL=redis.url, RQ_QUEUE_NAME=f"srw-test-{workdir.name}")
         backend = BackendServer(workdir / "models", env, workdir / "backend.log").start()
-        if redis is not None:  # the product's worker, as docker-compose runs it
-            worker = BackgroundProcess(
-                [sys.executable, "-m", "backend.worker"], backend.env, workdir / "worker.log"
-            ).start()
+        if redis is not None:
+            worker = WorkerProcess(workdir / "models", env, workdir / "worker.log").start()
         yield backend, worker
     finally:
         for process in (worker, backend, redis):

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,9 +30,9 @@ from testbed.projects import (
 )
 from testbed.servers import (
     BackendServer,
-    BackgroundProcess,
     LabelStudioServer,
     RedisServer,
+    WorkerProcess,
     free_port,
     process_tree,
     require_label_studio,
@@ -72,13 +70,6 @@ _CONNECTED: set[tuple[int, str]] = set()
 
 def _env(ls: LabelStudioServer, **extra) -> dict[str, str]:
     return {**FAST, **ls.backend_env, **extra}
-
-
-def _worker(env: dict[str, str], model_dir: Path, log: Path) -> BackgroundProcess:
-    """``python -m backend.worker`` (what docker-compose runs), not started yet."""
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "REDIS_"))}
-    full.update(env, MODEL_DIR=str(model_dir))
-    return BackgroundProcess([sys.executable, "-m", "backend.worker"], full, log)
 
 
 def _train(backend: BackendServer, project: int) -> tuple[int, dict]:
@@ -150,7 +141,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
             # Texts of 4 sentences make each step slow.
             tasks = conll_tasks(np.random.default_rng(5), N_TASKS, sentences_per_task=4)
             project, _ = _project(label_studio, tasks=tasks)
-            with _worker(env, tmp_path / "models", tmp_path / "worker1.log"):
+            with WorkerProcess(tmp_path / "models", env, tmp_path / "worker1.log"):
                 assert _train(backend, project)[0] == 201
                 v1 = _trained(backend, project)
 
@@ -161,7 +152,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
             ml = label_studio.api("GET", f"/api/ml?project={project}")[0]["id"]
             code, reply = connect_model(label_studio, project, backend.url, {"epochs": 20}, ml)
             assert code == 200, reply
-            slow = _worker(env, tmp_path / "models", tmp_path / "worker2.log").start()
+            slow = WorkerProcess(tmp_path / "models", env, tmp_path / "worker2.log").start()
             try:
                 assert _train(backend, project)[0] == 201
                 _wait(
@@ -197,7 +188,7 @@ def test_worker_killed_mid_training(label_studio, tmp_path):
 
             code, reply = connect_model(label_studio, project, backend.url, {}, ml)
             assert code == 200, reply
-            with _worker(env, tmp_path / "models", tmp_path / "worker3.log"):
+            with WorkerProcess(tmp_path / "models", env, tmp_path / "worker3.log"):
                 assert _train(backend, project)[0] == 201
                 v2 = _trained(backend, project, other_than=v1)
             assert label_studio.sdk().projects.get(id=project).model_version == v2
@@ -245,7 +236,7 @@ def test_redis_stopped_and_started_again(label_studio, tmp_path):
         project, _ = _project(label_studio, seed=5)
         with (
             BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend,
-            _worker(env, tmp_path / "models", tmp_path / "worker.log") as worker,
+            WorkerProcess(tmp_path / "models", env, tmp_path / "worker.log") as worker,
         ):
             deadline = time.monotonic() + 60
             while "Listening on" not in worker.log(20) and time.monotonic() < deadline:

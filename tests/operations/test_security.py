@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import secrets
-import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -32,7 +30,7 @@ from backend.settings import Settings
 from backend.store import ProjectStore
 from backend.tasks import ConfigError
 from testbed.projects import publish_scout
-from testbed.servers import BackendServer, BackgroundProcess, RedisServer, free_port, require_redis
+from testbed.servers import BackendServer, RedisServer, WorkerProcess, free_port, require_redis
 from tests.doubles import (
     IMAGE_CONFIG,
     NER_CONFIG,
@@ -188,11 +186,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     }
     backend = BackendServer(model_dir, env, tmp_path / "backend.log")
     # The worker, as docker-compose runs it, reads the Redis URL from the environment.
-    worker = BackgroundProcess(
-        [sys.executable, "-m", "backend.worker"],
-        {**os.environ, **env, "MODEL_DIR": str(model_dir)},
-        tmp_path / "worker.log",
-    )
+    worker = WorkerProcess(model_dir, env, tmp_path / "worker.log")
     bodies: list[str] = []
 
     def call(method, path, body=None, credentials=auth, expect=None):
