@@ -1,7 +1,7 @@
 """The project's annotated tasks as last read from Label Studio, kept beside its versions: what
 a refresh (:mod:`backend.refresh`) trains the CRF on and scores, without reading the whole
-project from Label Studio again (1.6 s of a 1,000-task refresh's 7.8 s,
-``python -m benchmarks.scaling --sizes 1000``).
+project from Label Studio again (about 1.5 s at 1,000 tasks; docs/evaluation.md, "The refresh
+without reading the project").
 
 A training's read of the project replaces it (:func:`keep_project`); each rescore's read of the
 changed tasks updates them (:func:`keep_tasks`); a deletion of annotations, whose webhook names
