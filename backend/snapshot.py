@@ -52,16 +52,34 @@ def forget(store: ProjectStore) -> None:
 def load(store: ProjectStore) -> list[LabelStudioTask] | None:
     """The annotated tasks kept, in task order; None where nothing is kept (or it cannot be
     read: the caller reads the project)."""
+    kept = _read(store)
+    try:
+        return None if kept is None else [_task(task_id, e) for task_id, e in kept.items()]
+    except (KeyError, TypeError, ValueError) as err:
+        _damaged(store, err)
+        return None
+
+
+def _read(store: ProjectStore) -> dict | None:
+    """What is kept, task id -> :func:`_entry`; None where nothing is, or it is damaged (the
+    next project read replaces it)."""
     try:
         kept = json.loads((store.root / FILE).read_text())["tasks"]
-        return [_task(task_id, entry) for task_id, entry in kept.items()]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
-        logger.warning(
-            "project %s: the tasks kept cannot be read (%s): read again", store.project, err
-        )
+        _damaged(store, err)
         return None
+    if isinstance(kept, dict) and all(
+        isinstance(e, dict) and isinstance(e.get("read_at"), (int, float)) for e in kept.values()
+    ):
+        return kept
+    _damaged(store, "not a mapping of task ids to their reads")
+    return None
+
+
+def _damaged(store: ProjectStore, why) -> None:
+    logger.warning("project %s: the tasks kept cannot be read (%s): read again", store.project, why)
 
 
 def _update(
@@ -75,10 +93,7 @@ def _update(
 
     path = store.root / FILE
     with store.locked("snapshot"):
-        try:
-            kept = json.loads(path.read_text())["tasks"] if path.is_file() else None
-        except (OSError, ValueError, KeyError):
-            kept = None
+        kept = _read(store)
         if kept is None and not replace_all:
             return  # no project read to update
         newer = {t: e for t, e in (kept or {}).items() if e["read_at"] > read_at}

@@ -98,5 +98,8 @@ def test_a_forgotten_or_damaged_snapshot_reads_as_none(store):
     # and a damaged one is replaced by the next project read, not updated
     snapshot.keep_tasks(store, [1], _items(MERKEL_LOC), read_at=2.0)
     assert snapshot.load(store) is None
+    (store.root / snapshot.FILE).write_text('{"tasks": [1]}')  # JSON, not what was written
+    snapshot.keep_tasks(store, [1], _items(MERKEL_LOC), read_at=2.0)
+    assert snapshot.load(store) is None
     snapshot.keep_project(store, _items(MERKEL_LOC), read_at=3.0)
     assert _labels(store) == {"1": ("B-LOC", "I-LOC", "O")}
