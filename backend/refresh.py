@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -95,10 +96,21 @@ def load_scout_proba(folder: Path) -> dict[str, tuple[str, np.ndarray]]:
         }
 
 
-def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
+def refresh_project(
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    settings: Settings,
+    spec,
+    meanwhile: Callable[[], object] | None = None,
+) -> dict:
     """Refresh the version serving ``store``'s project (see the module's docstring) and serve
     the refreshed one. Returns ``{"refreshed": bool, ...}``: why not (``reason``), or the new
-    version, the tasks scored again and the seconds. Runs in the rescore job."""
+    version, the tasks scored again and the seconds. Runs in the rescore job.
+
+    ``meanwhile``: the rescore of the changed tasks, run while CRFsuite trains on the other
+    core (:meth:`SubRegWeigh.refit_crf`), so that the refresh does not wait for it; not run
+    when the refresh stops before its CRF (the caller runs it then). The tasks it scores are
+    scored again from the annotations it stored."""
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
     clock = PhaseClock()
@@ -123,7 +135,11 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
     clock.lap("fetch")
     decided = reviews.decided(store, annotated, spec.task)
     verified = [ex for ex in annotated if ex.id in decided] * (REVIEWED_WEIGHT - 1)
-    refreshed = srw.refit_crf([*annotated, *verified, *reference_examples(settings, spec)])
+    beside: dict = {}
+    refreshed = srw.refit_crf(
+        [*annotated, *verified, *reference_examples(settings, spec)],
+        meanwhile=None if meanwhile is None else _timed(meanwhile, beside),
+    )
     clock.lap("crf")
     stored = store.scores(base)
     covered = [item for item in items if _covered(item, stored, kept)]
@@ -152,6 +168,7 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         "read_project": read_project,
         "seconds": seconds,
         "phase_seconds": dict(clock.seconds),
+        "rescore_beside_crf_seconds": beside.get("seconds"),
         "finished_at": time.time(),
     }
     store.update_status(last_refresh=last, scores_in_label_studio=version)
@@ -171,6 +188,19 @@ def refresh_project(api: LabelStudioAPI, store: ProjectStore, settings: Settings
         clock,
     )
     return {"refreshed": True, **last}
+
+
+def _timed(fn: Callable[[], object], into: dict) -> Callable[[], object]:
+    """``fn``, its wall seconds put in ``into["seconds"]`` when it returns or raises."""
+
+    def run():
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            into["seconds"] = round(time.perf_counter() - start, 3)
+
+    return run
 
 
 # A refresh deletes the predictions of the versions it superseded once there are this many:

@@ -6,14 +6,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 from backend import project_settings, reviews, served, snapshot
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
 from backend.store import ProjectStore, retrain_due
-from backend.tasks import name_annotators, parse_label_config, read_tasks
+from backend.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
@@ -36,18 +37,19 @@ def rescore_project(project: str, settings: Settings) -> dict:
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-        written, changed = 0, 0
+        written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
-            before = _labels_of(store, version)
-            written = rescore_tasks(api, store, settings, spec, pending)
-            changed = _labels_changed(store, before, pending)
+            read = read_changed(api, store, spec, pending)
+            write = _Once(partial(write_scores, api, store, settings, spec, read))
+            # a save that changed no label refreshes nothing; a refresh trains its CRF while
+            # the changed tasks' own scores are computed and written
+            if _labels_changed(store, version, spec, read) and not _training_due(store, settings):
+                refreshed = _refresh(api, store, settings, spec, meanwhile=write)
+            written = write()
         slips = store.take_status("slips_pending")
         if not (pending or slips):
             return {"rescored": 0}
-        refreshed = {}
-        if changed and not _training_due(store, settings):  # a save that changed no label: none
-            refreshed = _refresh(api, store, settings, spec)
         if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served
             _move_up_repeats(api, store, version, slips, skip=pending)
     except Exception as err:
@@ -88,15 +90,34 @@ def rescore_project(project: str, settings: Settings) -> dict:
     return {"rescored": written, "seconds": seconds}
 
 
-def _labels_of(store: ProjectStore, version: str) -> dict[str, str]:
-    """Task id -> the fingerprint of its annotations as ``version`` stores them."""
-    return {task: entry.get("fingerprint") for task, entry in store.scores(version).items()}
+def _labels_changed(store: ProjectStore, version: str, spec: LabelingSpec, read) -> int:
+    """How many of the tasks ``read`` (as Label Studio lists them) hold other annotations than
+    ``version`` stores for them: those its rescore will store anew."""
+    stored = store.scores(version)
+    return sum(
+        stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+        for item in read_tasks(read, spec).tasks
+        if item is not None
+    )
 
 
-def _labels_changed(store: ProjectStore, before: dict, tasks) -> int:
-    """How many of ``tasks`` the rescore stored with other annotations than ``before``."""
-    now = _labels_of(store, store.current_version())
-    return sum(now.get(str(task)) != before.get(str(task)) for task in tasks)
+class _Once:
+    """``fn()`` run at its first call; later calls return its result, or raise its error,
+    again."""
+
+    def __init__(self, fn: Callable[[], object]):
+        self.fn, self.ran, self.error, self.result = fn, False, None, None
+
+    def __call__(self):
+        if not self.ran:
+            self.ran = True
+            try:
+                self.result = self.fn()
+            except BaseException as err:
+                self.error = err
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
@@ -107,14 +128,19 @@ def _training_due(store: ProjectStore, settings: Settings) -> bool:
     return status.get("state") == "running" or retrain_due(status, retrain_after)
 
 
-def _refresh(api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec) -> dict:
-    """:func:`backend.refresh.refresh_project` after this job's rescores: a failure is logged
-    and leaves the rescored version serving (the next change tries again)."""
+def _refresh(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec, meanwhile: _Once
+) -> dict:
+    """:func:`backend.refresh.refresh_project` with this job's rescore as its ``meanwhile``: a
+    failure of the refresh is logged and leaves the rescored version serving (the next change
+    tries again); one of the rescore fails the job, as without a refresh."""
     from backend.refresh import refresh_project
 
     try:
-        return refresh_project(api, store, settings, spec)
+        return refresh_project(api, store, settings, spec, meanwhile=meanwhile)
     except Exception as err:
+        if meanwhile.error is err:
+            raise
         logger.warning(
             "project %s: the refresh after the changes failed (the version before it serves): "
             "%s: %s",
@@ -134,10 +160,17 @@ def rescore_tasks(
     api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
 ) -> int:
     """Read ``tasks`` (ids) from Label Studio, within the project only, keep the reviewers'
-    decisions they show (:func:`backend.reviews.decide`), score them with the current version
-    (only what changed is computed, see :func:`predict`) and make each score the task's one
-    prediction of that version. Returns how many were written; a task the project does not
-    hold (gone, or another project's) is skipped and logged."""
+    decisions they show (:func:`read_changed`), score them with the current version (only
+    what changed is computed, see :func:`predict`) and make each score the task's one
+    prediction of that version (:func:`write_scores`). Returns how many were written; a task
+    the project does not hold (gone, or another project's) is skipped and logged."""
+    return write_scores(api, store, settings, spec, read_changed(api, store, spec, tasks))
+
+
+def read_changed(api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks) -> list:
+    """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
+    reviewers' decisions they show are kept (:func:`backend.reviews.decide`), and for NER the
+    tasks as they now stand (:mod:`backend.snapshot`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)
@@ -157,6 +190,14 @@ def rescore_tasks(
     version = store.current_version()
     if read and version is not None:
         reviews.decide(store, version, spec, read)
+    return read
+
+
+def write_scores(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, read
+) -> int:
+    """Score the tasks ``read`` (:func:`read_changed`) with the current version and make each
+    score the task's one prediction of that version; how many were written."""
     with store.locked("writing"):  # not between a training's writes: one prediction per task
         results = predict(settings, store.project, spec, read, from_label_studio=True)
         written = [

@@ -166,6 +166,11 @@ def parse_args(argv=None):
         type=int,
         help="the CRF's L-BFGS iterations (default: the product's FeatureTagger's)",
     )
+    parser.add_argument(
+        "--crf-context-dims",
+        type=int,
+        help="the CRF's context components (default: the product's FeatureTagger's)",
+    )
     parser.add_argument("--cache", type=Path, help="folder for the scouts' outputs (default: none)")
     parser.add_argument(
         "--resume", action="store_true", help="keep the seeds a stopped run of --name finished"
@@ -379,6 +384,8 @@ def run_seed(args, seed: int, pair) -> dict:
     scout_gold, tags, train_s = ensemble_outputs(args, seed, examples)
 
     crf_options = {} if args.crf_iterations is None else {"max_iterations": args.crf_iterations}
+    if args.crf_context_dims is not None:
+        crf_options["context_dims"] = args.crf_context_dims
     crf = FeatureTagger(**crf_options).fit(examples) if args.crf else None
 
     def with_crf(annotations, gold, reviewed=()) -> list:  # the product's p(gold): the CRF's beside
@@ -496,6 +503,11 @@ def markdown(result) -> str:
             + (
                 f"; the CRF's L-BFGS capped at {cfg['crf_iterations']} iterations"
                 if cfg.get("crf_iterations") is not None
+                else ""
+            )
+            + (
+                f"; {cfg['crf_context_dims']} context components"
+                if cfg.get("crf_context_dims") is not None
                 else ""
             )
             + "); "

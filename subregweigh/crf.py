@@ -334,20 +334,24 @@ class FeatureTagger:
         return self._train(examples, vectors, meanwhile)
 
     def refit(
-        self, examples: Sequence[Example], max_iterations: int | None | Literal["same"] = "same"
+        self,
+        examples: Sequence[Example],
+        max_iterations: int | None | Literal["same"] = "same",
+        meanwhile: Callable[[], object] | None = None,
     ) -> FeatureTagger:
         """A new tagger of the same parameters and context projection, trained on ``examples``:
         the annotations as they stand now. The projection is fitted on the words' vectors
         alone, never on the tags, so that on the same texts this equals a :meth:`fit`; the
         texts this tagger has projected are not sent through the encoder again. This tagger
-        is left as it is. ``max_iterations``: the new tagger's (``"same"``: this one's)."""
+        is left as it is. ``max_iterations``: the new tagger's (``"same"``: this one's).
+        ``meanwhile``: work to do while CRFsuite trains, as in :meth:`fit`."""
         self._check_params()
         fresh = copy.copy(self)
         if max_iterations != "same":
             fresh.max_iterations = max_iterations
         fresh.__dict__.pop("model_", None)
         fresh._projected = self._cache()  # shared: the same texts project the same
-        return fresh._train([ex for ex in examples if ex.words])
+        return fresh._train([ex for ex in examples if ex.words], meanwhile=meanwhile)
 
     def _check_params(self) -> None:
         if not 0 <= self.c2 < np.inf:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -406,17 +406,20 @@ class SubRegWeigh:
         ]
         return predicted, gold_proba, predicted_proba
 
-    def refit_crf(self, examples: Sequence[Example]) -> SubRegWeigh:
+    def refit_crf(
+        self, examples: Sequence[Example], meanwhile: Callable[[], object] | None = None
+    ) -> SubRegWeigh:
         """A copy of this weigher with its CRF trained again on ``examples`` (the annotations as
         they stand now; :meth:`FeatureTagger.refit`), the scouts shared. With the
         ``scout_proba`` of an earlier pass, :meth:`weigh_deterministic` then reflects a
         changed convention in every sentence's p(gold) in seconds, with no scout trained or
-        run. NER with a CRF only."""
+        run. NER with a CRF only. ``meanwhile``: work to do while CRFsuite trains on its own
+        core (:meth:`FeatureTagger.fit`); the copy is the same either way."""
         self._check_fitted()
         if self.crf_ is None:
             raise ValueError("refit_crf needs a NER weigher with a CRF (crf=True)")
         refitted = copy.copy(self)
-        refitted._set_parts(list(self.scouts_), self.crf_.refit(examples))
+        refitted._set_parts(list(self.scouts_), self.crf_.refit(examples, meanwhile=meanwhile))
         return refitted
 
     def candidates(self, examples: Sequence[Example]):

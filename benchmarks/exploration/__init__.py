@@ -46,6 +46,44 @@ def half_aps(quality, flags, parts: dict, prefix: str = "AP") -> dict[str, float
     }
 
 
+# The columns of :func:`crf_cells`.
+CRF_COLUMNS = ["CRF AP", "mix AP whole", "first half", "second half"]
+
+
+def crf_quality(original, crf_gold, scout_golds, flags, parts) -> dict:
+    """A CRF's real-error rows on the whole set as annotated (``original``; ``crf_gold``: its
+    p(gold) of every word): ``"CRF AP whole"``, its own AP, and ``"mix"``, the served score's
+    AP on each of ``parts`` of its mix with each of ``scout_golds`` (the cached scouts' p(gold),
+    one per seed), mean ± sd."""
+    from subregweigh.crf import mix_gold
+    from subregweigh.options import SOFTMIN_TEMPERATURE
+
+    alone = harness.served_score(original, crf_gold, SOFTMIN_TEMPERATURE)
+    mixes = [
+        half_aps(
+            harness.served_score(original, mix_gold(g, crf_gold), SOFTMIN_TEMPERATURE),
+            flags,
+            parts,
+        )
+        for g in scout_golds
+    ]
+    return {
+        "CRF AP whole": half_aps(alone, flags, parts)["AP whole"],
+        "mix": harness.summarize_rows(mixes, list(mixes[0])),
+    }
+
+
+def crf_cells(row: dict) -> list[str]:
+    """:data:`CRF_COLUMNS`' cells of a :func:`crf_quality` row."""
+    mix = row["mix"]
+    return [
+        f"{row['CRF AP whole']:.3f}",
+        harness.pm(mix["AP whole"]),
+        harness.pm(mix["AP first half"]),
+        harness.pm(mix["AP second half"]),
+    ]
+
+
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:
     """What an exploration does with its table: ``lines`` (markdown) and ``fields`` (JSON),
     stamped with ``python -m benchmarks.exploration.MODULE ARGV``, the footer appended, saved

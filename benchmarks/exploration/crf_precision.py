@@ -16,7 +16,15 @@ seed's draw of that many sentences::
 from __future__ import annotations
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
+from benchmarks.exploration import (
+    CRF_COLUMNS,
+    cache_parser,
+    crf_cells,
+    crf_quality,
+    half_aps,
+    real_error_halves,
+    save,
+)
 from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
 from benchmarks.real_errors import halves_base_rate
 from subregweigh.crf import FeatureTagger, context_vectors, mix_gold
@@ -48,17 +56,7 @@ def main(argv=None) -> int:
             "vectors s 14041": vector_seconds([ex.words for ex in train], precision),
         }
         crf_gold = FeatureTagger(precision=precision).fit(original).gold_proba(original)
-        quality = harness.served_score(original, crf_gold, SOFTMIN_TEMPERATURE)
-        row["CRF AP whole"] = half_aps(quality, flags, parts)["AP whole"]
-        mixes = [
-            half_aps(
-                harness.served_score(original, mix_gold(g, crf_gold), SOFTMIN_TEMPERATURE),
-                flags,
-                parts,
-            )
-            for g in scouts
-        ]
-        row["mix"] = harness.summarize_rows(mixes, list(mixes[0]))
+        row |= crf_quality(original, crf_gold, scouts, flags, parts)
         drawn = []
         for pick, gold in draws:
             examples = [original[i] for i in pick]
@@ -95,17 +93,11 @@ def markdown(rows: dict, flags, args) -> list[str]:
         "train (14,041), this machine.",
         "",
         *harness.table(
-            ["precision", "CRF AP", "mix AP whole", "first half", "second half"]
+            ["precision", *CRF_COLUMNS]
             + ([f"mix AP, {draws}"] if draws else [])
             + ["vectors s, 3,453", "vectors s, 14,041"],
             [
-                [
-                    precision,
-                    f"{row['CRF AP whole']:.3f}",
-                    harness.pm(row["mix"]["AP whole"]),
-                    harness.pm(row["mix"]["AP first half"]),
-                    harness.pm(row["mix"]["AP second half"]),
-                ]
+                [precision, *crf_cells(row)]
                 + ([harness.pm(row["drawn"]["AP whole"])] if draws else [])
                 + [f"{row['vectors s whole set']:.1f}", f"{row['vectors s 14041']:.1f}"]
                 for precision, row in rows.items()

@@ -144,3 +144,41 @@ def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path
     }
     atomic_write_json(store.root / "reviews.json", {"decisions": kept, "history": []})
     assert reviews.decided(store, now, "ner") == {"7/70", "8/80"}
+
+
+@pytest.mark.parametrize("fails", ["before the CRF", "after the rescore", "in the rescore"])
+def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails_the_job(
+    tmp_path, monkeypatch, fails
+):
+    """The rescore of the changed tasks runs beside the refresh's CRF (refresh_project's
+    ``meanwhile``). Whatever the refresh does, the rescore runs once; a failed refresh is logged
+    and the rescore's scores stand; a failed rescore fails the job. Faults injected: the
+    refresh itself is tested through a real Label Studio (tests/labelstudio/test_refresh.py)."""
+    from backend import rescore
+
+    runs = []
+
+    def write():
+        runs.append("write")
+        if fails == "in the rescore":
+            raise KeyError("rescore")
+        return 3
+
+    def failing_refresh(api, store, settings, spec, meanwhile):
+        if fails != "before the CRF":
+            meanwhile()
+        raise RuntimeError("refresh")
+
+    monkeypatch.setattr(refresh, "refresh_project", failing_refresh)
+    once = rescore._Once(write)
+    store = ProjectStore(tmp_path, "1")
+    if fails == "in the rescore":
+        with pytest.raises(KeyError, match="rescore"):
+            rescore._refresh(None, store, None, None, meanwhile=once)
+        with pytest.raises(KeyError, match="rescore"):
+            once()
+    else:
+        outcome = rescore._refresh(None, store, None, None, meanwhile=once)
+        assert outcome == {"refreshed": False, "reason": "RuntimeError: refresh"}
+        assert once() == 3 and once() == 3
+    assert runs == ["write"]

@@ -178,6 +178,11 @@ def test_beside_other_work_crfsuite_trains_the_same_model_in_its_own_process(sen
     finally:
         torch.set_num_threads(threads)
     assert alone.model_ == plain.model_ and seen[-1] == "after"
+    # a refit beside other work (the refresh beside the rescore): the refit a plain one makes
+    relabelled = [*sentences[150:200], *sentences[:100]]
+    refit = plain.refit(relabelled, meanwhile=lambda: seen.append(torch.get_num_threads()))
+    assert refit.model_ == plain.refit(relabelled).model_ != plain.model_
+    assert seen[-1] == max(1, threads - 1) and torch.get_num_threads() == threads
 
 
 def test_when_the_work_beside_fails_crfsuite_is_stopped_and_the_error_goes_on(

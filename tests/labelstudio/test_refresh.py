@@ -119,6 +119,8 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
     assert versions.get(current) == len(tasks), versions
     assert refresh["seconds"] > 0 and refresh["annotations"] == len(tasks)
+    # the last fix's own rescore ran while the CRF trained, within the CRF's phase
+    assert 0 < refresh["rescore_beside_crf_seconds"] <= refresh["phase_seconds"]["crf"]
     # trained on the tasks the training read and the rescores updated (backend.snapshot), with
     # every fix: the project was not read again
     assert refresh["read_project"] is False

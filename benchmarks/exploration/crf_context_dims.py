@@ -1,0 +1,115 @@
+"""How many context components the CRF needs: real-error AP against the refit's seconds.
+
+Each word's context vector reaches the CRF as ``context_dims`` real-valued features (PCA of the
+MiniLM's middle layer; :data:`subregweigh.crf.CONTEXT_DIMS`). Each L-BFGS iteration reads every
+feature of every word for every tag, so the components are most of CRFsuite's work: they set
+how long the refresh between trainings waits for its CRF (``backend.refresh``). For each
+number of components given: the product's CRF trained on CoNLL-2003 test as annotated, its own
+AP against CoNLL++ and its mix with the cached scouts (3 scouts of 3 epochs, per seed); with
+``--draws``, its mix with one cached scout on each seed's draw of that many sentences, and the
+refit's seconds there (``FeatureTagger.refit``: CRFsuite alone, the projection kept, what a
+refresh pays), median of 3::
+
+    python -m benchmarks.exploration.crf_context_dims --cache /tmp/review-loop --draws 1000 \\
+        --threads 2 64 32 16
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks import harness
+from benchmarks.exploration import (
+    CRF_COLUMNS,
+    cache_parser,
+    crf_cells,
+    crf_quality,
+    half_aps,
+    real_error_halves,
+    save,
+)
+from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
+from benchmarks.real_errors import halves_base_rate
+from subregweigh.crf import FeatureTagger, mix_gold
+from subregweigh.options import SOFTMIN_TEMPERATURE
+
+NAME = "crf-context-dims"
+REFITS = 3
+
+
+def main(argv=None) -> int:
+    parser = cache_parser(__doc__)
+    parser.add_argument("dims", nargs="+", type=int, help="context components; 0: none")
+    parser.add_argument("--draws", type=int, help="also this many sentences drawn per seed")
+    parser.add_argument("--threads", type=int, help="torch threads")
+    parser.add_argument("--name", default=NAME)
+    args = parser.parse_args(argv)
+    harness.start(args.threads)
+    original, flags, parts = real_error_halves()
+    scouts = ensemble_golds(args, original)
+    draws = drawn_golds(args, original) if args.draws else []
+    rows = {}
+    for dims in args.dims:
+        crf_gold = FeatureTagger(context_dims=dims).fit(original).gold_proba(original)
+        row = crf_quality(original, crf_gold, scouts, flags, parts)
+        drawn, seconds = [], []
+        for pick, gold in draws:
+            examples = [original[i] for i in pick]
+            tagger = FeatureTagger(context_dims=dims).fit(examples)
+            quality = harness.served_score(
+                examples, mix_gold(gold, tagger.gold_proba(examples)), SOFTMIN_TEMPERATURE
+            )
+            drawn.append(half_aps(quality, flags[pick], {"whole": slice(None)}))
+            seconds.append(
+                float(np.median([harness.timed(tagger.refit, examples)[1] for _ in range(REFITS)]))
+            )
+        if drawn:
+            row["drawn"] = harness.summarize_rows(drawn, ["AP whole"])
+            row["refit s"] = float(np.mean(seconds))
+        rows[dims] = row
+        print(f"{dims} components: {row}", flush=True)
+    text = save(
+        "crf_context_dims",
+        args.name,
+        argv,
+        markdown(rows, flags, args),
+        source=str(args.cache),
+        rows={str(k): v for k, v in rows.items()},
+    )
+    print(text)
+    return 0
+
+
+def markdown(rows: dict, flags, args) -> list[str]:
+    draws = f"{args.draws}-sentence draws" if args.draws else ""
+    return [
+        "## How many context components the CRF needs",
+        "",
+        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
+        "trained on the whole set as annotated with each number of context components: its "
+        "own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean ± sd over "
+        f"{args.seeds} seeds)"
+        + (
+            f"; on {draws}, its mix with one cached scout per seed, and the refit's seconds "
+            "there (CRFsuite alone, the projection kept: what a refresh waits for; the mean "
+            f"over the draws of the median of {REFITS}), this machine"
+            if draws
+            else ""
+        )
+        + ".",
+        "",
+        *harness.table(
+            ["context components", *CRF_COLUMNS]
+            + ([f"mix AP, {draws}", "refit s"] if draws else []),
+            [
+                [str(dims), *crf_cells(row)]
+                + ([harness.pm(row["drawn"]["AP whole"]), f"{row['refit s']:.2f}"] if draws else [])
+                for dims, row in rows.items()
+            ],
+        ),
+        "",
+    ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
