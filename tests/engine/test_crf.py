@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from subregweigh.crf import (
+    CONTEXT_DIMS,
     FeatureTagger,
     context_vectors,
     word_features,
@@ -127,7 +128,8 @@ def test_context_vectors_in_bfloat16_point_where_float32_ones_do(sentences):
 def test_the_crf_reads_the_context_and_keeps_it_through_save_and_load(tagger, sentences, tmp_path):
     words_only = FeatureTagger(context_dims=0).fit(sentences)
     assert not hasattr(words_only, "context_components_")
-    assert tagger.context_components_.shape == (64, 384) and tagger.context_mean_.shape == (384,)
+    assert tagger.context_components_.shape == (CONTEXT_DIMS, 384)
+    assert tagger.context_mean_.shape == (384,)
     assert words_only.model_ != tagger.model_
     assert not np.allclose(
         np.concatenate(words_only.gold_proba(sentences)),
