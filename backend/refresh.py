@@ -5,7 +5,8 @@ A NER version keeps its scouts' tag distributions of every annotated task
 (:data:`SCOUT_PROBA`, written when the version is published). After annotation changes, the
 rescore job trains the CRF again on the annotations as they now stand
 (:meth:`SubRegWeigh.refit_crf`, seconds where the CRF comes first: at most
-:data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples) and mixes it with those kept
+:data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples; CRFsuite in a process of its own while
+the changed tasks' own rescore runs on the other core) and mixes it with those kept
 distributions: every task the version scored, with the annotations it scored, is scored again,
 and the result is published as a new version made of the same scouts (linked, not copied) and
 the refitted CRF, its scores written to Label Studio in one import. The scouts' own view of a
