@@ -26,7 +26,15 @@ import numpy as np
 from seqeval.metrics import f1_score
 
 from benchmarks import harness
-from benchmarks.exploration import cache_parser, half_aps, real_error_halves, save
+from benchmarks.exploration import (
+    CRF_COLUMNS,
+    cache_parser,
+    crf_cells,
+    crf_quality,
+    half_aps,
+    real_error_halves,
+    save,
+)
 from benchmarks.real_errors import draw, halves_base_rate
 from benchmarks.review_loop import scout_outputs, whole_set_settings
 from subregweigh.crf import FeatureTagger, mix_gold
@@ -107,15 +115,10 @@ def main(argv=None) -> int:
     real: dict = {}
     for cap in args.caps:
         tagger, seconds = capped(base, cap, original)
-        crf_gold = tagger.gold_proba(original)
-        row = {"seconds": seconds}
-        crf_quality = harness.served_score(original, crf_gold, SOFTMIN_TEMPERATURE)
-        row["CRF AP whole"] = half_aps(crf_quality, flags, parts)["AP whole"]
-        runs = []
-        for gold in scouts:
-            quality = harness.served_score(original, mix_gold(gold, crf_gold), SOFTMIN_TEMPERATURE)
-            runs.append(half_aps(quality, flags, parts))
-        row["mix"] = harness.summarize_rows(runs, list(runs[0]))
+        row = {
+            "seconds": seconds,
+            **crf_quality(original, tagger.gold_proba(original), scouts, flags, parts),
+        }
         real[cap] = row
         print(f"real errors, cap {cap}: {row}", flush=True)
 
@@ -162,18 +165,8 @@ def markdown(real: dict, drawn: dict, large: dict, flags, args) -> list[str]:
         "(the context projection kept), on this machine.",
         "",
         *harness.table(
-            ["L-BFGS iterations", "CRF AP", "mix AP whole", "first half", "second half", "s"],
-            [
-                [
-                    name(cap),
-                    f"{row['CRF AP whole']:.3f}",
-                    harness.pm(row["mix"]["AP whole"]),
-                    harness.pm(row["mix"]["AP first half"]),
-                    harness.pm(row["mix"]["AP second half"]),
-                    f"{row['seconds']:.1f}",
-                ]
-                for cap, row in real.items()
-            ],
+            ["L-BFGS iterations", *CRF_COLUMNS, "s"],
+            [[name(cap), *crf_cells(row), f"{row['seconds']:.1f}"] for cap, row in real.items()],
         ),
         "",
     ]
