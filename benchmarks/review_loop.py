@@ -10,8 +10,10 @@ each round's cost, for:
   deterministic p(gold), ``--softmin-temperature``), read top down;
 * ``propagate``: after each round, every unreviewed sentence that annotates a word form as a
   fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
-  an entity word), has its score multiplied by ``--boost``: the same convention slip elsewhere
-  moves up (from ``--propagate-after`` sentences read);
+  an entity word), has its score multiplied by ``--boost`` per the slip's weight: the same
+  convention slip elsewhere moves up (from ``--propagate-after`` sentences read). The weight
+  (``--propagate-rule``): ``net``, the product's, the fixes of that slip less the sentences
+  read that held it unchanged (``subregweigh.review.net_slips``); ``count``, the fixes alone;
 * ``learn``: after each round, :class:`benchmarks.review_ranker.ReviewRanker` fits a logistic
   regression on the decided sentences (the scout's doubt, the sentence's shape, how the scout's
   own tagging disagrees with the annotation, by kind and type pair, and the slips of the fixed
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +68,7 @@ from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
-from subregweigh.review import slip_keys, word_types
+from subregweigh.review import convention_pairs, net_slips, slip_keys, word_types
 
 NAME = "review_loop"
 POLICIES = (
@@ -88,6 +91,13 @@ def parse_args(argv=None):
     add_scout_arguments(parser)
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
     parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
+    parser.add_argument(
+        "--propagate-rule",
+        choices=("net", "count"),
+        default="net",
+        help="propagate: a slip's weight, the fixes less the sentences read that held it "
+        "unchanged (net, the product's) or the fixes alone (count) (default: net)",
+    )
     parser.add_argument(
         "--propagate-after",
         type=int,
@@ -186,7 +196,8 @@ def parse_args(argv=None):
 def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -> list[dict]:
     """Rounds of ``batch`` until every sentence is read; per round the sentences read, the errors
     found so far and the seconds the rescoring took. ``policy``: ``static``, ``propagate``,
-    ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost`` (propagate), ``X`` (the
+    ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost`` and ``propagate_rule``
+    (:func:`slip_weights`): propagate; ``X`` (the
     :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn;
     ``rescore`` (the annotations as they stand -> a new quality per sentence),
     ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain; ``refit``
@@ -195,12 +206,10 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
     doubt = -static
     n = len(static)
-    by_key: dict = {}
-    for i, ex in enumerate(original):
-        for key in word_types(ex.words, ex.label):
-            by_key.setdefault(key, []).append(i)
+    pairs = [word_types(ex.words, ex.label) for ex in original]
     reviewed = np.zeros(n, dtype=bool)
     fixes: list = []
+    decided: list = []  # (convention pairs, slips) of each sentence read
     rounds = []
     while not reviewed.all():
         open_ = np.flatnonzero(~reviewed)
@@ -210,9 +219,13 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
         fixed_now = [(int(i), corrected[i]) for i in picked[flags[picked]]]
         fixes += fixed_now
         if "propagate" in policy:  # the same slip elsewhere moves up
-            for i, fixed in fixed_now:
-                for key in slip_keys(original[i], fixed):
-                    boosts[by_key.get(key, [])] *= kw["boost"]  # -quality < 0: toward 0 is up
+            slips = {i: slip_keys(original[i], fixed) for i, fixed in fixed_now}
+            for i in picked:
+                ex = original[i]
+                decided.append((convention_pairs(ex.words, ex.label), slips.get(int(i), ())))
+            weights = slip_weights(decided, kw.get("propagate_rule", "net"))
+            repeats = [sum(weights[p] for p in sentence if p in weights) for sentence in pairs]
+            boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
         retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
         refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
         if retrain or refit:
@@ -242,6 +255,16 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             }
         )
     return rounds
+
+
+def slip_weights(decided, rule: str) -> Counter:
+    """Each fixed slip's weight after the sentences ``decided`` ((convention pairs, slips) per
+    sentence read): ``net``, the product's (:func:`subregweigh.review.net_slips`: the fixes
+    less the sentences read that held the pair unchanged); ``count``, the fixes alone (the
+    product's before 2026-11-29)."""
+    if rule == "net":
+        return net_slips(decided)
+    return Counter(pair for _, slips in decided for pair in slips)
 
 
 def retrain_due(n_rounds: int, n_reviewed: int, kw) -> bool:
@@ -451,6 +474,7 @@ def run_seed(args, seed: int, pair) -> dict:
             policy,
             boost=args.boost,
             propagate_after=args.propagate_after,
+            propagate_rule=args.propagate_rule,
             X=X,
             C=args.ranker_c,
             rescore=rescore,
@@ -492,7 +516,13 @@ def markdown(result) -> str:
         "",
         f"{runs[0]['n']} sentences ({cfg['size']}), {runs[0]['n_errors']} erroneous in the first "
         f"draw (base rate {runs[0]['n_errors'] / runs[0]['n']:.3f}); rounds of {cfg['batch']}; "
-        f"propagate boost {cfg['boost']}; learn: ReviewRanker(C={cfg.get('ranker_c', 0.05)}); "
+        f"propagate boost {cfg['boost']} per "
+        + (
+            "fix of the slip (`count`)"
+            if cfg.get("propagate_rule", "count") == "count"
+            else "fix of the slip less the sentences read that held it unchanged (`net`)"
+        )
+        + f"; learn: ReviewRanker(C={cfg.get('ranker_c', 0.05)}); "
         + (
             f"p(gold) averaged over {cfg['ensemble']} scouts; "
             if cfg.get("ensemble", 1) > 1
