@@ -99,16 +99,19 @@ def own_regions(annotation: Mapping, from_name: str) -> list[dict]:
 def judged(key: str, ex: Example, spec, record: Mapping, annotation: Mapping, version: str) -> dict:
     """What Label Studio's ``annotation`` (read into ``ex``) is beside the ``record`` the
     version scored: its content, when and by whom it was saved, its review choice where the
-    config has the control, and (NER) the slips a fix of it makes."""
+    config has the control, and (NER) the slips a fix of it makes and the convention pairs the
+    scored annotation held (:func:`subregweigh.review.convention_pairs`)."""
     task, ann = key.split("/", 1)
-    slips = []
+    slips, pairs = [], []
     if "words" in record and "tags" in record:
         before = Example(id=key, words=tuple(record["words"]), label=tuple(record["tags"]))
         slips = sorted(review.slip_keys(before, ex)) if before.words == ex.words else []
+        pairs = sorted(review.convention_pairs(before.words, before.label))
     out = {
         "task": task,
         "annotation": ann,
         "slips": [list(s) for s in slips],
+        "pairs": [list(p) for p in pairs],
         "hash": content_hash(example_record(ex, spec.task)),
         "saved_at": annotation.get("updated_at"),
         "reviewer": reviewer(annotation),
@@ -212,4 +215,6 @@ def outcome(j: Mapping, prior: Mapping, control: bool, seen: float) -> dict | No
         "reviewers": {**(prior.get("reviewers") or {}), who: decision},
         **({"result": j["result"]} if vouched(decision, control) else {}),
         **slips,
+        # what the reviewer saw and left: a decision's unchanged pairs weigh against a slip
+        **({"pairs": j["pairs"]} if j.get("pairs") else {}),
     }

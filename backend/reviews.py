@@ -186,19 +186,12 @@ def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) 
     return float(j["score"]) * served.SLIP_BOOST**repeats
 
 
-def _counting_slips(decision: Mapping) -> set[str]:
-    """The status keys of the slips ``decision`` moves up (none once reverted)."""
-    if not decision.get("slips") or not decision.get("fixed", True):
-        return set()
-    return {served.SLIP_SEP.join(s) for s in decision["slips"]}
-
-
 def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, str]:
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
     current decision per annotation and a bounded history. Slips that start or stop counting
-    are queued for the rescore, which rewrites their repeats' predictions."""
+    are queued for the rescore, which rewrites their repeats' predictions: every slip whose
+    weight the decisions changed (:func:`backend.served.slips`)."""
     made: dict[str, str] = {}
-    moved: set[str] = set()
     with store.locked():
         reviews = load(store)
         confirmed, fixed = served.confirmed(reviews), served.slips(reviews)  # as served so far
@@ -215,7 +208,6 @@ def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, s
             else:
                 new.update(at=prior.get("at", now), last_at=now, count=prior.get("count", 0) + 1)
                 reviews["decisions"][key] = new
-            moved |= _counting_slips(prior) ^ _counting_slips(new)
             reviews["history"] = [
                 *reviews["history"][-(HISTORY - 1) :],
                 [round(now, 3), j["task"], j["annotation"], new["decision"], j["reviewer"]],
@@ -233,6 +225,12 @@ def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, s
             )
         if made:
             atomic_write_json(_path(store), reviews)
+        weights = served.slips(reviews).counts
+    moved = {
+        served.SLIP_SEP.join(pair)
+        for pair in {*fixed.counts, *weights}
+        if fixed.counts.get(pair) != weights.get(pair)
+    }
     if moved:  # the next rescore rewrites the predictions of the tasks that repeat them
         new_slips = dict.fromkeys(sorted(moved), 1)
         store.update_status(slips_pending=lambda pending: {**new_slips, **(pending or {})})

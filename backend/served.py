@@ -8,7 +8,10 @@
   own regions or choices, each with a note naming the reviewer), not the scout's suggestion:
   a confirmed MISC must not be shown as the scout's PER at 100%.
 * A **fix**'s slips move up their repeats: an annotation's served score is multiplied by
-  :data:`SLIP_BOOST` for every repeat of a (word, type) pair reviewers fixed elsewhere.
+  :data:`SLIP_BOOST` per repeat of a (word, type) pair reviewers fixed elsewhere, as often as
+  that slip's weight: the fixes that changed it less the decided annotations that held it
+  unchanged (:func:`subregweigh.review.net_slips`), so a pair reviewers keep confirming stops
+  moving its repeats up.
 
 The stored scores stay the scout's; only what is served changes.
 """
@@ -19,13 +22,23 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from backend.decisions import BY_CONTROL, FIXED, content_hash, vouched, when
+from backend.decisions import (
+    BY_CONTROL,
+    CONFIRMED,
+    FIXED,
+    REVERTED,
+    content_hash,
+    vouched,
+    when,
+)
 from subregweigh import review
 
 # An annotation's served score is multiplied by this for every repeat of a fixed slip: halved
 # per repeat, as the review-loop benchmark's `propagate` policy, which reads 90% of CoNLL-2003
 # test's errors in half the sentences of the static ranking (benchmarks/review_loop.py).
 SLIP_BOOST = 0.5
+# decisions whose annotation's unchanged pairs a reviewer saw and let stand (unsure says nothing)
+HELD = (CONFIRMED, FIXED, REVERTED)
 SLIP_SEP = "\0"  # joins (word, type) into a status key
 
 
@@ -48,24 +61,30 @@ def confirmed(reviews: Mapping) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Slips:
-    """The slips reviewers fixed: ``counts``, (word, entity type or O) -> how many fixes changed
-    an annotation of that word as that type (:func:`subregweigh.review.slip_keys`); ``fixed``,
-    the content keys of the annotations as those fixes found them (not repeats of their own
-    slip: their rescore is on its way)."""
+    """The slips reviewers fixed: ``counts``, (word, entity type or O) -> its weight, the fixes
+    that changed an annotation of that word as that type (:func:`subregweigh.review.slip_keys`)
+    less the decided annotations that held it unchanged, where positive
+    (:func:`subregweigh.review.net_slips`); ``fixed``, the content keys of the annotations as
+    those fixes found them (not repeats of their own slip: their rescore is on its way)."""
 
     counts: Counter
     fixed: frozenset
 
 
 def slips(reviews: Mapping) -> Slips:
-    """The slips of every fix that counts (not reverted) in ``reviews``."""
-    counts: Counter = Counter()
+    """The slips of every fix that counts (not reverted) in ``reviews``, weighed against the
+    pairs every decided annotation held (decisions kept before they kept their pairs weigh
+    nothing against)."""
+    decided = []
     fixed = set()
     for d in reviews["decisions"].values():
-        if d.get("slips") and d.get("fixed", True):
-            counts.update(tuple(s) for s in d["slips"])
+        counting = bool(d.get("slips")) and d.get("fixed", True)
+        if counting:
             fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
-    return Slips(counts, frozenset(fixed))
+        held = d.get("pairs") or () if d.get("decision") in HELD else ()
+        if counting or held:
+            decided.append((held, d["slips"] if counting else ()))
+    return Slips(review.net_slips(decided), frozenset(fixed))
 
 
 def slip_repeats(record: Mapping, counts: Mapping) -> int:
@@ -93,7 +112,7 @@ def served_score(
 ) -> float:
     """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
     confirmed its content (``confirmed``: :func:`confirmed`, or its keys), else its stored
-    score times :data:`SLIP_BOOST` per repeat of a fixed slip."""
+    score times :data:`SLIP_BOOST` per repeat of a fixed slip, as often as its weight."""
     if content_key(task, record) in confirmed:
         return 1.0
     return _score(record, False, record_repeats(task, record, fixed))

@@ -353,7 +353,8 @@ def test_decisions_are_judged_against_the_scores_stored_now(project):
 def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     """The review loop's `propagate` (benchmarks/review_loop.py): Merkel fixed from PER to LOC
     in task 2 halves the served score of every other annotation of Angela Merkel as PER, once
-    per repeated (word, type); the fixed annotation itself waits for its rescore."""
+    per repeated (word, type) and per the slip's weight (its fixes less the decided annotations
+    that held it unchanged); the fixed annotation itself waits for its rescore."""
     _, store = project
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
     decision = reviews.load(store)["decisions"]["2/21"]
@@ -376,10 +377,28 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
         {"1": 0.1 * 0.25, "2": 0.2}
     )
     # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
+    store.take_status("slips_pending")
     assert _decide(store, _task(1, [(11, MERKEL_PER, _at(6))])) == {"1/11": "confirmed"}
-    assert _served(store)["1"]["score"] == 1.0
-    # ... and confirming the fix keeps its slips moving the others up.
-    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(7))])) == {"2/21": "confirmed"}
+    served = _served(store)
+    assert served["1"]["score"] == 1.0
+    # Its Angela Merkel as PER, seen and left standing, weighs against the slip: one fix less
+    # one confirmation moves nothing up, and the repeats' predictions are queued for rewriting.
+    assert reviews.load(store)["decisions"]["1/11"]["pairs"] == [
+        ["Angela", "PER"],
+        ["Merkel", "PER"],
+        ["Zürich", "LOC"],
+    ]
+    assert reviews.fixed_slips(store).counts == {}
+    assert served["3"]["score"] == 0.3 and "slip_repeats" not in served["3"]
+    assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    # A second fix of the slip outweighs the confirmation: task 3's other annotation, which
+    # repeats it, moves up again (its fixed one waits for its rescore).
+    fixed_31 = _task(3, [(31, MERKEL_LOC, _at(7)), (32, MERKEL_PER)])
+    assert _decide(store, fixed_31) == {"3/31": "fixed"}
+    assert reviews.fixed_slips(store).counts == {("Angela", "PER"): 1, ("Merkel", "PER"): 1}
+    assert _served(store)["3"]["score"] == pytest.approx(0.9 * 0.25)
+    # ... and confirming a fix keeps its slip: the weights stay.
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(8))])) == {"2/21": "confirmed"}
     assert reviews.fixed_slips(store).counts == {("Angela", "PER"): 1, ("Merkel", "PER"): 1}
 
 

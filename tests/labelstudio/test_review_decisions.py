@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
+from backend.served import slips as fixed_slips
 from subregweigh.review import word_types
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
@@ -88,13 +89,16 @@ def wait(ctx, condition, what: str, timeout: float = 120):
 
 
 def slip_repeats(ctx, fixed: int, skip: set[int]) -> dict[int, int]:
-    """Task -> how often its stored annotation repeats the slips of the fix of ``fixed``."""
+    """Task -> how often its stored annotation repeats the slips of the fix of ``fixed``, each
+    as often as its weight (the fixes less the decisions that held it unchanged)."""
+    kept = json.loads((ctx.root / "reviews.json").read_text())
     (fix,) = [
         d
-        for d in json.loads((ctx.root / "reviews.json").read_text())["decisions"].values()
+        for d in kept["decisions"].values()
         if d["task"] == str(fixed) and d["decision"] == "fixed"
     ]
-    slips = {tuple(s) for s in fix["slips"]}
+    weights = fixed_slips(kept).counts
+    slips = {tuple(s) for s in fix["slips"]} & set(weights)
     version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
     scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
     out = {}
@@ -102,22 +106,24 @@ def slip_repeats(ctx, fixed: int, skip: set[int]) -> dict[int, int]:
         (record,) = entry["annotations"]
         pairs = word_types(record["words"], record["tags"])
         if int(task) not in skip and pairs & slips:
-            out[int(task)] = len(pairs & slips)
+            out[int(task)] = sum(weights[pair] for pair in pairs & slips)
     return out
 
 
-def first_entity_recurs(ctx, task_id: int, skip: set[int]) -> bool:
-    """Whether a word of the task's first entity, as its type, is in another task's annotation."""
+def first_entity_recurs(ctx, task_id: int, confirmed: int) -> bool:
+    """Whether a word of the task's first entity, as its type, is in another task's annotation
+    but not in the ``confirmed`` one's (which would weigh against the fix's slip)."""
     first = annotation(ctx, task_id)["result"][0]["value"]
     text = ctx.label_studio.api("GET", f"/api/tasks/{task_id}")["data"]["text"]
     pairs = {(w, first["labels"][0]) for w in text[first["start"] : first["end"]].split()}
     version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
     scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
-    return any(
-        pairs & word_types(r["words"], r["tags"])
+    held = {
+        task: set().union(*(word_types(r["words"], r["tags"]) for r in entry["annotations"]))
         for task, entry in scores.items()
-        if int(task) not in skip | {task_id}
-        for r in entry["annotations"]
+    }
+    return not pairs & held[str(confirmed)] and any(
+        pairs & held[task] for task in held if int(task) not in {task_id, confirmed}
     )
 
 
@@ -131,7 +137,7 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
     confirmed, *others = doubtful_undecided(ctx, 30)
     # fixed: a doubtful task whose first entity recurs elsewhere with its type, so that the fix's
     # slip has repeats to move up
-    fixed = next(t for t in others if first_entity_recurs(ctx, t, skip={confirmed}))
+    fixed = next(t for t in others if first_entity_recurs(ctx, t, confirmed))
     raw = {task: served(ctx, task) for task in (confirmed, fixed)}
     assert raw[confirmed] < 1.0
 

@@ -1,0 +1,48 @@
+"""subregweigh.review: a fix's slips, and their weight after a review (net_slips)."""
+
+from __future__ import annotations
+
+from subregweigh.example import Example
+from subregweigh.review import convention_pairs, net_slips, slip_keys, slip_repeats
+
+WORDS = ("EASTERN", "CONFERENCE", "in", "Czech", "Republic")
+
+
+def _ex(tags: tuple[str, ...]) -> Example:
+    return Example(id="s", words=WORDS, label=tags)
+
+
+MISSED = _ex(("O", "O", "O", "B-LOC", "I-LOC"))
+FIXED = _ex(("B-MISC", "I-MISC", "O", "B-LOC", "I-LOC"))
+
+
+def test_a_fix_names_the_pairs_it_changed_and_a_sentence_its_conventions():
+    assert slip_keys(MISSED, FIXED) == {("EASTERN", "O"), ("CONFERENCE", "O")}
+    # lower-case words outside entities carry no convention
+    assert convention_pairs(MISSED.words, MISSED.label) == {
+        ("EASTERN", "O"),
+        ("CONFERENCE", "O"),
+        ("Czech", "LOC"),
+        ("Republic", "LOC"),
+    }
+
+
+def test_a_slip_weighs_its_fixes_less_the_sentences_that_held_it_unchanged():
+    pairs = convention_pairs(MISSED.words, MISSED.label)
+    fix = (pairs, slip_keys(MISSED, FIXED))
+    # the fix's own sentence holds its slip, changed: it does not weigh against it
+    assert net_slips([fix]) == {("EASTERN", "O"): 1, ("CONFERENCE", "O"): 1}
+    assert net_slips([fix, fix]) == {("EASTERN", "O"): 2, ("CONFERENCE", "O"): 2}
+    # a sentence confirmed with EASTERN as O: one fix less one confirmation, EASTERN drops
+    confirmed = ({("EASTERN", "O"), ("Czech", "LOC")}, ())
+    assert net_slips([fix, confirmed]) == {("CONFERENCE", "O"): 1}
+    assert net_slips([fix, fix, confirmed]) == {("EASTERN", "O"): 1, ("CONFERENCE", "O"): 2}
+    # confirmations alone, or before any fix, never make a slip; lists read as tuples (JSON)
+    assert net_slips([confirmed]) == {}
+    assert net_slips([([["EASTERN", "O"]], [["EASTERN", "O"]])]) == {("EASTERN", "O"): 1}
+
+
+def test_a_sentence_repeats_each_slip_by_its_weight():
+    weights = net_slips([(set(), {("EASTERN", "O")})] * 2 + [(set(), {("Czech", "LOC")})])
+    assert slip_repeats(MISSED.words, MISSED.label, weights) == 3
+    assert slip_repeats(FIXED.words, FIXED.label, weights) == 1  # EASTERN is MISC there
