@@ -110,7 +110,12 @@ WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing,
 
 
 def drop_superseded_predictions(
-    api: LabelStudioAPI, store: ProjectStore, project: str, served: str, also: str | None = None
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    project: str,
+    served: str,
+    also: str | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> None:
     """Delete from Label Studio the predictions of this backend's versions that ``served``
     supersedes: those the store no longer keeps, and the early scores of the training that
@@ -118,11 +123,13 @@ def drop_superseded_predictions(
     predictions grow with every version, twice with early scores. Only versions this backend
     wrote (its status's ``written_versions``) are deleted (``also``: a version to delete though the
     store keeps it, the early scores ``served`` replaces): another backend's on the same project
-    (whatever its names), and imported ones, stay. A failure is logged: the scores are served
-    already."""
+    (whatever its names), and imported ones, stay. ``stop``: asked before each version's delete
+    (Label Studio takes seconds for each); once it says so, the rest stay for a later call. A
+    failure is logged: the scores are served already."""
     status = store.status()
     kept = set(store.all_versions()) - {status.get("early_version"), also}
     ours = set(status.get("written_versions") or ())
+    deleted: list[str] = []
     try:
         stale = [
             version
@@ -130,18 +137,22 @@ def drop_superseded_predictions(
             if version in ours and version != served and version not in kept
         ]
         for version in stale:
+            if stop is not None and stop():
+                break
             api.delete_model_version(int(project), version)
+            deleted.append(version)
     except LabelStudioUnavailable as err:
         logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
-        return
-    if stale:
-        gone = set(stale)
+    if deleted:
+        gone = set(deleted)
         store.update_status(written_versions=lambda old: [v for v in (old or []) if v not in gone])
-    if stale:
         logger.info(
-            "project %s: deleted the predictions of superseded versions %s from Label Studio",
+            "project %s: deleted the predictions of superseded versions %s from Label Studio%s",
             project,
-            ", ".join(stale),
+            ", ".join(deleted),
+            f" ({len(stale) - len(deleted)} left for later: a change waits)"
+            if len(deleted) < len(stale)
+            else "",
         )
 
 

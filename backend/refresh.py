@@ -27,6 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -159,7 +160,9 @@ def refresh_project(
     clock.lap("publish")
     seconds = clock.total()
     if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
-        drop_superseded_predictions(api, store, project, version)
+        drop_superseded_predictions(
+            api, store, project, version, stop=partial(_change_waits, store)
+        )
     last = {
         "version": version,
         "of": base,
@@ -208,6 +211,12 @@ def _timed(fn: Callable[[], object], into: dict) -> Callable[[], object]:
 # Label Studio 1.23 takes seconds to delete a version's predictions (some 4 s for 1,000 tasks),
 # which would hold up the rescore of the next change; a training deletes them all.
 CLEANUP_VERSIONS = 4
+
+
+def _change_waits(store: ProjectStore) -> bool:
+    """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
+    refresh deletes the rest), so that an edit waits for one delete at most, not four."""
+    return bool(store.status().get("rescore_pending"))
 
 
 def _superseded(store: ProjectStore) -> int:

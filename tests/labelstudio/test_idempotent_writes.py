@@ -10,6 +10,7 @@ import http.client
 import json
 import threading
 from collections import Counter
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -197,3 +198,53 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     assert store.status()["written_versions"] == [kept, served]
     drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
     assert {v: n for v, n in api.model_versions(pid).items() if n} == left
+
+
+def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
+    """A refresh's deletes (seconds each in Label Studio) stop once a change waits for its
+    rescore (backend.refresh._change_waits): the change waits for one delete, not for all, and
+    the next call deletes the rest. Label Studio is real; the change lands from a wrapper
+    around the first delete, where the webhook would record it."""
+    from backend.publish import drop_superseded_predictions
+    from backend.refresh import _change_waits
+    from backend.store import ProjectStore
+    from backend.versions import new_version_name
+
+    ls = label_studio
+    project = ls.api("POST", "/api/projects", {"title": "stop", "label_config": NER_CONFIG})
+    pid = project["id"]
+    ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 2)
+    tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+    store = ProjectStore(tmp_path, pid)
+    *gone, served = (new_version_name() for _ in range(4))
+    store.publish(store.staging_dir(), served)
+    store.update_status(written_versions=[*gone, served])
+    api = LabelStudioAPI(ls.url, ls.token, retries=0)
+    api.write_predictions(
+        pid,
+        [
+            {"task": t, "result": [], "score": 0.5, "model_version": v}
+            for v in (*gone, served)
+            for t in tasks
+        ],
+    )
+    deletes = []
+    real_delete = api.delete_model_version
+
+    def delete_as_a_change_lands(project, version):
+        real_delete(project, version)
+        deletes.append(version)
+        store.update_status(rescore_pending={str(tasks[0]): 1.0})  # as the webhook records it
+
+    api.delete_model_version = delete_as_a_change_lands
+    drop_superseded_predictions(api, store, str(pid), served, stop=partial(_change_waits, store))
+
+    left = {v for v, n in api.model_versions(pid).items() if n}
+    assert len(deletes) == 1 and deletes[0] not in left
+    assert left == {*gone, served} - set(deletes)
+    assert store.status()["written_versions"] == [v for v in (*gone, served) if v not in deletes]
+    store.take_status("rescore_pending")  # the change's rescore took it
+    api.delete_model_version = real_delete
+    drop_superseded_predictions(api, store, str(pid), served, stop=partial(_change_waits, store))
+    assert {v for v, n in api.model_versions(pid).items() if n} == {served}
+    assert store.status()["written_versions"] == [served]
