@@ -158,6 +158,13 @@ def test_a_write_is_one_request_and_halved_where_a_proxy_answers_413(label_studi
     assert len(imports["v2"]) == 3 + 4 + 1
 
 
+def _project_of(ls, title: str, n_tasks: int) -> tuple[int, list[int]]:
+    """A new NER project of ``n_tasks`` tasks in Label Studio: its id and its tasks' ids."""
+    pid = ls.api("POST", "/api/projects", {"title": title, "label_config": NER_CONFIG})["id"]
+    ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * n_tasks)
+    return pid, [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+
+
 def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tmp_path):
     """Serving a version deletes, in Label Studio, the predictions of this backend's versions
     the store no longer keeps and of the training's superseded early scores; a version the
@@ -168,10 +175,7 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     from backend.versions import new_version_name
 
     ls = label_studio
-    project = ls.api("POST", "/api/projects", {"title": "prune", "label_config": NER_CONFIG})
-    pid = project["id"]
-    ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 3)
-    tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+    pid, tasks = _project_of(ls, "prune", 3)
     store = ProjectStore(tmp_path, pid)
     gone, kept, early, served, theirs = (new_version_name() for _ in range(5))
     for version in (kept, early, served):  # gone: pruned from the store already
@@ -211,10 +215,7 @@ def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     from backend.versions import new_version_name
 
     ls = label_studio
-    project = ls.api("POST", "/api/projects", {"title": "stop", "label_config": NER_CONFIG})
-    pid = project["id"]
-    ls.api("POST", f"/api/projects/{pid}/import", [{"data": {"text": "a b"}}] * 2)
-    tasks = [t["id"] for t in ls.api("GET", f"/api/projects/{pid}/tasks")]
+    pid, tasks = _project_of(ls, "stop", 2)
     store = ProjectStore(tmp_path, pid)
     *gone, served = (new_version_name() for _ in range(4))
     store.publish(store.staging_dir(), served)
