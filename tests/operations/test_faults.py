@@ -88,7 +88,10 @@ def _wait(
     what: str,
     timeout: float = 300.0,
     poll: float = 0.5,
+    worker=None,
 ) -> dict:
+    """The project's status once ``done(status)``; a failure shows the backend's log, and the
+    rq ``worker``'s where one runs the job (why a queued job did not start)."""
     deadline = time.monotonic() + timeout
     status: dict = {}
     while time.monotonic() < deadline:
@@ -97,10 +100,13 @@ def _wait(
         if done(status):
             return status
         time.sleep(poll)
-    pytest.fail(f"{what}: not within {timeout:.0f} s; last status {status}\n{backend.log()}")
+    logs = backend.log() + (f"\n--- the worker's log ---\n{worker.log()}" if worker else "")
+    pytest.fail(f"{what}: not within {timeout:.0f} s; last status {status}\n{logs}")
 
 
-def _trained(backend: BackendServer, project: int, other_than: str | None = None) -> str:
+def _trained(
+    backend: BackendServer, project: int, other_than: str | None = None, worker=None
+) -> str:
     status = _wait(
         backend,
         project,
@@ -110,6 +116,7 @@ def _trained(backend: BackendServer, project: int, other_than: str | None = None
             and s["current_version"] not in {None, other_than}
         ),
         "a new version",
+        worker=worker,
     )
     assert status["state"] == "idle", status
     return status["current_version"]
@@ -255,7 +262,7 @@ def test_redis_stopped_and_started_again(label_studio, tmp_path):
             redis.start()  # same port, same append-only file
             code, body = _train(backend, project)
             assert code == 201 and body["status"] == "queued"
-            version = _trained(backend, project)
+            version = _trained(backend, project, worker=worker)
             assert worker.proc.poll() is None, "the worker must survive the outage"
             assert _ls_predict(backend, label_studio, project)[1]["model_version"] == version
         assert "Traceback" not in (tmp_path / "backend.log").read_text()
