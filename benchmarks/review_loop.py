@@ -99,6 +99,13 @@ def parse_args(argv=None):
         "unchanged (net, the product's) or the fixes alone (count) (default: net)",
     )
     parser.add_argument(
+        "--sink",
+        type=float,
+        help="propagate, a lab option: a sentence whose most doubted (word, type) pair the "
+        "sentences read held unchanged, and no fix changed, has its doubt (1 - score) "
+        "multiplied by this per such sentence (default: none)",
+    )
+    parser.add_argument(
         "--propagate-after",
         type=int,
         default=0,
@@ -209,7 +216,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     pairs = [word_types(ex.words, ex.label) for ex in original]
     reviewed = np.zeros(n, dtype=bool)
     fixes: list = []
-    decided: list = []  # (convention pairs, slips) of each sentence read
+    read_pairs: list = []  # (convention pairs, slips) of each sentence read
+    sunk = np.zeros(n)  # sink: confirmations of each sentence's most doubted pair
     rounds = []
     while not reviewed.all():
         open_ = np.flatnonzero(~reviewed)
@@ -222,10 +230,12 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             slips = {i: slip_keys(original[i], fixed) for i, fixed in fixed_now}
             for i in picked:
                 ex = original[i]
-                decided.append((convention_pairs(ex.words, ex.label), slips.get(int(i), ())))
-            weights = slip_weights(decided, kw.get("propagate_rule", "net"))
+                read_pairs.append((convention_pairs(ex.words, ex.label), slips.get(int(i), ())))
+            weights = slip_weights(read_pairs, kw.get("propagate_rule", "net"))
             repeats = [sum(weights[p] for p in sentence if p in weights) for sentence in pairs]
             boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
+            if kw.get("sink") is not None:
+                sunk = confirmed_doubts(read_pairs, kw["doubted"])
         retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
         refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
         if retrain or refit:
@@ -244,6 +254,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             doubt = ranker.doubt(kw["X"], slips, static)
         elif reviewed.sum() >= kw.get("propagate_after", 0):
             doubt = -static * boosts
+            if kw.get("sink") is not None:  # confirmed doubts sink
+                doubt = -(1 - (1 - static) * kw["sink"] ** sunk) * boosts
         else:  # the boosts are kept, not applied yet
             doubt = -static
         rounds.append(
@@ -265,6 +277,23 @@ def slip_weights(decided, rule: str) -> Counter:
     if rule == "net":
         return net_slips(decided)
     return Counter(pair for _, slips in decided for pair in slips)
+
+
+def confirmed_doubts(read_pairs, doubted) -> np.ndarray:
+    """Per sentence, how often the sentences read held its most doubted (word, type) pair
+    (``doubted``) unchanged, where no fix has changed that pair: 0 once one has (``--sink``)."""
+    fixed = {pair for _, slips in read_pairs for pair in slips}
+    held = Counter(p for pairs, slips in read_pairs for p in set(pairs) - set(slips))
+    return np.array([0 if pair in fixed else held[pair] for pair in doubted], dtype=float)
+
+
+def most_doubted(examples, gold) -> list[tuple[str, str]]:
+    """Per sentence, the (word, type) pair of its word of lowest p(gold)."""
+    out = []
+    for ex, g in zip(examples, gold, strict=True):
+        j = int(np.argmin(g))
+        out.append((ex.words[j], ex.label[j].split("-", 1)[-1]))
+    return out
 
 
 def retrain_due(n_rounds: int, n_reviewed: int, kw) -> bool:
@@ -475,6 +504,8 @@ def run_seed(args, seed: int, pair) -> dict:
             boost=args.boost,
             propagate_after=args.propagate_after,
             propagate_rule=args.propagate_rule,
+            sink=args.sink,
+            doubted=most_doubted(examples, gold),
             X=X,
             C=args.ranker_c,
             rescore=rescore,
@@ -521,6 +552,12 @@ def markdown(result) -> str:
             "fix of the slip (`count`)"
             if cfg.get("propagate_rule", "count") == "count"
             else "fix of the slip less the sentences read that held it unchanged (`net`)"
+        )
+        + (
+            f"; a sentence's doubt times {cfg['sink']} per sentence read that held its most "
+            "doubted pair unchanged (`--sink`)"
+            if cfg.get("sink") is not None
+            else ""
         )
         + f"; learn: ReviewRanker(C={cfg.get('ranker_c', 0.05)}); "
         + (
