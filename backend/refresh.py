@@ -159,10 +159,6 @@ def refresh_project(
     remember(store, version, refreshed)
     clock.lap("publish")
     seconds = clock.total()
-    if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
-        drop_superseded_predictions(
-            api, store, project, version, stop=partial(_change_waits, store)
-        )
     last = {
         "version": version,
         "of": base,
@@ -191,6 +187,11 @@ def refresh_project(
         seconds,
         clock,
     )
+    # after the refresh says it serves: the next change need not wait for the cleanup
+    if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
+        drop_superseded_predictions(
+            api, store, project, version, stop=partial(_change_waits, store)
+        )
     return {"refreshed": True, **last}
 
 

@@ -77,8 +77,8 @@ def rescore_project(project: str, settings: Settings) -> dict:
         "finished_at": now,
     }
     store.update_status(last_rescore=last)
-    if pending and refreshed.get("refreshed"):
-        since_change = round(time.time() - min(pending.values()), 3)
+    if pending and refreshed.get("refreshed"):  # until it served, its cleanup not counted
+        since_change = round(refreshed["finished_at"] - min(pending.values()), 3)
         store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
     logger.info(
         "project %s: %d changed tasks rescored in %.1f s%s",
