@@ -68,7 +68,13 @@ from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
-from subregweigh.review import convention_pairs, net_slips, slip_keys, word_types
+from subregweigh.review import (
+    convention_pairs,
+    net_slips,
+    slip_keys,
+    slip_repeats,
+    tally_decisions,
+)
 
 NAME = "review_loop"
 POLICIES = (
@@ -213,7 +219,6 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
     doubt = -static
     n = len(static)
-    pairs = [word_types(ex.words, ex.label) for ex in original]
     reviewed = np.zeros(n, dtype=bool)
     fixes: list = []
     read_pairs: list = []  # (convention pairs, slips) of each sentence read
@@ -232,7 +237,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                 ex = original[i]
                 read_pairs.append((convention_pairs(ex.words, ex.label), slips.get(int(i), ())))
             weights = slip_weights(read_pairs, kw.get("propagate_rule", "net"))
-            repeats = [sum(weights[p] for p in sentence if p in weights) for sentence in pairs]
+            repeats = [slip_repeats(ex.words, ex.label, weights) for ex in original]
             boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
             if kw.get("sink") is not None:
                 sunk = confirmed_doubts(read_pairs, kw["doubted"])
@@ -282,9 +287,8 @@ def slip_weights(decided, rule: str) -> Counter:
 def confirmed_doubts(read_pairs, doubted) -> np.ndarray:
     """Per sentence, how often the sentences read held its most doubted (word, type) pair
     (``doubted``) unchanged, where no fix has changed that pair: 0 once one has (``--sink``)."""
-    fixed = {pair for _, slips in read_pairs for pair in slips}
-    held = Counter(p for pairs, slips in read_pairs for p in set(pairs) - set(slips))
-    return np.array([0 if pair in fixed else held[pair] for pair in doubted], dtype=float)
+    fixes, held = tally_decisions(read_pairs)
+    return np.array([0 if fixes[pair] else held[pair] for pair in doubted], dtype=float)
 
 
 def most_doubted(examples, gold) -> list[tuple[str, str]]:
@@ -492,6 +496,7 @@ def run_seed(args, seed: int, pair) -> dict:
             now, with_crf(now, serving["gold"], reviewed), args.softmin_temperature
         )
 
+    doubted = most_doubted(examples, gold) if args.sink is not None else None
     for policy in args.policies:
         serving["gold"] = scout_gold
         rounds = review(
@@ -505,7 +510,7 @@ def run_seed(args, seed: int, pair) -> dict:
             propagate_after=args.propagate_after,
             propagate_rule=args.propagate_rule,
             sink=args.sink,
-            doubted=most_doubted(examples, gold),
+            doubted=doubted,
             X=X,
             C=args.ranker_c,
             rescore=rescore,

@@ -51,13 +51,21 @@ def net_slips(decided: Iterable[tuple[Collection, Collection]]) -> Counter:
     was annotated when decided, and the :func:`slip_keys` its fix changed (empty for a
     sentence confirmed as right). Counting the fixes alone found fewer of CoNLL-2003 test's
     real errors in the review-loop benchmark (``--propagate-rule``)."""
+    fixes, held = tally_decisions(decided)
+    return Counter({pair: n - held[pair] for pair, n in fixes.items() if n > held[pair]})
+
+
+def tally_decisions(decided: Iterable[tuple[Collection, Collection]]) -> tuple[Counter, Counter]:
+    """``(fixes, held)`` over the ``decided`` sentences (as :func:`net_slips` takes them):
+    (word, type) -> the fixes that changed it, and -> the decided sentences that held it where
+    no fix of theirs changed it."""
     fixes: Counter = Counter()
     held: Counter = Counter()
     for pairs, slips in decided:
         changed = {tuple(s) for s in slips}
         fixes.update(changed)
         held.update({tuple(p) for p in pairs} - changed)
-    return Counter({pair: n - held[pair] for pair, n in fixes.items() if n > held[pair]})
+    return fixes, held
 
 
 def word_types(words: Sequence[str], tags: Sequence[str]) -> set[tuple[str, str]]:
