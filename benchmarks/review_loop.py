@@ -109,7 +109,8 @@ def parse_args(argv=None):
         type=float,
         help="propagate, a lab option: a sentence whose most doubted (word, type) pair the "
         "sentences read held unchanged, and no fix changed, has its doubt (1 - score) "
-        "multiplied by this per such sentence (default: none)",
+        "multiplied by this per such sentence; the pair is of the latest scoring, as a refresh "
+        "or a retrain leaves it (default: none)",
     )
     parser.add_argument(
         "--propagate-after",
@@ -214,7 +215,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn;
     ``rescore`` (the annotations as they stand -> a new quality per sentence),
     ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain; ``refit``
-    (the same, by a refitted CRF): refit-crf."""
+    (the same, by a refitted CRF): refit-crf; ``sink`` and ``doubted`` (-> each sentence's
+    most doubted pair as the latest scoring has it, :func:`most_doubted`): ``--sink``."""
     static = np.asarray(quality, dtype=float)
     boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
     doubt = -static
@@ -239,8 +241,6 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             weights = slip_weights(read_pairs, kw.get("propagate_rule", "net"))
             repeats = [slip_repeats(ex.words, ex.label, weights) for ex in original]
             boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
-            if kw.get("sink") is not None:
-                sunk = confirmed_doubts(read_pairs, kw["doubted"])
         retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
         refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
         if retrain or refit:
@@ -253,6 +253,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                 (kw["rescore"] if retrain else kw["refit"])(now, np.flatnonzero(reviewed)),
                 dtype=float,
             )
+        if "propagate" in policy and kw.get("sink") is not None:
+            sunk = confirmed_doubts(read_pairs, kw["doubted"]())
         if policy == "learn":
             slips, decided = slip_counts(original, fixes), np.flatnonzero(reviewed)
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
@@ -477,6 +479,13 @@ def run_seed(args, seed: int, pair) -> dict:
         }
 
     serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
+    # --sink: each sentence's most doubted pair, of the latest scoring
+    doubted = {"pairs": most_doubted(examples, gold) if args.sink is not None else None}
+
+    def served(now, gold_now) -> np.ndarray:
+        if args.sink is not None:
+            doubted["pairs"] = most_doubted(now, gold_now)
+        return harness.served_score(now, gold_now, args.softmin_temperature)
 
     def rescore(now, reviewed) -> np.ndarray:  # fresh scouts of the seed on the annotations
         weight = reviewed_weights(len(now), reviewed, args.retrain_weight)
@@ -486,19 +495,16 @@ def run_seed(args, seed: int, pair) -> dict:
             members.append(harness.word_gold(now, fitted.labels_, fitted.predict_proba(now)))
         serving["gold"] = mean_gold(members)
         counted = () if weight is None else reviewed  # the CRF's: as the refresh counts them
-        return harness.served_score(
-            now, with_crf(now, serving["gold"], counted), args.softmin_temperature
-        )
+        return served(now, with_crf(now, serving["gold"], counted))
 
     def refit(now, reviewed) -> np.ndarray:  # the same scouts, a CRF refitted on the annotations
         # the scouts' p(gold) of a fixed sentence is of its old tags: it is read already
-        return harness.served_score(
-            now, with_crf(now, serving["gold"], reviewed), args.softmin_temperature
-        )
+        return served(now, with_crf(now, serving["gold"], reviewed))
 
-    doubted = most_doubted(examples, gold) if args.sink is not None else None
+    first_doubted = doubted["pairs"]
     for policy in args.policies:
         serving["gold"] = scout_gold
+        doubted["pairs"] = first_doubted
         rounds = review(
             quality,
             flags,
@@ -510,7 +516,7 @@ def run_seed(args, seed: int, pair) -> dict:
             propagate_after=args.propagate_after,
             propagate_rule=args.propagate_rule,
             sink=args.sink,
-            doubted=doubted,
+            doubted=lambda: doubted["pairs"],
             X=X,
             C=args.ranker_c,
             rescore=rescore,
