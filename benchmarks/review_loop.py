@@ -8,10 +8,13 @@ each round's cost, for:
 
 * ``static``: the scout's ranking (the served default: the soft minimum over words of the
   deterministic p(gold), ``--softmin-temperature``), read top down;
-* ``propagate``: after each round, every unreviewed sentence that annotates a word form as a
-  fixed sentence's original annotation did, in the spans the fix changed (a capitalised word or
-  an entity word), has its score multiplied by ``--boost`` per the slip's weight: the same
-  convention slip elsewhere moves up (from ``--propagate-after`` sentences read). The weight
+* ``propagate``: after each round, every unreviewed sentence that annotates a convention as a
+  fixed sentence's original annotation did, in the spans the fix changed, has its score
+  multiplied by ``--boost`` per the slip's weight: the same convention slip elsewhere moves up
+  (from ``--propagate-after`` sentences read). A convention (``--slip-keys``): ``entity``, the
+  product's, an entity's words and type, or a capitalised word outside the entities
+  (``subregweigh.review.slip_keys``); ``word``, each word of the changed spans with its type
+  (:mod:`benchmarks.word_slips`, the product's before 2026-11-29). The weight
   (``--propagate-rule``): ``net``, the product's, the fixes of that slip less the sentences
   read that held it unchanged (``subregweigh.review.net_slips``); ``count``, the fixes alone;
 * ``learn``: after each round, :class:`benchmarks.review_ranker.ReviewRanker` fits a logistic
@@ -62,19 +65,15 @@ from pathlib import Path
 import numpy as np
 
 from backend.refresh import REVIEWED_WEIGHT
-from benchmarks import harness
+from benchmarks import harness, word_slips
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
+from subregweigh import review as entity_slips
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
-from subregweigh.review import (
-    convention_pairs,
-    net_slips,
-    slip_keys,
-    slip_repeats,
-    tally_decisions,
-)
+from subregweigh.review import net_slips, tally_decisions
+from subregweigh.tags import entity_spans
 
 NAME = "review_loop"
 POLICIES = (
@@ -103,6 +102,14 @@ def parse_args(argv=None):
         default="net",
         help="propagate: a slip's weight, the fixes less the sentences read that held it "
         "unchanged (net, the product's) or the fixes alone (count) (default: net)",
+    )
+    parser.add_argument(
+        "--slip-keys",
+        choices=("entity", "word"),
+        default="entity",
+        help="propagate: what a slip is, a whole entity (its words and type) or a capitalised "
+        "word outside the entities (entity, the product's), or each word of the changed spans "
+        "with its type (word) (default: entity)",
     )
     parser.add_argument(
         "--sink",
@@ -210,8 +217,8 @@ def parse_args(argv=None):
 def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -> list[dict]:
     """Rounds of ``batch`` until every sentence is read; per round the sentences read, the errors
     found so far and the seconds the rescoring took. ``policy``: ``static``, ``propagate``,
-    ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost`` and ``propagate_rule``
-    (:func:`slip_weights`): propagate; ``X`` (the
+    ``learn``, ``retrain`` or ``propagate+retrain``. ``kw``: ``boost``, ``slip_keys`` and
+    ``propagate_rule`` (:func:`slip_weights`): propagate; ``X`` (the
     :func:`sentence_features` of ``original``) and ``C`` (:class:`ReviewRanker`'s): learn;
     ``rescore`` (the annotations as they stand -> a new quality per sentence),
     ``retrain_every`` and ``retrain_until`` (:func:`retrain_due`): retrain; ``refit``
@@ -234,12 +241,14 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
         fixed_now = [(int(i), corrected[i]) for i in picked[flags[picked]]]
         fixes += fixed_now
         if "propagate" in policy:  # the same slip elsewhere moves up
-            slips = {i: slip_keys(original[i], fixed) for i, fixed in fixed_now}
+            keyed = word_slips if kw.get("slip_keys") == "word" else entity_slips
+            slips = {i: keyed.slip_keys(original[i], fixed) for i, fixed in fixed_now}
             for i in picked:
                 ex = original[i]
-                read_pairs.append((convention_pairs(ex.words, ex.label), slips.get(int(i), ())))
+                pairs = keyed.convention_pairs(ex.words, ex.label)
+                read_pairs.append((pairs, slips.get(int(i), ())))
             weights = slip_weights(read_pairs, kw.get("propagate_rule", "net"))
-            repeats = [slip_repeats(ex.words, ex.label, weights) for ex in original]
+            repeats = [keyed.slip_repeats(ex.words, ex.label, weights) for ex in original]
             boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
         retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
         refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
@@ -293,13 +302,25 @@ def confirmed_doubts(read_pairs, doubted) -> np.ndarray:
     return np.array([0 if fixes[pair] else held[pair] for pair in doubted], dtype=float)
 
 
-def most_doubted(examples, gold) -> list[tuple[str, str]]:
-    """Per sentence, the (word, type) pair of its word of lowest p(gold)."""
+def most_doubted(examples, gold, slip_keys: str = "entity") -> list[tuple[str, str]]:
+    """Per sentence, the convention (``--slip-keys``) of its word of lowest p(gold): the
+    entity holding it (its words and type) or the word with O; with ``word``, the word and its
+    type."""
     out = []
     for ex, g in zip(examples, gold, strict=True):
         j = int(np.argmin(g))
-        out.append((ex.words[j], ex.label[j].split("-", 1)[-1]))
+        out.append(word_type(ex.words, ex.label, j, whole=slip_keys == "entity"))
     return out
+
+
+def word_type(words, tags, j: int, whole: bool) -> tuple[str, str]:
+    """Word ``j``'s convention: its entity's words and type (``whole``, where it is inside
+    one), else the word and its type or O."""
+    if whole:
+        for kind, start, end in entity_spans(tags):
+            if start <= j < end:
+                return " ".join(words[start:end]), kind
+    return words[j], tags[j].split("-", 1)[-1]
 
 
 def retrain_due(n_rounds: int, n_reviewed: int, kw) -> bool:
@@ -480,11 +501,13 @@ def run_seed(args, seed: int, pair) -> dict:
 
     serving = {}  # the scouts' p(gold) the refits mix with: the last retrain's
     # --sink: each sentence's most doubted pair, of the latest scoring
-    doubted = {"pairs": most_doubted(examples, gold) if args.sink is not None else None}
+    doubted = {
+        "pairs": most_doubted(examples, gold, args.slip_keys) if args.sink is not None else None
+    }
 
     def served(now, gold_now) -> np.ndarray:
         if args.sink is not None:
-            doubted["pairs"] = most_doubted(now, gold_now)
+            doubted["pairs"] = most_doubted(now, gold_now, args.slip_keys)
         return harness.served_score(now, gold_now, args.softmin_temperature)
 
     def rescore(now, reviewed) -> np.ndarray:  # fresh scouts of the seed on the annotations
@@ -515,6 +538,7 @@ def run_seed(args, seed: int, pair) -> dict:
             boost=args.boost,
             propagate_after=args.propagate_after,
             propagate_rule=args.propagate_rule,
+            slip_keys=args.slip_keys,
             sink=args.sink,
             doubted=lambda: doubted["pairs"],
             X=X,
@@ -563,6 +587,11 @@ def markdown(result) -> str:
             "fix of the slip (`count`)"
             if cfg.get("propagate_rule", "count") == "count"
             else "fix of the slip less the sentences read that held it unchanged (`net`)"
+        )
+        + (
+            ", a slip being each word of the changed spans with its type (`--slip-keys word`)"
+            if cfg.get("slip_keys", "word") == "word"
+            else ", a slip being a whole entity or a capitalised word outside them"
         )
         + (
             f"; a sentence's doubt times {cfg['sink']} per sentence read that held its most "

@@ -15,7 +15,7 @@ conventions were slipped. :class:`ReviewRanker` ranks the undecided sentences wi
   pair (``ORG>LOC``: annotated ORG, the scout says LOC);
 * :func:`slip_counts`: per sentence, how often it repeats a fixed sentence's slip: the (word,
   type) pairs the original annotation had in a span the fix changed
-  (:func:`subregweigh.review.slip_keys`);
+  (:func:`benchmarks.word_slips.slip_keys`, the product's before 2026-11-29);
 * a logistic regression on the decided sentences' features and slip counts, balanced between
   errors and confirmations, scores the rest. Until the decisions hold ``min_each`` errors and
   ``min_each`` confirmations, the static ranking (the served score) stands.
@@ -33,9 +33,9 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
+from benchmarks.word_slips import slip_keys, slip_repeats
 from subregweigh.compare import span_changes
 from subregweigh.example import Example
-from subregweigh.review import slip_keys, slip_repeats
 
 _FLOOR = 1e-6  # p(gold) below this counts as this: surprisal stays finite
 

@@ -1,13 +1,20 @@
 """The slips of fixed sentences (NER): what a reviewer's fix says about the annotation's other
 sentences.
 
-A fix changes some spans of an annotated sentence; the (word, type) pairs the original annotation
-had there (:func:`slip_keys`) are its slip, a convention the annotator may have slipped on
-elsewhere too. :func:`net_slips` weighs each slip by the review so far: the fixes that changed it,
-less the decided sentences that held it and were right there; a slip that reviewers confirmed as
-often as they fixed it is a word form, not a convention. :func:`slip_repeats` counts how often a
-tagged sentence repeats the slips: the Label Studio backend lowers the served score of such
-sentences (``backend.served``).
+A sentence's conventions (:func:`convention_pairs`) are its entities, each as its words and
+type ("Czech Republic", LOC), and its capitalised words outside them ("WESTERN", O). A fix
+changes some spans; the conventions of the original annotation there (:func:`slip_keys`) are
+its slip, a convention the annotator may have slipped on elsewhere too. :func:`net_slips`
+weighs each slip by the review so far: the fixes that changed it, less the decided sentences
+that held it and were right there; a slip that reviewers confirmed as often as they fixed it is
+a word form, not a convention. :func:`slip_repeats` counts how often a tagged sentence repeats
+the slips: the Label Studio backend lowers the served score of such sentences
+(``backend.served``).
+
+An entity is keyed whole: "Czech" typed LOC alone is one convention, "Czech Republic" as LOC
+another, and confirming the second says nothing about the first. Keyed by single words instead
+(each word of an entity with the entity's type), the review-loop benchmark found fewer of
+CoNLL-2003 test's real errors (``benchmarks/review_loop.py --slip-keys``).
 """
 
 from __future__ import annotations
@@ -17,34 +24,46 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from subregweigh.compare import span_changes
 from subregweigh.example import Example
+from subregweigh.tags import entity_spans
 
-
-def slip_keys(original: Example, fixed: Example) -> set[tuple[str, str]]:
-    """The (word, type or O) pairs of ``original`` in the spans that ``fixed`` changed, for
-    words that can carry a convention: capitalised, or inside an entity."""
-    keys = set()
-    for change in span_changes(original.label, fixed.label):
-        _, start, end = change.original or change.corrected
-        for j in range(start, end):
-            word, kind = original.words[j], original.label[j].split("-", 1)[-1]
-            if _can_carry(word, kind):
-                keys.add((word, kind))
-    return keys
-
-
-def _can_carry(word: str, kind: str) -> bool:
-    return word[:1].isupper() or kind != "O"
+OUTSIDE = "O"  # the type of a convention outside every entity
 
 
 def convention_pairs(words: Sequence[str], tags: Sequence[str]) -> set[tuple[str, str]]:
-    """The (word, entity type or O) pairs of a tagged sentence that can carry a convention
-    (capitalised, or inside an entity): what a fix of it can name as a slip
-    (:func:`slip_keys`)."""
-    return {(w, t) for w, t in word_types(words, tags) if _can_carry(w, t)}
+    """The conventions of a tagged sentence (IOB2 ``tags``), as (text, type) pairs: each
+    entity as its words joined by spaces and its type, and each capitalised word outside the
+    entities with :data:`OUTSIDE`; what a fix of it can name as a slip (:func:`slip_keys`)."""
+    spans = entity_spans(tags)
+    inside = {j for _, start, end in spans for j in range(start, end)}
+    pairs = {(" ".join(words[start:end]), kind) for kind, start, end in spans}
+    pairs.update(
+        (word, OUTSIDE) for j, word in enumerate(words) if j not in inside and word[:1].isupper()
+    )
+    return pairs
+
+
+def slip_keys(original: Example, fixed: Example) -> set[tuple[str, str]]:
+    """The conventions (:func:`convention_pairs`) of ``original`` that ``fixed`` changed: each
+    entity of ``original`` that overlaps a changed span, and each capitalised word outside
+    ``original``'s entities within one."""
+    spans = entity_spans(original.label)
+    inside = {j for _, start, end in spans for j in range(start, end)}
+    keys = set()
+    for change in span_changes(original.label, fixed.label):
+        _, start, end = change.original or change.corrected
+        keys.update(
+            (" ".join(original.words[s:e]), kind) for kind, s, e in spans if s < end and start < e
+        )
+        keys.update(
+            (original.words[j], OUTSIDE)
+            for j in range(start, end)
+            if j not in inside and original.words[j][:1].isupper()
+        )
+    return keys
 
 
 def net_slips(decided: Iterable[tuple[Collection, Collection]]) -> Counter:
-    """Each fixed slip's weight after a review: (word, type) -> the fixes that changed it less
+    """Each fixed slip's weight after a review: (text, type) -> the fixes that changed it less
     the decided sentences that held it where no fix changed it; only the positive ones.
 
     ``decided``: per decided sentence, ``(pairs, slips)``: its :func:`convention_pairs` as it
@@ -57,7 +76,7 @@ def net_slips(decided: Iterable[tuple[Collection, Collection]]) -> Counter:
 
 def tally_decisions(decided: Iterable[tuple[Collection, Collection]]) -> tuple[Counter, Counter]:
     """``(fixes, held)`` over the ``decided`` sentences (as :func:`net_slips` takes them):
-    (word, type) -> the fixes that changed it, and -> the decided sentences that held it where
+    (text, type) -> the fixes that changed it, and -> the decided sentences that held it where
     no fix of theirs changed it."""
     fixes: Counter = Counter()
     held: Counter = Counter()
@@ -68,13 +87,8 @@ def tally_decisions(decided: Iterable[tuple[Collection, Collection]]) -> tuple[C
     return fixes, held
 
 
-def word_types(words: Sequence[str], tags: Sequence[str]) -> set[tuple[str, str]]:
-    """The (word, entity type or O) pairs of a tagged sentence, as :func:`slip_keys` names a
-    slip."""
-    return {(w, t.split("-", 1)[-1]) for w, t in zip(words, tags)}
-
-
 def slip_repeats(words: Sequence[str], tags: Sequence[str], slips: Mapping) -> int:
-    """How often a tagged sentence repeats the fixed ``slips`` ((word, type) -> its weight,
-    :func:`net_slips`): summed over its distinct pairs, the weight of each."""
-    return sum(slips[pair] for pair in word_types(words, tags) if pair in slips)
+    """How often a tagged sentence repeats the fixed ``slips`` ((text, type) -> its weight,
+    :func:`net_slips`): summed over its distinct conventions (:func:`convention_pairs`), the
+    weight of each."""
+    return sum(slips[pair] for pair in convention_pairs(words, tags) if pair in slips)

@@ -6,8 +6,9 @@ default schedule, 3 seeds, trained on CoNLL-2003 test as annotated), the errors 
 that the served score until 2026-11-27 (the soft minimum over the words) leaves below twice as
 many sentences as there are errors (x2, where the review-loop target is read): their kinds of change
 (``subregweigh.compare``), the share in all-caps sentences (headlines, sports tables), and the
-share that repeat their slip (a (word, type) pair the fix changed, ``subregweigh.review.slip_keys``)
-in another erroneous sentence, against the errors it finds. It trains nothing::
+share that repeat their slip (a (word, type) pair the fix changed,
+``benchmarks.word_slips.slip_keys``) in another erroneous sentence, against the errors it finds.
+It trains nothing::
 
     python -m benchmarks.exploration.scout_schedule --cache /tmp/review-loop 3
     python -m benchmarks.exploration.missed_errors --cache /tmp/review-loop
@@ -23,9 +24,9 @@ from benchmarks import harness
 from benchmarks.exploration import cache_parser, finish
 from benchmarks.real_errors import load_pair
 from benchmarks.review_loop import cache_file, cached_outputs, whole_set_settings
+from benchmarks.word_slips import slip_keys
 from subregweigh.compare import CHANGE_KINDS, span_changes
 from subregweigh.options import SOFTMIN_TEMPERATURE
-from subregweigh.review import slip_keys
 from subregweigh.scores import soft_minimum
 
 NAME = "missed-errors"

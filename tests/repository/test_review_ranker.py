@@ -9,8 +9,8 @@ import pytest
 
 from benchmarks.baselines import label_indices
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
+from benchmarks.word_slips import slip_keys
 from subregweigh.example import Example
-from subregweigh.review import slip_keys
 
 
 def _outputs(scout, examples):
