@@ -8,10 +8,11 @@
   own regions or choices, each with a note naming the reviewer), not the scout's suggestion:
   a confirmed MISC must not be shown as the scout's PER at 100%.
 * A **fix**'s slips move up their repeats: an annotation's served score is multiplied by
-  :data:`SLIP_BOOST` per repeat of a (word, type) pair reviewers fixed elsewhere, as often as
-  that slip's weight: the fixes that changed it less the decided annotations that held it
-  unchanged (:func:`subregweigh.review.net_slips`), so a pair reviewers keep confirming stops
-  moving its repeats up.
+  :data:`SLIP_BOOST` per repeat of a convention reviewers fixed elsewhere (an entity, its words
+  and type, or a capitalised word outside the entities: :func:`subregweigh.review.slip_keys`),
+  as often as that slip's weight: the fixes that changed it less the decided annotations that
+  held it unchanged (:func:`subregweigh.review.net_slips`), so a convention reviewers keep
+  confirming stops moving its repeats up.
 
 The stored scores stay the scout's; only what is served changes.
 """
@@ -39,7 +40,7 @@ from subregweigh import review
 SLIP_BOOST = 0.5
 # decisions whose annotation's unchanged pairs a reviewer saw and let stand (unsure says nothing)
 HELD = (CONFIRMED, FIXED, REVERTED)
-SLIP_SEP = "\0"  # joins (word, type) into a status key
+SLIP_SEP = "\0"  # joins (text, type) into a status key
 
 
 def content_key(task: str, record: Mapping) -> str:
@@ -61,9 +62,10 @@ def confirmed(reviews: Mapping) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class Slips:
-    """The slips reviewers fixed: ``counts``, (word, entity type or O) -> its weight, the fixes
-    that changed an annotation of that word as that type (:func:`subregweigh.review.slip_keys`)
-    less the decided annotations that held it unchanged, where positive
+    """The slips reviewers fixed: ``counts``, (text, entity type or O) -> its weight, the fixes
+    that changed an annotation of that entity or word as that type
+    (:func:`subregweigh.review.slip_keys`) less the decided annotations that held it
+    unchanged, where positive
     (:func:`subregweigh.review.net_slips`); ``fixed``, the content keys of the annotations as
     those fixes found them (not repeats of their own slip: their rescore is on its way)."""
 

@@ -41,7 +41,15 @@ NOT_RESULTS = {INDEX, STATUS}
 # the benchmarks whose current results lead: how well errors are found, then how fast
 LEADING = ("real_errors", "review_loop", "detection", "scaling")
 # helpers of the benchmarks, not benchmarks (docs: the docs site's benchmark pages)
-NOT_BENCHMARKS = {"baselines", "crossweigh", "docs", "harness", "index", "review_ranker"}
+NOT_BENCHMARKS = {
+    "baselines",
+    "crossweigh",
+    "docs",
+    "harness",
+    "index",
+    "review_ranker",
+    "word_slips",
+}
 # results made before benchmarks/ was a package recorded "python benchmarks/NAME.py"
 OLD_COMMAND = re.compile(r"\bpython benchmarks/(\w+)\.py\b")
 COMMAND = re.compile(r"\bpython -m benchmarks\.(\w+)\b")

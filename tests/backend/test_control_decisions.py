@@ -239,12 +239,12 @@ def test_wrong_fixed_records_a_fix_and_unsure_changes_no_score(ner):
         "2/21": "fixed"
     }
     decision = _decisions(store)["2/21"]
-    assert decision["fixed"] and decision["slips"] == [["Angela", "PER"], ["Merkel", "PER"]]
-    assert _served(store)["1"]["score"] == pytest.approx(0.1 * 0.25)  # its repeats move up
+    assert decision["fixed"] and decision["slips"] == [["Angela Merkel", "PER"]]
+    assert _served(store)["1"]["score"] == pytest.approx(0.1 * 0.5)  # its repeats move up
     assert _decide(spec, store, _task(1, 11, MERKEL_PER + [chose("unsure")], _at(6))) == {
         "1/11": "unsure"
     }
-    assert _served(store)["1"]["score"] == pytest.approx(0.1 * 0.25)  # unsure: as it was
+    assert _served(store)["1"]["score"] == pytest.approx(0.1 * 0.5)  # unsure: as it was
     inputs = reviews.review_inputs(store)
     assert inputs["tasks"] == ["2"]  # unsure says nothing of a flag
     assert sorted(inputs["decisions"]["decision"]) == ["fixed", "unsure"]
@@ -260,7 +260,7 @@ def test_clearing_the_choice_withdraws_the_decision(ner):
     assert _decisions(store) == {}
     assert _served(store)["1"]["score"] == 0.1  # the scout's again; the fix's slips gone
     assert reviews.fixed_slips(store).counts == {}
-    assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
     assert [h[3] for h in reviews.load(store)["history"]][-2:] == ["withdrawn", "withdrawn"]
     assert reviews.review_inputs(store) is None
     assert _decide(spec, store, _task(1, 11, MERKEL_PER, _at(8))) == {}  # nothing to withdraw

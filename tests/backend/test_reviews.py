@@ -353,20 +353,21 @@ def test_decisions_are_judged_against_the_scores_stored_now(project):
 def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     """The review loop's `propagate` (benchmarks/review_loop.py): Merkel fixed from PER to LOC
     in task 2 halves the served score of every other annotation of Angela Merkel as PER, once
-    per repeated (word, type) and per the slip's weight (its fixes less the decided annotations
-    that held it unchanged); the fixed annotation itself waits for its rescore."""
+    per repeated convention (the entity, its words and type) and per the slip's weight (its
+    fixes less the decided annotations that held it unchanged); the fixed annotation itself
+    waits for its rescore."""
     _, store = project
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
     decision = reviews.load(store)["decisions"]["2/21"]
-    assert decision["slips"] == [["Angela", "PER"], ["Merkel", "PER"]]
+    assert decision["slips"] == [["Angela Merkel", "PER"]]
     served = _served(store)
-    assert served["1"]["score"] == pytest.approx(0.1 * 0.25)  # two repeated pairs
-    assert served["1"]["slip_repeats"] == 2
-    assert served["3"]["score"] == pytest.approx(0.3 * 0.25)  # the least reliable of two
+    assert served["1"]["score"] == pytest.approx(0.1 * 0.5)  # one repeated entity
+    assert served["1"]["slip_repeats"] == 1
+    assert served["3"]["score"] == pytest.approx(0.3 * 0.5)  # the least reliable of two
     assert served["2"]["score"] == 0.2 and "slip_repeats" not in served["2"]
     assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
     # queued for the rescore, which rewrites the repeats' predictions in Label Studio
-    assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
     # The report ranks as the queue does.
     records = annotation_records(
         store.scores(store.current_version()),
@@ -374,7 +375,7 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
         reviews.fixed_slips(store),
     )
     assert {r["task"]: r["score"] for r in records if r["task"] in "12"} == pytest.approx(
-        {"1": 0.1 * 0.25, "2": 0.2}
+        {"1": 0.1 * 0.5, "2": 0.2}
     )
     # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
     store.take_status("slips_pending")
@@ -384,22 +385,30 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     # Its Angela Merkel as PER, seen and left standing, weighs against the slip: one fix less
     # one confirmation moves nothing up, and the repeats' predictions are queued for rewriting.
     assert reviews.load(store)["decisions"]["1/11"]["pairs"] == [
-        ["Angela", "PER"],
-        ["Merkel", "PER"],
+        ["Angela Merkel", "PER"],
         ["Zürich", "LOC"],
     ]
     assert reviews.fixed_slips(store).counts == {}
     assert served["3"]["score"] == 0.3 and "slip_repeats" not in served["3"]
-    assert set(store.status()["slips_pending"]) == {"Angela\0PER", "Merkel\0PER"}
+    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
     # A second fix of the slip outweighs the confirmation: task 3's other annotation, which
     # repeats it, moves up again (its fixed one waits for its rescore).
     fixed_31 = _task(3, [(31, MERKEL_LOC, _at(7)), (32, MERKEL_PER)])
     assert _decide(store, fixed_31) == {"3/31": "fixed"}
-    assert reviews.fixed_slips(store).counts == {("Angela", "PER"): 1, ("Merkel", "PER"): 1}
-    assert _served(store)["3"]["score"] == pytest.approx(0.9 * 0.25)
+    assert reviews.fixed_slips(store).counts == {("Angela Merkel", "PER"): 1}
+    served_3 = _served(store)["3"]  # the fixed one's stored 0.3 is now the lower of two
+    assert served_3["slip_repeats"] == 1 and served_3["score"] == pytest.approx(0.3)
+    records = annotation_records(
+        store.scores(store.current_version()),
+        reviews.confirmed_keys(store),
+        reviews.fixed_slips(store),
+    )
+    assert {r["id"]: r["score"] for r in records if r["task"] == "3"} == pytest.approx(
+        {"3/31": 0.3, "3/32": 0.9 * 0.5}
+    )
     # ... and confirming a fix keeps its slip: the weights stay.
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(8))])) == {"2/21": "confirmed"}
-    assert reviews.fixed_slips(store).counts == {("Angela", "PER"): 1, ("Merkel", "PER"): 1}
+    assert reviews.fixed_slips(store).counts == {("Angela Merkel", "PER"): 1}
 
 
 def test_a_confirmation_records_no_slip(project):

@@ -18,12 +18,22 @@ FIXED = _ex(("B-MISC", "I-MISC", "O", "B-LOC", "I-LOC"))
 
 def test_a_fix_names_the_pairs_it_changed_and_a_sentence_its_conventions():
     assert slip_keys(MISSED, FIXED) == {("EASTERN", "O"), ("CONFERENCE", "O")}
-    # lower-case words outside entities carry no convention
+    # an entity is one convention, its words and type; lower-case words outside entities
+    # carry none
     assert convention_pairs(MISSED.words, MISSED.label) == {
         ("EASTERN", "O"),
         ("CONFERENCE", "O"),
+        ("Czech Republic", "LOC"),
+    }
+    # a fix of an entity names the whole entity it changed, whatever part the fix touched
+    czech_alone = _ex(("O", "O", "O", "B-LOC", "O"))
+    assert slip_keys(MISSED, czech_alone) == {("Czech Republic", "LOC")}
+    assert slip_keys(czech_alone, MISSED) == {("Czech", "LOC")}
+    assert convention_pairs(czech_alone.words, czech_alone.label) == {
+        ("EASTERN", "O"),
+        ("CONFERENCE", "O"),
         ("Czech", "LOC"),
-        ("Republic", "LOC"),
+        ("Republic", "O"),
     }
 
 
@@ -34,7 +44,7 @@ def test_a_slip_weighs_its_fixes_less_the_sentences_that_held_it_unchanged():
     assert net_slips([fix]) == {("EASTERN", "O"): 1, ("CONFERENCE", "O"): 1}
     assert net_slips([fix, fix]) == {("EASTERN", "O"): 2, ("CONFERENCE", "O"): 2}
     # a sentence confirmed with EASTERN as O: one fix less one confirmation, EASTERN drops
-    confirmed = ({("EASTERN", "O"), ("Czech", "LOC")}, ())
+    confirmed = ({("EASTERN", "O"), ("Czech Republic", "LOC")}, ())
     assert net_slips([fix, confirmed]) == {("CONFERENCE", "O"): 1}
     assert net_slips([fix, fix, confirmed]) == {("EASTERN", "O"): 1, ("CONFERENCE", "O"): 2}
     # confirmations alone, or before any fix, never make a slip; lists read as tuples (JSON)
@@ -43,6 +53,10 @@ def test_a_slip_weighs_its_fixes_less_the_sentences_that_held_it_unchanged():
 
 
 def test_a_sentence_repeats_each_slip_by_its_weight():
-    weights = net_slips([(set(), {("EASTERN", "O")})] * 2 + [(set(), {("Czech", "LOC")})])
+    slips = [(set(), {("EASTERN", "O")})] * 2 + [(set(), {("Czech Republic", "LOC")})]
+    weights = net_slips(slips)
     assert slip_repeats(MISSED.words, MISSED.label, weights) == 3
     assert slip_repeats(FIXED.words, FIXED.label, weights) == 1  # EASTERN is MISC there
+    # "Czech" as LOC alone is another convention than "Czech Republic" as LOC: no repeat
+    czech_alone = _ex(("O", "O", "O", "B-LOC", "O"))
+    assert slip_repeats(czech_alone.words, czech_alone.label, weights) == 2

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from backend.served import slips as fixed_slips
-from subregweigh.review import word_types
+from subregweigh.review import convention_pairs
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
     retyped,
@@ -104,22 +104,22 @@ def slip_repeats(ctx, fixed: int, skip: set[int]) -> dict[int, int]:
     out = {}
     for task, entry in scores.items():
         (record,) = entry["annotations"]
-        pairs = word_types(record["words"], record["tags"])
+        pairs = convention_pairs(record["words"], record["tags"])
         if int(task) not in skip and pairs & slips:
             out[int(task)] = sum(weights[pair] for pair in pairs & slips)
     return out
 
 
 def first_entity_recurs(ctx, task_id: int, confirmed: int) -> bool:
-    """Whether a word of the task's first entity, as its type, is in another task's annotation
+    """Whether the task's first entity, its words as its type, is in another task's annotation
     but not in the ``confirmed`` one's (which would weigh against the fix's slip)."""
     first = annotation(ctx, task_id)["result"][0]["value"]
     text = ctx.label_studio.api("GET", f"/api/tasks/{task_id}")["data"]["text"]
-    pairs = {(w, first["labels"][0]) for w in text[first["start"] : first["end"]].split()}
+    pairs = {(" ".join(text[first["start"] : first["end"]].split()), first["labels"][0])}
     version = ctx.backend.get(f"/status?project={ctx.project}")[1]["current_version"]
     scores = json.loads((ctx.root / "versions" / version / "scores.json").read_text())
     held = {
-        task: set().union(*(word_types(r["words"], r["tags"]) for r in entry["annotations"]))
+        task: set().union(*(convention_pairs(r["words"], r["tags"]) for r in entry["annotations"]))
         for task, entry in scores.items()
     }
     return not pairs & held[str(confirmed)] and any(
@@ -157,7 +157,7 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
     )
     assert confirmed not in queue(ctx)[:5]
     # The fix's slip moves up where it recurs: each repeat's prediction in Label Studio is its
-    # stored score halved once per repeated (word, type).
+    # stored score halved once per repeated convention (an entity's words and type).
     repeats = slip_repeats(ctx, fixed, skip={confirmed, fixed})
     assert repeats, "the retyped entity recurs nowhere: the project cannot show the move-up"
     for task, n in repeats.items():  # stored: as the refresh after the fixes left it
