@@ -33,33 +33,32 @@ def convention_pairs(words: Sequence[str], tags: Sequence[str]) -> set[tuple[str
     """The conventions of a tagged sentence (IOB2 ``tags``), as (text, type) pairs: each
     entity as its words joined by spaces and its type, and each capitalised word outside the
     entities with :data:`OUTSIDE`; what a fix of it can name as a slip (:func:`slip_keys`)."""
-    spans = entity_spans(tags)
-    inside = {j for _, start, end in spans for j in range(start, end)}
-    pairs = {(" ".join(words[start:end]), kind) for kind, start, end in spans}
-    pairs.update(
-        (word, OUTSIDE) for j, word in enumerate(words) if j not in inside and word[:1].isupper()
-    )
-    return pairs
+    return {(text, kind) for kind, _, _, text in _conventions(words, tags)}
 
 
 def slip_keys(original: Example, fixed: Example) -> set[tuple[str, str]]:
-    """The conventions (:func:`convention_pairs`) of ``original`` that ``fixed`` changed: each
-    entity of ``original`` that overlaps a changed span, and each capitalised word outside
-    ``original``'s entities within one."""
-    spans = entity_spans(original.label)
+    """The conventions (:func:`convention_pairs`) of ``original`` that ``fixed`` changed: those
+    that overlap a span the fix changed (an entity of ``original`` or of ``fixed``)."""
+    changed = [c.original or c.corrected for c in span_changes(original.label, fixed.label)]
+    return {
+        (text, kind)
+        for kind, s, e, text in _conventions(original.words, original.label)
+        if any(s < end and start < e for _, start, end in changed)
+    }
+
+
+def _conventions(words: Sequence[str], tags: Sequence[str]) -> list[tuple[str, int, int, str]]:
+    """``(type, start, end, text)`` of each convention of a tagged sentence
+    (:func:`convention_pairs`), word indices, end exclusive."""
+    spans = entity_spans(tags)
     inside = {j for _, start, end in spans for j in range(start, end)}
-    keys = set()
-    for change in span_changes(original.label, fixed.label):
-        _, start, end = change.original or change.corrected
-        keys.update(
-            (" ".join(original.words[s:e]), kind) for kind, s, e in spans if s < end and start < e
-        )
-        keys.update(
-            (original.words[j], OUTSIDE)
-            for j in range(start, end)
-            if j not in inside and original.words[j][:1].isupper()
-        )
-    return keys
+    out = [(kind, start, end, " ".join(words[start:end])) for kind, start, end in spans]
+    out += [
+        (OUTSIDE, j, j + 1, word)
+        for j, word in enumerate(words)
+        if j not in inside and word[:1].isupper()
+    ]
+    return out
 
 
 def net_slips(decided: Iterable[tuple[Collection, Collection]]) -> Counter:
