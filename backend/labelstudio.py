@@ -82,6 +82,9 @@ def _batches(predictions: Sequence[dict], limit: int) -> list[list[dict]]:
     return [*batches, batch] if batch else batches
 
 
+_REFUSED = "refused"  # an import Label Studio refused whole as invalid (HTTP 400)
+
+
 class LabelStudioAPI:
     """A thin, retrying client.
 
@@ -245,16 +248,44 @@ class LabelStudioAPI:
         listed = self._call("list the users", lambda: self.client.users.list(request_options=ONCE))
         return {user.id: user.email for user in listed if user.id is not None and user.email}
 
-    def write_predictions(self, project: int, predictions: Sequence[dict]) -> None:
+    def write_predictions(self, project: int, predictions: Sequence[dict]) -> set[int]:
         """Import ``{task, result, score, model_version}`` dicts in as few requests as Label
         Studio takes (one, up to :data:`PREDICTION_REQUEST_BYTES`; a batch refused with 413 is
         halved), idempotently: an attempt after a failed one first drops the tasks that already
         have a prediction of that model version (a timed-out import may have landed), so a
-        retry never adds a second prediction of one version to a task."""
+        retry never adds a second prediction of one version to a task.
+
+        Label Studio refuses a whole import (HTTP 400) for one task it no longer holds (deleted
+        since it was scored): then the batch's tasks the project no longer lists are left out
+        (a WARNING names them) and the others written. Returns the ids left out, for the caller
+        to drop from its store."""
         todo = _batches(predictions, PREDICTION_REQUEST_BYTES)
+        gone: set[int] = set()
         while todo:
             batch = todo.pop(0)
-            if self._import(project, batch):
+            sent = self._import(project, batch)
+            if sent == _REFUSED:
+                listed = self.tasks_in_project(project, [p["task"] for p in batch])
+                missing = {p["task"] for p in batch} - listed
+                if not missing:
+                    raise LabelStudioUnavailable(
+                        f"Label Studio refused to write {len(batch)} predictions to project "
+                        f"{project} (HTTP 400), and every one of their tasks is in the project"
+                    )
+                logger.warning(
+                    "project %s: %d tasks are no longer in the project (deleted): their "
+                    "predictions are left out, the other %d written: %s",
+                    project,
+                    len(missing),
+                    len(batch) - len(missing),
+                    ", ".join(map(str, sorted(missing)[:10])),
+                )
+                gone |= missing
+                rest = [p for p in batch if p["task"] not in missing]
+                if rest:
+                    todo.insert(0, rest)
+                continue
+            if sent:
                 continue
             if len(batch) == 1:
                 raise LabelStudioUnavailable(
@@ -269,14 +300,16 @@ class LabelStudioAPI:
                 len(batch),
             )
             todo[:0] = [batch[:half], batch[half:]]
+        return gone
 
-    def _import(self, project: int, batch: list[dict]) -> bool:
-        """One import of ``batch``, retried idempotently; False if refused as too large."""
+    def _import(self, project: int, batch: list[dict]):
+        """One import of ``batch``, retried idempotently; False if refused as too large,
+        :data:`_REFUSED` if refused as invalid (HTTP 400: nothing landed)."""
         from label_studio_sdk.core.api_error import ApiError
 
         attempts = 0
 
-        def send() -> bool:
+        def send():
             nonlocal attempts
             attempts += 1
             todo = batch if attempts == 1 else self._not_yet_written(project, batch)
@@ -288,6 +321,8 @@ class LabelStudioAPI:
                 except ApiError as err:
                     if err.status_code == 413:  # refused before reading: nothing landed
                         return False
+                    if err.status_code == 400:  # refused whole: a task it does not hold?
+                        return _REFUSED
                     raise
             if len(todo) < len(batch):
                 logger.info(

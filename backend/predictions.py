@@ -7,8 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backend import membership, project_settings, reviews, served
-from backend.labelstudio import LabelStudioUnavailable
+from backend import project_settings, reviews, served
 from backend.redact import printable
 from backend.settings import Settings
 from backend.store import CorruptVersion, ProjectStore
@@ -64,10 +63,12 @@ def predict(
     project's settings (:func:`backend.project_settings.effective`).
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
-    project by the backend itself): a caller's task that the version does not hold yet has its
-    score stored only once Label Studio lists it in the project (:func:`_proven`), and
-    only tasks read from Label Studio set the baseline reviewers' decisions are judged
-    against (:func:`backend.reviews.stamp_saved`)."""
+    project by the backend itself). A caller's tasks are scored and served, never stored: only
+    tasks read from Label Studio change what the version holds (a made-up text or annotator
+    sent to ``/predict`` must not replace a task's score, nor the regions a refresh writes), and
+    only they set the baseline reviewers' decisions are judged against
+    (:func:`backend.reviews.stamp_saved`). A task Label Studio changes reaches the store through
+    its webhook's rescore."""
     store = ProjectStore(settings.model_dir, project) if project else None
     if store is not None:
         settings = project_settings.effective(settings, store)
@@ -109,21 +110,19 @@ def _predict(
     if stale:
         start = time.perf_counter()
         fresh = score_tasks(weigher(settings, store, version), spec, stale)
-        times = reviews.saved_times(tasks) if from_label_studio else {}
-        reviews.stamp_saved(fresh, times, before=stored)
-        to_store = fresh if from_label_studio else _proven(settings, store, stored, fresh)
-        to_store = _within_bound(store, version, stored, to_store)
-        stored.update(fresh)
-        # Add them to the version's store, where every worker sees them; on a full disk they
-        # are served all the same, and kept in memory until it has room (the store logs it).
-        saved = store.store_scores(version, to_store)
+        note = "; a caller's tasks: served, not stored"
+        if from_label_studio:
+            reviews.stamp_saved(fresh, reviews.saved_times(tasks), before=stored)
+            saved = store.store_scores(version, _within_bound(store, version, stored, fresh))
+            note = "" if saved else "; the disk is full: kept in memory, not stored"
+        stored = {**stored, **fresh}  # served, whoever sent them
         logger.info(
             "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)%s",
             store.project,
             len(fresh),
             len(tasks),
             time.perf_counter() - start,
-            "" if saved else "; the disk is full: kept in memory, not stored",
+            note,
         )
     log_warnings(store.project, parsed.warnings)
     # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up
@@ -139,38 +138,6 @@ def _predict(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
     return out
-
-
-def _proven(settings: Settings, store: ProjectStore, stored: dict, fresh: dict) -> dict:
-    """The part of ``fresh`` (scores of a caller's tasks) that may be stored: tasks the version
-    holds already (read from the project by a training or a rescore), and new ones Label Studio
-    lists in the project. The rest is served, not stored (logged); all new ones when Label
-    Studio cannot be asked."""
-    new = [task for task in fresh if task not in stored]
-    if not new:
-        return fresh
-    try:
-        mine = membership.tasks_of(settings, store, new)
-    except (LabelStudioUnavailable, ValueError) as err:
-        logger.warning(
-            "project %s: scores of %d new tasks served, not stored: Label Studio could not say "
-            "they are the project's (%s)",
-            store.project,
-            len(new),
-            err,
-        )
-        mine = set()
-    foreign = [task for task in new if task not in mine]
-    if foreign:
-        logger.warning(
-            "project %s: /predict named %d tasks Label Studio does not list in project %s: "
-            "served, not stored (%s)",
-            store.project,
-            len(foreign),
-            store.project,
-            ", ".join(foreign[:10]),
-        )
-    return {task: e for task, e in fresh.items() if task in stored or task in mine}
 
 
 # A version stores /predict's scores of at most this many tasks beyond those it was trained

@@ -102,8 +102,10 @@ def serve_in_label_studio(
     # delete once superseded, and no other (another backend's on the same project).
     store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
     with store.locked("writing"):
-        write_predictions(api, project, version, reviews.served_scores(store, scores))
+        gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
         api.set_model_version(int(project), version)
+    if gone:  # deleted since the training read them
+        store.drop_scores(version, gone)
 
 
 WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
@@ -156,8 +158,12 @@ def drop_superseded_predictions(
         )
 
 
-def write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> None:
-    api.write_predictions(
+def write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> set[str]:
+    """Write ``scores`` (task id -> served entry) as ``version``'s predictions; the ids of the
+    tasks Label Studio no longer holds (deleted), left out
+    (:meth:`~backend.labelstudio.LabelStudioAPI.write_predictions`): the caller drops them
+    from the version."""
+    gone = api.write_predictions(
         int(project),
         [
             {
@@ -169,6 +175,7 @@ def write_predictions(api: LabelStudioAPI, project: str, version: str, scores: d
             for task_id, entry in scores.items()
         ],
     )
+    return {str(task) for task in gone}
 
 
 def complete_version(store: ProjectStore, version: str, quick: dict, full: dict) -> dict:

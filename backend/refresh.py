@@ -325,7 +325,11 @@ def _publish(
             written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version]
         )
         with store.locked("writing"):
-            write_predictions(api, store.project, version, reviews.served_scores(store, scores))
+            shown = reviews.served_scores(store, scores)
+            gone = write_predictions(api, store.project, version, shown)
+            if gone:  # deleted in Label Studio: they leave the store with this version
+                scores = {task: e for task, e in scores.items() if task not in gone}
+                atomic_write_json(staging / "scores.json", scores)
             if store.current_version() != base:  # a training's version came: it is newer
                 store.discard(staging)
                 api.delete_model_version(int(store.project), version)

@@ -40,7 +40,7 @@ def rescore_project(project: str, settings: Settings) -> dict:
         written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
-            read = read_changed(api, store, spec, pending)
+            read = read_changed(api, store, spec, pending, settings)
             write = _Once(partial(write_scores, api, store, settings, spec, read))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while
             # the changed tasks' own scores are computed and written
@@ -164,13 +164,16 @@ def rescore_tasks(
     what changed is computed, see :func:`predict`) and make each score the task's one
     prediction of that version (:func:`write_scores`). Returns how many were written; a task
     the project does not hold (gone, or another project's) is skipped and logged."""
-    return write_scores(api, store, settings, spec, read_changed(api, store, spec, tasks))
+    read = read_changed(api, store, spec, tasks, settings)
+    return write_scores(api, store, settings, spec, read)
 
 
-def read_changed(api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks) -> list:
+def read_changed(
+    api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks, settings: Settings
+) -> list:
     """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
-    reviewers' decisions they show are kept (:func:`backend.reviews.decide`), and for NER the
-    tasks as they now stand (:mod:`backend.snapshot`)."""
+    reviewers' decisions they show are kept (:func:`backend.reviews.decide`, with the project's
+    ``self_review``), and for NER the tasks as they now stand (:mod:`backend.snapshot`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)
@@ -189,7 +192,8 @@ def read_changed(api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, t
         snapshot.keep_tasks(store, wanted, [i for i in read_tasks(read, spec).tasks if i], read_at)
     version = store.current_version()
     if read and version is not None:
-        reviews.decide(store, version, spec, read)
+        allow_self = project_settings.effective(settings, store).self_review
+        reviews.decide(store, version, spec, read, allow_self=allow_self)
     return read
 
 

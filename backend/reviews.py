@@ -8,7 +8,9 @@ A webhook only says *which* task changed. Its body is never trusted for a decisi
 that follows reads the task from Label Studio, within the project (:func:`decide`), and judges
 each annotation the serving version scored against its baseline, the content and ``updated_at``
 a training or a rescore last read from Label Studio (kept in the scored record as ``saved``,
-:func:`stamp_saved`).
+:func:`stamp_saved`). Only a save Label Studio names a user for (``updated_by``), newer than
+that baseline, decides (:func:`backend.decisions.vouched_save`): an imported annotation, a
+replayed event and a record scored from a caller's tasks (``/predict``) decide nothing.
 
 ``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
 once lose nothing, and lives outside the versions: decisions survive restarts and retrains. It
@@ -30,7 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from backend import decisions, served
-from backend.decisions import CONFIRMED, COUNTED, FIXED, WITHDRAWN, content_hash
+from backend.decisions import CONFIRMED, COUNTED, FIXED, SELF_REVIEWED, WITHDRAWN, content_hash
 from backend.scores_view import ScoresView
 from backend.store import ProjectStore
 from backend.tasks import read_tasks
@@ -42,7 +44,7 @@ from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONFIRMED", "FIXED", "content_hash", "decide", "load", "review_inputs"]
+__all__ = ["CONFIRMED", "FIXED", "SELF_REVIEWED", "content_hash", "decide", "load", "review_inputs"]
 
 HISTORY = 1_000  # decisions kept in reviews.json's history, the newest
 
@@ -148,10 +150,17 @@ def stamp_saved(scores: Mapping[str, dict], times: Mapping[str, str], before=Non
                 record["saved"] = old[record.get("id")]
 
 
-def decide(store: ProjectStore, version: str, spec, tasks: Sequence[Mapping]) -> dict[str, str]:
+def decide(
+    store: ProjectStore,
+    version: str,
+    spec,
+    tasks: Sequence[Mapping],
+    allow_self: bool = False,
+) -> dict[str, str]:
     """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
-    decision on it left (:func:`backend.decisions.outcome`), and keep what they decide. Returns
+    decision on it left (:func:`backend.decisions.outcome`; ``allow_self``: the project's
+    ``self_review``), and keep what they decide. Returns
     ``"task/annotation"`` -> decision (:data:`~backend.decisions.WITHDRAWN` for a withdrawn
     one). An annotation the version has not scored (newer) decides nothing: its rescore scores
     it."""
@@ -173,7 +182,7 @@ def decide(store: ProjectStore, version: str, spec, tasks: Sequence[Mapping]) ->
                 )
     if not judged:
         return {}
-    return _keep(store, judged, control=spec.review is not None)
+    return _keep(store, judged, control=spec.review is not None, allow_self=allow_self)
 
 
 def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) -> float:
@@ -186,7 +195,9 @@ def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) 
     return float(j["score"]) * served.SLIP_BOOST**repeats
 
 
-def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, str]:
+def _keep(
+    store: ProjectStore, judged: list[dict], control: bool, allow_self: bool
+) -> dict[str, str]:
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
     current decision per annotation and a bounded history. Slips that start or stop counting
     are queued for the rescore, which rewrites their repeats' predictions: every slip whose
@@ -200,7 +211,7 @@ def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, s
             key = f"{j['task']}/{j['annotation']}"
             prior = reviews["decisions"].get(key) or {}
             seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed)
-            new = decisions.outcome(j, prior, control, seen)
+            new = decisions.outcome(j, prior, control, seen, allow_self)
             if new is None:
                 continue
             if new["decision"] == WITHDRAWN:
@@ -214,12 +225,15 @@ def _keep(store: ProjectStore, judged: list[dict], control: bool) -> dict[str, s
             ]
             made[key] = new["decision"]
             logger.info(
-                "project %s: annotation %s of task %s %s by %s (served at %.3f with version %s)",
+                "project %s: annotation %s of task %s %s by %s%s (served at %.3f with version %s)",
                 store.project,
                 j["annotation"],
                 j["task"],
                 new["decision"],
-                j["reviewer"] or "an unknown user",
+                j["reviewer"],
+                f", its annotator (would have {new['chosen']})"
+                if new["decision"] == SELF_REVIEWED
+                else "",
                 seen,
                 j["version"],
             )
@@ -261,12 +275,15 @@ def fixed_slips(store: ProjectStore) -> served.Slips:
 def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[str]:
     """The ids of ``examples`` (annotations as Label Studio holds them now, ids
     ``"task/annotation"``) whose current content a reviewer decided: confirmed it, or saved it
-    as the fix. An annotation changed since its decision is not among them."""
+    as the fix. An annotation changed since its decision is not among them, nor one its
+    annotator alone reviewed (:data:`~backend.decisions.SELF_REVIEWED`)."""
     kept = load(store)["decisions"]
     return {
         ex.id
         for ex in examples
-        if ex.id in kept and kept[ex.id].get("hash") == content_hash(example_record(ex, task))
+        if ex.id in kept
+        and kept[ex.id].get("decision") != SELF_REVIEWED
+        and kept[ex.id].get("hash") == content_hash(example_record(ex, task))
     }
 
 
@@ -293,7 +310,9 @@ def review_inputs(store: ProjectStore) -> dict | None:
     tasks: dict[str, dict] = {}
     items, who, what = [], [], []
     for d in kept:
-        each = d.get("reviewers") or {d.get("reviewer", ""): d["decision"]}
+        each = dict(d.get("reviewers") or {})
+        if d.get("decision") == SELF_REVIEWED or not each:  # an annotator's own, apart
+            each.setdefault(d.get("reviewer", ""), d["decision"])
         for reviewer, decision in each.items():
             items.append(f"{d['task']}/{d['annotation']}")
             who.append(reviewer)

@@ -193,6 +193,7 @@ GROUPS = {
     "engine": ("The engine", "the engine"),
     "scout": ("The scout", "the scout (empty or 0: the built-in default)"),
     "retraining": ("When to retrain", "when to retrain"),
+    "review": ("Reviewers' decisions", "reviewers' decisions"),
 }
 
 # SRW_PROJECT_LIMITS' default: what one project may ask of a 2-core, 24 GB machine (three
@@ -412,6 +413,17 @@ SETTINGS: tuple[Setting, ...] = (
         group="retraining",
         minimum=1,
         training=True,
+        per_project=True,
+    ),
+    Setting(
+        "self_review",
+        bool,
+        False,
+        "an annotator's save of her own annotation decides as a reviewer's does (confirms or "
+        "fixes it); off: it is kept as self-reviewed, and neither confirms nor counts as a fix",
+        "SRW_SELF_REVIEW",
+        ("--self-review",),
+        group="review",
         per_project=True,
     ),
 )

@@ -456,6 +456,22 @@ class ProjectStore:
         return unwritten.write_unwritten(self)
 
     # -- stored predictions -------------------------------------------------------------------
+    def drop_scores(self, version: str, tasks) -> None:
+        """Remove ``tasks`` (ids) from ``version``'s scores.json, under the status lock: tasks
+        Label Studio no longer holds (deleted), whose predictions it refuses. A version no
+        longer on disk, or a full disk, keeps them (the next write leaves them out again)."""
+        gone = {str(task) for task in tasks}
+        path = self.versions / version / "scores.json"
+        try:
+            with self.locked():
+                if path.parent.is_dir():
+                    scores = self._json(version, "scores.json", "task table")
+                    if gone & set(scores):
+                        atomic_write_json(path, {t: e for t, e in scores.items() if t not in gone})
+        except OSError as err:
+            if not no_space(err):
+                raise
+
     def store_scores(self, version: str, fresh: dict) -> bool:
         """Add ``fresh`` (task id -> entry) to ``version``'s scores.json, under the status lock.
         On a full disk they are kept in this process (at most

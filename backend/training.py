@@ -287,7 +287,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock.lap("weigh")
     new = complete_version(store, version, scores, full)
     with store.locked("writing"):
-        write_predictions(api, project, version, new)
+        gone = write_predictions(api, project, version, new)
+    if gone:  # deleted since the training read them
+        store.drop_scores(version, gone)
     clock.lap("complete")
     scores = full
     doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)

@@ -439,6 +439,8 @@ def review_summary(
 
 
 REVIEWER_DECISIONS = ("confirmed", "fixed", "unsure")
+# an annotator's save of her own annotation: counted per person, apart from the decisions
+SELF_REVIEWED = "self-reviewed"
 
 
 def reviewer_summary(
@@ -451,13 +453,16 @@ def reviewer_summary(
     items, reviewers, decisions : sequences of str, one entry per reviewer and item
         The item decided (an annotation), who decided it (``""`` counts as
         :data:`UNKNOWN_ANNOTATOR`) and their latest decision on it: one of
-        :data:`REVIEWER_DECISIONS` (others, such as a reverted fix, are left out).
+        :data:`REVIEWER_DECISIONS`, or :data:`SELF_REVIEWED` (an annotator's review of her
+        own annotation: counted apart, never a decision nor in the agreement); others, such
+        as a reverted fix, are left out.
 
     Returns
     -------
     dict
         ``reviewers``: per reviewer ``reviewer``, ``decided``, ``confirmed``, ``fixed``,
-        ``unsure``, ``fixed_share`` (fixed / (confirmed + fixed), None when neither),
+        ``unsure``, ``self_reviewed``, ``fixed_share`` (fixed / (confirmed + fixed), None
+        when neither),
         ``pairs`` (their decisions on items another reviewer decided too, once per other
         reviewer), ``agree`` (of those, the same decision) and ``agreement`` (agree / pairs,
         None without pairs); most decisions first, then by name. ``agreement``: over the items
@@ -470,11 +475,14 @@ def reviewer_summary(
             f"{len(reviewers)} and {len(decisions)}"
         )
     by_item: dict[str, dict[str, str]] = {}
+    zero = dict.fromkeys(("decided", *REVIEWER_DECISIONS, "self_reviewed", "pairs", "agree"), 0)
+    rows: dict[str, dict] = {}
     for item, who, decision in zip(items, reviewers, decisions):
         if decision in REVIEWER_DECISIONS:
             by_item.setdefault(item, {})[who or UNKNOWN_ANNOTATOR] = decision
-    zero = dict.fromkeys(("decided", *REVIEWER_DECISIONS, "pairs", "agree"), 0)
-    rows: dict[str, dict] = {}
+        elif decision == SELF_REVIEWED:
+            who = who or UNKNOWN_ANNOTATOR
+            rows.setdefault(who, {"reviewer": who, **zero})["self_reviewed"] += 1
     for decided in by_item.values():
         for who, decision in decided.items():
             row = rows.setdefault(who, {"reviewer": who, **zero})
@@ -490,7 +498,9 @@ def reviewer_summary(
     # each pair was counted from both sides
     pairs, agree = (sum(r[k] for r in rows.values()) // 2 for k in ("pairs", "agree"))
     return {
-        "reviewers": sorted(rows.values(), key=lambda r: (-r["decided"], r["reviewer"])),
+        "reviewers": sorted(
+            rows.values(), key=lambda r: (-r["decided"], -r["self_reviewed"], r["reviewer"])
+        ),
         "agreement": {
             "annotations": sum(len(decided) > 1 for decided in by_item.values()),
             "pairs": pairs,

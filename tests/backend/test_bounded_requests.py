@@ -80,9 +80,16 @@ def test_a_warning_about_task_data_is_always_encodable(caplog):
     assert "a\\udfffb" in line
 
 
-def test_predict_stores_a_bounded_number_of_made_up_tasks(tmp_path, tiny_scout, monkeypatch):
+def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
+    tmp_path, tiny_scout, monkeypatch
+):
+    """``/predict``'s tasks come from the caller: scored and served, never stored (issue 58:
+    a made-up text must not replace a task's score). What the backend read from Label Studio
+    itself is stored, up to the version's trained tasks plus MAX_NEW_TASKS."""
     from backend import predictions
+    from backend.settings import Settings
     from backend.store import ProjectStore
+    from backend.tasks import parse_label_config
 
     monkeypatch.setattr(predictions, "MAX_NEW_TASKS", 3)
     _, client, _ = make_app(tmp_path)
@@ -94,8 +101,11 @@ def test_predict_stores_a_bounded_number_of_made_up_tasks(tmp_path, tiny_scout, 
     reply = client.post("/predict", json=body, headers=GOOD)
     assert reply.status_code == 200
     assert all("score" in r for r in reply.get_json()["results"])  # every task is answered
-    stored = ProjectStore(tmp_path / "models", 1).scores(version)
-    assert len(stored) == 2 + 3  # the version's trained tasks (2) + MAX_NEW_TASKS, no more
+    assert ProjectStore(tmp_path / "models", 1).scores(version) == {}  # nothing stored
     again = client.post("/predict", json=body, headers=GOOD).get_json()["results"]
     assert [r["score"] for r in again] == [r["score"] for r in reply.get_json()["results"]]
-    assert len(ProjectStore(tmp_path / "models", 1).scores(version)) == 5
+    settings = Settings(model_dir=str(tmp_path / "models"))
+    spec = parse_label_config(NER_CONFIG)
+    predictions.predict(settings, "1", spec, tasks, from_label_studio=True)
+    stored = ProjectStore(tmp_path / "models", 1).scores(version)
+    assert len(stored) == 2 + 3  # the version's trained tasks (2) + MAX_NEW_TASKS, no more

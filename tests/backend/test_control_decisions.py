@@ -294,7 +294,8 @@ def test_the_reviewer_is_who_saved_the_annotation():
     """Label Studio 1.23 sets ``updated_by`` on every update (null until the first) and keeps
     ``completed_by`` as who created the annotation; the rescore names both by email."""
     assert reviewer({"completed_by": 4, "updated_by": 5}) == "user 5"
-    assert reviewer({"completed_by": 4, "updated_by": None}) == "user 4"
+    # an imported annotation: Label Studio names nobody who saved it, whatever the import claims
+    assert reviewer({"completed_by": 4, "updated_by": None}) == ""
     assert reviewer({}) == ""
     (task,) = name_annotators([_task(1, 11, [], by=5, created_by=4)], {5: "rev@example.com"})
     assert reviewer(task["annotations"][0]) == "rev@example.com"
@@ -353,3 +354,74 @@ def test_the_report_per_reviewer_with_agreement(ner):
     assert (report["reviewed"], report["fixed"]) == (2, 1)
     assert {row["label"] for row in report["by_label"]} == {"LOC", "PER"}
     assert len(report["by_threshold"]) == 10
+
+
+# ----------------------------------------------------------------------------- vouched (issue 58)
+
+
+def test_an_imported_choice_never_decides_however_often_it_is_read(ner):
+    """The probe's attack: an annotation imported with ``completed_by`` another user and the
+    choice *correct* already in it. Label Studio's import leaves ``updated_by`` null and the
+    scoring read it as it is: no rescore, replayed or after a later time, confirms it."""
+    spec, store = ner
+    imported = _task(1, 11, MERKEL_PER + [chose("correct")], SCORED_AT, by=None, created_by=5)
+    assert _decide(spec, store, imported) == {}
+    later = _task(1, 11, MERKEL_PER + [chose("correct")], _at(9), by=None, created_by=5)
+    for _ in range(3):  # an id-only webhook replayed: the same read, nothing new
+        assert _decide(spec, store, later) == {}
+    assert _decisions(store) == {} and _served(store)["1"]["score"] == 0.1
+
+
+def test_a_choice_the_scoring_already_read_decides_nothing(ner):
+    """A save the version scored (its ``updated_at`` is the baseline) is no decision made after
+    the scoring, even with ``updated_by`` set; saved again after it, it decides once."""
+    spec, store = ner
+    assert _decide(spec, store, _task(1, 11, MERKEL_PER + [chose("correct")], SCORED_AT)) == {}
+    after = _task(1, 11, MERKEL_PER + [chose("correct")], _at(3))
+    assert _decide(spec, store, after) == {"1/11": "confirmed"}
+    assert _decide(spec, store, after) == {}  # replayed
+    assert _served(store)["1"]["score"] == 1.0
+
+
+def test_an_annotator_choosing_correct_on_her_own_annotation_is_a_self_review(ner):
+    """The annotator (``completed_by``) saving *correct* herself: kept as self-reviewed, served
+    at its scout's score, never weighed as reviewed; the report counts it apart. A reviewer's
+    *correct* afterwards confirms it."""
+    spec, store = ner
+    own = _task(1, 11, MERKEL_PER + [chose("correct")], _at(2), by=4, created_by=4)
+    assert _decide(spec, store, own) == {"1/11": reviews.SELF_REVIEWED}
+    kept = _decisions(store)["1/11"]
+    assert (kept["chosen"], kept["self"], kept["reviewers"]) == ("confirmed", True, {})
+    assert _served(store)["1"]["score"] == 0.1
+    (example,) = read_tasks([own], spec).tasks[0].examples
+    assert reviews.decided(store, [example], "ner") == set()  # the CRF's refit: not reviewed
+    table = reviews.review_inputs(store)
+    assert table["tasks"] == [] and table["decisions"]["decision"] == [reviews.SELF_REVIEWED]
+    records = annotation_records(store.scores(store.current_version()))
+    report_rows = build_report(
+        AnnotationTable.from_records(records, [f"task {r['task']}" for r in records]),
+        threshold=0.5,
+        reviews=table,
+    )["reviews"]["reviewers"]
+    assert [(r["reviewer"], r["decided"], r["self_reviewed"]) for r in report_rows] == [
+        ("user 4", 0, 1)
+    ]
+    # a reviewer then confirms the same content: it counts
+    by_reviewer = _task(1, 11, MERKEL_PER + [chose("correct")], _at(4), by=5, created_by=4)
+    assert _decide(spec, store, by_reviewer) == {"1/11": "confirmed"}
+    assert _served(store)["1"]["score"] == 1.0
+    # and the annotator's unchanged re-save leaves the reviewer's confirmation standing
+    again = _task(1, 11, MERKEL_PER + [chose("correct")], _at(6), by=4, created_by=4)
+    assert _decide(spec, store, again) == {}
+    assert _decisions(store)["1/11"]["decision"] == "confirmed"
+
+
+def test_a_project_may_let_annotators_review_their_own(ner):
+    """``self_review`` on: the annotator's choice decides as a reviewer's, marked self."""
+    spec, store = ner
+    own = _task(2, 21, MERKEL_LOC + [chose("wrong (fixed)")], _at(2), by=4, created_by=4)
+    made = reviews.decide(store, store.current_version(), spec, [own], allow_self=True)
+    assert made == {"2/21": "fixed"}
+    kept = _decisions(store)["2/21"]
+    assert kept["self"] is True and kept["reviewers"] == {"user 4": "fixed"}
+    assert reviews.fixed_slips(store).counts

@@ -417,3 +417,45 @@ def test_a_confirmation_records_no_slip(project):
     assert reviews.fixed_slips(store).counts == {}
     assert "slips_pending" not in store.status()
     assert _served(store)["2"]["score"] == 0.2
+
+
+def _saved_by(task: dict, by, created_by=4) -> dict:
+    """``task`` with its annotations saved by user ``by`` (None: imported, Label Studio names
+    nobody) and made by ``created_by``."""
+    for a in task["annotations"]:
+        a.update(updated_by=by, completed_by=created_by)
+    return task
+
+
+def test_only_a_save_label_studio_names_a_user_for_decides(project):
+    """Issue 58: an annotation Label Studio names no saver for (imported: ``updated_by``
+    null) decides nothing, with other labels or the same, however late its time; a record
+    scored without a read from Label Studio (no baseline) neither."""
+    _, store = project
+    assert _decide(store, _saved_by(_task(1, [(11, MERKEL_PER, _at(5))]), None)) == {}
+    assert _decide(store, _saved_by(_task(2, [(21, MERKEL_LOC, _at(5))]), None)) == {}
+    version = store.current_version()
+    scores = store.scores(version)
+    del scores["3"]["annotations"][0]["saved"]
+    store.store_scores(version, {"3": scores["3"]})
+    assert _decide(store, _task(3, [(31, MERKEL_LOC, _at(5)), (32, MERKEL_PER)])) == {}
+    assert not (store.root / "reviews.json").exists()
+
+
+def test_an_annotators_own_saves_are_self_reviews_not_decisions(project):
+    """Without the control: the annotator re-saving her annotation unchanged does not confirm
+    it, and her own edit is no reviewer's fix (no slips, no weight in the CRF's refit); both
+    are kept as self-reviewed. A reviewer's save after them decides as usual."""
+    _, store = project
+    same = _saved_by(_task(1, [(11, MERKEL_PER, _at(5))]), 4)
+    assert _decide(store, same) == {"1/11": reviews.SELF_REVIEWED}
+    edit = _saved_by(_task(2, [(21, MERKEL_LOC, _at(5))]), 4)
+    assert _decide(store, edit) == {"2/21": reviews.SELF_REVIEWED}
+    served = _served(store)
+    assert (served["1"]["score"], served["2"]["score"]) == (0.1, 0.2)
+    assert reviews.fixed_slips(store).counts == {}
+    kept = reviews.load(store)["decisions"]
+    assert (kept["1/11"]["chosen"], kept["2/21"]["chosen"]) == ("confirmed", "fixed")
+    assert "slips" not in kept["2/21"] and "pairs" not in kept["1/11"]
+    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(7))])) == {"1/11": "confirmed"}
+    assert _served(store)["1"]["score"] == 1.0

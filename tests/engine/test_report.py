@@ -323,6 +323,7 @@ def test_reviewer_summary_counts_each_reviewers_decisions_and_their_agreement(kn
         "confirmed": 1,
         "fixed": 1,
         "unsure": 0,
+        "self_reviewed": 0,
         "fixed_share": 0.5,
         "pairs": 2,
         "agree": 1,

@@ -353,3 +353,103 @@ def test_classification_correct_and_wrong_fixed(lab, kind):
     assert REVIEW_CONTROL not in json.dumps(report["labels"])  # never a label
     (row,) = report["reviews"]["reviewers"]
     assert (row["reviewer"], row["confirmed"], row["fixed"]) == (REVIEWER, 1, 1)
+
+
+# ----------------------------------------------------------------------------- who may decide
+
+
+MALLORY = "mallory@example.com"
+
+
+def scored_annotations(ctx, project: int, task: int) -> int:
+    """How many annotations of ``task`` the serving version scored (0: not the task)."""
+    version = ctx.backend.get(f"/status?project={project}")[1]["current_version"]
+    path = ctx.models / str(project) / "versions" / version / "scores.json"
+    try:
+        entry = json.loads(path.read_text()).get(str(task)) or {}
+    except FileNotFoundError:  # replaced meanwhile
+        return 0
+    return len(entry.get("annotations") or ())
+
+
+def rescored_since(ctx, project: int, since: float) -> bool:
+    """Whether a rescore of ``project`` finished after ``since`` (the backend's clock) and no
+    other waits."""
+    status = ctx.backend.get(f"/status?project={project}")[1]
+    last = status.get("last_rescore") or {}
+    return (last.get("finished_at") or 0) > since and not status.get("rescore_pending")
+
+
+def test_a_member_cannot_decide_in_anothers_name_nor_for_herself(lab):
+    """The hostile probe's high finding (issue 58): a plain member imports a task whose
+    annotation claims ``completed_by`` the reviewer and already holds *correct*, then makes the
+    backend read it again and again (an annotation of her own added and saved, id-only
+    webhooks replayed). Label Studio's import leaves ``updated_by`` null: the imported
+    annotation decides nothing. Her *correct* on her own annotation is a self-review: kept as
+    such, never a confirmation. The task is served at its scouts' score, not 1."""
+    ctx, project = lab, lab.projects["ner"]
+    mallory = sign_up(ctx.label_studio, MALLORY, "mallory-pw-12345")
+    users = {u["email"]: u["id"] for u in ctx.label_studio.api("GET", "/api/users")}
+    source = next(  # the least doubtful task with an entity: a sentence the scout knows
+        task
+        for task in reversed(tasks_of(ctx, project, {"ordering": ["tasks:predictions_score"]}))
+        if len(task["annotations"]) == 1 and labels_only(task["annotations"][0]["result"])
+    )
+    wrong = retyped(labels_only(source["annotations"][0]["result"]))
+    status, imported = http_json(
+        "POST",
+        f"{ctx.label_studio.url}/api/projects/{project}/import?return_task_ids=true",
+        token=mallory,
+        body=[
+            {
+                "data": source["data"],
+                "annotations": [
+                    {"result": wrong + [choice("correct")], "completed_by": users[REVIEWER]}
+                ],
+            }
+        ],
+    )
+    assert status == 201, imported
+    (task,) = imported["task_ids"]
+    (forged,) = ctx.label_studio.api("GET", f"/api/tasks/{task}")["annotations"]
+    claimed = forged["completed_by"]  # the user, expanded, in a task's annotations
+    assert (claimed["id"] if isinstance(claimed, dict) else claimed) == users[REVIEWER]
+    assert forged["updated_by"] is None
+    # her own annotation: its webhook makes the rescore score the task (both annotations)
+    status, own = http_json(
+        "POST",
+        f"{ctx.label_studio.url}/api/tasks/{task}/annotations",
+        token=mallory,
+        body={"result": labels_only(source["annotations"][0]["result"])},
+    )
+    assert status == 201, own
+    wait(ctx, lambda: scored_annotations(ctx, project, task) == 2, "the task was not scored")
+    # *correct* on her own annotation, then id-only events replayed for the forged one
+    status, body = http_json(
+        "PATCH",
+        f"{ctx.label_studio.url}/api/annotations/{own['id']}",
+        token=mallory,
+        body={"result": own["result"] + [choice("correct")]},
+    )
+    assert status == 200, body
+    key = f"{task}/{own['id']}"
+    wait(ctx, lambda: key in decisions(ctx, project), "her save was not read")
+    sent = time.time()
+    for _ in range(3):
+        event = {
+            "action": "ANNOTATION_UPDATED",
+            "project": {"id": project},
+            "task": {"id": task},
+            "annotation": {"id": forged["id"]},
+        }
+        code, reply = ctx.backend.post("/webhook", event)
+        assert code == 200, reply
+    wait(ctx, lambda: rescored_since(ctx, project, sent), "the replays were not read")
+    kept = decisions(ctx, project)
+    assert f"{task}/{forged['id']}" not in kept  # the import decided nothing
+    assert (kept[key]["decision"], kept[key]["reviewer"]) == ("self-reviewed", MALLORY)
+    assert served(ctx, project, task)["score"] < 1.0
+    code, report = ctx.backend.get(f"/report.json?project={project}")
+    assert code == 200, report
+    rows = {row["reviewer"]: row for row in report["reviews"]["reviewers"]}
+    assert (rows[MALLORY]["decided"], rows[MALLORY]["self_reviewed"]) == (0, 1)

@@ -124,3 +124,35 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     # trained on the tasks the training read and the rescores updated (backend.snapshot), with
     # every fix: the project was not read again
     assert refresh["read_project"] is False
+
+
+def test_a_deleted_task_leaves_the_store_and_the_refresh_writes_the_others(trained):
+    """Issue 58: Label Studio refuses a whole prediction import (HTTP 400) that names a task it
+    no longer holds. After a task is deleted, the next change's refresh still serves: the
+    deleted task's prediction is left out, every other task's written, and the deleted task
+    leaves the version's scores."""
+    ctx = trained
+    tasks = annotated(ctx)
+    before = status(ctx)["current_version"]
+    deleted, edited = sorted(tasks)[:2]
+    ctx.label_studio.api("DELETE", f"/api/tasks/{deleted}")
+    text, annotation = tasks[edited]
+    _, etype, region = mentions(text, annotation)[0]
+    new_type = next(t for t in ("PER", "ORG", "LOC", "MISC") if t != etype)
+    result = [
+        {**r, "value": {**r["value"], "labels": [new_type]}} if r is region else r
+        for r in annotation["result"]
+    ]
+    ctx.label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", {"result": result})
+    deadline = time.monotonic() + 180
+    while True:
+        snapshot = status(ctx)
+        refresh, current = snapshot.get("last_refresh") or {}, snapshot["current_version"]
+        if current != before and refresh.get("version") == current:
+            break
+        assert time.monotonic() < deadline, f"no refresh after the deletion\n{ctx.backend.log(80)}"
+        time.sleep(1)
+    assert str(deleted) not in version_scores(ctx, current)
+    versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
+    assert versions.get(current) == len(tasks) - 1, versions
+    assert "no longer in the project (deleted)" in ctx.backend.log(200)
