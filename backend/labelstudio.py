@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from backend.deadline import deadline_client
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -83,6 +85,9 @@ def _batches(predictions: Sequence[dict], limit: int) -> list[list[dict]]:
 
 
 _REFUSED = "refused"  # an import Label Studio refused whole as invalid (HTTP 400)
+# Seconds one request to Label Studio may take in all (a job's: an export of a large project
+# is one request); a request thread's asks have their own, shorter (backend.membership).
+REQUEST_DEADLINE = 300.0
 
 
 class LabelStudioAPI:
@@ -94,10 +99,21 @@ class LabelStudioAPI:
         Label Studio's address and a legacy token or personal access token.
     retries : int, default=4
         Attempts after the first, with exponential backoff starting at ``backoff`` seconds.
+    timeout : float, default=60.0
+        Seconds each read may wait.
+    deadline : float, default=:data:`REQUEST_DEADLINE`
+        Seconds one request may take in all, body included (:mod:`backend.deadline`): a Label
+        Studio that trickles its answer cannot hold a thread longer.
     """
 
     def __init__(
-        self, url: str, api_key: str, retries: int = 4, backoff: float = 1.0, timeout: float = 60.0
+        self,
+        url: str,
+        api_key: str,
+        retries: int = 4,
+        backoff: float = 1.0,
+        timeout: float = 60.0,
+        deadline: float | None = None,
     ):
         if not url or not api_key:
             raise LabelStudioUnavailable(
@@ -107,7 +123,13 @@ class LabelStudioAPI:
         from label_studio_sdk.client import LabelStudio
 
         self.url = url
-        self.client = LabelStudio(base_url=url, api_key=api_key, timeout=timeout)
+        deadline = REQUEST_DEADLINE if deadline is None else deadline
+        self.client = LabelStudio(
+            base_url=url,
+            api_key=api_key,
+            timeout=min(timeout, deadline),
+            httpx_client=deadline_client(deadline, min(timeout, deadline)),
+        )
         self.retries = retries
         self.backoff = backoff
 

@@ -7,45 +7,41 @@ stored, scored, written or decided for them:
 * a project gets a directory under MODEL_DIR only once Label Studio shows it exists (``/setup``
   storing its settings) or is connected to an ML backend (a webhook): made-up project ids make
   nothing (:func:`require_connected`, :func:`require_exists`);
-* a task an event names must be one the serving version scored (read from the project's own
-  export by a training, or from its own task list by a rescore), else Label Studio must list it
-  in the project (:func:`require_task_of`). A task of another project is refused and logged
-  with both project ids.
+* a task an event names is one the serving version scored (read from the project's own export
+  by a training, or from its own task list by a rescore), or it waits for the rescore, which
+  reads the project's own task list with it as the selection: a task of another project is
+  never read, and is logged with both project ids there (:func:`backend.rescore.read_changed`).
+  No request thread waits on Label Studio for an event.
 
 The other paths that take task ids ask Label Studio through the project's own task list
 (:meth:`backend.labelstudio.LabelStudioAPI.project_tasks`): a rescore reads only the project's
-tasks, predictions are written only to them, and ``/predict`` stores scores only of them.
+tasks, predictions are written only to them, and ``/predict`` stores nothing.
 """
 
 from __future__ import annotations
 
 import logging
 
-from backend.errors import Forbidden, NotConnected
+from backend.errors import NotConnected
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.scores_view import ScoresView
 from backend.settings import Settings
 from backend.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 
-# A webhook waits on this (Label Studio gives a webhook 1 s): one attempt, a short timeout.
-ASK_TIMEOUT = 5.0
-
-# The task ids a version holds scores of (each proven the project's when stored), kept per
-# process until its scores.json changes.
-_scored_tasks = ScoresView(frozenset, 16)
+# What a request thread may wait on Label Studio, in all (one attempt; Label Studio gives a
+# webhook 1 s and /setup 3 s): asked only for a project new here.
+ASK_TIMEOUT = 2.0
 
 
 def _api(settings: Settings) -> LabelStudioAPI:
     return LabelStudioAPI(
-        settings.label_studio_url, settings.label_studio_api_key, retries=0, timeout=ASK_TIMEOUT
+        settings.label_studio_url,
+        settings.label_studio_api_key,
+        retries=0,
+        timeout=ASK_TIMEOUT,
+        deadline=ASK_TIMEOUT,
     )
-
-
-def known_tasks(store: ProjectStore, version: str | None) -> frozenset:
-    """The task ids ``version`` holds scores of (none without a version)."""
-    return _scored_tasks(store, version) if version is not None else frozenset()
 
 
 def require_connected(settings: Settings, store: ProjectStore) -> None:
@@ -76,31 +72,3 @@ def require_exists(settings: Settings, store: ProjectStore) -> None:
             raise
         logger.warning("project %s: refused: Label Studio has no such project", store.project)
         raise NotConnected(f"Label Studio has no project {store.project}") from None
-
-
-def tasks_of(settings: Settings, store: ProjectStore, tasks) -> set[str]:
-    """Which of ``tasks`` (ids) Label Studio lists in ``store``'s project (nothing of another
-    project is read)."""
-    listed = _api(settings).tasks_in_project(int(store.project), [int(t) for t in tasks])
-    return {str(task) for task in listed}
-
-
-def require_task_of(
-    settings: Settings, store: ProjectStore, task: str, claimed: str | None = None
-) -> None:
-    """:class:`Forbidden` unless ``task`` is a task of ``store``'s project: one the serving
-    version scored, or one Label Studio lists in the project. ``claimed``: the project the
-    request said the task is in, for the log."""
-    if task in known_tasks(store, store.current_version()):
-        return
-    if tasks_of(settings, store, [task]):
-        return
-    logger.warning(
-        "project %s: refused an event naming task %s, which Label Studio does not list in "
-        "project %s (the event says it is project %s's)",
-        store.project,
-        task,
-        store.project,
-        claimed or "unknown",
-    )
-    raise Forbidden(f"task {task} is not a task of project {store.project}")

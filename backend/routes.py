@@ -199,9 +199,9 @@ def webhook():
     auth.require_project(project)  # a token opens its own project only
     store = _store(project)
     membership.require_connected(_settings(), store)
+    # The task waits for the rescore, which reads it within the project only (no request
+    # thread waits on Label Studio for an event); one of another project is logged there.
     task = changed_task(body)
-    if task is not None:  # before anything of it is kept: is it this project's?
-        membership.require_task_of(_settings(), store, task, claimed_project(body))
     reply = {"action": event}
     settings = project_settings.effective(_settings(), store)
     train, unwritten = wants_training(store, settings, event, task)
@@ -218,15 +218,6 @@ def webhook():
     outcome = _jobs("runner").submit(store.project)
     logger.info("project %s: %s -> training %s", store.project, event, outcome)
     return jsonify(status=outcome, **reply), 201
-
-
-def claimed_project(body: dict) -> str | None:
-    """The project a webhook's task says it is in (for a refusal's log line only)."""
-    task = body.get("task") if isinstance(body.get("task"), dict) else {}
-    try:
-        return project_id(task.get("project"))
-    except ValueError:
-        return None
 
 
 def _reconciled(store: ProjectStore, jobs, running, why: str, **failed) -> tuple[dict, str]:
