@@ -113,8 +113,10 @@ def main(argv=None) -> None:
         return
     configure_logging(args.log_level)
     from backend.server import create_app
+    from backend.store import keep_files_private
     from backend.warmup import import_engine
 
+    keep_files_private()
     app = create_app(settings)
     import_engine(settings)
     app.run(host=args.host, port=args.port, threaded=True)
@@ -142,7 +144,9 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
     from backend.server import create_app
+    from backend.store import keep_files_private
     from backend.warmup import import_engine
 
+    keep_files_private()
     app = create_app(settings)
     import_engine(settings)

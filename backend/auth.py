@@ -69,6 +69,8 @@ def install(app: Flask, settings: Settings) -> None:
     @app.after_request
     def no_credential_in_a_reply(response):
         response.headers["X-Content-Type-Options"] = "nosniff"
+        # a project's texts, annotators and scores: no browser or proxy keeps a copy
+        response.headers["Cache-Control"] = "no-store"
         if response.mimetype == "text/html":
             response.headers["Content-Security-Policy"] = HTML_POLICY
         status = redact.redact(response.status, secrets)  # a 400's reason phrase: its message

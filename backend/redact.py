@@ -35,9 +35,15 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def printable(text: str) -> str:
-    """``text`` with what UTF-8 cannot encode (lone surrogates) backslash-escaped."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """``text`` with what UTF-8 cannot encode (lone surrogates) backslash-escaped, and every
+    control character but newline and tab too (``\\x1b``): a log line holds no terminal
+    escape and no NUL, whatever a client or a task sent."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def secrets_of(settings) -> list[str]:

@@ -382,8 +382,9 @@ SETTINGS: tuple[Setting, ...] = (
         "files (empty: none)",
         "SRW_REFERENCE",
         ("--reference",),
-        pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-        rule="a file name in MODEL_DIR/references (letters, digits, '.', '_' and '-'), or empty",
+        pattern=r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}",  # a name the filesystem takes
+        rule="a file name in MODEL_DIR/references (letters, digits, '.', '_' and '-', at most "
+        "200), or empty",
         group="scout",
         training=True,
         per_project=True,

@@ -57,6 +57,17 @@ from backend.disk import directory_mb, free_mb  # noqa: E402, F401
 from backend.versions import new_version_name  # noqa: E402, F401
 
 _PROJECT = re.compile(r"[0-9]+")
+# What a server or worker process leaves of MODEL_DIR's files to others: nothing to the world
+# (files 0640, directories 0750): they hold the projects' texts, annotators and decisions.
+DATA_UMASK = 0o027
+
+
+def keep_files_private() -> None:
+    """Make this process's new files and directories under MODEL_DIR unreadable to other users
+    (:data:`DATA_UMASK`): what the server and the rq worker call as they start."""
+    os.umask(DATA_UMASK)
+
+
 # Project directories are made on the first event of a project; this bounds what any number of
 # made-up project ids can make (a real deployment serves far fewer projects).
 MAX_PROJECTS = 10_000

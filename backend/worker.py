@@ -20,6 +20,7 @@ import time
 
 from backend import redact
 from backend.settings import Settings, SettingsError, configure_logging
+from backend.store import keep_files_private
 from backend.warmup import import_engine
 
 
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"backend.worker: {err}", file=sys.stderr)
         return 2
     redact.install(settings)
+    keep_files_private()
     if not settings.redis_url:
         print(
             "backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",

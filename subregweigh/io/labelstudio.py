@@ -301,6 +301,15 @@ def _span(text: str, value: dict, where: str, strict: bool, warnings: list[str])
                 f"{where}: the region's text {quoted!r} differs from "
                 f"{text[start:end]!r} at {start}-{end} in the task; offsets used"
             )
+    elif not quoted and 0 <= start < end and any(ord(ch) > 0xFFFF for ch in text):
+        # No text to check against: UTF-16 offsets where they, and not the characters', fall
+        # on word edges (past an emoji, characters' offsets cut words or overrun the text).
+        s16, e16 = utf16_to_char_offset(text, start), utf16_to_char_offset(text, end)
+        if s16 is not None and e16 is not None and (s16, e16) != (start, end):
+            words = words_with_offsets(text)
+            starts, ends = {ws for _, ws, _ in words}, {we for _, _, we in words}
+            if (start not in starts or end not in ends) and s16 in starts and e16 in ends:
+                start, end = s16, e16
     if strict and not 0 <= start < end <= len(text):
         raise DataError(
             f"{where}: span {start}-{end} lies outside the text of {len(text)} characters"

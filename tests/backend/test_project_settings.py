@@ -92,6 +92,8 @@ def test_values_come_out_of_the_setting_s_type():
         ("[1, 2]", ["must be a JSON object, not an array"]),
         (42, ["must be a JSON object or KEY=VALUE lines, not a number"]),
         ("k=" + "9" * 20_000, ["20002 characters; at most 10000"]),
+        # issue 58: a name longer than a file name can be was a 500 (ENAMETOOLONG)
+        ({"reference": "x" * 900}, ["extra parameter reference", "at most 200"]),
     ],
 )
 def test_a_bad_parameter_is_named_with_what_is_wrong(raw, fragments):

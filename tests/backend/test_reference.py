@@ -45,7 +45,8 @@ def _settings(folder, name: str) -> Settings:
 
 
 @pytest.mark.parametrize(
-    "name", ["../models/x.conll", "/etc/passwd", ".hidden", "a/b.conll", "a b.conll", "~x"]
+    "name",
+    ["../models/x.conll", "/etc/passwd", ".hidden", "a/b.conll", "a b.conll", "~x", "x" * 900],
 )
 def test_a_reference_is_a_file_name_in_the_folder_never_a_path(tmp_path, name):
     with pytest.raises(SettingsError, match=r"SRW_REFERENCE .* it must be a file name in"):

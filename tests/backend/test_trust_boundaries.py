@@ -137,8 +137,10 @@ def test_replies_say_nosniff_and_html_carries_a_policy(tmp_path):
     """JSON replies here; the report page's policy is asserted where it is rendered
     (tests/backend/test_backend_report.py::test_report_json_and_page)."""
     _, client, _ = make_app(tmp_path)
-    for path in ("/health", "/status?project=1", "/report.json?project=1"):
-        assert client.get(path, headers=GOOD).headers["X-Content-Type-Options"] == "nosniff"
+    for path in ("/health", "/status?project=1", "/report.json?project=1", "/report?project=1"):
+        headers = client.get(path, headers=GOOD).headers
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Cache-Control"] == "no-store"  # issue 58: no copy kept on the way
     assert "script-src" not in HTML_POLICY and "default-src 'none'" in HTML_POLICY
 
 

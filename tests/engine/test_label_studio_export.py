@@ -252,6 +252,32 @@ def test_text_field_and_span_repairs(tmp_path, caplog):
     assert any("cuts a word" in r.getMessage() for r in caplog.records)
 
 
+def test_utf16_offsets_without_the_regions_text_map_to_the_right_words(tmp_path):
+    """Issue 58: a region without its text, counted in UTF-16 code units past an emoji, fell
+    outside the text or on the wrong words; where the UTF-16 reading, and not the characters',
+    falls on word edges, it is the one read."""
+    text = "I \U0001f600 love Paris and Rome"  # Paris at characters 9-14, UTF-16 units 10-15
+    regions = [
+        {
+            "id": name,
+            "from_name": "label",
+            "to_name": "text",
+            "type": "labels",
+            "value": {"start": start, "end": end, "labels": ["LOC"]},
+        }
+        for name, start, end in (("paris", 10, 15), ("rome", 20, 24))
+    ]
+    path = write_export(tmp_path / "export.json", [task(3, text, [annotation(1, regions)])])
+    (ex,), _ = read_dataset(path)
+    assert ex.label == ("O", "O", "O", "B-LOC", "O", "B-LOC")
+    # character offsets that fall on word edges stay as they are
+    regions[0]["value"].update(start=9, end=14)
+    regions[1]["value"].update(start=19, end=23)
+    path = write_export(tmp_path / "export.json", [task(3, text, [annotation(1, regions)])])
+    (ex,), _ = read_dataset(path)
+    assert ex.label == ("O", "O", "O", "B-LOC", "O", "B-LOC")
+
+
 # ----------------------------------------------------------------------------- errors
 
 

@@ -234,3 +234,33 @@ def test_a_large_body_without_credentials_costs_no_memory(tmp_path):
         assert backend.get("/health")[0] == 200
     print(f"server {before:.0f} MB before, {after:.0f} MB after four 45 MB bodies")
     assert after - before < 150, (before, after)
+
+
+def test_the_access_log_is_printable_and_bounded_and_data_files_private(tmp_path, tiny_scout):
+    """Issue 58's lows: a request line with ESC and NUL was logged raw (a terminal reading the
+    log obeys the escape), and as long as sent; the files the server writes under MODEL_DIR
+    were readable by every user."""
+    model_dir = tmp_path / "models"
+    publish_scout(model_dir, 1, tiny_scout, "srw-20260101-000000000-aaaaaa")
+    log_path = tmp_path / "gunicorn.log"
+    with BackendServer(model_dir, {"LOG_LEVEL": "INFO"}, log_path, workers=1, threads=2) as backend:
+        long_path = "/health?" + "a" * 3000
+        for line in (b"GET /health?\x1b[2J\x1b[31mred\x00 HTTP/1.1", f"GET {long_path} HTTP/1.1"):
+            with socket.create_connection(("127.0.0.1", backend.port), timeout=10) as conn:
+                raw = line if isinstance(line, bytes) else line.encode()
+                conn.sendall(raw + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while conn.recv(65536):
+                    pass
+        event = {"action": "ANNOTATION_CREATED", "project": {"id": 1}}
+        code, reply = backend.post("/webhook", event)
+        assert code == 200, reply  # the server writes the project's status
+        deadline = time.monotonic() + 10
+        while "characters)" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    log = log_path.read_text()
+    assert "\x1b" not in log and "\x00" not in log
+    assert "\\x1b[2J\\x1b[31mred\\x00" in log
+    (cut,) = [line for line in log.splitlines() if "/health?aaa" in line]
+    assert len(cut) < 1000 and "characters)" in cut
+    status = model_dir / "1" / "status.json"
+    assert status.stat().st_mode & 0o777 == 0o640, oct(status.stat().st_mode)
