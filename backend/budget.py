@@ -10,7 +10,10 @@ directory is discarded, the status says why, and the last good version keeps ser
 
 The memory check samples the process's resident size once a second: it stops a training whose
 memory grows, not a single allocation larger than the machine (the per-project limits,
-SRW_PROJECT_LIMITS, bound what one step may ask for).
+SRW_PROJECT_LIMITS, bound what one step may ask for). The growth is the process's, so a
+process trains one project at a time (:func:`training_slot`; the others wait their turn):
+three projects training at once in one worker failed together, each charged the others'
+memory (issue 58), where each alone passed.
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ import ctypes
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
 CHECK_SECONDS = 1.0
+# Trainings and self-tests one process runs at once: what its memory budget can tell apart.
+TRAININGS_PER_PROCESS = 1
+_slots = threading.BoundedSemaphore(TRAININGS_PER_PROCESS)
 
 
 class BudgetExceeded(RuntimeError):
@@ -47,6 +54,20 @@ def _raise_in(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(BudgetExceeded)
     )
+
+
+@contextlib.contextmanager
+def training_slot(on_wait: Callable[[], object] | None = None):
+    """Run the ``with`` block as one of this process's :data:`TRAININGS_PER_PROCESS`
+    trainings, waiting for a slot when all are taken (``on_wait`` is called first, to say so)."""
+    if not _slots.acquire(blocking=False):
+        if on_wait is not None:
+            on_wait()
+        _slots.acquire()
+    try:
+        yield
+    finally:
+        _slots.release()
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from backend import project_settings, reviews, served, snapshot
+from backend import budget, project_settings, reviews, served, snapshot
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.predictions import predict
 from backend.settings import Settings
@@ -26,8 +26,15 @@ def rescore_project(project: str, settings: Settings) -> dict:
     score follows it within seconds instead of waiting for the next training.
 
     What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
-    from the status when the job starts; if it fails they are put back for the next one.
+    from the status when the job starts; if it fails they are put back for the next one. It
+    runs within a training's wall time (``SRW_TRAINING_SECONDS``; past it, it fails as a
+    training does); its memory is not watched: a rescore shares its process with trainings.
     """
+    with budget.within(settings.training_seconds, float("inf"), "the rescore"):
+        return _rescore(project, settings)
+
+
+def _rescore(project: str, settings: Settings) -> dict:
     store = ProjectStore(settings.model_dir, project)
     version = store.current_version()
     if version is None:  # the first training scores them

@@ -10,7 +10,7 @@ from backend import budget, project_settings
 from backend.redact import redact, secrets_of
 from backend.settings import Settings
 from backend.store import ProjectStore
-from backend.training import read_annotations
+from backend.training import WAITING, read_annotations
 from backend.weighers import SEED, engine, release_memory
 
 logger = logging.getLogger(__name__)
@@ -23,10 +23,13 @@ def selftest_project(project: str, settings: Settings) -> dict:
     (``selftest_request``, written by ``POST /selftest``; default both). Reads Label Studio,
     writes nothing there. Runs in a background job; on failure the error is kept and the
     exception propagates."""
-    try:
-        return _selftest_project(project, settings)
-    finally:
-        release_memory()  # several scouts trained
+    store = ProjectStore(settings.model_dir, project)
+    waiting = {"state": "running", "started_at": time.time(), "message": WAITING}
+    with budget.training_slot(lambda: store.update_status(selftest=waiting)):
+        try:
+            return _selftest_project(project, settings)
+        finally:
+            release_memory()  # several scouts trained
 
 
 def _selftest_project(project: str, settings: Settings) -> dict:

@@ -106,14 +106,29 @@ def parse_label_config(config: str) -> LabelingSpec:
     )
 
 
+# What one task may cost the backend to read and weigh (issue 58: a saved annotation of 5,000
+# regions on a 1 MB task cost 165 s of CPU): beyond either, the task is skipped with a warning
+# naming it. 100,000 characters is some 200 encoder windows; 2,000 regions one every 50.
+MAX_TASK_CHARS = 100_000
+MAX_TASK_REGIONS = 2_000
+
+
 def read_tasks(
     tasks: Sequence, spec: LabelingSpec, *, annotations: Annotations = "all"
 ) -> ParsedTasks:
     """The backend's reading of Label Studio tasks (:func:`subregweigh.io.labelstudio.parse_tasks`,
     the command line's parser): every non-cancelled annotation by default, so each annotator's
     work is weighed and a task scores as its least reliable annotation; lenient, since one bad
-    task or annotation must not stop a project's training or a /predict call."""
-    return parse_tasks(tasks, spec, annotations=annotations, strict=False)
+    task or annotation must not stop a project's training or a /predict call. A task longer than
+    :data:`MAX_TASK_CHARS` or with more than :data:`MAX_TASK_REGIONS` regions is skipped."""
+    return parse_tasks(
+        tasks,
+        spec,
+        annotations=annotations,
+        strict=False,
+        max_chars=MAX_TASK_CHARS,
+        max_regions=MAX_TASK_REGIONS,
+    )
 
 
 def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:

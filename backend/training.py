@@ -74,11 +74,17 @@ def train_project(project: str, settings: Settings) -> dict:
     before anything is read when MODEL_DIR has too little room for a new version
     (:func:`disk_space`): the status says so, and the current version keeps serving. The
     memory the training used goes back to the system when it ends (:func:`release_memory`).
+    It waits while another training of this process runs (:func:`backend.budget.training_slot`).
     """
-    try:
-        return _train_project(project, settings)
-    finally:
-        release_memory()
+    store = ProjectStore(settings.model_dir, project)
+    with budget.training_slot(lambda: store.update_status(message=WAITING)):
+        try:
+            return _train_project(project, settings)
+        finally:
+            release_memory()
+
+
+WAITING = "waiting for another project's training in this process to finish"
 
 
 def _train_project(project: str, settings: Settings) -> dict:

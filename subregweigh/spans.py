@@ -10,6 +10,7 @@ Not to be confused with :func:`subregweigh.tags.spans_to_tags`, whose spans are 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
 import regex
@@ -45,8 +46,12 @@ def spans_to_tags(
         A span outside the text or covering no word is dropped; a span that cuts a word grows
         to the whole word; a span overlapping an earlier one (by start, longest first) is
         dropped, since BIO tags cannot overlap.
+
+    The words a span covers are found by bisection over the words' offsets: a task of many
+    words and regions costs O((words + regions) log words), not their product.
     """
     words = words_with_offsets(text)
+    starts, ends = [ws for _, ws, _ in words], [we for _, _, we in words]
     tags = ["O"] * len(words)
     warnings = []
     taken = [False] * len(words)
@@ -57,7 +62,8 @@ def spans_to_tags(
                 f"of {len(text)} characters; skipped"
             )
             continue
-        covered = [i for i, (_, ws, we) in enumerate(words) if ws < end and we > start]
+        # the words with ws < end and we > start: both offsets rise with the word's index
+        covered = range(bisect.bisect_right(ends, start), bisect.bisect_left(starts, end))
         if not covered:
             warnings.append(f"{where}: span {start}-{end} ({label}) covers no word; skipped")
             continue

@@ -387,6 +387,25 @@ def _check_annotations(annotations: str) -> None:
         raise ValueError(f"annotations must be 'latest' or 'all', got {annotations!r}")
 
 
+def _within(
+    text: str, used: Sequence[dict], where: str, max_chars: int | None, max_regions: int | None
+) -> None:
+    """DataError when the task is longer than ``max_chars`` characters, or its annotations
+    ``used`` hold more than ``max_regions`` result regions in all."""
+    if max_chars is not None and len(text) > max_chars:
+        raise DataError(
+            f"{where}: its text is {len(text):,} characters, more than the {max_chars:,} "
+            "weighed per task (split it into shorter tasks)"
+        )
+    if max_regions is not None:
+        regions = sum(len(a.get("result") or ()) for a in used if isinstance(a, dict))
+        if regions > max_regions:
+            raise DataError(
+                f"{where}: its annotations hold {regions:,} regions, more than the "
+                f"{max_regions:,} weighed per task"
+            )
+
+
 def parse_tasks(
     tasks: Sequence[Any],
     spec: LabelingSpec,
@@ -394,6 +413,8 @@ def parse_tasks(
     annotations: Annotations = "latest",
     strict: bool = True,
     source: str = "",
+    max_chars: int | None = None,
+    max_regions: int | None = None,
 ) -> ParsedTasks:
     """Read Label Studio tasks into examples.
 
@@ -412,6 +433,10 @@ def parse_tasks(
         any, are warnings).
     source : str, default ""
         Names the file in messages: ``"{source}:task {id}: ..."`` (else ``"task {id}: ..."``).
+    max_chars, max_regions : int, optional
+        A task whose text is longer, or whose annotations hold more result regions in all, is
+        skipped with a warning that says so (an error if ``strict``), before its words are
+        found: what one task may cost to read (None: no bound).
 
     Returns
     -------
@@ -441,6 +466,7 @@ def parse_tasks(
         unannotated += not used
         try:
             text = _text(item, spec.data_key, where)
+            _within(text, used, where, max_chars, max_regions)
             words = task_words(text, spec.task)
             if not words:
                 raise DataError(f"{where}: empty text")

@@ -553,3 +553,56 @@ def test_fingerprint_classification_label_change():
     t2["annotations"][0]["result"][0]["id"] = "y"
     t2["annotations"][0]["created_at"] = "later"
     assert _fp(task("positive"), SINGLE) == _fp(t2, SINGLE)
+
+
+def test_a_task_beyond_what_one_task_may_cost_is_skipped_with_a_note():
+    """Issue 58: one saved annotation of 5,000 regions on a 1 MB task cost the backend 165 s of
+    CPU. Beyond MAX_TASK_CHARS characters or MAX_TASK_REGIONS regions a task is skipped, its
+    warning naming it and the bound; the tasks beside it are read."""
+    from backend.tasks import MAX_TASK_CHARS, MAX_TASK_REGIONS
+
+    word = "Zebulon "
+    long_text = word * (1_000_000 // len(word))
+    regions = [
+        {**region(0, 7, "PER", rid=f"r{i}"), "value": {"start": s, "end": s + 7, "labels": ["PER"]}}
+        for i, s in enumerate(range(0, 5_000 * len(word), len(word)))
+    ]
+    many = word * (MAX_TASK_REGIONS + 1)
+    tasks = [
+        ner_task(1, [annotation(10, regions)], text=long_text),
+        ner_task(2, [annotation(20, regions[: MAX_TASK_REGIONS + 1])], text=many),
+        ner_task(3, [annotation(30, GOOD)]),
+    ]
+    parsed = read_tasks(tasks, NER)
+    assert parsed.tasks[0] is None and parsed.tasks[1] is None
+    assert parsed.tasks[2].examples[0].label == GOOD_TAGS
+    assert len(long_text) > MAX_TASK_CHARS > len(many)
+    assert any(
+        w.startswith("task 1:") and f"more than the {MAX_TASK_CHARS:,}" in w
+        for w in parsed.warnings
+    )
+    assert any(
+        w.startswith("task 2:") and f"{MAX_TASK_REGIONS + 1:,} regions" in w
+        for w in parsed.warnings
+    )
+
+
+def test_spans_map_to_words_by_bisection_as_by_scanning():
+    """The span mapping is linear in words and regions (issue 58); it tags as a scan of every
+    word for every span does, cut words widened and overlaps dropped alike."""
+    from subregweigh.spans import spans_to_tags, words_with_offsets
+
+    text = "Angela Merkel met Xi Jinping in Beijing, China; Merkel-Xi talks."
+    spans = [(0, 13, "PER"), (18, 20, "PER"), (19, 27, "PER"), (31, 36, "LOC"), (48, 54, "PER")]
+    words, tags, warnings = spans_to_tags(text, spans)
+    scanned = ["O"] * len(words)
+    taken = [False] * len(words)
+    for start, end, label in sorted(spans, key=lambda s: (s[0], -(s[1] - s[0]))):
+        covered = [i for i, (_, ws, we) in enumerate(words) if ws < end and we > start]
+        if covered and not any(taken[i] for i in covered):
+            for i in covered:
+                taken[i] = True
+                scanned[i] = ("B-" if i == covered[0] else "I-") + label
+    assert words == words_with_offsets(text) and tags == scanned
+    assert tags[:2] == ["B-PER", "I-PER"] and "B-LOC" in tags  # Beijing, widened from "Beiji"
+    assert any("overlaps" in w for w in warnings) and any("cuts a word" in w for w in warnings)

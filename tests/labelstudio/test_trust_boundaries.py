@@ -23,7 +23,7 @@ import pytest
 import requests
 
 from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
-from testbed.projects import ENGINE_ENV, NER_CONFIG, ner_tasks, wait_trained
+from testbed.projects import ENGINE_ENV, NER_CONFIG, import_tasks, ner_tasks, wait_trained
 from testbed.servers import (
     BackendServer,
     LabelStudioServer,
@@ -65,7 +65,7 @@ def two_projects(tmp_path_factory):
         with BackendServer(models, env, tmp / "backend.log") as backend:
             a = ls.api("POST", "/api/projects", {"title": "project A", "label_config": NER_CONFIG})
             b = ls.api("POST", "/api/projects", {"title": "project B", "label_config": NER_CONFIG})
-            ls.api("POST", f"/api/projects/{a['id']}/import", tasks)
+            import_tasks(ls.sdk(), a["id"], tasks)  # annotated by another user than the admin
             ls.api("POST", f"/api/projects/{b['id']}/import", [{"text": B_TEXT}])
             (b_task,) = ls.api("GET", f"/api/projects/{b['id']}/tasks")
             ml = ls.api(

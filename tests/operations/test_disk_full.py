@@ -32,6 +32,7 @@ from backend.jobs import ThreadRunner
 from backend.server import create_app
 from backend.settings import Settings
 from backend.store import ProjectStore
+from backend.tasks import parse_label_config
 from subregweigh.io import atomic
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from tests.doubles import FakeRunner
@@ -119,14 +120,23 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
         assert status["unwritten"]["annotation_events"] == 2
         assert status["disk"]["free_mb"] == 0 and status["disk"]["enough"] is False
 
-        # /predict: scores computed once, served, kept in memory, served again without work.
+        # /predict: served; a caller's tasks are never stored (issue 58), so computed each time
         for _ in range(2):
             reply = client.post("/predict", json=predict)
             assert reply.status_code == 200, reply.get_json()
             body = reply.get_json()
             assert body["model_version"] == V1
             assert all(r.get("score") is not None for r in body["results"])
-        assert computed == [2]
+        assert computed == [2, 2]
+        # tasks read from Label Studio (a rescore's): computed once, kept in memory, served
+        # again without work
+        spec = parse_label_config(NER_CONFIG)
+        for _ in range(2):
+            read = predictions.predict(
+                Settings(model_dir=str(model_dir)), "1", spec, predict["tasks"], True
+            )
+            assert all(r.get("score") is not None for r in read)
+        assert computed == [2, 2, 2]
         assert json.loads((model_dir / "1" / "versions" / V1 / "scores.json").read_text()) == {}
 
         # The third event asks for a training: refused at once, the reason in /status and the

@@ -6,6 +6,7 @@ round trip through a real Label Studio is tests/labelstudio/test_project_setting
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -80,3 +81,48 @@ def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch)
     assert not (tmp_path / "models" / "1" / "settings.json").exists()
     body = {"project": "1.1", "schema": NER_CONFIG, "extra_params": {"epochs": 10, "k": 20}}
     assert client.post("/setup", json=body).status_code == 200
+
+
+def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path, monkeypatch):
+    """Issue 58, item 7: three projects training at once in one worker failed together, each
+    charged with the growth of the others ("grew by 963 MB") where each alone passed. A process
+    trains one project at a time (backend.budget.training_slot): three trainings that each grow
+    by 300 MB, under a 500 MB budget, all pass, one after the other, and the waiting ones say
+    so. The training's stages are stood in for by a step that holds 300 MB for a second (the
+    real stages' cost is not what this is about; their budget is the tests above)."""
+    settings = Settings(model_dir=str(tmp_path / "models"), training_memory_mb=500)
+    running, overlap, waiting = [], [], []
+
+    def grows(project, store, effective):
+        running.append(project)
+        overlap.append(len(running))
+        held = np.ones(300 * 2**20, dtype=np.uint8)  # 300 MB, touched
+        time.sleep(1.0)
+        del held
+        running.remove(project)
+        return {"message": "trained", "trained": True}
+
+    monkeypatch.setattr(training, "_train", grows)
+    real_update = ProjectStore.update_status
+
+    def noting(self, **changes):
+        if changes.get("message") == training.WAITING:
+            waiting.append(self.project)
+        return real_update(self, **changes)
+
+    monkeypatch.setattr(ProjectStore, "update_status", noting)
+    results: dict = {}
+    threads = [
+        threading.Thread(
+            target=lambda p=p: results.setdefault(p, training.train_project(p, settings))
+        )
+        for p in ("1", "2", "3")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert {p: r["trained"] for p, r in results.items()} == {"1": True, "2": True, "3": True}
+    assert max(overlap) == 1 and len(waiting) == 2
+    for project in ("1", "2", "3"):
+        assert ProjectStore(settings.model_dir, project).status()["state"] == "idle"
