@@ -42,6 +42,33 @@ class LabelStudioUnavailable(RuntimeError):
     """Label Studio could not be reached or refused a call, after retries."""
 
 
+class LabelStudioUnreachable(LabelStudioUnavailable):
+    """Label Studio did not answer, or answered with a server error, after retries: worth
+    trying again later (a refusal, 4xx, is not)."""
+
+
+# While Label Studio does not answer, a job that holds changes for it (a rescore's scores, a
+# training's version) tries again after these seconds, some 8 minutes in all: what it holds
+# reaches Label Studio once it is back, not at the next change.
+UNREACHABLE_RETRY_SECONDS = (15, 30, 60, 120, 240)
+
+
+def until_reachable(what: str, fn: Callable[[], T], on_wait: Callable[[str], object]) -> T:
+    """``fn()``, called again after each of :data:`UNREACHABLE_RETRY_SECONDS` while it raises
+    :class:`LabelStudioUnreachable` (then that error); ``on_wait(message)`` says so first."""
+    for wait in (*UNREACHABLE_RETRY_SECONDS, None):
+        try:
+            return fn()
+        except LabelStudioUnreachable as err:
+            if wait is None:
+                raise
+            message = f"{what}: Label Studio is unreachable; tried again in {wait} s ({err})"
+            logger.warning("%s", message)
+            on_wait(message)
+            time.sleep(wait)
+    raise AssertionError("the loop returns or raises")
+
+
 def _describe(err: Exception, body: bool = True) -> str:
     """``err`` in a line; ``body=False`` leaves out what Label Studio answered (it may repeat
     what was sent, a credential say)."""
@@ -160,7 +187,7 @@ class LabelStudioAPI:
                     "could not %s (%s); retrying in %.0f s", what, _describe(last, bodies), delay
                 )
                 time.sleep(delay)
-        raise LabelStudioUnavailable(
+        raise LabelStudioUnreachable(
             f"could not {what} at {self.url} after {self.retries + 1} attempts: "
             f"{_describe(last, bodies)}"
         )

@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 
 from backend import budget, project_settings, reviews, served, snapshot
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.predictions import predict
+from backend.publish import serve_in_label_studio
 from backend.settings import Settings
 from backend.store import ProjectStore, retrain_due
 from backend.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
@@ -26,12 +27,19 @@ def rescore_project(project: str, settings: Settings) -> dict:
     score follows it within seconds instead of waiting for the next training.
 
     What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
-    from the status when the job starts; if it fails they are put back for the next one. It
-    runs within a training's wall time (``SRW_TRAINING_SECONDS``; past it, it fails as a
+    from the status when the job starts; if it fails they are put back, and while Label Studio
+    does not answer the job tries again (:func:`backend.labelstudio.until_reachable`), so they
+    reach it once it is back. A version Label Studio was never given (a training's writes
+    failed after it was published here) is written first: the queue and the backend serve one
+    version. It runs within a training's wall time (``SRW_TRAINING_SECONDS``; past it, it fails as a
     training does); its memory is not watched: a rescore shares its process with trainings.
     """
     with budget.within(settings.training_seconds, float("inf"), "the rescore"):
-        return _rescore(project, settings)
+        return until_reachable(
+            f"project {project}: the rescore of its changed tasks",
+            lambda: _rescore(project, settings),
+            on_wait=lambda message: None,  # the log says it; the queue shows the old scores
+        )
 
 
 def _rescore(project: str, settings: Settings) -> dict:
@@ -44,6 +52,7 @@ def _rescore(project: str, settings: Settings) -> dict:
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
+        _catch_up(api, store, version)
         written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
             spec = parse_label_config(api.label_config(int(project)))
@@ -95,6 +104,27 @@ def _rescore(project: str, settings: Settings) -> dict:
         f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
+
+
+def _catch_up(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
+    """Give Label Studio ``version`` (the one serving here) where a training published it but
+    could not write it there (``scores_in_label_studio`` is another): its predictions, unless
+    some are there already, and the project's model version. Not while a training runs: it
+    writes its own."""
+    status = store.status()
+    if status.get("state") == "running" or status.get("scores_in_label_studio") in (None, version):
+        return
+    if api.model_versions(int(store.project)).get(version):
+        api.set_model_version(int(store.project), version)
+    else:
+        serve_in_label_studio(api, store, store.project, version, store.scores(version))
+    store.update_status(scores_in_label_studio=version)
+    logger.info(
+        "project %s: version %s, serving here, is now Label Studio's too (it had %s)",
+        store.project,
+        version,
+        status["scores_in_label_studio"],
+    )
 
 
 def _labels_changed(store: ProjectStore, version: str, spec: LabelingSpec, read) -> int:

@@ -11,7 +11,7 @@ from functools import partial
 
 from backend import budget, project_settings, reviews, snapshot
 from backend.disk import directory_mb, free_mb, no_space
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.phases import PhaseClock
 from backend.predictions import log_warnings
 from backend.publish import (
@@ -87,6 +87,25 @@ def train_project(project: str, settings: Settings) -> dict:
 WAITING = "waiting for another project's training in this process to finish"
 
 
+def _what_serves(store: ProjectStore, before: str | None) -> str:
+    """What serves after a failed training that started with ``before`` serving, in the words
+    of the status: the version before it, or the one it published here before it failed, and
+    whether Label Studio has that one too (``scores_in_label_studio``)."""
+    current = store.current_version()
+    if current is None:
+        return "no version serves yet"
+    if current == before:
+        return f"the version before it, {current}, keeps serving"
+    shown = store.status().get("scores_in_label_studio")
+    if shown == current:
+        return f"its version {current}, published before the failure, serves"
+    return (
+        f"its version {current}, published before the failure, serves here; Label Studio still "
+        f"shows {shown or 'no version of this backend'}, and is given {current} with the next "
+        "change"
+    )
+
+
 def _train_project(project: str, settings: Settings) -> dict:
     store = ProjectStore(settings.model_dir, project)
     store.clean_debris()  # what a killed training of this project left, before measuring
@@ -103,6 +122,7 @@ def _train_project(project: str, settings: Settings) -> dict:
             message=f"training refused, the disk is full; {serving}",
         )
         return {"message": message, "trained": False}
+    before = store.current_version()
     store.update_status(
         state="running",
         started_at=time.time(),
@@ -122,7 +142,7 @@ def _train_project(project: str, settings: Settings) -> dict:
             state="failed",
             last_error=message,
             finished_at=time.time(),
-            message="training failed; the previous version keeps serving",
+            message=f"training failed; {_what_serves(store, before)}",
         )
         logger.error("project %s: training failed: %s", project, message)
         raise
@@ -262,7 +282,11 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock.lap("save")
 
     store.update_status(message="writing predictions to Label Studio")
-    serve_in_label_studio(api, store, project, version, scores)
+    until_reachable(  # the version serves here already: Label Studio must have it too
+        f"project {project}: the predictions of version {version}",
+        lambda: serve_in_label_studio(api, store, project, version, scores),
+        on_wait=lambda message: store.update_status(message=message),
+    )
     # Changed before the fetch: scored above. After it: scored from what they were before.
     changed = store.take_status("changed_since_fetch", "rescore_pending")
     if changed:

@@ -274,7 +274,9 @@ def test_redis_stopped_and_started_again(label_studio, tmp_path):
 
 
 def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
-    """Retries with backoff, then a visible error; the server stays up; the next training works."""
+    """Retries with backoff, then the training says it waits for Label Studio; the server stays
+    up; once Label Studio is back the same training writes its version there (issue 58: the
+    backend and Label Studio serve one version, without waiting for the next change)."""
     require_label_studio()
     ls = LabelStudioServer(port=free_port(), data_dir=tmp_path / "ls")
     try:
@@ -293,25 +295,59 @@ def test_label_studio_unreachable_while_predictions_are_written(tmp_path):
                 poll=0.05,
             )
             ls.stop()
-            failed = _wait(
-                backend, project, lambda s: s["state"] == "failed", "the write to fail", timeout=300
+            waiting = _wait(
+                backend,
+                project,
+                lambda s: "Label Studio is unreachable" in s.get("message", ""),
+                "the write to wait for Label Studio",
+                timeout=120,
             )
-            assert "could not write" in failed["last_error"] and "attempts" in failed["last_error"]
-            assert ls.url in failed["last_error"]
+            assert "could not write" in waiting["message"] and ls.url in waiting["message"]
+            assert "tried again in 15 s" in waiting["message"]
             log = backend.log(400)
             assert "retrying in 1 s" in log and "retrying in 8 s" in log  # backoff: 1, 2, 4, 8 s
             assert backend.get("/health")[0] == 200
-            # The trained version serves; Label Studio will fetch its scores through /predict.
-            version = failed["current_version"]
-            assert version is not None
-            assert backend.post("/setup", {"project": f"{project}.1", "schema": NER_CONFIG})[1] == {
-                "model_version": version
-            }
+            version = waiting["current_version"]  # published here, Label Studio's to come
+            assert version is not None and waiting["state"] == "running"
 
-            ls.start()  # same data, same port
-            assert _train(backend, project)[0] == 201
-            v2 = _trained(backend, project, other_than=version)
-            assert ls.sdk().projects.get(id=project).model_version == v2
+            ls.start()  # same data, same port; no change, no new training
+            done = _wait(
+                backend,
+                project,
+                lambda s: s["state"] == "idle" and s["job"] == "idle",
+                "the training to finish",
+                timeout=300,
+            )
+            assert done["current_version"] == version and done["last_error"] is None
+            assert ls.sdk().projects.get(id=project).model_version == version
+
+            # A change whose webhook came just before Label Studio went down: its rescore waits
+            # for Label Studio and reads the task once it is back, with no change after it.
+            task = ls.sdk().tasks.list(project=project).items[0]
+            annotation = ls.api("GET", f"/api/tasks/{task.id}")["annotations"][0]
+            ls.stop()
+            event = {
+                "action": "ANNOTATION_UPDATED",
+                "project": {"id": project},
+                "task": {"id": task.id},
+                "annotation": {"id": annotation["id"]},
+            }
+            assert backend.post("/webhook", event)[0] == 200
+            deadline = time.monotonic() + 120
+            while "the rescore of its changed tasks: Label Studio is unreachable" not in (
+                backend.log(200)
+            ):
+                assert time.monotonic() < deadline, backend.log(80)
+                time.sleep(0.5)
+            ls.start()
+            rescored = _wait(
+                backend,
+                project,
+                lambda s: (s.get("last_rescore") or {}).get("tasks") == 1,
+                "the rescore once Label Studio is back",
+                timeout=180,
+            )
+            assert not rescored.get("rescore_pending")
     finally:
         ls.close()
 
