@@ -3,7 +3,7 @@ the headers and the body.
 
 httpx's timeouts (label-studio-sdk's ``timeout``) bound each read, not the request: a server
 that answers a byte every few seconds never passes a read timeout, and held a request thread
-for minutes (the hostile probe of issue 58: six webhooks held all four threads for 260 s).
+for minutes (the hostile probe of issue 58: six webhooks held all four threads).
 :func:`deadline_client` gives an ``httpx.Client`` whose every socket operation is given at most
 what is left of its request's deadline, and fails with ``httpx.ReadTimeout`` once it is spent.
 """

@@ -107,8 +107,8 @@ def parse_label_config(config: str) -> LabelingSpec:
 
 
 # What one task may cost the backend to read and weigh (issue 58: a saved annotation of 5,000
-# regions on a 1 MB task cost 165 s of CPU): beyond either, the task is skipped with a warning
-# naming it. 100,000 characters is some 200 encoder windows; 2,000 regions one every 50.
+# regions on a 1 MB task cost minutes of CPU): beyond either, the task is skipped with a warning
+# naming it. 2,000 regions: one every 50 characters of the longest task weighed.
 MAX_TASK_CHARS = 100_000
 MAX_TASK_REGIONS = 2_000
 

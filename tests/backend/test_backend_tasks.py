@@ -556,7 +556,7 @@ def test_fingerprint_classification_label_change():
 
 
 def test_a_task_beyond_what_one_task_may_cost_is_skipped_with_a_note():
-    """Issue 58: one saved annotation of 5,000 regions on a 1 MB task cost the backend 165 s of
+    """Issue 58: one saved annotation of 5,000 regions on a 1 MB task cost the backend minutes of
     CPU. Beyond MAX_TASK_CHARS characters or MAX_TASK_REGIONS regions a task is skipped, its
     warning naming it and the bound; the tasks beside it are read."""
     from backend.tasks import MAX_TASK_CHARS, MAX_TASK_REGIONS

@@ -1,7 +1,7 @@
 """A slow Label Studio cannot take the backend down (issue 58, item 4).
 
 The hostile probe's Label Studio answered a byte every 4 s: six webhooks naming tasks the
-version had not scored held all four request threads for some 260 s, and ``/health`` timed out,
+version had not scored held all four request threads for minutes, and ``/health`` timed out,
 because the calls' timeout bounded each read, not the request. Here a real server process as
 the image runs it (gunicorn.conf.py's worker, 4 threads) talks to a stand-in that trickles every
 answer a byte at a time (testbed.slow_server: Label Studio cannot be made to do it): every call
