@@ -85,6 +85,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from benchmarks.baselines import (
     cleanlab_scores,
     entity_count_scores,
+    entity_first_scores,
     label_indices,
     length_scores,
     out_of_fold_proba,
@@ -189,10 +190,12 @@ def ranking(quality, flags) -> dict:
 
 def trivial_baselines(examples, task: str, seed: int) -> dict[str, np.ndarray]:
     """What a detector gets for free: ``random`` (seeded), ``length`` (longest first) and, for
-    NER, ``entity count`` (most entities first); quality scores."""
+    NER, ``entity count`` (most entities first) and ``an entity first`` (annotations with an
+    entity first, random within, seeded); quality scores."""
     scores = {"random": random_scores(len(examples), seed), "length": length_scores(examples)}
     if task == "ner":
         scores["entity count"] = entity_count_scores(examples)
+        scores["an entity first"] = entity_first_scores(examples, seed)
     return scores
 
 

@@ -38,6 +38,10 @@ Recall at the number of errors is also split by what the correction changed
     python -m benchmarks.real_errors --sizes 300 1000       # project-sized draws, 3 seeds each
     python -m benchmarks.real_errors --ensemble 1           # one scout (SRW_SCOUTS=1)
 
+``--data tweets-0`` / ``tweets-1`` rank real crowd errors on tweets instead (the Broad Twitter
+Corpus, one worker's labels against the experts', ``benchmarks.tweets``: 788 tweets, 169 / 126
+erroneous, sparse: 320 hold an entity); ``--add-train`` stays CoNLL's.
+
 Smoke test (a minute): ``python -m benchmarks.real_errors --sizes 60 --seeds 1 --epochs 1
 --n-samples 20 -k 5 --folds 2 --out /tmp/real-errors-smoke``. ``--device cuda`` and ``--model``
 run it on a GPU with any encoder.
@@ -70,12 +74,25 @@ BASELINES = (
     "random",
     "length",
     "entity count",
+    "an entity first",
 )
+DATA_SETS = {  # --data -> its title
+    "conllpp": "CoNLL-2003 test (original) against CoNLL++ (corrected)",
+    "tweets-0": "tweets, a crowd worker (slot 0) against the experts (Broad Twitter Corpus B)",
+    "tweets-1": "tweets, a crowd worker (slot 1) against the experts (Broad Twitter Corpus B)",
+}
 MODEL_FREE = ("consistency",)
 
 
 def parse_args(argv=None):
     parser = harness.arguments(__doc__, name=None)
+    parser.add_argument(
+        "--data",
+        choices=DATA_SETS,
+        default="conllpp",
+        help="the real errors: CoNLL-2003 test against CoNLL++, or tweets of a crowd worker "
+        "against the experts (judgment slot 0 or 1; benchmarks.tweets) (default: conllpp)",
+    )
     parser.add_argument(
         "--sizes", nargs="+", default=["all"], help="'all' and/or sentence counts (default: all)"
     )
@@ -136,7 +153,8 @@ def parse_args(argv=None):
         if size != "all" and not size.isdigit():
             parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
     if args.name is None:
-        args.name = "real-errors" + ("" if args.sizes == ["all"] else "-" + "-".join(args.sizes))
+        args.name = "real-errors" + ("" if args.data == "conllpp" else f"-{args.data}")
+        args.name += "" if args.sizes == ["all"] else "-" + "-".join(args.sizes)
         args.name += f"-scouts{args.ensemble}" if args.ensemble else ""
         args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
         args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
@@ -160,9 +178,14 @@ def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
     harness.add_precision_argument(parser)
 
 
-def load_pair():
-    """``(original, corrected, flags)``: CoNLL-2003 test as annotated and as corrected, the same
-    sentences in the same order, and which differ (bool, shape (n,))."""
+def load_pair(data: str = "conllpp"):
+    """``(original, corrected, flags)``: CoNLL-2003 test as annotated and as corrected (or
+    ``data``'s tweets, :mod:`benchmarks.tweets`), the same sentences in the same order, and
+    which differ (bool, shape (n,))."""
+    if data.startswith("tweets-"):
+        from benchmarks.tweets import load_pair as tweets
+
+        return tweets(int(data.rsplit("-", 1)[1]))
     _, original = harness.read_dataset(ORIGINAL)
     _, corrected = harness.read_dataset(CORRECTED)
     return original, corrected, differs(original, corrected)
@@ -241,6 +264,17 @@ def kind_recall(quality, flags, kinds) -> dict:
         having = [i for i, k in enumerate(kinds) if kind in k]
         out[kind] = float(np.mean([i in top for i in having])) if having else float("nan")
     return out
+
+
+def missing_rank(quality, kinds) -> float:
+    """The median rank, as a share of the sentences (0: the most doubtful), of the sentences
+    whose correction adds an entity the annotation missed: in the most doubtful quarter when
+    at most 0.25 (NaN when none)."""
+    order = np.argsort(np.asarray(quality), kind="stable")
+    rank = np.empty(len(order), dtype=float)
+    rank[order] = np.arange(len(order)) / len(order)
+    missed = [rank[i] for i, k in enumerate(kinds) if "missing" in k]
+    return float(np.median(missed)) if missed else float("nan")
 
 
 def run_one(args, size: str, seed: int, pair) -> dict:
@@ -361,7 +395,9 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     methods = {
         name: {
             **harness.ranking(quality, flags),
+            P_AT_20: harness.precision_at(quality, flags, 20),
             **{f"recall_{k}": v for k, v in kind_recall(quality, flags, kinds).items()},
+            "missing_rank": missing_rank(quality, kinds),
             "seconds": round(seconds, 2),
         }
         for name, (quality, seconds) in scores.items()
@@ -385,6 +421,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
 
 
 METRICS = ("ap", "auroc", f"precision_at_{harness.TOP}", "r_precision", "seconds")
+P_AT_20 = "precision_at_20"
 
 
 def summarize(runs) -> dict:
@@ -392,7 +429,7 @@ def summarize(runs) -> dict:
     for size in dict.fromkeys(r["size"] for r in runs):
         these = [r for r in runs if r["size"] == size]
         names = list(dict.fromkeys(m for r in these for m in r["methods"]))
-        keys = (*METRICS, *(f"recall_{k}" for k in CHANGE_KINDS))
+        keys = (*METRICS, *(f"recall_{k}" for k in CHANGE_KINDS), "missing_rank", P_AT_20)
         out[size] = {
             "n": these[0]["n"],
             "base_rate": harness.mean_sd([r["base_rate"] for r in these]),
@@ -408,7 +445,7 @@ def summarize(runs) -> dict:
 def markdown(result) -> str:
     cfg = result["config"]
     lines = [
-        "## Real errors: CoNLL-2003 test (original) against CoNLL++ (corrected)",
+        f"## Real errors: {DATA_SETS[cfg.get('data', 'conllpp')]}",
         "",
         f"Scout: {cfg['model'] or 'the offline MiniLM'}, epochs {cfg['epochs'] or 'default'}"
         + (
@@ -455,6 +492,8 @@ def markdown(result) -> str:
                     name + (f" ({kind})" if kind else ""),
                     *(harness.pm(m[key]) if key in m else "" for key in METRICS[:4]),
                     " / ".join(f"{m[f'recall_{k}']['mean']:.2f}" for k in CHANGE_KINDS),
+                    harness.pm(m[P_AT_20]) if P_AT_20 in m else "",
+                    harness.pm(m["missing_rank"]) if "missing_rank" in m else "",
                     f"{m['seconds']['mean']:.0f}" if "seconds" in m else "",
                 ]
             )
@@ -466,6 +505,8 @@ def markdown(result) -> str:
                 f"P@{harness.TOP}",
                 "R-precision",
                 "recall@errors: " + " / ".join(CHANGE_KINDS),
+                "P@20",
+                "missed: median rank",
                 "s",
             ],
             rows,
@@ -479,7 +520,7 @@ def markdown(result) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     harness.start(args.threads)
-    pair = load_pair()
+    pair = load_pair(args.data)
     command_line = harness.command(NAME, argv)
     planned = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
     runs = []
