@@ -158,6 +158,7 @@ def parse_args(argv=None):
         args.name += f"-scouts{args.ensemble}" if args.ensemble else ""
         args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
         args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
+        args.name += f"-min-{args.min_steps}-steps" if args.min_steps is not None else ""
         args.name += "" if args.crf else "-no-crf"
     return args
 
@@ -167,6 +168,12 @@ def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
     (``--max-steps`` apart: this benchmark's alone), here and in benchmarks.review_loop."""
     parser.add_argument("--epochs", type=int, help="(default: the scout's)")
     parser.add_argument("--learning-rate", type=float, help="(default: the scout's)")
+    parser.add_argument(
+        "--min-steps",
+        type=int,
+        help="the scout's optimizer steps at least, however few the texts (default: the "
+        "scout's)",
+    )
     parser.add_argument(
         "--crf",
         action=argparse.BooleanOptionalAction,
@@ -229,6 +236,7 @@ def scout_options(args, seed: int) -> dict:
         "scout_model": args.model,
         "epochs": args.epochs,
         "max_steps": args.max_steps,
+        "min_steps": args.min_steps,
         "learning_rate": args.learning_rate,
         "precision": args.precision,
         "device": args.device,
@@ -454,6 +462,7 @@ def markdown(result) -> str:
             else ""
         )
         + (f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else "")
+        + (f", at least {cfg['min_steps']} steps" if cfg.get("min_steps") else "")
         + (
             f", trained with {cfg['add_train']} CoNLL-2003 train sentences besides the ranked ones"
             if cfg.get("add_train")

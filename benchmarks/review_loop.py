@@ -393,6 +393,7 @@ def whole_set_settings(
         epochs=epochs,
         learning_rate=learning_rate,
         max_steps=None,
+        min_steps=None,
         model=None,
         device=None,
         precision="auto",

@@ -60,6 +60,7 @@ def build_scout(
         freeze_encoder=_value(options, "freeze_encoder"),
         epochs=_value(options, "epochs"),
         max_steps=_value(options, "max_steps"),
+        min_steps=_value(options, "min_steps"),
         batch_size=_value(options, "batch_size"),
         learning_rate=_value(options, "learning_rate"),
         max_length=_value(options, "max_length"),

@@ -287,6 +287,18 @@ SCOUT_OPTIONS = (
         experiment=True,
     ),
     Option(
+        "min_steps",
+        int,
+        None,
+        "at least this many optimizer steps, however few the texts: a small or sparse data set "
+        "passes over its texts more often than the epochs",
+        ("--min-steps",),
+        group="scout",
+        minimum=0,
+        default_help="the task's (none)",
+        experiment=True,
+    ),
+    Option(
         "batch_size",
         int,
         DEFAULT_BATCH_SIZE,

@@ -97,6 +97,12 @@ class Scout:
         max_steps)`` steps, and the learning-rate schedule spans them. It caps the time a large
         project trains (the passes over its texts shrink, down to part of one) and leaves small
         ones alone. ``None``: ``epochs`` alone decide.
+    min_steps : int or None, default=None
+        At least this many optimizer steps, however few the texts: a small or sparse project
+        passes over its texts more often than ``epochs`` until the scout has taken them (300
+        tweets are 57 steps in 3 epochs, too few to learn their few entities). ``max_steps``
+        still caps it. ``None``: the task's default (:data:`~subregweigh.options.TASK_DEFAULTS`,
+        0 where it has none).
     batch_size : int, default=16
     group_by_length : bool, default=True
         Training batches hold texts of similar length (shuffled, then sorted within groups of
@@ -160,6 +166,7 @@ class Scout:
         freeze_layers: int = 0,
         epochs: int | None = None,
         max_steps: int | None = None,
+        min_steps: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         group_by_length: bool = True,
         learning_rate: float | None = None,
@@ -179,6 +186,7 @@ class Scout:
         self.freeze_layers = freeze_layers
         self.epochs = epochs
         self.max_steps = max_steps
+        self.min_steps = min_steps
         self.batch_size = batch_size
         self.group_by_length = group_by_length
         self.learning_rate = learning_rate
@@ -359,13 +367,21 @@ class Scout:
 
     def training_steps(self, n_examples: int) -> int:
         """The optimizer steps a :meth:`fit` on ``n_examples`` texts takes: ``epochs`` passes
-        in batches of ``batch_size``, at most ``max_steps``."""
-        steps = self._epochs() * -(-n_examples // self.batch_size)
+        in batches of ``batch_size``, at least ``min_steps``, at most ``max_steps``."""
+        steps = max(self._epochs() * -(-n_examples // self.batch_size), self._min_steps())
         if self.max_steps is None:
             return steps
         if self.max_steps < 1:
             raise ValueError(f"max_steps={self.max_steps}: expected at least 1, or None")
         return min(steps, self.max_steps)
+
+    def _min_steps(self) -> int:
+        """``min_steps``, or the task's default (0: none)."""
+        if self.min_steps is not None:
+            if self.min_steps < 0:
+                raise ValueError(f"min_steps={self.min_steps}: expected at least 0, or None")
+            return self.min_steps
+        return TASK_DEFAULTS[self.task].get("min_steps", 0)
 
     def _epochs(self) -> int:
         """``epochs``, or the default for the task and encoder."""
