@@ -60,6 +60,7 @@ from benchmarks.baselines import align_proba, consistency_scores
 from subregweigh.build import build_scout, build_weigher, weigher_params
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.crf import mix_gold
+from subregweigh.metrics import entity_recall
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
@@ -171,8 +172,7 @@ def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-steps",
         type=int,
-        help="the scout's optimizer steps at least, however few the texts (default: the "
-        "scout's)",
+        help="the scout's optimizer steps at least, however few the texts (default: the scout's)",
     )
     parser.add_argument(
         "--crf",
@@ -329,6 +329,11 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         lambda: [align_proba(s.predict_proba(examples), s.labels_, labels) for s in srw.scouts_]
     )
     proba = members[0]  # the first scout's
+    # what the first scout learned of its own training annotations: its entity recall there
+    learned = entity_recall(
+        [ex.label for ex in examples],
+        [tuple(labels[j] for j in p.argmax(axis=1)) for p in proba],
+    ).get("all", {"found": 0, "total": 0})
     if args.cache and not args.add_train and not args.max_steps:  # the loop's scouts are these
         from benchmarks.review_loop import cache_file, save_outputs
 
@@ -417,6 +422,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "machine": harness.machine(),
         "n_errors": int(flags.sum()),
         "n_scouts": n_scouts,
+        "training_recall": learned["found"] / learned["total"] if learned["total"] else None,
         "base_rate": float(flags.mean()),
         "scout_seconds": round(train_s, 2),
         "weigh_seconds": round(weigh_s, 2),
@@ -442,6 +448,11 @@ def summarize(runs) -> dict:
             "n": these[0]["n"],
             "base_rate": harness.mean_sd([r["base_rate"] for r in these]),
             "n_errors": harness.mean_sd([r["n_errors"] for r in these]),
+            **(
+                {"training_recall": harness.mean_sd([r["training_recall"] for r in these])}
+                if all(r.get("training_recall") is not None for r in these)
+                else {}
+            ),
             "methods": {
                 name: harness.summarize_rows([r["methods"][name] for r in these], keys)
                 for name in names
@@ -493,6 +504,13 @@ def markdown(result) -> str:
             f"{harness.pm(s['n_errors'], 1)} erroneous)",
             "",
         ]
+        if "training_recall" in s:
+            lines += [
+                "The first scout finds "
+                f"{harness.pm(s['training_recall'])} of the entities of its own training "
+                "annotations (exact span and type).",
+                "",
+            ]
         rows = []
         for name, m in s["methods"].items():
             kind = "product" if name in PRODUCT else "model-free" if name in MODEL_FREE else ""

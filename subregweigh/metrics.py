@@ -9,6 +9,8 @@ from seqeval.metrics import sequence_labeling, v1
 from seqeval.scheme import IOB2
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from subregweigh.tags import entity_spans
+
 
 def _default_ks(n: int, n_pos: int) -> list[int]:
     ks = [n_pos, round(0.01 * n), round(0.05 * n), round(0.10 * n)]
@@ -154,6 +156,36 @@ def entity_f1(
     else:
         raise ValueError(f"mode must be 'IOB2' or None, got {mode!r}")
     return {"precision": float(p), "recall": float(r), "f1": float(f)}
+
+
+def entity_recall(
+    gold_tag_seqs: Sequence[Sequence[str]], pred_tag_seqs: Sequence[Sequence[str]]
+) -> dict[str, dict[str, int]]:
+    """Per entity type, how many of the gold entities the predictions hold exactly (the same
+    words, the same type): what a scout learned of the annotations it trained on.
+
+    Parameters
+    ----------
+    gold_tag_seqs, pred_tag_seqs : sequence of sequence of str, length n
+        IOB2 tags, sequence ``i`` of the same length in both.
+
+    Returns
+    -------
+    dict
+        ``{type: {"found": int, "total": int}}`` for every type the gold sequences hold, and
+        ``"all"`` over them; empty without gold entities.
+    """
+    if len(gold_tag_seqs) != len(pred_tag_seqs):
+        raise ValueError(f"{len(gold_tag_seqs)} gold vs {len(pred_tag_seqs)} predicted sequences")
+    out: dict[str, dict[str, int]] = {}
+    for gold, pred in zip(gold_tag_seqs, pred_tag_seqs):
+        predicted = set(entity_spans(pred))
+        for span in entity_spans(gold):
+            for key in (span[0], "all"):
+                row = out.setdefault(key, {"found": 0, "total": 0})
+                row["total"] += 1
+                row["found"] += span in predicted
+    return out
 
 
 def accuracy(gold_labels: Sequence[Any], pred_labels: Sequence[Any]) -> float:

@@ -85,3 +85,17 @@ def test_accuracy():
     assert accuracy(["x", "y"], [("x",), ("x",)]) == 0.5
     with pytest.raises(ValueError):
         accuracy([("a",)], [])
+
+
+def test_entity_recall_counts_exact_entities_per_type():
+    from subregweigh.metrics import entity_recall
+
+    gold = [("B-PER", "I-PER", "O", "B-LOC"), ("B-ORG", "O"), ("O", "O")]
+    pred = [("B-PER", "O", "O", "B-LOC"), ("B-ORG", "O"), ("B-PER", "O")]
+    assert entity_recall(gold, pred) == {
+        "PER": {"found": 0, "total": 1},  # a boundary short: not found
+        "LOC": {"found": 1, "total": 1},
+        "ORG": {"found": 1, "total": 1},
+        "all": {"found": 2, "total": 3},
+    }
+    assert entity_recall([("O",)], [("B-PER",)]) == {}
