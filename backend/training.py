@@ -36,6 +36,7 @@ from backend.tasks import (
 )
 from backend.webhook_auth import authorize_webhooks
 from backend.weighers import engine, part_params, release_memory
+from subregweigh.report import learned_message, learned_summary
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,21 @@ def train_project(project: str, settings: Settings) -> dict:
 
 
 WAITING = "waiting for another project's training in this process to finish"
+
+
+def scout_learned(scores: dict) -> dict | None:
+    """What the version's scout learned of the NER annotations it trained on
+    (:func:`subregweigh.report.learned_summary` of every stored annotation's tags against the
+    scout's own prediction of its text), with ``message`` in words; None for classification
+    or without an annotated entity."""
+    gold, predicted = [], []
+    for entry in scores.values():
+        for record in entry.get("annotations") or ():
+            if "tags" in record and "majority" in record:
+                gold.append(record["tags"])
+                predicted.append(record["majority"])
+    learned = learned_summary(gold, predicted) if gold else None
+    return {**learned, "message": learned_message(learned)} if learned else None
 
 
 def _what_serves(store: ProjectStore, before: str | None) -> str:
@@ -281,7 +297,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     )
     clock.lap("save")
 
-    store.update_status(message="writing predictions to Label Studio")
+    learned = scout_learned(scores)
+    if learned is not None and learned["too_little"]:
+        logger.warning("project %s: %s", project, learned_message(learned))
+    store.update_status(message="writing predictions to Label Studio", scout_learned=learned)
     until_reachable(  # the version serves here already: Label Studio must have it too
         f"project {project}: the predictions of version {version}",
         lambda: serve_in_label_studio(api, store, project, version, scores),
@@ -327,6 +346,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
         f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
     )
+    if learned is not None and learned["too_little"]:  # said where the lead looks
+        message += f"; beware: {learned['message']}"
     logger.info("project %s: %s (%s)", project, message, clock)
     return {
         "message": message,

@@ -361,3 +361,23 @@ def test_the_report_names_the_reference_corpus_a_version_trained_on(tmp_path, ti
     assert "reference corpus" not in client.get("/report?project=6", headers=GOOD).get_data(
         as_text=True
     )
+
+
+def test_a_training_keeps_what_its_scout_learned_with_a_plain_warning():
+    """Issue 59: what the scout learned of its own NER annotations is measured from the
+    version's stored records (``tags`` against the scout's ``majority``) and said in words
+    when too little; classification has nothing to measure."""
+    from backend.training import scout_learned
+
+    entry = {
+        "annotations": [
+            {"tags": ["B-PER", "I-PER", "O"], "majority": ["O", "O", "O"]},
+            {"tags": ["B-LOC", "O", "O"], "majority": ["B-LOC", "O", "O"]},
+            {"tags": ["B-PER", "O", "O"], "majority": ["O", "O", "O"]},
+        ]
+    }
+    learned = scout_learned({"1": entry})
+    assert (learned["found"], learned["total"], learned["too_little"]) == (1, 3, True)
+    assert learned["message"].startswith("the scout finds 1 of the 3 entities")
+    assert "learned too little" in learned["message"] and "PER 0 of 2" in learned["message"]
+    assert scout_learned({"1": {"annotations": [{"label": "pos", "majority": "neg"}]}}) is None

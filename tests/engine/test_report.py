@@ -540,3 +540,36 @@ def test_cli_selftest_on_sst2(tmp_path, capsys, sst2_train):
     assert 0 <= only["found"] <= 6 and 0 <= only["found_in_top"] <= 10
     assert 0 < only["average_precision"] <= 1
     assert f"{only['found_in_top']} of the 10 most doubtful" in printed
+
+
+def test_a_scout_that_learned_too_little_is_said_in_the_report():
+    """Issue 59: a scout trained on sparse tweets found 1 of 167 of its own annotations'
+    entities, and nothing said so. The report measures it (``learned``) and the page warns."""
+    from subregweigh.report import LEARNED_TOO_LITTLE, learned_summary
+    from subregweigh.report_html import render_html
+
+    gold = [("B-PER", "I-PER", "O", "B-LOC")] * 8 + [("B-ORG", "O")] * 2
+    lost = [("O", "O", "O", "O")] * 8 + [("B-ORG", "O")] * 2
+    learned = learned_summary(gold, lost)
+    assert (learned["found"], learned["total"], learned["too_little"]) == (2, 18, True)
+    assert [row["label"] for row in learned["by_label"]] == ["LOC", "PER", "ORG"]
+    assert not learned_summary(gold, gold)["too_little"] and LEARNED_TOO_LITTLE > 2 / 18
+    assert learned_summary([("O",)], [("O",)]) is None
+    records = [
+        {
+            "id": f"t{i}/1",
+            "task": f"t{i}",
+            "words": ["Ann", "Lee", "in", "Rome"][: len(g)],
+            "tags": list(g),
+            "majority": list(p),
+            "score": 0.5,
+        }
+        for i, (g, p) in enumerate(zip(gold, lost))
+    ]
+    for record in records[8:]:
+        record["words"] = ["ACME", "rose"]
+    table = AnnotationTable.from_records(records, [r["task"] for r in records])
+    report = build_report(table)
+    assert report["learned"]["too_little"]
+    page = render_html(report)
+    assert 'id="learned-too-little"' in page and "finds 2 of the 18 entities" in page

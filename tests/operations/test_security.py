@@ -271,7 +271,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
             time.sleep(0.5)
         assert status["state"] == "failed", (status, worker.log(), backend.log())
         assert (
-            "LabelStudioUnavailable" in status["last_error"] and ls_host in status["last_error"]
+            "LabelStudioUnreachable" in status["last_error"] and ls_host in status["last_error"]
         ), status
         assert status["current_version"] is not None  # the published version keeps serving
         call("GET", "/is_training?project=1", expect=200)
@@ -287,7 +287,7 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
     # We read real debug output, including the training's failure on the worker.
     assert " DEBUG " in backend_log and "subregweigh backend" in backend_log
     assert f"http://lsadmin:***@{ls_host}" in backend_log  # the start-up line, masked
-    assert "LabelStudioUnavailable" in worker_log, worker_log[-3000:]
+    assert "LabelStudioUnreachable" in worker_log, worker_log[-3000:]
     for name, value in secret_values.items():
         assert value not in backend_log, f"{name} in the backend's log"
         assert value not in worker_log, f"{name} in the worker's log"
