@@ -31,7 +31,6 @@ max_requests = int(os.environ.get("MAX_REQUESTS", "0"))
 max_requests_jitter = max_requests // 10
 accesslog = "-"  # stdout; the app logs to stderr
 logger_class = "backend.access_log.AccessLogger"  # each value escaped and bounded
-umask = 0o027  # MODEL_DIR's files 0640, directories 0750: the project's texts and annotators
 # gunicorn's control socket defaults to one path per user: two servers of one user share it and
 # one unlinks the other's. The backend is run by its environment (PORT, WORKERS, signals), so
 # none is made.

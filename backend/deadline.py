@@ -19,7 +19,7 @@ import httpx
 _now = threading.local()  # the deadline (time.monotonic) of the request this thread sends
 
 
-def _left(timeout: float | None) -> float:
+def _left(timeout: float | None) -> float | None:
     deadline = getattr(_now, "deadline", None)
     if deadline is None:
         return timeout
@@ -68,12 +68,13 @@ class _Transport(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _now.deadline = time.monotonic() + self.seconds
-        response = super().handle_request(request)
         try:
-            response.read()  # the body within the same deadline, before the deadline goes
-        except BaseException:
-            response.close()
-            raise
+            response = super().handle_request(request)
+            try:
+                response.read()  # the body within the same deadline, before the deadline goes
+            except BaseException:
+                response.close()
+                raise
         finally:
             _now.deadline = None
         return response

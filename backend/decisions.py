@@ -44,10 +44,9 @@ from subregweigh import review
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import REVIEW_CHOICES, annotator
+from subregweigh.report import SELF_REVIEWED  # the report counts it apart, under this name
 
 CONFIRMED, FIXED, UNSURE, REVERTED = "confirmed", "fixed", "unsure", "reverted"
-# an annotator's save of her own annotation, by default neither a confirmation nor a fix
-SELF_REVIEWED = "self-reviewed"
 WITHDRAWN = "withdrawn"  # the history's word for a choice cleared: the decision is gone
 # the review control's choices -> the decisions they make
 CHOSEN = dict(zip(REVIEW_CHOICES, (CONFIRMED, FIXED, UNSURE)))

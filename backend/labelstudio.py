@@ -53,9 +53,12 @@ class LabelStudioUnreachable(LabelStudioUnavailable):
 UNREACHABLE_RETRY_SECONDS = (15, 30, 60, 120, 240)
 
 
-def until_reachable(what: str, fn: Callable[[], T], on_wait: Callable[[str], object]) -> T:
+def until_reachable(
+    what: str, fn: Callable[[], T], on_wait: Callable[[str], object] | None = None
+) -> T:
     """``fn()``, called again after each of :data:`UNREACHABLE_RETRY_SECONDS` while it raises
-    :class:`LabelStudioUnreachable` (then that error); ``on_wait(message)`` says so first."""
+    :class:`LabelStudioUnreachable` (then that error); the log, and ``on_wait(message)`` where
+    given, say so first."""
     for wait in (*UNREACHABLE_RETRY_SECONDS, None):
         try:
             return fn()
@@ -64,7 +67,8 @@ def until_reachable(what: str, fn: Callable[[], T], on_wait: Callable[[str], obj
                 raise
             message = f"{what}: Label Studio is unreachable; tried again in {wait} s ({err})"
             logger.warning("%s", message)
-            on_wait(message)
+            if on_wait is not None:
+                on_wait(message)
             time.sleep(wait)
     raise AssertionError("the loop returns or raises")
 
@@ -151,11 +155,12 @@ class LabelStudioAPI:
 
         self.url = url
         deadline = REQUEST_DEADLINE if deadline is None else deadline
+        timeout = min(timeout, deadline)
         self.client = LabelStudio(
             base_url=url,
             api_key=api_key,
-            timeout=min(timeout, deadline),
-            httpx_client=deadline_client(deadline, min(timeout, deadline)),
+            timeout=timeout,
+            httpx_client=deadline_client(deadline, timeout),
         )
         self.retries = retries
         self.backoff = backoff

@@ -140,8 +140,9 @@ def _predict(
     return out
 
 
-# A version stores /predict's scores of at most this many tasks beyond those it was trained
-# with: task ids are whatever a caller sends, so what they can make the backend keep is bounded.
+# A version stores the scores of at most this many tasks beyond those it was trained with (new
+# tasks a rescore read from Label Studio): what a project growing between trainings can make
+# the backend keep is bounded.
 MAX_NEW_TASKS = 50_000
 
 _bound_warned: set[tuple[str, str]] = set()

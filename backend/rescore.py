@@ -35,10 +35,9 @@ def rescore_project(project: str, settings: Settings) -> dict:
     training does); its memory is not watched: a rescore shares its process with trainings.
     """
     with budget.within(settings.training_seconds, float("inf"), "the rescore"):
-        return until_reachable(
+        return until_reachable(  # the log says it waits; the queue shows the old scores
             f"project {project}: the rescore of its changed tasks",
             lambda: _rescore(project, settings),
-            on_wait=lambda message: None,  # the log says it; the queue shows the old scores
         )
 
 

@@ -299,7 +299,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
 
     learned = scout_learned(scores)
     if learned is not None and learned["too_little"]:
-        logger.warning("project %s: %s", project, learned_message(learned))
+        logger.warning("project %s: %s", project, learned["message"])
     store.update_status(message="writing predictions to Label Studio", scout_learned=learned)
     until_reachable(  # the version serves here already: Label Studio must have it too
         f"project {project}: the predictions of version {version}",

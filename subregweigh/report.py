@@ -193,9 +193,9 @@ def label_confusion(
 
 
 # Below this share of its training annotations' entities found again, a NER scout has
-# learned too little for its doubt to mean anything: it calls nearly every entity a doubt.
-# (A first value between what the default scout finds on 300 tweets, 0.235 ± 0.051, and one
-# trained for 600 steps, 0.997 ± 0.004: real-errors-tweets-0-min-steps-0 / -600.)
+# learned too little of the project for its doubts to be read as its own. A first value,
+# between what the default scout finds on 300 tweets, 0.235 ± 0.051, and one trained for 600
+# steps, 0.997 ± 0.004 (real-errors-tweets-0-min-steps-0 / -600).
 LEARNED_TOO_LITTLE = 0.5
 
 

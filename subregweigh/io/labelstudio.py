@@ -29,6 +29,7 @@ whoever reads the tasks logs them.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -286,6 +287,14 @@ def _offset(value: dict, key: str, where: str) -> int:
     return raw
 
 
+@functools.lru_cache(maxsize=4)
+def _word_edges(text: str) -> tuple[frozenset[int], frozenset[int]]:
+    """The character offsets where ``text``'s words start, and where they end: found once per
+    text, however many of its regions ask (a task's regions are read one after another)."""
+    words = words_with_offsets(text)
+    return frozenset(ws for _, ws, _ in words), frozenset(we for _, _, we in words)
+
+
 def _span(text: str, value: dict, where: str, strict: bool, warnings: list[str]) -> tuple[int, int]:
     """Character ``(start, end)`` of a ``labels`` region, repaired if Label Studio counted in
     UTF-16. Outside the text: DataError if ``strict``, else :func:`spans_to_tags` drops it."""
@@ -306,8 +315,7 @@ def _span(text: str, value: dict, where: str, strict: bool, warnings: list[str])
         # on word edges (past an emoji, characters' offsets cut words or overrun the text).
         s16, e16 = utf16_to_char_offset(text, start), utf16_to_char_offset(text, end)
         if s16 is not None and e16 is not None and (s16, e16) != (start, end):
-            words = words_with_offsets(text)
-            starts, ends = {ws for _, ws, _ in words}, {we for _, _, we in words}
+            starts, ends = _word_edges(text)
             if (start not in starts or end not in ends) and s16 in starts and e16 in ends:
                 start, end = s16, e16
     if strict and not 0 <= start < end <= len(text):
