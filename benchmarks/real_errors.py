@@ -142,6 +142,16 @@ def parse_args(argv=None):
     )
     parser.add_argument("--n-jobs", type=int, default=1, help="sampling processes (default: 1)")
     parser.add_argument(
+        "--memory",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="STRENGTH",
+        help="also rank by the deterministic score with the project's memory at each strength "
+        "(SubRegWeigh(memory_strength=), subregweigh.memory), on the same scouts "
+        "(default: none)",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         help="keep each run's first scout's outputs here, where benchmarks.review_loop --cache "
@@ -363,6 +373,15 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         scores["one scout (SRW_SCOUTS=1)"] = (
             harness.served_score(examples, one, args.softmin_temperature),
             first_trained["seconds"],
+        )
+    for strength in args.memory:  # the same scouts and CRF, the memory added
+        remembering = SubRegWeigh.from_parts(
+            srw.scouts_, srw.crf_, **{**params, "memory_strength": strength}
+        )
+        scores[f"deterministic, memory {strength:g}"] = harness.timed(
+            lambda w=remembering: w.weigh_deterministic(
+                examples, scout_proba=served.scout_proba
+            ).score("deterministic")
         )
     if early:
         scores[f"deterministic at {args.early_steps} steps (early)"] = (

@@ -29,6 +29,7 @@ import numpy as np
 
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
+from subregweigh.memory import remember
 from subregweigh.options import (
     DEFAULT_K,
     DEFAULT_METHOD,
@@ -114,6 +115,12 @@ class SubRegWeigh:
         score. On real errors it ranks better beside the uncased default scout, for about a
         third of a scout's training time (docs/evaluation.md). The K candidates and c/K stay
         the scout's. Ignored for classification.
+    memory_strength : float, default=0.0
+        NER: update each word's tag distribution (the scouts' and the CRF's mixture) by how the
+        *other* examples annotate the same word form, the models counting as this many
+        annotations (:mod:`subregweigh.memory`); 0: off. The in-sample scouts cannot doubt
+        a word their own annotation taught them; the rest of the project can. Applies to the
+        "deterministic" score and its suggestions.
 
     Attributes
     ----------
@@ -142,6 +149,7 @@ class SubRegWeigh:
         n_scouts: int | None = None,
         softmin_temperature: float = SOFTMIN_TEMPERATURE,
         crf: bool = True,
+        memory_strength: float = 0.0,
     ):
         self.scout = scout
         self.task = task
@@ -158,6 +166,7 @@ class SubRegWeigh:
         self.n_scouts = n_scouts
         self.softmin_temperature = softmin_temperature
         self.crf = crf
+        self.memory_strength = memory_strength
 
     @classmethod
     def from_parts(
@@ -227,6 +236,8 @@ class SubRegWeigh:
             raise ValueError(
                 f"softmin_temperature must be a number >= 0, got {self.softmin_temperature!r}"
             )
+        if not 0 <= self.memory_strength < np.inf:
+            raise ValueError(f"memory_strength must be a number >= 0, got {self.memory_strength!r}")
 
     def _template(self) -> Scout:
         return self.scout if self.scout is not None else Scout(task=self.task)
@@ -377,7 +388,7 @@ class SubRegWeigh:
         distributions, mixed with the CRF's marginals as p(gold) is when there is a CRF."""
         labels = list(self.scout_.labels_)
         index = {label: j for j, label in enumerate(labels)}
-        gold_proba, mixture = [], []
+        gold_proba, mixture, gold_columns = [], [], []
         for ex, proba in zip(examples, scout_proba, strict=True):
             proba = np.asarray(proba, dtype=np.float32)
             if proba.shape != (len(ex.words), len(labels)):
@@ -386,6 +397,7 @@ class SubRegWeigh:
                     f"({len(ex.words)}, {len(labels)})"
                 )
             cols = np.array([index.get(tag, -1) for tag in ex.label], dtype=np.int64)
+            gold_columns.append(cols)
             gold = proba[np.arange(len(cols)), np.maximum(cols, 0)]
             gold_proba.append(np.where(cols >= 0, gold, 0.0).astype(np.float32))
             mixture.append(proba)
@@ -399,6 +411,14 @@ class SubRegWeigh:
             ]
             gold_proba = mix_gold(gold_proba, crf_gold)
             mixture = mix_gold(mixture, [m[:, : len(labels)] for m in marginals])
+        if self.memory_strength:  # p(gold) read again, from the remembered mixture
+            mixture = remember(examples, mixture, labels, self.memory_strength)
+            gold_proba = [
+                np.where(cols >= 0, m[np.arange(len(cols)), np.maximum(cols, 0)], g).astype(
+                    np.float32
+                )
+                for m, cols, g in zip(mixture, gold_columns, gold_proba, strict=True)
+            ]
         best = [p.argmax(axis=1) for p in mixture]
         predicted = [tuple(labels[j] for j in b) for b in best]
         predicted_proba = [

@@ -197,11 +197,19 @@ def test_confirm_and_fix_through_the_api_stick_across_a_retrain(trained):
 
 
 def _click(page: Page, element: str) -> None:
-    """A real mouse click (Label Studio's controls ignore element.click()) on a JS element."""
-    x, y = page.evaluate(
-        f"(() => {{ const r = ({element}).getBoundingClientRect(); "
-        "return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+    """A real mouse click (Label Studio's controls ignore element.click()) on a JS element,
+    once it is there: the editor re-renders its text while a task loads, so an element found a
+    moment ago may be replaced (seen once in CI: found, then gone before its box was read)."""
+    where = (
+        f"(() => {{ const e = ({element}); if (!e) return null; "
+        "const r = e.getBoundingClientRect(); "
+        "return r.width ? [r.x + r.width / 2, r.y + r.height / 2] : null; })()"
     )
+    deadline = time.monotonic() + 20
+    while (box := page.evaluate(where)) is None:
+        assert time.monotonic() < deadline, f"no element to click: {element}"
+        time.sleep(0.25)
+    x, y = box
     for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
         page.cdp.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
