@@ -20,19 +20,25 @@ share of its type: ``p(tag) = q_T * p_model(tag) / m_T`` (the B-/I- split is the
 the models give the type nothing, the other annotations' split). A word seen in no other example
 is left as it is. Word forms are compared as written (case kept: "Apple" and "apple" differ).
 
-Pure functions over arrays; :class:`subregweigh.weigh.SubRegWeigh` applies them
-(``memory_strength``) to the per-word distributions its "deterministic" score reads.
+:class:`WordMemory` is fitted on a project's annotations and kept with its scouts and CRF
+(:data:`MEMORY_FILE`); :func:`remembered` is a pure function over arrays.
+:class:`subregweigh.weigh.SubRegWeigh` applies it (``memory_strength``) to the per-word
+distributions its "deterministic" score reads.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from subregweigh.example import Example
+from subregweigh.io.atomic import atomic_open
 
 OUTSIDE = "O"
 
@@ -42,37 +48,67 @@ def entity_type(tag: str) -> str:
     return tag.split("-", 1)[-1]
 
 
+MEMORY_FILE = "memory.json"  # beside the scouts and the CRF in a saved weigher's folder
+
+
+def memory_path(folder: str | os.PathLike) -> Path:
+    """Where the memory kept in ``folder`` is (:data:`MEMORY_FILE`; it may not exist)."""
+    return Path(folder) / MEMORY_FILE
+
+
 @dataclass(frozen=True)
 class WordMemory:
     """Every word form's tags across a data set, and each example's own, to leave it out.
+
+    Fitted on a project's annotations (:meth:`of`), it judges any example against them: one
+    that took part (by ``Example.id``) is left out of its own evidence, whatever its
+    annotation says now, so an annotation edited since is judged against the others alone.
 
     Attributes
     ----------
     counts : dict of str -> Counter
         Word form -> how often each tag annotates it, over all examples.
-    own : list of dict of str -> Counter
-        Per example (in the order given), its own word forms' tag counts.
+    own : dict of str -> dict of str -> Counter
+        Example id -> its own word forms' tag counts.
     """
 
     counts: dict[str, Counter]
-    own: list[dict[str, Counter]]
+    own: dict[str, dict[str, Counter]]
 
     @classmethod
     def of(cls, examples: Sequence[Example]) -> WordMemory:
         """The memory of ``examples`` (NER: ``label`` one tag per word)."""
         counts: dict[str, Counter] = defaultdict(Counter)
-        own: list[dict[str, Counter]] = []
+        own: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
         for ex in examples:
-            mine: dict[str, Counter] = defaultdict(Counter)
+            mine = own[ex.id]
             for word, tag in zip(ex.words, ex.label, strict=True):
                 mine[word][tag] += 1
                 counts[word][tag] += 1
-            own.append(dict(mine))
-        return cls(dict(counts), own)
+        return cls(dict(counts), {i: dict(words) for i, words in own.items()})
 
-    def others(self, i: int, word: str) -> Counter:
-        """The tags of ``word`` in every example but the ``i``-th."""
-        return self.counts.get(word, Counter()) - self.own[i].get(word, Counter())
+    def others(self, example: Example, word: str) -> Counter:
+        """The tags of ``word`` in every example of the memory but ``example``."""
+        seen = self.counts.get(word)
+        if seen is None:
+            return Counter()
+        return seen - self.own.get(example.id, {}).get(word, Counter())
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the memory to ``path`` (JSON, atomically); :meth:`load` reads it back."""
+        path = Path(path)
+        with atomic_open(path, "w") as f:
+            json.dump({"counts": self.counts, "own": self.own}, f, separators=(",", ":"))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> WordMemory:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+        return cls(
+            {w: Counter(tags) for w, tags in raw["counts"].items()},
+            {i: {w: Counter(t) for w, t in words.items()} for i, words in raw["own"].items()},
+        )
 
 
 def remembered(
@@ -121,13 +157,15 @@ def remember(
     proba: Sequence[np.ndarray],
     labels: Sequence[str],
     strength: float,
+    memory: WordMemory | None = None,
 ) -> list[np.ndarray]:
-    """:func:`remembered` for every example, each against all the others: per example shape
+    """:func:`remembered` for every example, against ``memory`` (None: the memory of
+    ``examples`` themselves, each against all the others): per example shape
     (n_words, n_labels), float32. ``proba``: the models' tag distributions, one per example."""
-    memory = WordMemory.of(examples)
+    memory = WordMemory.of(examples) if memory is None else memory
     return [
-        remembered(p, labels, [memory.others(i, word) for word in ex.words], strength).astype(
+        remembered(p, labels, [memory.others(ex, word) for word in ex.words], strength).astype(
             np.float32
         )
-        for i, (ex, p) in enumerate(zip(examples, proba, strict=True))
+        for ex, p in zip(examples, proba, strict=True)
     ]

@@ -7,6 +7,7 @@ The one folder layout, for the CLI (``--save-scout``, ``--scout``) and the Label
     FOLDER/scout/          the first scout (Scout.save): the one that predicts the K candidates
     FOLDER/scout-1/, ...   the others of an ensemble
     FOLDER/crf.npz         the CRF (NER with crf=True; subregweigh.crf.crf_path)
+    FOLDER/memory.json     the project's memory (NER with memory_strength; subregweigh.memory)
 
 :func:`save_parts` writes it, :func:`load_parts` reads it back;
 :meth:`subregweigh.weigh.SubRegWeigh.save` and :meth:`~subregweigh.weigh.SubRegWeigh.load` are

@@ -29,7 +29,7 @@ import numpy as np
 
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
-from subregweigh.memory import remember
+from subregweigh.memory import WordMemory, memory_path, remember
 from subregweigh.options import (
     DEFAULT_K,
     DEFAULT_METHOD,
@@ -130,6 +130,9 @@ class SubRegWeigh:
         All ``n_scouts`` fitted scouts, ``scout_`` first.
     crf_ : FeatureTagger or None
         NER with ``crf``: the fitted CRF; otherwise None.
+    memory_ : WordMemory or None
+        NER with ``memory_strength``: the memory of the annotations :meth:`fit` (or
+        :meth:`refit_crf`) saw, or the one given to :meth:`from_parts`; otherwise None.
     """
 
     def __init__(
@@ -170,7 +173,11 @@ class SubRegWeigh:
 
     @classmethod
     def from_parts(
-        cls, scouts: Sequence[Scout], crf: FeatureTagger | None = None, **params
+        cls,
+        scouts: Sequence[Scout],
+        crf: FeatureTagger | None = None,
+        memory: WordMemory | None = None,
+        **params,
     ) -> SubRegWeigh | CRFWeigher:
         """A fitted weigher of fitted parts, ready to :meth:`weigh`.
 
@@ -180,6 +187,9 @@ class SubRegWeigh:
             Fitted scouts (say, :meth:`Scout.load`); the first predicts the K candidates.
         crf : FeatureTagger or None, default=None
             A fitted CRF beside them (NER; ignored for classification).
+        memory : WordMemory or None, default=None
+            With ``memory_strength``: the project's memory (:meth:`WordMemory.of` the
+            annotations the parts trained on); None: each weighing's own examples'.
         **params
             The other constructor parameters (not ``scout``, ``task``, ``n_scouts``: the
             parts say them).
@@ -205,12 +215,16 @@ class SubRegWeigh:
         first = scouts[0]
         srw = cls(first, task=first.task, n_scouts=len(scouts), crf=crf is not None, **params)
         srw._validate()
-        srw._set_parts(list(scouts), crf)
+        srw._set_parts(list(scouts), crf, memory)
         return srw
 
-    def _set_parts(self, scouts: list[Scout], crf: FeatureTagger | None) -> None:
+    def _set_parts(
+        self, scouts: list[Scout], crf: FeatureTagger | None, memory: WordMemory | None = None
+    ) -> None:
         self.scouts_, self.scout_ = scouts, scouts[0]
-        self.crf_ = crf if self.scout_.task == "ner" else None
+        ner = self.scout_.task == "ner"
+        self.crf_ = crf if ner else None
+        self.memory_ = memory if ner and self.memory_strength else None
 
     def _validate(self):
         if self.method not in METHODS:
@@ -276,7 +290,7 @@ class SubRegWeigh:
         if crf is not None:
             logger.info("training the CRF on %d examples", len(examples))
             crf.fit(examples)
-        self._set_parts(scouts, crf)
+        self._set_parts(scouts, crf, WordMemory.of(examples) if self.memory_strength else None)
         return self
 
     def ensemble_size(self, n_examples: int | None = None) -> int:
@@ -292,7 +306,12 @@ class SubRegWeigh:
         the first scout in ``folder/scout``, scout j in ``folder/scout-j``, the CRF in
         ``folder/crf.npz``); :meth:`load` reads them back."""
         self._check_fitted()
-        return save_parts(folder, self.scouts_, self.crf_)
+        save_parts(folder, self.scouts_, self.crf_)
+        if self.memory_ is not None:
+            self.memory_.save(memory_path(folder))
+        else:
+            memory_path(folder).unlink(missing_ok=True)
+        return Path(folder)
 
     @classmethod
     def load(
@@ -321,7 +340,9 @@ class SubRegWeigh:
                 scout.precision = precision
             if quantize is not None:
                 scout.quantize = quantize
-        return cls.from_parts(scouts, tagger, **params)
+        kept = memory_path(folder)
+        memory = WordMemory.load(kept) if kept.is_file() else None
+        return cls.from_parts(scouts, tagger, memory, **params)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "scouts_"):
@@ -412,7 +433,7 @@ class SubRegWeigh:
             gold_proba = mix_gold(gold_proba, crf_gold)
             mixture = mix_gold(mixture, [m[:, : len(labels)] for m in marginals])
         if self.memory_strength:  # p(gold) read again, from the remembered mixture
-            mixture = remember(examples, mixture, labels, self.memory_strength)
+            mixture = remember(examples, mixture, labels, self.memory_strength, self.memory_)
             gold_proba = [
                 np.where(cols >= 0, m[np.arange(len(cols)), np.maximum(cols, 0)], g).astype(
                     np.float32
@@ -433,13 +454,18 @@ class SubRegWeigh:
         they stand now; :meth:`FeatureTagger.refit`), the scouts shared. With the
         ``scout_proba`` of an earlier pass, :meth:`weigh_deterministic` then reflects a
         changed convention in every sentence's p(gold) in seconds, with no scout trained or
-        run. NER with a CRF only. ``meanwhile``: work to do while CRFsuite trains on its own
-        core (:meth:`FeatureTagger.fit`); the copy is the same either way."""
+        run; with ``memory_strength``, the memory is of ``examples`` too. NER with a CRF
+        only. ``meanwhile``: work to do while CRFsuite trains on its own core
+        (:meth:`FeatureTagger.fit`); the copy is the same either way."""
         self._check_fitted()
         if self.crf_ is None:
             raise ValueError("refit_crf needs a NER weigher with a CRF (crf=True)")
         refitted = copy.copy(self)
-        refitted._set_parts(list(self.scouts_), self.crf_.refit(examples, meanwhile=meanwhile))
+        refitted._set_parts(
+            list(self.scouts_),
+            self.crf_.refit(examples, meanwhile=meanwhile),
+            WordMemory.of(examples) if self.memory_strength else None,
+        )
         return refitted
 
     def candidates(self, examples: Sequence[Example]):

@@ -87,9 +87,21 @@ def test_each_example_is_left_out_of_its_own_memory():
         ex(1, ["Paris"], ["O"]),
     ]
     memory = WordMemory.of(data)
-    assert memory.others(0, "Paris") == Counter({"O": 1})
-    assert memory.others(1, "Paris") == Counter({"B-LOC": 2})
-    assert memory.others(1, "London") == Counter()
+    assert memory.others(data[0], "Paris") == Counter({"O": 1})
+    assert memory.others(data[1], "Paris") == Counter({"B-LOC": 2})
+    assert memory.others(data[1], "London") == Counter()
+    # an example the memory never saw is judged against all of it; an edited one, by its id,
+    # against the others alone
+    assert memory.others(ex(7, ["Paris"], ["O"]), "Paris") == Counter({"B-LOC": 2, "O": 1})
+    assert memory.others(ex(1, ["Paris"], ["B-LOC"]), "Paris") == Counter({"B-LOC": 2})
+
+
+def test_the_memory_saved_reads_back_the_same(tmp_path):
+    data = [ex(0, ["Paris", "is"], ["B-LOC", "O"]), ex(1, ["Paris"], ["O"])]
+    memory = WordMemory.of(data)
+    loaded = WordMemory.load(memory.save(tmp_path / "memory.json"))
+    assert loaded == memory
+    assert loaded.others(data[1], "Paris") == Counter({"B-LOC": 1})
 
 
 def test_remember_doubts_the_one_missed_occurrence():

@@ -902,3 +902,53 @@ def test_a_refitted_crf_beside_the_kept_scout_part_weighs_as_a_fresh_crf(
         srw.weigh_deterministic(data, scout_proba=first.scout_proba[:29])
     with pytest.raises(ValueError, match="refit_crf needs a NER weigher with a CRF"):
         SubRegWeigh.from_parts(srw.scouts_).refit_crf(now)
+
+
+def test_the_projects_memory_doubts_an_entity_missed_once_whatever_is_weighed_beside(
+    tiny_scout, tiny_ner_data, tmp_path
+):
+    """An entity the annotator left out of one sentence and annotated in the others: with the
+    memory its sentence loses p(gold) and the suggestion names the entity; the fitted memory
+    judges one sentence weighed alone (a rescore) as it judges it among all, and it is kept
+    with the weigher."""
+    from collections import Counter
+
+    from subregweigh.memory import MEMORY_FILE, WordMemory
+
+    counts = Counter(
+        (w, t) for ex in tiny_ner_data for w, t in zip(ex.words, ex.label) if t.startswith("B-")
+    )
+    (word, tag), _ = counts.most_common(1)[0]
+    i = next(i for i, ex in enumerate(tiny_ner_data) if (word, tag) in zip(ex.words, ex.label))
+    j = tiny_ner_data[i].words.index(word)
+    missed = list(tiny_ner_data[i].label)
+    missed[j] = "O"
+    data = [*tiny_ner_data[:i], dataclasses.replace(tiny_ner_data[i], label=tuple(missed))]
+    data += tiny_ner_data[i + 1 :]
+
+    plain = SubRegWeigh.from_parts([tiny_scout], FeatureTagger().fit(data), k=2, n_samples=4)
+    remembering = SubRegWeigh.from_parts(
+        plain.scouts_, plain.crf_, WordMemory.of(data), k=2, n_samples=4, memory_strength=1.0
+    )
+    before = plain.weigh_deterministic(data)
+    after = remembering.weigh_deterministic(data)
+    assert after.deterministic_probability[i] < before.deterministic_probability[i]
+    assert after.majority[i][j] == tag  # the suggestion: the type the others give the word
+    off = SubRegWeigh.from_parts(plain.scouts_, plain.crf_, k=2, n_samples=4, memory_strength=0)
+    np.testing.assert_array_equal(
+        off.weigh_deterministic(data).deterministic_probability, before.deterministic_probability
+    )
+    alone = remembering.weigh_deterministic([data[i]])
+    assert alone.deterministic_probability[0] == pytest.approx(
+        after.deterministic_probability[i],
+        abs=1e-4,  # batches pad differently
+    )
+    remembering.save(tmp_path / "w")
+    assert (tmp_path / "w" / MEMORY_FILE).is_file()
+    loaded = SubRegWeigh.load(tmp_path / "w", k=2, n_samples=4, memory_strength=1.0)
+    assert loaded.memory_ == remembering.memory_
+    np.testing.assert_allclose(
+        loaded.weigh_deterministic([data[i]]).deterministic_probability,
+        alone.deterministic_probability,
+        atol=1e-5,
+    )
