@@ -13,10 +13,10 @@ generates):
   as the benchmark wrote its ``STEM.md`` (headings moved under the result's own, commands
   recorded before ``benchmarks/`` was a package given as ``python -m benchmarks.NAME``), with
   its status, its plot and the list of its files;
-* ``docs/benchmarks/index.md``: the headline result (:data:`HEADLINE`, the real-error
-  benchmark), the current results, and a table of the benchmarks, each with its number of
-  results by status and latest date;
-* the README's headline block between :data:`README_BEGIN` and :data:`README_END`: the
+* ``docs/benchmarks/index.md``: the headline results (:data:`HEADLINES`, the real-error
+  benchmark on CoNLL++ and on the tweets), the current results, and a table of the
+  benchmarks, each with its number of results by status and latest date;
+* the README's headline block between :data:`README_BEGIN` and :data:`README_END`: each
   headline result's whole-set table (score, AP, P@50, R-precision), its command and machine.
 
 Plots stay in ``benchmarks/results/`` only: the pages link them as ``img/STEM.png``, and the docs
@@ -41,8 +41,10 @@ RESULTS = REPO / "benchmarks" / "results"
 PAGES = REPO / "docs" / "benchmarks"
 README = REPO / "README.md"
 IMG = "img"  # the plots' folder in the site, beside the pages (docs/hooks.py adds them)
-# the result the README and the benchmarks' index lead with
-HEADLINE = "real-errors-three-scouts"
+# the results the README and the benchmarks' index lead with: real errors of two kinds, news
+# (CoNLL++) and tweets (a crowd worker against the experts, benchmarks.tweets), on which every
+# default is chosen
+HEADLINES = ("real-errors-three-scouts",)
 HEADLINE_SECTION = "The whole set"  # its table of the whole data set
 HEADLINE_COLUMNS = ("score", "AP", "P@50", "R-precision")
 README_BEGIN = "<!-- headline:begin (generated: python -m benchmarks.docs) -->"
@@ -248,28 +250,28 @@ def _counts(results: dict[str, list[Path]]) -> str:
     return ", ".join(f"{marks.count(s)} {s}" for s in index.STATUSES)
 
 
-def headline() -> dict:
-    """The headline result's whole-set table, reduced to :data:`HEADLINE_COLUMNS`, with its
+def headline(stem: str) -> dict:
+    """A headline result's whole-set table, reduced to :data:`HEADLINE_COLUMNS`, with its
     section title, command and machine: what the README and the index lead with."""
-    text = (RESULTS / f"{HEADLINE}.md").read_text()
+    text = (RESULTS / f"{stem}.md").read_text()
     section = re.search(
         rf"^#+ ({re.escape(HEADLINE_SECTION)}[^\n]*)\n(.*?)(?=^#|\Z)", text, re.M | re.S
     )
     if not section:
-        raise ValueError(f"{HEADLINE}.md: no section {HEADLINE_SECTION!r}")
+        raise ValueError(f"{stem}.md: no section {HEADLINE_SECTION!r}")
     rows = [line for line in section.group(2).splitlines() if line.startswith("|")]
     cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
     header = cells[0]
     missing = [c for c in HEADLINE_COLUMNS if c not in header]
     if missing:
-        raise ValueError(f"{HEADLINE}.md: the table has no column {missing}")
+        raise ValueError(f"{stem}.md: the table has no column {missing}")
     keep = [header.index(c) for c in HEADLINE_COLUMNS]
     body = [[row[i] for i in keep] for row in cells[2:]]
     found = {k: re.search(rf"^{k}: (.*)$", text, re.M) for k in ("Command", "Machine", "Date")}
     what = re.search(r"^#+ (.*)$", text, re.M)
     spread = re.search(r"Mean ± sd over \d+ seeds", text)
     return {
-        "what": what.group(1).strip() if what else HEADLINE,
+        "what": what.group(1).strip() if what else stem,
         "spread": spread.group(0) if spread else "",
         "title": section.group(1).strip(),
         "header": list(HEADLINE_COLUMNS),
@@ -278,9 +280,9 @@ def headline() -> dict:
     }
 
 
-def headline_table(link: str, label: str) -> list[str]:
-    """The headline table and its caption, linking the result as ``[label](link)``."""
-    h = headline()
+def headline_table(stem: str, link: str, label: str) -> list[str]:
+    """A headline result's table and its caption, linking it as ``[label](link)``."""
+    h = headline(stem)
     lines = ["| " + " | ".join(h["header"]) + " |", "|---|" + "---:|" * (len(h["header"]) - 1)]
     lines += ["| " + " | ".join(row) + " |" for row in h["rows"]]
     lines += [
@@ -291,6 +293,15 @@ def headline_table(link: str, label: str) -> list[str]:
         f"`{h['command']}` on {h['machine']}",
     ]
     return lines
+
+
+def headline_tables(link, label) -> list[str]:
+    """Every headline result's table, one after the other; ``link(stem)`` and ``label(stem)``
+    name where each links."""
+    out: list[str] = []
+    for stem in HEADLINES:
+        out += [*([""] if out else []), *headline_table(stem, link(stem), label(stem))]
+    return out
 
 
 def index_page(grouped: dict[str, dict[str, list[Path]]]) -> str:
@@ -306,7 +317,7 @@ def index_page(grouped: dict[str, dict[str, list[Path]]]) -> str:
         "",
         "## Real annotation errors",
         "",
-        *headline_table(f"{page_name('real_errors')}.md", "[its page]"),
+        *headline_tables(lambda stem: f"{page_name('real_errors')}.md", lambda stem: "[its page]"),
         "",
         "## Current results",
         "",
@@ -355,7 +366,9 @@ def readme_block() -> str:
     return "\n".join(
         [
             README_BEGIN,
-            *headline_table(f"benchmarks/results/{HEADLINE}.md", f"[`{HEADLINE}.md`]"),
+            *headline_tables(
+                lambda stem: f"benchmarks/results/{stem}.md", lambda stem: f"[`{stem}.md`]"
+            ),
             README_END,
         ]
     )
