@@ -42,6 +42,7 @@ def weigher_params(options: Mapping[str, Any], progress: bool = True) -> dict[st
         "method": _value(options, "method"),
         "w_min": _value(options, "w_min"),
         "softmin_temperature": _value(options, "softmin_temperature"),
+        "memory_strength": _value(options, "memory_strength"),
         "random_state": _value(options, "seed"),
         "n_jobs": _value(options, "n_jobs"),
         "progress": progress,
