@@ -113,7 +113,7 @@ def main(argv=None) -> None:
         return
     configure_logging(args.log_level)
     from backend.server import create_app
-    from backend.store import keep_files_private
+    from backend.store.store import keep_files_private
     from backend.warmup import import_engine
 
     keep_files_private()
@@ -124,7 +124,7 @@ def main(argv=None) -> None:
 
 def print_webhook_token(parser, settings: Settings, project: str) -> None:
     from backend import webhook_auth
-    from backend.store import project_id
+    from backend.store.store import project_id
 
     try:
         project = project_id(project)
@@ -144,7 +144,7 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
     from backend.server import create_app
-    from backend.store import keep_files_private
+    from backend.store.store import keep_files_private
     from backend.warmup import import_engine
 
     keep_files_private()

@@ -17,7 +17,7 @@ from label_studio_ml.model import LabelStudioMLBase
 from backend import predictions, training
 from backend.routes import TRAIN_EVENTS
 from backend.settings import Settings
-from backend.store import project_id
+from backend.store.store import project_id
 from backend.tasks import ConfigError, parse_label_config
 
 

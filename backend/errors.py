@@ -21,7 +21,7 @@ from backend.jobs import JobQueueUnavailable
 from backend.labelstudio import LabelStudioUnavailable
 from backend.report import ReportUnavailable
 from backend.settings import SettingsError
-from backend.store import TooManyProjects
+from backend.store.store import TooManyProjects
 from backend.tasks import ConfigError
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from flask import request
 
 from backend.echo import shown
 from backend.errors import BadRequest
-from backend.store import project_id
+from backend.store.store import project_id
 
 
 def request_json():

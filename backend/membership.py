@@ -25,7 +25,7 @@ import logging
 from backend.errors import NotConnected
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from backend import project_settings, reviews, served
 from backend.redact import printable
 from backend.settings import Settings
-from backend.store import CorruptVersion, ProjectStore
+from backend.store.store import CorruptVersion, ProjectStore
 from backend.tasks import (
     fingerprint,
     read_tasks,

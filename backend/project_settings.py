@@ -11,7 +11,7 @@ either kind of text, a JSON object or ``KEY=VALUE`` lines, naming a setting by i
 the environment; /setup refuses what does not pass with a message Label Studio shows on connect.
 
 What passed is stored with the project (``MODEL_DIR/<project>/settings.json``,
-:meth:`~backend.store.ProjectStore.overrides`), so restarts and queued trainings (an rq job
+:meth:`~backend.store.store.ProjectStore.overrides`), so restarts and queued trainings (an rq job
 carries the server's training settings; the worker reads the project's over them) use it.
 :func:`effective` is what every training, self-test, rescore and request of a project runs with;
 :func:`apply` stores a /setup's parameters and says which scoring settings
@@ -26,9 +26,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from backend.disk import no_space
 from backend.settings import PER_PROJECT, SCORING, SETTINGS, Setting, Settings, SettingsError
-from backend.store import ProjectStore
+from backend.store.disk import no_space
+from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend import reviews
-from backend.disk import no_space
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
 from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.versions import new_version_name
+from backend.store.disk import no_space
+from backend.store.store import ProjectStore
+from backend.store.versions import new_version_name
 from backend.weighers import forget_versions
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec

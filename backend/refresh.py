@@ -13,7 +13,7 @@ the refitted CRF, its scores written to Label Studio in one import. The scouts' 
 changed annotation waits for the next training (``SRW_RETRAIN_AFTER``).
 
 The annotations as they now stand are those the last training read, with the changed tasks as
-their rescores read them (:mod:`backend.snapshot`); the project is read from Label Studio only
+their rescores read them (:mod:`backend.store.snapshot`); the project is read from Label Studio only
 where none are kept.
 """
 
@@ -32,15 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from backend import project_settings, reviews, snapshot
+from backend import project_settings, reviews
 from backend.labelstudio import LabelStudioAPI
 from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store import snapshot
+from backend.store.store import ProjectStore
+from backend.store.versions import new_version_name
 from backend.tasks import annotated_examples, fingerprint, name_annotators, read_tasks, score_tasks
-from backend.versions import new_version_name
 from backend.weighers import forget_versions, remember, weigher
 from subregweigh.io.atomic import atomic_open, atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec

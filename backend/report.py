@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from backend import project_settings, reviews, served
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
 
 

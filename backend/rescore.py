@@ -9,12 +9,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from backend import budget, project_settings, reviews, served, snapshot
+from backend import budget, project_settings, reviews, served
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.predictions import predict
 from backend.publish import serve_in_label_studio
 from backend.settings import Settings
-from backend.store import ProjectStore, retrain_due
+from backend.store import snapshot
+from backend.store.store import ProjectStore, retrain_due
 from backend.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
 from subregweigh.io.labelstudio import LabelingSpec
 
@@ -209,7 +210,7 @@ def read_changed(
 ) -> list:
     """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
     reviewers' decisions they show are kept (:func:`backend.reviews.decide`, with the project's
-    ``self_review``), and for NER the tasks as they now stand (:mod:`backend.snapshot`)."""
+    ``self_review``), and for NER the tasks as they now stand (:mod:`backend.store.snapshot`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)

@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 
 from backend import decisions, served
 from backend.decisions import CONFIRMED, COUNTED, FIXED, SELF_REVIEWED, WITHDRAWN, content_hash
-from backend.scores_view import ScoresView
-from backend.store import ProjectStore
+from backend.store.scores_view import ScoresView
+from backend.store.store import ProjectStore
 from backend.tasks import read_tasks
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
@@ -113,8 +113,8 @@ def _scored_index(scores: dict) -> dict[str, dict]:
 SCORED_CACHED = 8  # versions whose scored annotations a process keeps
 # scored_annotations(store, version): ``"task/annotation"`` -> ``{"hash", "score", "labels",
 # "saved"}`` (and NER's words and tags) of every annotation ``version`` scored, kept per process
-# until scores.json changes (:class:`backend.scores_view.ScoresView`): what a rescore judges its
-# decisions against.
+# until scores.json changes (:class:`backend.store.scores_view.ScoresView`): what a rescore judges
+# its decisions against.
 scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
 
 

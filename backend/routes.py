@@ -13,21 +13,13 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import (
-    auth,
-    inputs,
-    membership,
-    predictions,
-    project_settings,
-    snapshot,
-    training,
-    webhook_auth,
-)
+from backend import auth, inputs, membership, predictions, project_settings, webhook_auth
 from backend import report as reports
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.settings import Settings, SettingsError
-from backend.store import ProjectStore, project_id, retrain_due
+from backend.store import snapshot
+from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
 from backend.tasks import parse_label_config
 from subregweigh.selftest import NOISES
 
@@ -267,7 +259,7 @@ def _status(value) -> dict:
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
     status["serving"] = predictions.serving(store, status["is_training"])
-    status["disk"] = training.disk_space(store)
+    status["disk"] = disk_space(store)
     status["settings"] = project_settings.shown(_settings(), store)
     selftest = status.get("selftest") or {"state": "idle"}
     status["selftest"] = {**selftest, "job": selftest_job}

@@ -9,7 +9,7 @@ import time
 from backend import budget, project_settings
 from backend.redact import redact, secrets_of
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.training import WAITING, read_annotations
 from backend.weighers import SEED, engine, release_memory
 

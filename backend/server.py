@@ -21,7 +21,7 @@ from backend import auth, errors, redact, rescore, selftest, training
 from backend.jobs import RQRunner, ThreadRunner
 from backend.routes import routes
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
 

@@ -4,13 +4,11 @@ publish, and write the scores to Label Studio (early versions first, while the r
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from functools import partial
 
-from backend import budget, project_settings, reviews, snapshot
-from backend.disk import directory_mb, free_mb, no_space
+from backend import budget, project_settings, reviews
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.phases import PhaseClock
 from backend.predictions import log_warnings
@@ -26,7 +24,14 @@ from backend.reference import reference_examples
 from backend.refresh import save_scout_proba
 from backend.rescore import annotator_names, rescore_tasks
 from backend.settings import Settings
-from backend.store import ProjectStore, retrain_due
+from backend.store import snapshot
+from backend.store.disk import no_space
+from backend.store.store import (
+    ProjectStore,
+    disk_full_message,
+    disk_space,
+    retrain_due,
+)
 from backend.tasks import (
     annotated_examples,
     name_annotators,
@@ -39,31 +44,6 @@ from backend.weighers import engine, part_params, release_memory
 from subregweigh.report import learned_message, learned_summary
 
 logger = logging.getLogger(__name__)
-
-
-# A new version takes about the last one's size (scores.json grows with the project), and at
-# least this many MB (a MiniLM version takes about 90 MB).
-VERSION_GROWTH = 1.2
-MIN_FREE_MB = 100
-
-
-def disk_space(store: ProjectStore) -> dict:
-    """Free megabytes in MODEL_DIR against what a new version of the project needs: the last
-    version's size plus 20%, at least :data:`MIN_FREE_MB`. What /status shows (``disk``)."""
-    current = store.current_version()
-    last = directory_mb(store.versions / current) if current else 0.0
-    needed = max(MIN_FREE_MB, math.ceil(last * VERSION_GROWTH))
-    free = free_mb(store.root)
-    return {"free_mb": math.floor(free), "needed_mb": needed, "enough": free >= needed}
-
-
-def disk_full_message(space: dict) -> str:
-    """Why a training does not start: ``disk full: N MB free in MODEL_DIR, ...``."""
-    return (
-        f"disk full: {space['free_mb']} MB free in MODEL_DIR, a version "
-        f"needs about {space['needed_mb']} MB (the last version's size plus 20%, at least "
-        f"{MIN_FREE_MB} MB); free space there, or enlarge the volume"
-    )
 
 
 def train_project(project: str, settings: Settings) -> dict:

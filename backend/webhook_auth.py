@@ -123,7 +123,7 @@ def _mac(secret: bytes, purpose: str, value: str) -> str:
 
 def webhook_token(secret: bytes, project: str) -> str:
     """The :data:`TOKEN_HEADER` value that authenticates webhooks of ``project`` (a canonical
-    project id, as :func:`backend.store.project_id` gives): ``<project>.<mac>``, so the header
+    project id, as :func:`backend.store.store.project_id` gives): ``<project>.<mac>``, so the header
     alone says which project it opens, before any body is read."""
     return f"{project}.{_mac(secret, 'webhook', project)}"
 

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 
 from backend.settings import Settings
-from backend.store import CorruptVersion, ProjectStore
+from backend.store.store import CorruptVersion, ProjectStore
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)

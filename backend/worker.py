@@ -20,7 +20,7 @@ import time
 
 from backend import redact
 from backend.settings import Settings, SettingsError, configure_logging
-from backend.store import keep_files_private
+from backend.store.store import keep_files_private
 from backend.warmup import import_engine
 
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from backend.server import create_app
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
+from backend.store.versions import new_version_name
 from backend.tasks import parse_label_config, read_tasks, score_tasks
-from backend.versions import new_version_name
 from backend.weighers import engine
 from benchmarks.harness import (
     arguments,

@@ -331,8 +331,8 @@ def publish_scout(
 ) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
     ``meta``: the version's meta.json, or a function of the version's name that gives it."""
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
     from subregweigh.io.atomic import atomic_write_json
 
     store = ProjectStore(model_dir, project)

@@ -17,7 +17,7 @@ from backend.publish import version_meta
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.tasks import (
     annotated_examples,
     name_annotators,

@@ -170,7 +170,7 @@ def test_setup_ner_config_untrained(backend):
 
 
 def test_setup_reports_published_version(backend, tmp_path):
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
 
     _, client, _ = backend
     store = ProjectStore(tmp_path / "models", 2)
@@ -369,8 +369,8 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
 
 
 def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_path):
-    from backend import snapshot
-    from backend.store import ProjectStore
+    from backend.store import snapshot
+    from backend.store.store import ProjectStore
     from subregweigh.io.atomic import atomic_write_json
 
     app, client, runner = make_app(tmp_path, retrain_after=100)
@@ -410,7 +410,7 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     assert set(status["rescore_pending"]) == {"101", "102"}
     assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
     # A deletion names no task; one without a usable task id is only counted. Either drops
-    # the tasks kept for the refresh (backend.snapshot): the next refresh reads the project.
+    # the tasks kept for the refresh (backend.store.snapshot): the next refresh reads the project.
     snapshot.keep_project(store, [], read_at=0.0)
     assert snapshot.load(store) == []
     send("ANNOTATIONS_DELETED", annotations=[{"id": 3}])

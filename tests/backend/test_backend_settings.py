@@ -489,7 +489,7 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
 ):
     import shutil
 
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
     from backend.tasks import parse_label_config
     from testbed.projects import publish_scout
 
@@ -515,7 +515,7 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
     and the loaded version scores with it, as the training did."""
     import numpy as np
 
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
     from backend.tasks import parse_label_config
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh
@@ -541,7 +541,7 @@ def test_a_version_of_the_crf_alone_serves(tmp_path, tiny_scout, tiny_ner_data):
     annotated or not, with the CRF (its own tags as the prediction)."""
     import numpy as np
 
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
     from backend.tasks import parse_label_config
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh

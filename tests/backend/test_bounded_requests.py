@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from backend import store as store_module
+from backend.store import store as store_module
 from testbed.projects import publish_scout
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 
@@ -88,7 +88,7 @@ def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
     itself is stored, up to the version's trained tasks plus MAX_NEW_TASKS."""
     from backend import predictions
     from backend.settings import Settings
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
     from backend.tasks import parse_label_config
 
     monkeypatch.setattr(predictions, "MAX_NEW_TASKS", 3)

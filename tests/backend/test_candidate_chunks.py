@@ -9,7 +9,7 @@ import pytest
 
 from backend import training
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.tasks import annotated_examples, parse_label_config, read_tasks
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh

@@ -17,7 +17,7 @@ import pytest
 from backend import reviews
 from backend.decisions import reviewer
 from backend.report import annotation_records
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.tasks import (
     ConfigError,
     annotation_record,

@@ -19,7 +19,7 @@ from backend.settings import (
     Settings,
     SettingsError,
 )
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from tests.doubles import NER_CONFIG, FakeRunner
 
 VERSION = "srw-20260101-000000-abcdef"

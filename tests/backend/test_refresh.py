@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from backend import refresh
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.tasks import fingerprint, parse_label_config, read_tasks
 from subregweigh.example import Example
 from subregweigh.scores import WeighResult

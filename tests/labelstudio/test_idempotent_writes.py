@@ -171,8 +171,8 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     store keeps, the served one and other model versions (an import, another backend's named
     as ours are: issue 42, item 7) stay."""
     from backend.publish import drop_superseded_predictions
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
 
     ls = label_studio
     pid, tasks = _project_of(ls, "prune", 3)
@@ -211,8 +211,8 @@ def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     around the first delete, where the webhook would record it."""
     from backend.publish import drop_superseded_predictions
     from backend.refresh import _change_waits
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
 
     ls = label_studio
     pid, tasks = _project_of(ls, "stop", 2)

@@ -121,7 +121,7 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     assert refresh["seconds"] > 0 and refresh["annotations"] == len(tasks)
     # the last fix's own rescore ran while the CRF trained, within the CRF's phase
     assert 0 < refresh["rescore_beside_crf_seconds"] <= refresh["phase_seconds"]["crf"]
-    # trained on the tasks the training read and the rescores updated (backend.snapshot), with
+    # trained on the tasks the training read and the rescores updated (backend.store.snapshot), with
     # every fix: the project was not read again
     assert refresh["read_project"] is False
 

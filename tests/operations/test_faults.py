@@ -399,7 +399,7 @@ def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout,
     from backend.jobs import ThreadRunner
     from backend.server import create_app
     from backend.settings import Settings
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
 
     model_dir = tmp_path / "models"
     v1, v2 = "srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"

@@ -106,7 +106,7 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, m
     used; a project's new version replaces its older one at once (never served again)."""
     from backend import weighers
     from backend.settings import Settings
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
 
     monkeypatch.setattr(weighers, "CACHED_MODELS", 2)
     settings = Settings(model_dir=str(tmp_path))

@@ -27,7 +27,7 @@ import pytest
 import model as model_module
 from backend.server import create_app
 from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from backend.tasks import ConfigError
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, RedisServer, WorkerProcess, free_port, require_redis

@@ -19,7 +19,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelStudioTask

@@ -2,12 +2,13 @@
 
 A status change is an :class:`Events` (annotation events, however many) or a dict of keys to
 values (or to functions of the old value), applied by :func:`apply_change`. When the disk of
-MODEL_DIR is full (ENOSPC, EDQUOT: :func:`backend.disk.no_space`), the changes
-:class:`backend.store.ProjectStore` cannot write, the predictions it cannot store and the BROKEN
-markers it cannot write are kept here, one :class:`Unwritten` per project directory: the store
-applies them to what it reads, and writes them with its next successful write of the project,
-or a thread started with the first of them retries every :data:`RETRY_SECONDS`. At exit a last
-try is made, and what still does not fit is logged as lost (docs/operating.md).
+MODEL_DIR is full (ENOSPC, EDQUOT: :func:`backend.store.disk.no_space`), the changes
+:class:`backend.store.store.ProjectStore` cannot write, the predictions it cannot store and the
+BROKEN markers it cannot write are kept here, one :class:`Unwritten` per project directory: the
+store applies them to what it reads, and writes them with its next successful write of the
+project, or a thread started with the first of them retries every :data:`RETRY_SECONDS`, with
+the writer the store handed in (its ``write_unwritten``: this module never imports the store).
+At exit a last try is made, and what still does not fit is logged as lost (docs/operating.md).
 """
 
 from __future__ import annotations
@@ -18,16 +19,32 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
-from backend.disk import no_space
+from backend.store.disk import no_space
 from subregweigh.io.atomic import atomic_write_json
 
-if TYPE_CHECKING:
-    from backend.store import ProjectStore
-
 logger = logging.getLogger(__name__)
+
+
+class Store(Protocol):
+    """What this buffer needs of the :class:`backend.store.store.ProjectStore` that hands itself
+    in (the store imports this module, never the other way): where its files are, and how to
+    write what is kept (:meth:`write_unwritten`, the writer the retry thread calls)."""
+
+    root: Path
+    versions: Path
+    project: str
+
+    def update_status(self, when=None, **changes) -> dict: ...
+
+    def store_scores(self, version: str, fresh: dict) -> bool: ...
+
+    def write_unwritten(self) -> bool: ...
+
 
 RETRY_SECONDS = 5.0  # how often kept changes are tried again while the disk is full
 MAX_UNSAVED_SCORES = 20_000  # predictions kept per project; beyond, computed again when asked
@@ -80,7 +97,7 @@ class Unwritten:
     order they were made (applied over status.json when read, and written with it as soon as a
     write succeeds), and predictions per version (merged into scores.json the same way)."""
 
-    model_dir: str
+    writer: Callable[[], bool]  # the store's write_unwritten: True once nothing is kept
     project: str
     since: float
     error: str
@@ -128,33 +145,30 @@ _retrying: threading.Thread | None = None
 
 
 def _retry() -> None:
-    """The retry thread: while anything is kept, try to write it every RETRY_SECONDS."""
-    from backend.store import ProjectStore  # the store keeps its changes here
-
+    """The retry thread: while anything is kept, try to write it every RETRY_SECONDS (each
+    project's with the writer its store handed in)."""
     global _retrying
     while True:
         time.sleep(RETRY_SECONDS)
         with _lock:
-            pending = [(u.model_dir, u.project) for u in _kept.values()]
+            pending = [(u.writer, u.project) for u in _kept.values()]
             if not pending:
                 _retrying = None
                 return
-        for model_dir, project in pending:
+        for writer, project in pending:
             try:
-                ProjectStore(model_dir, project).write_unwritten()
+                writer()
             except Exception as err:  # keep retrying the others; this one next round
                 logger.warning("project %s: kept changes not written yet: %s", project, err)
 
 
 def _at_exit() -> None:
     """A last try when the process exits; what still does not fit is lost: say what."""
-    from backend.store import ProjectStore  # the store keeps its changes here
-
     with _lock:
         pending = list(_kept.values())
     for kept in pending:
         with contextlib.suppress(Exception):
-            if ProjectStore(kept.model_dir, kept.project).write_unwritten():
+            if kept.writer():
                 continue
         logger.error(
             "project %s: exiting while the disk is full: %d annotation events, %d status "
@@ -177,40 +191,40 @@ def unwritten_projects() -> list[str]:
         return sorted(_kept)
 
 
-def _key(store: ProjectStore) -> str:
+def _key(store: Store) -> str:
     return os.path.abspath(store.root)
 
 
 # -- what the store reads of it ---------------------------------------------------------------
-def kept_changes(store: ProjectStore) -> list:
+def kept_changes(store: Store) -> list:
     """The status changes kept for ``store``'s project, in the order they were made (a copy)."""
     with _lock:
         kept = _kept.get(_key(store))
         return list(kept.changes) if kept else []
 
 
-def kept_scores(store: ProjectStore, version: str) -> dict:
+def kept_scores(store: Store, version: str) -> dict:
     """The predictions of ``version`` kept in memory, task id -> entry (a copy; {} if none)."""
     with _lock:
         kept = _kept.get(_key(store))
         return dict(kept.scores.get(version, {})) if kept else {}
 
 
-def holds_scores(store: ProjectStore, version: str) -> bool:
+def holds_scores(store: Store, version: str) -> bool:
     """Whether predictions of ``version`` are kept in memory."""
     with _lock:
         kept = _kept.get(_key(store))
         return kept is not None and version in kept.scores
 
 
-def broken_in_memory(store: ProjectStore, version: str) -> bool:
+def broken_in_memory(store: Store, version: str) -> bool:
     """Whether ``version`` is broken and its BROKEN marker not written yet."""
     with _lock:
         kept = _kept.get(_key(store))
         return kept is not None and version in kept.broken
 
 
-def show_unwritten(store: ProjectStore, status: dict) -> dict:
+def show_unwritten(store: Store, status: dict) -> dict:
     """``status`` with ``unwritten`` (:meth:`Unwritten.summary`) when something is kept for the
     project, without it otherwise."""
     with _lock:
@@ -223,7 +237,7 @@ def show_unwritten(store: ProjectStore, status: dict) -> dict:
 
 
 # -- what the store keeps in it ---------------------------------------------------------------
-def keep(store: ProjectStore, err: OSError) -> Unwritten:
+def keep(store: Store, err: OSError) -> Unwritten:
     """The record of what ``store``'s project files lack (made, and the retry started, on the
     first failed write; the first failure of an outage is logged as a WARNING)."""
     global _retrying
@@ -231,7 +245,7 @@ def keep(store: ProjectStore, err: OSError) -> Unwritten:
         kept = _kept.get(_key(store))
         if kept is None:
             kept = _kept[_key(store)] = Unwritten(
-                str(store.root.parent), store.project, time.time(), f"{err.strerror or err}"
+                store.write_unwritten, store.project, time.time(), f"{err.strerror or err}"
             )
             logger.warning(
                 "project %s: cannot write to %s: %s; annotation events, status changes and "
@@ -248,19 +262,19 @@ def keep(store: ProjectStore, err: OSError) -> Unwritten:
         return kept
 
 
-def keep_change(store: ProjectStore, change) -> None:
+def keep_change(store: Store, change) -> None:
     """Keep a status change (after :func:`keep`)."""
     with _lock:
         _kept[_key(store)].add(change)
 
 
-def keep_broken(store: ProjectStore, err: OSError, version: str, reason: str) -> None:
+def keep_broken(store: Store, err: OSError, version: str, reason: str) -> None:
     """Keep the BROKEN marker of ``version`` that ``err`` did not let the store write."""
     with _lock:  # this process serves it no more; the marker comes later
         keep(store, err).broken[version] = reason
 
 
-def keep_scores(store: ProjectStore, err: OSError, version: str, fresh: dict) -> None:
+def keep_scores(store: Store, err: OSError, version: str, fresh: dict) -> None:
     """Keep the predictions ``fresh`` of ``version`` that ``err`` did not let the store write
     (at most :data:`MAX_UNSAVED_SCORES` per project; those it already keeps are replaced)."""
     with _lock:
@@ -274,7 +288,7 @@ def keep_scores(store: ProjectStore, err: OSError, version: str, fresh: dict) ->
 
 
 # -- written at last --------------------------------------------------------------------------
-def written(store: ProjectStore, n_changes: int = 0, version: str | None = None) -> None:
+def written(store: Store, n_changes: int = 0, version: str | None = None) -> None:
     """The first ``n_changes`` kept status changes (or the predictions kept for
     ``version``) are on disk now: forget them, and say so when nothing is left."""
     with _lock:
@@ -304,7 +318,7 @@ def written(store: ProjectStore, n_changes: int = 0, version: str | None = None)
         )
 
 
-def write_unwritten(store: ProjectStore) -> bool:
+def write_unwritten(store: Store) -> bool:
     """Try to write what this process keeps of ``store``'s project: status changes,
     predictions, BROKEN markers. True when nothing is kept any more."""
     with _lock:

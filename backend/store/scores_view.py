@@ -8,10 +8,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from backend.unwritten import unwritten_projects
+from backend.store.unwritten import unwritten_projects
 
 if TYPE_CHECKING:
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
 
 
 class ScoresView:

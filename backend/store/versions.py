@@ -1,8 +1,8 @@
 """A project's version directories (``MODEL_DIR/<project>/versions/``) as files: a new version's
 name, the staging directory it is built in, owned by its process through a ``flock``, the
 manifest its COMPLETE marker records, a removal that never shows a version half-removed, and the
-leftovers of killed processes. :class:`backend.store.ProjectStore` decides which versions these
-are."""
+leftovers of killed processes. :class:`backend.store.store.ProjectStore` decides which versions
+these are."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def manifest(directory: Path) -> dict[str, int]:
 def make_staging(versions: Path) -> tuple[Path, int]:
     """A new empty staging directory in ``versions`` and the descriptor of its ``<dir>.lock``,
     on which this process holds an exclusive ``flock`` (see
-    :meth:`backend.store.ProjectStore.staging_dir`)."""
+    :meth:`backend.store.store.ProjectStore.staging_dir`)."""
     versions.mkdir(parents=True, exist_ok=True)
     # The lock first, then the directory named after it: no moment where the directory
     # exists unowned.

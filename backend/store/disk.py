@@ -1,6 +1,6 @@
 """The disk under MODEL_DIR: whether an error says it is full, how much room it has, how much a
 directory holds. A training checks the room before it starts; what a full disk does not take is
-kept in memory (:mod:`backend.unwritten`)."""
+kept in memory (:mod:`backend.store.unwritten`)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,40 @@
 """Per-project state on disk: model versions, stored scores, training status.
 
-    MODEL_DIR/<project>/
-        CURRENT                     name of the version being served
-        status.json                 state, last error, event counter, tasks changed since the
-                                    last scores (see ProjectStore.status, note_event)
-        settings.json               the settings the project overrides (its Label Studio
-                                    connection's extra parameters, backend.project_settings)
-        tasks.json                  the annotated tasks as last read, which a refresh trains on
-                                    (NER, up to CRF_FIRST_EXAMPLES annotations; backend.snapshot)
-        versions/<version>/
-            COMPLETE                written last: the size of every file; without it, never served
-            BROKEN                  why a complete version failed to load; never served again
-            scout/                  the saved scout
-            scores.json             task id -> stored prediction (result, score, fingerprint,
+    MODEL_DIR/
+        .webhook-secret             the webhook secret, when generated (backend.labelstudio.
+                                    webhook_auth)
+        references/                 the reference corpora SRW_REFERENCE names
+                                    (backend.serving.reference)
+        <project>/
+            CURRENT                 name of the version being served
+            status.json             state, last error, event counter, tasks changed since the
+                                    last scores, the versions written to Label Studio (see
+                                    ProjectStore.status, note_event)
+            settings.json           the settings the project overrides (its Label Studio
+                                    connection's extra parameters, backend.config.project_settings)
+            reviews.json            reviewers' decisions (backend.review.reviews)
+            tasks.json              the annotated tasks as last read, which a refresh trains on
+                                    (NER, up to CRF_FIRST_EXAMPLES annotations;
+                                    backend.store.snapshot)
+            .lock, .<name>.lock     the locks of ProjectStore.locked ("writing", "snapshot") and
+                                    of the in-process job runners (.training.lock, ...,
+                                    backend.queue.runners)
+            versions/
+                .staging-*          a version being built, owned through its .lock's flock
+                                    (backend.store.versions); .trash-*: one being removed
+                <version>/
+                    COMPLETE        written last: the size of every file; without it, never
+                                    served
+                    BROKEN          why a complete version failed to load; never served again
+                    scout/          the saved scout (scout-1/, scout-2/...: an ensemble's
+                                    others; subregweigh.parts)
+                    crf.npz         the CRF (NER with SRW_CRF)
+                    scout_proba.npz the scouts' tag distributions of every annotated task, which
+                                    a refresh mixes its CRF with (NER;
+                                    backend.serving.scout_proba)
+                    scores.json     task id -> stored prediction (result, score, fingerprint,
                                     and every annotation's scores, for the report)
-            meta.json               when it trained, on what, with which settings (the report)
+                    meta.json       when it trained, on what, with which settings (the report)
 
 Every file is written with the engine's atomic write (:mod:`subregweigh.io.atomic`: a
 temporary name, fsync, rename, fsync of the directory) and every version is built in a staging
@@ -28,8 +48,8 @@ A full disk (ENOSPC, EDQUOT) loses nothing this process was told: a status chang
 written (an annotation event, a job's state) and a prediction /predict computed but could not
 store are kept in this process's memory, shown by its :meth:`ProjectStore.status` and
 :meth:`ProjectStore.scores`, and written with the next successful write of the project or by a
-retry every :data:`~backend.unwritten.RETRY_SECONDS` (see :mod:`backend.unwritten`). A process
-that exits before the disk has room again loses what it kept (docs/operating.md).
+retry every :data:`~backend.store.unwritten.RETRY_SECONDS` (see :mod:`backend.store.unwritten`). A
+process that exits before the disk has room again loses what it kept (docs/operating.md).
 """
 
 from __future__ import annotations
@@ -38,23 +58,20 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import re
 import shutil
 import time
 from pathlib import Path
 
-from backend import unwritten
-from backend.disk import no_space
-from backend.unwritten import Events, apply_change
-from backend.versions import leftovers, make_staging, manifest, trash
+from backend.store import unwritten
+from backend.store.disk import directory_mb, free_mb, no_space
+from backend.store.unwritten import Events, apply_change
+from backend.store.versions import leftovers, make_staging, manifest, trash
 from subregweigh.io.atomic import atomic_write_json, atomic_write_text
 
 logger = logging.getLogger(__name__)
-
-# from backend.disk and backend.versions
-from backend.disk import directory_mb, free_mb  # noqa: E402, F401
-from backend.versions import new_version_name  # noqa: E402, F401
 
 _PROJECT = re.compile(r"[0-9]+")
 # What a server or worker process leaves of MODEL_DIR's files to others: nothing to the world
@@ -84,6 +101,32 @@ def retrain_due(status: dict, retrain_after: int) -> bool:
     """Whether the annotation changes counted in ``status`` (:meth:`ProjectStore.status`) since
     the last training call for the next: ``retrain_after`` of them (``SRW_RETRAIN_AFTER``)."""
     return status.get("events_since_training", 0) >= retrain_after
+
+
+# A new version takes about the last one's size (scores.json grows with the project), and at
+# least this many MB (a MiniLM version takes about 90 MB).
+VERSION_GROWTH = 1.2
+MIN_FREE_MB = 100
+
+
+def disk_space(store: ProjectStore) -> dict:
+    """Free megabytes in MODEL_DIR against what a new version of the project needs: the last
+    version's size plus 20%, at least :data:`MIN_FREE_MB`. What /status shows (``disk``), and
+    what a training checks before it starts."""
+    current = store.current_version()
+    last = directory_mb(store.versions / current) if current else 0.0
+    needed = max(MIN_FREE_MB, math.ceil(last * VERSION_GROWTH))
+    free = free_mb(store.root)
+    return {"free_mb": math.floor(free), "needed_mb": needed, "enough": free >= needed}
+
+
+def disk_full_message(space: dict) -> str:
+    """Why a training does not start: ``disk full: N MB free in MODEL_DIR, ...``."""
+    return (
+        f"disk full: {space['free_mb']} MB free in MODEL_DIR, a version "
+        f"needs about {space['needed_mb']} MB (the last version's size plus 20%, at least "
+        f"{MIN_FREE_MB} MB); free space there, or enlarge the volume"
+    )
 
 
 def project_id(value) -> str:
@@ -408,7 +451,7 @@ class ProjectStore:
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
         With ``when``, a predicate on the current status, nothing changes unless it holds: the
         check and the write happen under one lock. When the disk is full the change is kept in
-        this process (see :mod:`backend.unwritten`) and the result says so (``unwritten``).
+        this process (see :mod:`backend.store.unwritten`) and the result says so (``unwritten``).
         """
         return self._change(changes, when)
 
@@ -463,7 +506,7 @@ class ProjectStore:
     # -- what a full disk keeps back ----------------------------------------------------------
     def write_unwritten(self) -> bool:
         """Try to write what this process keeps of this project: status changes, predictions,
-        BROKEN markers. True when nothing is kept any more (:mod:`backend.unwritten`)."""
+        BROKEN markers. True when nothing is kept any more (:mod:`backend.store.unwritten`)."""
         return unwritten.write_unwritten(self)
 
     # -- stored predictions -------------------------------------------------------------------
@@ -486,7 +529,7 @@ class ProjectStore:
     def store_scores(self, version: str, fresh: dict) -> bool:
         """Add ``fresh`` (task id -> entry) to ``version``'s scores.json, under the status lock.
         On a full disk they are kept in this process (at most
-        :data:`~backend.unwritten.MAX_UNSAVED_SCORES` per project) and :meth:`scores` serves
+        :data:`~backend.store.unwritten.MAX_UNSAVED_SCORES` per project) and :meth:`scores` serves
         them: False. A version no longer on disk (pruned) takes nothing: True."""
         path = self.versions / version / "scores.json"
         try:
