@@ -20,11 +20,11 @@ import json
 import os
 import sys
 
-from backend.settings import (
+from backend.config.logs import configure_logging
+from backend.config.settings import (
     Settings,
     SettingsError,
     add_arguments,
-    configure_logging,
     from_arguments,
 )
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from label_studio_ml.model import LabelStudioMLBase
 
 from backend import predictions, training
+from backend.config.settings import Settings
 from backend.routes import TRAIN_EVENTS
-from backend.settings import Settings
 from backend.store.store import project_id
 from backend.tasks import ConfigError, parse_label_config
 

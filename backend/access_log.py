@@ -2,7 +2,7 @@
 
 A request line is the client's: gunicorn logged it as sent, ESC and NUL included (a terminal
 reading the log obeys an ESC sequence) and as long as the front took it. Every value of a line
-is escaped as :func:`backend.redact.printable` escapes log messages, and cut at
+is escaped as :func:`backend.config.redact.printable` escapes log messages, and cut at
 :data:`MAX_VALUE` characters, its length said.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gunicorn.glogging import Logger
 
-from backend.redact import printable
+from backend.config.redact import printable
 
 MAX_VALUE = 500  # characters of one value of an access-log line (the request line, say)
 

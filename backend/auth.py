@@ -3,7 +3,7 @@
 With ``BASIC_AUTH_USER``/``BASIC_AUTH_PASS`` set, every route but ``/health`` needs them, except
 ``POST /webhook`` with the webhook token of the project its body names
 (:mod:`backend.webhook_auth`). Every JSON or HTML reply passes through the credential net of
-:mod:`backend.redact` on its way out.
+:mod:`backend.config.redact` on its way out.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import os
 
 from flask import Flask, g, jsonify, request
 
-from backend import redact, webhook_auth
+from backend import webhook_auth
+from backend.config import redact
+from backend.config.settings import Settings, secrets_of
 from backend.errors import Forbidden
-from backend.settings import Settings
 
 logger = logging.getLogger("backend.server")
 TEXT_REPLIES = {"application/json", "text/html"}
@@ -38,7 +39,7 @@ BODY_CAPS = {"/webhook": WEBHOOK_BODY, "/setup": 2**20}
 
 def install(app: Flask, settings: Settings) -> None:
     """Guard ``app``'s routes with ``settings``' basic auth and mask credentials in replies."""
-    secrets = redact.secrets_of(settings)
+    secrets = secrets_of(settings)
     # Where the model directory is stays on the server: a reply names it MODEL_DIR.
     model_dirs = sorted(
         {os.path.abspath(settings.model_dir), os.path.realpath(settings.model_dir)},

@@ -17,10 +17,10 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from backend import webhook_auth
+from backend.config.settings import SettingsError
 from backend.jobs import JobQueueUnavailable
 from backend.labelstudio import LabelStudioUnavailable
 from backend.report import ReportUnavailable
-from backend.settings import SettingsError
 from backend.store.store import TooManyProjects
 from backend.tasks import ConfigError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import request
 
-from backend.echo import shown
+from backend.config.echo import shown
 from backend.errors import BadRequest
 from backend.store.store import project_id
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 
+from backend.config.settings import Settings
 from backend.errors import NotConnected
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)

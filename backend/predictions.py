@@ -7,9 +7,10 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backend import project_settings, reviews, served
-from backend.redact import printable
-from backend.settings import Settings
+from backend import reviews, served
+from backend.config import project_settings
+from backend.config.redact import printable
+from backend.config.settings import Settings
 from backend.store.store import CorruptVersion, ProjectStore
 from backend.tasks import (
     fingerprint,
@@ -60,7 +61,7 @@ def predict(
 ) -> list[dict]:
     """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
     for a task that cannot be read, and for every task before the first training), with the
-    project's settings (:func:`backend.project_settings.effective`).
+    project's settings (:func:`backend.config.project_settings.effective`).
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
     project by the backend itself). A caller's tasks are scored and served, never stored: only

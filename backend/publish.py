@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend import reviews
+from backend.config.settings import Settings
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.settings import Settings
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name

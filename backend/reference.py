@@ -9,7 +9,7 @@ written to Label Studio.
 
 The server's administrator puts the files in MODEL_DIR/references; SRW_REFERENCE (or a project's
 ``reference`` extra parameter) names one of them by its file name, never a path
-(:class:`backend.settings.Settings` checks both). The file is read with the engine's readers
+(:class:`backend.config.settings.Settings` checks both). The file is read with the engine's readers
 (:func:`subregweigh.io.read_dataset`: CoNLL, TSV, JSONL, a Label Studio export) and must label
 what the project labels, with the project's labels.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from backend.settings import Settings
+from backend.config.settings import Settings
 from subregweigh.example import DataError, Example
 from subregweigh.io import read_dataset
 from subregweigh.io.labelstudio import LabelingSpec

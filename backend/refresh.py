@@ -32,12 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from backend import project_settings, reviews
+from backend import reviews
+from backend.config import project_settings
+from backend.config.settings import Settings
 from backend.labelstudio import LabelStudioAPI
 from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
-from backend.settings import Settings
 from backend.store import snapshot
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name

@@ -5,16 +5,17 @@ The training stores every annotation's scores with its annotator (``scores.json`
 :func:`backend.tasks.stored_prediction`) and what it trained on (``meta.json``); a self-test
 leaves its outcome in the project's status, reviewers' decisions are kept in ``reviews.json``
 (:mod:`backend.reviews`), and the project's settings now (what its next training uses,
-:func:`backend.project_settings.shown`) sit beside the version's. :func:`project_report` reads
-them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
+:func:`backend.config.project_settings.shown`) sit beside the version's. :func:`project_report`
+reads them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
 Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Studio);
 :func:`render` makes the page (:mod:`subregweigh.report_html`).
 """
 
 from __future__ import annotations
 
-from backend import project_settings, reviews, served
-from backend.settings import Settings
+from backend import reviews, served
+from backend.config import project_settings
+from backend.config.settings import Settings
 from backend.store.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
 

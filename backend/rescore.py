@@ -9,11 +9,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from backend import budget, project_settings, reviews, served
+from backend import budget, reviews, served
+from backend.config import project_settings
+from backend.config.settings import Settings
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.predictions import predict
 from backend.publish import serve_in_label_studio
-from backend.settings import Settings
 from backend.store import snapshot
 from backend.store.store import ProjectStore, retrain_due
 from backend.tasks import fingerprint, name_annotators, parse_label_config, read_tasks

@@ -27,8 +27,8 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
+from backend.config.settings import Settings, SettingsError
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.settings import Settings, SettingsError
 from subregweigh.io.labelstudio import REVIEW_CONTROL, review_control_xml
 
 PROG = "python -m backend.review_control"

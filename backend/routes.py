@@ -13,11 +13,12 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import auth, inputs, membership, predictions, project_settings, webhook_auth
+from backend import auth, inputs, membership, predictions, webhook_auth
 from backend import report as reports
+from backend.config import project_settings
+from backend.config.settings import Settings, SettingsError
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
-from backend.settings import Settings, SettingsError
 from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
 from backend.tasks import parse_label_config

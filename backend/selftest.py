@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import time
 
-from backend import budget, project_settings
-from backend.redact import redact, secrets_of
-from backend.settings import Settings
+from backend import budget
+from backend.config import project_settings
+from backend.config.redact import redact
+from backend.config.settings import Settings, secrets_of
 from backend.store.store import ProjectStore
 from backend.training import WAITING, read_annotations
 from backend.weighers import SEED, engine, release_memory

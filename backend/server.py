@@ -17,10 +17,11 @@ from pathlib import Path
 
 from flask import Flask
 
-from backend import auth, errors, redact, rescore, selftest, training
+from backend import auth, errors, rescore, selftest, training
+from backend.config import logs
+from backend.config.settings import Settings
 from backend.jobs import RQRunner, ThreadRunner
 from backend.routes import routes
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def create_app(
     ``runner`` (trainings), ``selftest_runner`` (self-tests) and ``rescore_runner`` (changed
     tasks scored with the current version) default to rq when
     ``settings.redis_url`` is set, else in-process threads; their jobs run with ``settings``
-    (on rq: its training part, see :mod:`backend.settings`).
+    (on rq: its training part, see :mod:`backend.config.settings`).
     """
     settings = settings or Settings.from_env()
     if runner is None:
@@ -83,7 +84,7 @@ def create_app(
         "selftest_runner": selftest_runner,
         "rescore_runner": rescore_runner,
     }
-    redact.install(settings)
+    logs.install(settings)
     auth.install(app, settings)
     errors.install(app)
     app.register_blueprint(routes)

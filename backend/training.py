@@ -8,7 +8,10 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from backend import budget, project_settings, reviews
+from backend import budget, reviews
+from backend.config import project_settings
+from backend.config.redact import redact
+from backend.config.settings import Settings, secrets_of
 from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
 from backend.phases import PhaseClock
 from backend.predictions import log_warnings
@@ -19,11 +22,9 @@ from backend.publish import (
     serve_in_label_studio,
     write_predictions,
 )
-from backend.redact import redact, secrets_of
 from backend.reference import reference_examples
 from backend.refresh import save_scout_proba
 from backend.rescore import annotator_names, rescore_tasks
-from backend.settings import Settings
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
@@ -48,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 def train_project(project: str, settings: Settings) -> dict:
     """Train ``project`` on its current annotations and publish a new version, with
-    ``settings`` overridden by the project's own (:func:`backend.project_settings.effective`).
+    ``settings`` overridden by the project's own
+    (:func:`backend.config.project_settings.effective`).
 
     Runs in a background job, never in a request. On failure the previous version keeps
     serving, the error is kept in the project's status, and the exception propagates. Refused

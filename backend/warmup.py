@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from backend.settings import Settings
+from backend.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -40,13 +40,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from backend.config.redact import redact
 from backend.labelstudio import LabelStudioUnavailable
 from backend.outbound import OutboundRefused, bounded_get, fixed_url
-from backend.redact import redact
 
 if TYPE_CHECKING:
+    from backend.config.settings import Settings
     from backend.labelstudio import LabelStudioAPI
-    from backend.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _create_secret(path: Path) -> None:
 
 
 def webhook_secret(settings) -> bytes:
-    """:func:`load_secret` for a :class:`backend.settings.Settings`."""
+    """:func:`load_secret` for a :class:`backend.config.settings.Settings`."""
     return load_secret(settings.webhook_secret, settings.model_dir)
 
 

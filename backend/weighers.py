@@ -12,7 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from backend.settings import Settings
+from backend.config.settings import Settings
 from backend.store.store import CorruptVersion, ProjectStore
 from subregweigh.io.labelstudio import LabelingSpec
 

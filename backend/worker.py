@@ -18,8 +18,9 @@ import os
 import sys
 import time
 
-from backend import redact
-from backend.settings import Settings, SettingsError, configure_logging
+from backend.config import logs, redact
+from backend.config.logs import configure_logging
+from backend.config.settings import Settings, SettingsError
 from backend.store.store import keep_files_private
 from backend.warmup import import_engine
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as err:
         print(f"backend.worker: {err}", file=sys.stderr)
         return 2
-    redact.install(settings)
+    logs.install(settings)
     keep_files_private()
     if not settings.redis_url:
         print(

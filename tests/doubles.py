@@ -24,9 +24,9 @@ def basic_auth(user: str, password: str) -> dict[str, str]:
 
 
 def offline_settings(model_dir: Path | str, **values):
-    """:class:`backend.settings.Settings` for a backend whose Label Studio is a double
+    """:class:`backend.config.settings.Settings` for a backend whose Label Studio is a double
     (:func:`use_label_studio`): a URL nobody answers at and an API key, then ``values``."""
-    from backend.settings import Settings
+    from backend.config.settings import Settings
 
     values = {"label_studio_url": "http://127.0.0.1:1", "label_studio_api_key": "key", **values}
     return Settings(model_dir=str(model_dir), **values)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from backend.auth import HTML_POLICY
+from backend.config.settings import Settings
 from backend.jobs import IDLE, RUNNING, ThreadRunner
 from backend.publish import version_meta
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 from backend.tasks import (
     annotated_examples,

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from backend.config.settings import Settings
 from backend.server import create_app
-from backend.settings import Settings
 from tests.doubles import IMAGE_CONFIG, NER_CONFIG, FakeRunner, basic_auth
 
 USER, PASSWORD = "ls-backend", "basic-pass-5f2a9c"

@@ -1,4 +1,5 @@
-"""backend.settings: one Settings object, validated when built, used by everything it starts."""
+"""backend.config.settings: one Settings object, validated when built, used by everything it
+starts."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ import sys
 import pytest
 import yaml
 
-from backend import publish, settings_docs, training, weighers
-from backend.jobs import RQRunner, ThreadRunner
-from backend.server import create_app
-from backend.settings import (
+from backend import publish, training, weighers
+from backend.config import settings_docs
+from backend.config.settings import (
     GROUPS,
     PER_PROJECT,
     SECRETS,
@@ -28,6 +28,8 @@ from backend.settings import (
     from_arguments,
     parse_kwargs,
 )
+from backend.jobs import RQRunner, ThreadRunner
+from backend.server import create_app
 from testbed.projects import CLS_CONFIG
 from tests.doubles import NER_CONFIG, offline_settings, use_label_studio
 from tests.paths import REPO
@@ -75,15 +77,15 @@ def test_from_env_flags_win_over_the_environment(monkeypatch):
 
 def test_a_variable_that_is_no_setting_is_named_once_in_a_warning(monkeypatch, caplog):
     """A typo, or a variable of an earlier build (SRW_WARM_START), is not silently ignored."""
-    from backend import settings as settings_module
+    from backend.config import settings as settings_module
 
     monkeypatch.setattr(settings_module, "_warned", set())
     monkeypatch.setenv("SRW_WARM_START", "1")
     monkeypatch.setenv("SRW_SCUOTS", "2")
-    with caplog.at_level("WARNING", logger="backend.settings"):
+    with caplog.at_level("WARNING", logger="backend.config.settings"):
         Settings.from_env()
         Settings.from_env()
-    lines = [r.getMessage() for r in caplog.records if r.name == "backend.settings"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "backend.config.settings"]
     assert len(lines) == 2, lines
     assert "SRW_SCUOTS is not a setting and is ignored; did you mean SRW_SCOUTS?" in lines[0]
     assert "SRW_WARM_START is not a setting and is ignored" in lines[1]
@@ -461,8 +463,9 @@ def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
 
 def test_generated_files_are_up_to_date():
     """docs/configuration.md, the README's table and docker-compose.yml's environment are what
-    the declaration generates: `python -m backend.settings_docs --write` after changing it."""
-    assert settings_docs.stale() == [], "run: python -m backend.settings_docs --write"
+    the declaration generates: `python -m backend.config.settings_docs --write` after changing
+    it."""
+    assert settings_docs.stale() == [], "run: python -m backend.config.settings_docs --write"
     compose = yaml.safe_load(settings_docs.COMPOSE.read_text())
     assert compose["x-subregweigh-env"] == settings_docs.compose_env()
     assert {s.env for s in SETTINGS} <= set(settings_docs.compose_env())

@@ -16,9 +16,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from backend import webhook_auth
+from backend.config.settings import Settings, SettingsError
 from backend.labelstudio import LabelStudioUnavailable, _describe
 from backend.outbound import OutboundRefused
-from backend.settings import Settings, SettingsError
 from backend.webhook_auth import (
     TOKEN_HEADER,
     basic_auth_header,

@@ -87,7 +87,7 @@ def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
     a made-up text must not replace a task's score). What the backend read from Label Studio
     itself is stored, up to the version's trained tasks plus MAX_NEW_TASKS."""
     from backend import predictions
-    from backend.settings import Settings
+    from backend.config.settings import Settings
     from backend.store.store import ProjectStore
     from backend.tasks import parse_label_config
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from backend import training
-from backend.settings import Settings
+from backend.config.settings import Settings
 from backend.store.store import ProjectStore
 from backend.tasks import annotated_examples, parse_label_config, read_tasks
 from subregweigh.scout import Scout

@@ -1,4 +1,4 @@
-"""backend.project_settings: a project's settings from its Label Studio connection's extra
+"""backend.config.project_settings: a project's settings from its Label Studio connection's extra
 parameters, read, checked, stored, shown, and retraining when the scores change (Flask test
 client; the job runner is a double that records submissions, no training)."""
 
@@ -8,10 +8,9 @@ import json
 
 import pytest
 
-from backend import project_settings
-from backend.project_settings import effective, parse_extra_params
-from backend.server import create_app
-from backend.settings import (
+from backend.config import project_settings
+from backend.config.project_settings import effective, parse_extra_params
+from backend.config.settings import (
     BY_NAME,
     PER_PROJECT,
     SCORING,
@@ -19,6 +18,7 @@ from backend.settings import (
     Settings,
     SettingsError,
 )
+from backend.server import create_app
 from backend.store.store import ProjectStore
 from tests.doubles import NER_CONFIG, FakeRunner
 

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from backend.config.settings import Settings, SettingsError
 from backend.reference import ReferenceError, reference_examples
-from backend.settings import Settings, SettingsError
 from subregweigh.io.labelstudio import LabelingSpec
 from tests.paths import DATA
 

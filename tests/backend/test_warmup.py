@@ -18,7 +18,7 @@ PROBE = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO)
 import backend.server  # what the server has imported before it serves
-from backend.settings import Settings
+from backend.config.settings import Settings
 from backend.warmup import import_engine
 settings = Settings.from_env()
 lazy = ["transformers.models.bert.modeling_bert", "pycrfsuite", "sklearn.cluster"]

@@ -22,7 +22,8 @@ import sys
 import pytest
 import yaml
 
-from backend.settings import SETTINGS, Settings, configure_logging
+from backend.config.logs import configure_logging
+from backend.config.settings import SETTINGS, Settings
 from testbed.servers import BackendServer, free_port
 from tests.paths import REPO
 
@@ -298,7 +299,7 @@ def test_every_variable_is_documented():
         "LABEL_STUDIO_PASSWORD",
     }
     undocumented = sorted(v for v in variables if f"`{v}`" not in docs)
-    assert not undocumented, f"add these to backend/settings_docs.py's OTHER: {undocumented}"
+    assert not undocumented, f"add these to backend/config/settings_docs.py's OTHER: {undocumented}"
 
 
 # ----------------------------------------------------------------------------- the image

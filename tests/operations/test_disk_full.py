@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from backend import predictions, training
+from backend.config.settings import Settings
 from backend.jobs import ThreadRunner
 from backend.server import create_app
-from backend.settings import Settings
 from backend.store import disk, unwritten
 from backend.store import store as store_module
 from backend.store.store import ProjectStore

@@ -15,8 +15,8 @@ import numpy as np
 
 import model as model_module
 from backend import training
+from backend.config.settings import Settings
 from backend.labelstudio import LabelStudioUnavailable
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks
 from tests.doubles import offline_settings, use_label_studio

@@ -396,9 +396,9 @@ def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
 
 
 def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout, caplog):
+    from backend.config.settings import Settings
     from backend.jobs import ThreadRunner
     from backend.server import create_app
-    from backend.settings import Settings
     from backend.store.store import ProjectStore
 
     model_dir = tmp_path / "models"

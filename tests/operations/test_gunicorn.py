@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from backend.config.settings import Settings
 from backend.predictions import predict
-from backend.settings import Settings
 from backend.tasks import parse_label_config
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from testbed.servers import BackendServer
@@ -105,7 +105,7 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, m
     """Memory per worker is bounded: loading a third project's version evicts the least recently
     used; a project's new version replaces its older one at once (never served again)."""
     from backend import weighers
-    from backend.settings import Settings
+    from backend.config.settings import Settings
     from backend.store.store import ProjectStore
 
     monkeypatch.setattr(weighers, "CACHED_MODELS", 2)

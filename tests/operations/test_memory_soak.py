@@ -46,8 +46,8 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
     import torch
 
     from backend import publish, rescore, training
+    from backend.config.settings import Settings
     from backend.server import create_app
-    from backend.settings import Settings
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
 
     torch.set_num_threads(1)

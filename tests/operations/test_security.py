@@ -25,8 +25,8 @@ from typing import ClassVar
 import pytest
 
 import model as model_module
+from backend.config.settings import Settings
 from backend.server import create_app
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 from backend.tasks import ConfigError
 from testbed.projects import publish_scout

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from backend import budget, training
+from backend.config.settings import Settings
 from backend.server import create_app
-from backend.settings import Settings
 from backend.store.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
 from tests.doubles import FakeRunner, ProjectsOfLabelStudio, offline_settings, use_label_studio

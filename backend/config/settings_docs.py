@@ -1,7 +1,7 @@
-"""The files generated from the settings' declaration (:data:`backend.settings.SETTINGS`).
+"""The files generated from the settings' declaration (:data:`backend.config.settings.SETTINGS`).
 
-    python -m backend.settings_docs           # exit 1, naming the stale files, if any is stale
-    python -m backend.settings_docs --write   # regenerate them
+    python -m backend.config.settings_docs          # exit 1, naming the stale files, if any
+    python -m backend.config.settings_docs --write  # regenerate them
 
 It writes docs/configuration.md (every variable), the README's short table of the main
 settings (between its ``settings:begin``/``settings:end`` comments), and docker-compose.yml's
@@ -17,13 +17,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.settings import GROUPS, SETTINGS, Setting, _number
+from backend.config.settings import GROUPS, SETTINGS, Setting, _number
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "configuration.md"
 README = REPO / "README.md"
 COMPOSE = REPO / "docker-compose.yml"
-README_BEGIN = "<!-- settings:begin (generated: python -m backend.settings_docs --write) -->"
+README_BEGIN = "<!-- settings:begin (generated: python -m backend.config.settings_docs --write) -->"
 README_END = "<!-- settings:end -->"
 COMPOSE_ANCHOR = "x-subregweigh-env: &subregweigh-env"
 
@@ -42,8 +42,8 @@ README_SETTINGS = (
 
 @dataclass(frozen=True)
 class Variable:
-    """A variable that is not a :class:`~backend.settings.Settings` field: read by the process,
-    gunicorn.conf.py or compose itself."""
+    """A variable that is not a :class:`~backend.config.settings.Settings` field: read by the
+    process, gunicorn.conf.py or compose itself."""
 
     env: str
     default: str
@@ -120,13 +120,13 @@ OTHER = (
 INTRO = """\
 # Configuration
 
-<!-- Generated from backend/settings.py by `python -m backend.settings_docs --write`; edit the
-declaration there, not this file (tests/backend/test_backend_settings.py fails while they
+<!-- Generated from backend/config/settings.py by `python -m backend.config.settings_docs --write`;
+edit the declaration there, not this file (tests/backend/test_backend_settings.py fails while they
 differ). -->
 
 The server (`python _wsgi.py`, whose flags win over the environment; gunicorn reads the
 environment alone) and `python -m backend.worker` read the same variables, in one place
-(`Settings.from_env` in `backend/settings.py`, where each setting is declared once), into one
+(`Settings.from_env` in `backend/config/settings.py`, where each setting is declared once), into one
 object that the server, its job runner and every training it starts use. It is checked when
 read: settings no training could run with (`SRW_K` above `SRW_N`, `SRW_SCOUTS` of 11, an
 `SRW_CRF` that is not on or off, ...) stop the server or the worker at start-up, naming the
@@ -356,7 +356,7 @@ def _shown(path: Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m backend.settings_docs",
+        prog="python -m backend.config.settings_docs",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -370,7 +370,8 @@ def main(argv=None) -> int:
             print(f"wrote {_shown(path)}")
         else:
             print(
-                f"{_shown(path)} is stale: python -m backend.settings_docs --write", file=sys.stderr
+                f"{_shown(path)} is stale: python -m backend.config.settings_docs --write",
+                file=sys.stderr,
             )
     return 1 if behind and not args.write else 0
 

@@ -6,17 +6,17 @@ Studio API key, the basic-auth password and its header, the webhook secret) are 
 ``***`` wherever they appear: in log records (a filter on the process's handlers, tracebacks
 included), in every response body (the app's ``after_request``), and in the error a failed job
 keeps in its status.
+
+This module is the net alone, over text: which values are credentials is the settings' word
+(:func:`backend.config.settings.secrets_of`), and :func:`backend.config.logs.install` puts the
+net on the process's log handlers.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
-
-from backend.settings import SECRETS
 
 MASK = "***"
 # scheme://user:password@ -> scheme://user:***@ (any scheme; the password may hold "@": the last
@@ -46,23 +46,6 @@ def printable(text: str) -> str:
     return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def secrets_of(settings) -> list[str]:
-    """The credentials in a :class:`backend.settings.Settings`, in every form they travel in:
-    as given, URL-decoded from a URL, and the basic-auth header's base64."""
-    values = [getattr(settings, name) for name in SECRETS]  # every setting declared secret
-    for url in (settings.label_studio_url, settings.label_studio_public_url, settings.redis_url):
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        if password:
-            values += [password, unquote(password)]
-    if settings.basic_auth_user and settings.basic_auth_pass:
-        pair = f"{settings.basic_auth_user}:{settings.basic_auth_pass}".encode()
-        values.append(base64.b64encode(pair).decode())
-    return [v for v in values if v]
-
-
 class RedactingFilter(logging.Filter):
     """Rewrites each record's message (and traceback) through :func:`redact`."""
 
@@ -82,13 +65,3 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info, self.secrets)
         return True
-
-
-def install(settings) -> None:
-    """Put a :class:`RedactingFilter` for ``settings``' secrets on every handler of the root
-    logger (records of every module pass through them), replacing one installed before."""
-    handlers = logging.getLogger().handlers
-    for handler in handlers:
-        for old in [f for f in handler.filters if isinstance(f, RedactingFilter)]:
-            handler.removeFilter(old)
-        handler.addFilter(RedactingFilter(secrets_of(settings)))

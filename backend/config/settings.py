@@ -2,11 +2,11 @@
 
 Every setting is declared once, in :data:`SETTINGS`: its field, type, default, bounds or
 choices, help, environment variable, ``_wsgi.py`` flag, and whether it is a secret, a training
-setting, one a project may override (:mod:`backend.project_settings`), and one its scores depend
-on. The :class:`Settings` dataclass, :meth:`Settings.from_env`,
+setting, one a project may override (:mod:`backend.config.project_settings`), and one its scores
+depend on. The :class:`Settings` dataclass, :meth:`Settings.from_env`,
 the validation and its messages, ``_wsgi.py``'s flags (:func:`add_arguments`),
 :meth:`Settings.public`, and the generated docs/configuration.md and docker-compose.yml
-environment (:mod:`backend.settings_docs`, held equal by a test) all come from it.
+environment (:mod:`backend.config.settings_docs`, held equal by a test) all come from it.
 
 :meth:`Settings.from_env` is the one place that reads it: the environment, then the flags of
 ``_wsgi.py`` (which win). The server, its job runner and the trainings it starts all use that
@@ -29,6 +29,7 @@ own settings carry the ``SRW_`` prefix.
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import difflib
 import math
@@ -39,12 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from backend.echo import shown
+from backend.config.echo import shown
+from backend.config.redact import redact
 from subregweigh.options import BY_NAME as ENGINE_OPTIONS
-
-# The process id tells gunicorn workers and rq workers apart in one log.
-LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False"}
 _TRUE = ("1", "true", "yes", "on")
@@ -53,14 +53,6 @@ _FALSE = ("0", "false", "no", "off")
 
 class SettingsError(ValueError):
     """Settings the backend cannot run with; the message names the variable and why."""
-
-
-def configure_logging(level: str | None = None) -> None:
-    """Log to stderr at ``level`` (default: LOG_LEVEL, else INFO)."""
-    import logging
-
-    level = (level or os.environ.get("LOG_LEVEL") or "INFO").upper()
-    logging.basicConfig(level=getattr(logging, level, logging.INFO), format=LOG_FORMAT)
 
 
 @dataclass(frozen=True)
@@ -433,13 +425,30 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # What a training computes: the server's values go with every training job.
 TRAINING = tuple(s.name for s in SETTINGS if s.training)
 # Settings a project may override through its Label Studio connection's extra parameters
-# (backend.project_settings); the rest are the server's alone.
+# (backend.config.project_settings); the rest are the server's alone.
 PER_PROJECT = tuple(s.name for s in SETTINGS if s.per_project)
 # The per-project settings SRW_PROJECT_LIMITS may bound: those whose cost grows with the value.
 LIMITABLE = frozenset(s.name for s in SETTINGS if s.per_project and s.type is int)
 # The per-project settings the scores depend on: a project's change of one retrains it.
 SCORING = tuple(s.name for s in SETTINGS if s.scoring)
 SECRETS = tuple(s.name for s in SETTINGS if s.secret)
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    """The credentials in ``settings``, in every form they travel in: as given, URL-decoded
+    from a URL, and the basic-auth header's base64 (what :mod:`backend.config.redact` masks)."""
+    values = [getattr(settings, name) for name in SECRETS]  # every setting declared secret
+    for url in (settings.label_studio_url, settings.label_studio_public_url, settings.redis_url):
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            password = None
+        if password:
+            values += [password, unquote(password)]
+    if settings.basic_auth_user and settings.basic_auth_pass:
+        pair = f"{settings.basic_auth_user}:{settings.basic_auth_pass}".encode()
+        values.append(base64.b64encode(pair).decode())
+    return [v for v in values if v]
 
 
 def _declared(cls):
@@ -565,8 +574,6 @@ class Settings:
 
     def public(self) -> dict:
         """The settings without secrets, for logs, repr and the status endpoint."""
-        from backend.redact import redact
-
         return {
             s.name: redact(getattr(self, s.name)) if s.url else getattr(self, s.name)
             for s in SETTINGS

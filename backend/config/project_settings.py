@@ -1,7 +1,7 @@
 """Per-project settings: a Label Studio connection's extra parameters override the server's.
 
 One backend serves many projects of different sizes and kinds; the settings whose declaration
-says ``per_project`` (:data:`backend.settings.PER_PROJECT`: the score, K, N, p, epochs, the
+says ``per_project`` (:data:`backend.config.settings.PER_PROJECT`: the score, K, N, p, epochs, the
 learning rate, the model, retrain-after, min-annotations, ...) may be set per project in the
 project's Settings > Model > the connection's "extra params". Label Studio 1.23 sends them, as
 stored, with every ``/setup``: a JSON object when the connection was made through the API with
@@ -15,7 +15,7 @@ What passed is stored with the project (``MODEL_DIR/<project>/settings.json``,
 carries the server's training settings; the worker reads the project's over them) use it.
 :func:`effective` is what every training, self-test, rescore and request of a project runs with;
 :func:`apply` stores a /setup's parameters and says which scoring settings
-(:data:`~backend.settings.SCORING`) changed, which retrains the project.
+(:data:`~backend.config.settings.SCORING`) changed, which retrains the project.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from backend.settings import PER_PROJECT, SCORING, SETTINGS, Setting, Settings, SettingsError
+from backend.config.settings import PER_PROJECT, SCORING, SETTINGS, Setting, Settings, SettingsError
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
 
