@@ -123,7 +123,7 @@ def main(argv=None) -> None:
 
 
 def print_webhook_token(parser, settings: Settings, project: str) -> None:
-    from backend import webhook_auth
+    from backend.labelstudio import webhook_auth
     from backend.store.store import project_id
 
     try:

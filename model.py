@@ -16,9 +16,9 @@ from label_studio_ml.model import LabelStudioMLBase
 
 from backend import predictions, training
 from backend.config.settings import Settings
+from backend.labelstudio.tasks import ConfigError, parse_label_config
 from backend.routes import TRAIN_EVENTS
 from backend.store.store import project_id
-from backend.tasks import ConfigError, parse_label_config
 
 
 class SubRegWeighModel(LabelStudioMLBase):

@@ -2,7 +2,8 @@
 
 With ``BASIC_AUTH_USER``/``BASIC_AUTH_PASS`` set, every route but ``/health`` needs them, except
 ``POST /webhook`` with the webhook token of the project its body names
-(:mod:`backend.webhook_auth`). Every JSON or HTML reply passes through the credential net of
+(:mod:`backend.labelstudio.webhook_auth`). Every JSON or HTML reply passes through the credential
+net of
 :mod:`backend.config.redact` on its way out.
 """
 
@@ -14,10 +15,10 @@ import os
 
 from flask import Flask, g, jsonify, request
 
-from backend import webhook_auth
 from backend.config import redact
 from backend.config.settings import Settings, secrets_of
 from backend.errors import Forbidden
+from backend.labelstudio import webhook_auth
 
 logger = logging.getLogger("backend.server")
 TEXT_REPLIES = {"application/json", "text/html"}

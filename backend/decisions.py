@@ -1,6 +1,7 @@
 """What a reviewer's save decides about one annotation: pure functions, no I/O.
 
-Two ways to decide, by the project's labeling config (:func:`backend.tasks.parse_label_config`):
+Two ways to decide, by the project's labeling config
+(:func:`backend.labelstudio.tasks.parse_label_config`):
 
 * **the review control** (``<Choices name="srw_review">``,
   :data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`): only it decides. *correct* confirms the
@@ -86,7 +87,7 @@ def review_choice(annotation: Mapping, control: str) -> str | None:
 
 def user_id(value) -> int | str | None:
     """The user id in a ``completed_by`` or ``updated_by`` (an id, or ``{"id", "email"}`` as
-    :func:`backend.tasks.name_annotators` leaves it); None when there is none."""
+    :func:`backend.labelstudio.tasks.name_annotators` leaves it); None when there is none."""
     if isinstance(value, Mapping):
         value = value.get("id")
     if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":

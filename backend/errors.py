@@ -16,13 +16,14 @@ import logging
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from backend import webhook_auth
 from backend.config.settings import SettingsError
 from backend.jobs import JobQueueUnavailable
-from backend.labelstudio import LabelStudioUnavailable
+from backend.labelstudio import webhook_auth
+from backend.labelstudio.client import LabelStudioUnavailable
+from backend.labelstudio.membership import NotConnected
+from backend.labelstudio.tasks import ConfigError
 from backend.report import ReportUnavailable
 from backend.store.store import TooManyProjects
-from backend.tasks import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +35,6 @@ class BadRequest(ValueError):
 class Forbidden(PermissionError):
     """A request whose credentials do not reach what it names (another project, a task of
     another project); becomes a 403 with this message."""
-
-
-class NotConnected(LookupError):
-    """A project this backend does not serve (not in Label Studio, or not connected to an ML
-    backend there); becomes a 404 with this message, and nothing is stored for it."""
 
 
 REASON_CHARS = 400  # of a message put in the status line

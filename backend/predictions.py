@@ -11,12 +11,12 @@ from backend import reviews, served
 from backend.config import project_settings
 from backend.config.redact import printable
 from backend.config.settings import Settings
-from backend.store.store import CorruptVersion, ProjectStore
-from backend.tasks import (
+from backend.labelstudio.tasks import (
     fingerprint,
     read_tasks,
     score_tasks,
 )
+from backend.store.store import CorruptVersion, ProjectStore
 from backend.weighers import weigher
 from subregweigh.io.labelstudio import LabelingSpec
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from backend import reviews
 from backend.config.settings import Settings
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
@@ -161,7 +161,7 @@ def drop_superseded_predictions(
 def write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> set[str]:
     """Write ``scores`` (task id -> served entry) as ``version``'s predictions; the ids of the
     tasks Label Studio no longer holds (deleted), left out
-    (:meth:`~backend.labelstudio.LabelStudioAPI.write_predictions`): the caller drops them
+    (:meth:`~backend.labelstudio.client.LabelStudioAPI.write_predictions`): the caller drops them
     from the version."""
     gone = api.write_predictions(
         int(project),

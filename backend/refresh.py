@@ -35,14 +35,20 @@ import numpy as np
 from backend import reviews
 from backend.config import project_settings
 from backend.config.settings import Settings
-from backend.labelstudio import LabelStudioAPI
+from backend.labelstudio.client import LabelStudioAPI, annotator_names
+from backend.labelstudio.tasks import (
+    annotated_examples,
+    fingerprint,
+    name_annotators,
+    read_tasks,
+    score_tasks,
+)
 from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
 from backend.store import snapshot
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
-from backend.tasks import annotated_examples, fingerprint, name_annotators, read_tasks, score_tasks
 from backend.weighers import forget_versions, remember, weigher
 from subregweigh.io.atomic import atomic_open, atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
@@ -130,7 +136,7 @@ def refresh_project(
     read_project = items is None
     if read_project:  # none kept (a deletion since, or kept by an older backend): read
         read_at = time.time()
-        tasks = name_annotators(api.tasks(int(project)), _names(api, project))
+        tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
         items = [i for i in read_tasks(tasks, spec).tasks if i]
         snapshot.keep_project(store, items, read_at)
     annotated = annotated_examples(items)
@@ -241,12 +247,6 @@ def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) 
     if not (store.versions / base / "crf.npz").is_file():
         return "the version has no CRF (SRW_CRF off)"
     return None
-
-
-def _names(api: LabelStudioAPI, project: str) -> dict[int, str]:
-    from backend.rescore import annotator_names  # the rescore job runs the refresh
-
-    return annotator_names(api, project)
 
 
 def _covered(item, stored: dict, kept: dict) -> bool:

@@ -2,9 +2,10 @@
 backend's files.
 
 The training stores every annotation's scores with its annotator (``scores.json``, see
-:func:`backend.tasks.stored_prediction`) and what it trained on (``meta.json``); a self-test
-leaves its outcome in the project's status, reviewers' decisions are kept in ``reviews.json``
-(:mod:`backend.reviews`), and the project's settings now (what its next training uses,
+:func:`backend.labelstudio.tasks.stored_prediction`) and what it trained on (``meta.json``); a
+self-test leaves its outcome in the project's status, reviewers' decisions are kept in
+``reviews.json`` (:mod:`backend.reviews`), and the project's settings now (what its next training
+uses,
 :func:`backend.config.project_settings.shown`) sit beside the version's. :func:`project_report`
 reads them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
 Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Studio);

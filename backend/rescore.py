@@ -12,12 +12,16 @@ from functools import partial
 from backend import budget, reviews, served
 from backend.config import project_settings
 from backend.config.settings import Settings
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
+from backend.labelstudio.client import (
+    LabelStudioAPI,
+    annotator_names,
+    until_reachable,
+)
+from backend.labelstudio.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
 from backend.predictions import predict
 from backend.publish import serve_in_label_studio
 from backend.store import snapshot
 from backend.store.store import ProjectStore, retrain_due
-from backend.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
@@ -30,8 +34,8 @@ def rescore_project(project: str, settings: Settings) -> dict:
 
     What every rescore job runs (:func:`run_queued_rescore` on rq workers). The tasks are taken
     from the status when the job starts; if it fails they are put back, and while Label Studio
-    does not answer the job tries again (:func:`backend.labelstudio.until_reachable`), so they
-    reach it once it is back. A version Label Studio was never given (a training's writes
+    does not answer the job tries again (:func:`backend.labelstudio.client.until_reachable`), so
+    they reach it once it is back. A version Label Studio was never given (a training's writes
     failed after it was published here) is written first: the queue and the backend serve one
     version. It runs within a training's wall time (``SRW_TRAINING_SECONDS``; past it, it fails as a
     training does); its memory is not watched: a rescore shares its process with trainings.
@@ -298,13 +302,3 @@ def _move_up_repeats(
         ", ".join(f"{w} as {t}" for w, t in sorted(new)[:5]),
     )
     return len(repeats)
-
-
-def annotator_names(api: LabelStudioAPI, project: str) -> dict[int, str]:
-    """User id -> email, to name annotators; {} (annotators named by id) if Label Studio will
-    not list its users to this token."""
-    try:
-        return api.users()
-    except LabelStudioUnavailable as err:
-        logger.warning("project %s: annotators are named by id: %s", project, err)
-        return {}

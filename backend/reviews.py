@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 
 from backend import decisions, served
 from backend.decisions import CONFIRMED, COUNTED, FIXED, SELF_REVIEWED, WITHDRAWN, content_hash
+from backend.labelstudio.tasks import read_tasks
 from backend.store.scores_view import ScoresView
 from backend.store.store import ProjectStore
-from backend.tasks import read_tasks
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.dataset import example_record
@@ -120,7 +120,8 @@ scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
 
 def saved_times(tasks: Sequence[Mapping]) -> dict[str, str]:
     """``"task/annotation"`` -> the annotation's ``updated_at``, for ``tasks`` as Label Studio
-    returned them (the export, or :meth:`~backend.labelstudio.LabelStudioAPI.project_tasks`)."""
+    returned them (the export, or
+    :meth:`~backend.labelstudio.client.LabelStudioAPI.project_tasks`)."""
     out = {}
     for task in tasks:
         for annotation in task.get("annotations") or ():

@@ -13,15 +13,16 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import auth, inputs, membership, predictions, webhook_auth
+from backend import auth, inputs, predictions
 from backend import report as reports
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
+from backend.labelstudio import membership, webhook_auth
+from backend.labelstudio.tasks import parse_label_config
 from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
-from backend.tasks import parse_label_config
 from subregweigh.selftest import NOISES
 
 logger = logging.getLogger(__name__)

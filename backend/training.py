@@ -12,7 +12,20 @@ from backend import budget, reviews
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, until_reachable
+from backend.labelstudio.client import (
+    LabelStudioAPI,
+    LabelStudioUnavailable,
+    annotator_names,
+    until_reachable,
+)
+from backend.labelstudio.tasks import (
+    annotated_examples,
+    name_annotators,
+    parse_label_config,
+    read_tasks,
+    score_tasks,
+)
+from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.phases import PhaseClock
 from backend.predictions import log_warnings
 from backend.publish import (
@@ -24,7 +37,7 @@ from backend.publish import (
 )
 from backend.reference import reference_examples
 from backend.refresh import save_scout_proba
-from backend.rescore import annotator_names, rescore_tasks
+from backend.rescore import rescore_tasks
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
@@ -33,14 +46,6 @@ from backend.store.store import (
     disk_space,
     retrain_due,
 )
-from backend.tasks import (
-    annotated_examples,
-    name_annotators,
-    parse_label_config,
-    read_tasks,
-    score_tasks,
-)
-from backend.webhook_auth import authorize_webhooks
 from backend.weighers import engine, part_params, release_memory
 from subregweigh.report import learned_message, learned_summary
 

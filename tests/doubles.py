@@ -49,9 +49,9 @@ class FakeRunner:
 
 
 class ProjectsOfLabelStudio:
-    """Stands in for :class:`backend.labelstudio.LabelStudioAPI` where the backend asks Label
-    Studio which projects exist and which tasks each holds (:mod:`backend.membership`), in the
-    unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
+    """Stands in for :class:`backend.labelstudio.client.LabelStudioAPI` where the backend asks Label
+    Studio which projects exist and which tasks each holds (:mod:`backend.labelstudio.membership`),
+    in the unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
     default) answers that every project exists, is connected and holds every task. The real
     Label Studio's answers are tested in tests/labelstudio/test_trust_boundaries.py."""
 
@@ -66,7 +66,7 @@ class ProjectsOfLabelStudio:
         return self.projects is None or project in self.projects
 
     def label_config(self, project: int) -> str:
-        from backend.labelstudio import LabelStudioUnavailable
+        from backend.labelstudio.client import LabelStudioUnavailable
 
         type(self).asked.append(("config", project))
         if self.projects is not None and project not in self.projects:
@@ -82,8 +82,8 @@ class ProjectsOfLabelStudio:
 
 
 def use_label_studio(monkeypatch, fake) -> None:
-    """Make ``fake`` (a class standing in for :class:`backend.labelstudio.LabelStudioAPI`) the
-    Label Studio that trainings and rescores talk to (:mod:`backend.training`,
+    """Make ``fake`` (a class standing in for :class:`backend.labelstudio.client.LabelStudioAPI`)
+    the Label Studio that trainings and rescores talk to (:mod:`backend.training`,
     :mod:`backend.rescore`); membership checks keep their own double (conftest)."""
     for module in ("backend.training", "backend.rescore"):
         monkeypatch.setattr(f"{module}.LabelStudioAPI", fake)

@@ -1,7 +1,7 @@
 """Per-project state on disk: model versions, stored scores, training status.
 
     MODEL_DIR/
-        .webhook-secret             the webhook secret, when generated (backend.labelstudio.
+        .webhook-secret             the webhook secret, when generated (backend.labelstudio.client.
                                     webhook_auth)
         references/                 the reference corpora SRW_REFERENCE names
                                     (backend.serving.reference)

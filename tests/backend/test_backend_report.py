@@ -14,11 +14,7 @@ import pytest
 from backend.auth import HTML_POLICY
 from backend.config.settings import Settings
 from backend.jobs import IDLE, RUNNING, ThreadRunner
-from backend.publish import version_meta
-from backend.routes import ABANDONED_SELFTEST
-from backend.server import create_app
-from backend.store.store import ProjectStore
-from backend.tasks import (
+from backend.labelstudio.tasks import (
     annotated_examples,
     name_annotators,
     parse_label_config,
@@ -26,6 +22,10 @@ from backend.tasks import (
     score_tasks,
     stored_prediction,
 )
+from backend.publish import version_meta
+from backend.routes import ABANDONED_SELFTEST
+from backend.server import create_app
+from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.scores import collect
 from testbed.projects import publish_scout

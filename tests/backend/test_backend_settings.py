@@ -237,7 +237,7 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
 def test_early_scores_come_after_a_third_of_the_training_at_most_early_steps(
     tmp_path, tasks, scouts, after_crf, expected
 ):
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
 
     assert training.EARLY_STEPS == 300
     settings = Settings(model_dir=str(tmp_path), n_scouts=scouts)
@@ -492,8 +492,8 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
 ):
     import shutil
 
+    from backend.labelstudio.tasks import parse_label_config
     from backend.store.store import ProjectStore
-    from backend.tasks import parse_label_config
     from testbed.projects import publish_scout
 
     default = Settings(model_dir=str(tmp_path))  # SRW_SCOUTS 0: NER 3, classification 1
@@ -518,8 +518,8 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
     and the loaded version scores with it, as the training did."""
     import numpy as np
 
+    from backend.labelstudio.tasks import parse_label_config
     from backend.store.store import ProjectStore
-    from backend.tasks import parse_label_config
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh
 
@@ -544,8 +544,8 @@ def test_a_version_of_the_crf_alone_serves(tmp_path, tiny_scout, tiny_ner_data):
     annotated or not, with the CRF (its own tags as the prediction)."""
     import numpy as np
 
+    from backend.labelstudio.tasks import parse_label_config
     from backend.store.store import ProjectStore
-    from backend.tasks import parse_label_config
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh
 

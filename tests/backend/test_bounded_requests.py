@@ -88,8 +88,8 @@ def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
     itself is stored, up to the version's trained tasks plus MAX_NEW_TASKS."""
     from backend import predictions
     from backend.config.settings import Settings
+    from backend.labelstudio.tasks import parse_label_config
     from backend.store.store import ProjectStore
-    from backend.tasks import parse_label_config
 
     monkeypatch.setattr(predictions, "MAX_NEW_TASKS", 3)
     _, client, _ = make_app(tmp_path)

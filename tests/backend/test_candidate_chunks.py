@@ -9,8 +9,8 @@ import pytest
 
 from backend import training
 from backend.config.settings import Settings
+from backend.labelstudio.tasks import annotated_examples, parse_label_config, read_tasks
 from backend.store.store import ProjectStore
-from backend.tasks import annotated_examples, parse_label_config, read_tasks
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 from testbed.projects import NER_CONFIG, conll_tasks

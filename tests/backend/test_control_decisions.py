@@ -16,9 +16,7 @@ import pytest
 
 from backend import reviews
 from backend.decisions import reviewer
-from backend.report import annotation_records
-from backend.store.store import ProjectStore
-from backend.tasks import (
+from backend.labelstudio.tasks import (
     ConfigError,
     annotation_record,
     fingerprint,
@@ -26,6 +24,8 @@ from backend.tasks import (
     parse_label_config,
     read_tasks,
 )
+from backend.report import annotation_records
+from backend.store.store import ProjectStore
 from subregweigh.io import read_label_studio
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import REVIEW_CHOICES, REVIEW_CONTROL, review_control_xml

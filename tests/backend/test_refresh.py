@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from backend import refresh
+from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
 from backend.store.store import ProjectStore
-from backend.tasks import fingerprint, parse_label_config, read_tasks
 from subregweigh.example import Example
 from subregweigh.scores import WeighResult
 from tests.backend.test_backend_server import NER_CONFIG

@@ -15,10 +15,10 @@ import threading
 import pytest
 
 from backend import reviews
+from backend.labelstudio.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
 from backend.report import annotation_records
 from backend.served import served_entry
 from backend.store.store import ProjectStore
-from backend.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 

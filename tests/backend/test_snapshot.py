@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from backend.labelstudio.tasks import parse_label_config, read_tasks
 from backend.store import snapshot
 from backend.store.store import ProjectStore
-from backend.tasks import parse_label_config, read_tasks
 from tests.backend.test_backend_server import NER_CONFIG
 from tests.backend.test_refresh import _task
 

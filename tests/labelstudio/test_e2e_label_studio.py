@@ -283,7 +283,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
     seconds later, without a retrain, and the refresh after it serves a version of the same
     scouts with the CRF trained again: the task's one prediction of that version has the new
     score."""
-    from backend.tasks import fingerprint, parse_label_config, read_tasks
+    from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
 
     env = {**ENGINE_ENV, **label_studio.backend_env}
     spec = parse_label_config(NER_CONFIG)

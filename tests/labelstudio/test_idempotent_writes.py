@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, _batches
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable, _batches
 from testbed.projects import NER_CONFIG
 from testbed.servers import free_port
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import requests
 
-from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
+from backend.labelstudio.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
 from testbed.projects import ENGINE_ENV, NER_CONFIG, import_tasks, ner_tasks, wait_trained
 from testbed.servers import (
     BackendServer,

@@ -30,11 +30,11 @@ import pytest
 from backend import predictions, training
 from backend.config.settings import Settings
 from backend.jobs import ThreadRunner
+from backend.labelstudio.tasks import parse_label_config
 from backend.server import create_app
 from backend.store import disk, unwritten
 from backend.store import store as store_module
 from backend.store.store import ProjectStore
-from backend.tasks import parse_label_config
 from subregweigh.io import atomic
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from tests.doubles import FakeRunner

@@ -16,7 +16,7 @@ import numpy as np
 import model as model_module
 from backend import training
 from backend.config.settings import Settings
-from backend.labelstudio import LabelStudioUnavailable
+from backend.labelstudio.client import LabelStudioUnavailable
 from backend.store.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks
 from tests.doubles import offline_settings, use_label_studio
@@ -90,7 +90,7 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
     low enough, an ensemble of two scouts without the CRF publishes its first scout part-way
     and once trained, then ends with the weigher SubRegWeigh.fit makes of the same data; with
     the CRF, the CRF's scores come first, alone."""
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
     from backend.weighers import engine, part_params
 
     monkeypatch.setattr(training, "EARLY_STEPS", 6)  # 60 examples: 4 steps a scout

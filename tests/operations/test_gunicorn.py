@@ -14,8 +14,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from backend.config.settings import Settings
+from backend.labelstudio.tasks import parse_label_config
 from backend.predictions import predict
-from backend.tasks import parse_label_config
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from testbed.servers import BackendServer
 

@@ -78,7 +78,7 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
             return {}
 
     training.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
-    from backend import membership
+    from backend.labelstudio import membership
     from tests.doubles import ProjectsOfLabelStudio
 
     membership.LabelStudioAPI = ProjectsOfLabelStudio  # project 1 is connected

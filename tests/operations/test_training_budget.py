@@ -66,7 +66,7 @@ def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
 
 
 def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch):
-    monkeypatch.setattr("backend.membership.LabelStudioAPI", ProjectsOfLabelStudio)
+    monkeypatch.setattr("backend.labelstudio.membership.LabelStudioAPI", ProjectsOfLabelStudio)
     settings = Settings(model_dir=str(tmp_path / "models"), project_limits="epochs=10,k=20")
     client = create_app(settings, runner=FakeRunner(), selftest_runner=FakeRunner()).test_client()
     for params, why in [

@@ -65,7 +65,7 @@ def test_the_check_sees_imports():
     found = imported_modules(REPO / "model.py", "")
     assert {"backend", "label_studio_ml.model", "backend.config.settings"} <= found
     assert "label_studio_sdk.label_interface" in imported_modules(
-        REPO / "backend" / "tasks.py", "backend"
+        REPO / "backend" / "labelstudio" / "tasks.py", "backend.labelstudio"
     )
 
 

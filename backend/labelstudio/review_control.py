@@ -2,8 +2,9 @@
 
 Usage::
 
-    LABEL_STUDIO_URL=... LABEL_STUDIO_API_KEY=... python -m backend.review_control 4
-    LABEL_STUDIO_URL=... LABEL_STUDIO_API_KEY=... python -m backend.review_control 4 --apply
+    LABEL_STUDIO_URL=... LABEL_STUDIO_API_KEY=... python -m backend.labelstudio.review_control 4
+    LABEL_STUDIO_URL=... LABEL_STUDIO_API_KEY=... python -m backend.labelstudio.review_control 4
+    --apply
 
 The review control is a ``<Choices>`` named :data:`subregweigh.io.labelstudio.REVIEW_CONTROL`
 (the snippet :func:`subregweigh.io.labelstudio.review_control_xml` writes) on the config's one
@@ -28,10 +29,10 @@ import sys
 import xml.etree.ElementTree as ET
 
 from backend.config.settings import Settings, SettingsError
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from subregweigh.io.labelstudio import REVIEW_CONTROL, review_control_xml
 
-PROG = "python -m backend.review_control"
+PROG = "python -m backend.labelstudio.review_control"
 REFUSED = 2
 # A CLI run waits for Label Studio a few seconds, not the backend's minutes of backoff.
 RETRIES = 1

@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from backend.config.redact import redact
-from backend.labelstudio import LabelStudioUnavailable
-from backend.outbound import OutboundRefused, bounded_get, fixed_url
+from backend.labelstudio.client import LabelStudioUnavailable
+from backend.labelstudio.outbound import OutboundRefused, bounded_get, fixed_url
 
 if TYPE_CHECKING:
     from backend.config.settings import Settings
-    from backend.labelstudio import LabelStudioAPI
+    from backend.labelstudio.client import LabelStudioAPI
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def proves_self(base_url: str, secret: bytes, fetch: Callable | None = None) -> 
     The request goes to ``/health`` on the URL's scheme, host and port only (its path and query
     are dropped), without credentials, following no redirect (a server that redirects to this
     backend has not proven anything), bounded in bytes and time
-    (:func:`backend.outbound.bounded_get`; ``fetch``: its signature, for tests).
+    (:func:`backend.labelstudio.outbound.bounded_get`; ``fetch``: its signature, for tests).
     """
     fetch = fetch or bounded_get
     try:
@@ -248,7 +248,7 @@ def plan(
 ) -> Plan:
     """The header changes that make ``project``'s ``webhooks`` safe and this backend's work.
 
-    ``webhooks`` and ``backends`` as :class:`backend.labelstudio.LabelStudioAPI` lists them;
+    ``webhooks`` and ``backends`` as :class:`backend.labelstudio.client.LabelStudioAPI` lists them;
     ``is_self(base_url)`` as :func:`proves_self` (called at most once per URL, only for the
     connections Label Studio calls with basic auth, and not for a webhook that already carries
     the right token).
@@ -299,7 +299,7 @@ def secure_webhooks(
     api, project: str, secret: bytes, user: str, password: str, is_self=None
 ) -> Plan:
     """Apply :func:`plan` to ``project``'s webhooks in Label Studio through ``api`` (a
-    :class:`backend.labelstudio.LabelStudioAPI`).
+    :class:`backend.labelstudio.client.LabelStudioAPI`).
 
     Raises what ``api`` raises when Label Studio cannot list or update them.
     """
@@ -326,8 +326,8 @@ def authorize_webhooks(api: LabelStudioAPI, project: str, settings: Settings) ->
     """With basic auth on, give the project's webhook to this backend its own token (Label
     Studio sends its ML webhook without the connection's credentials, so annotation events would
     get 401 and never trigger a retraining), and take this backend's basic-auth password off
-    every webhook (see :mod:`backend.webhook_auth`). Never fails the training: a WARNING says
-    how to do it by hand. Neither credentials nor tokens are logged."""
+    every webhook (see :mod:`backend.labelstudio.webhook_auth`). Never fails the training: a WARNING
+    says how to do it by hand. Neither credentials nor tokens are logged."""
     if not settings.basic_auth_user:
         return
     by_hand = (

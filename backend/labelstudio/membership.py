@@ -14,8 +14,8 @@ stored, scored, written or decided for them:
   No request thread waits on Label Studio for an event.
 
 The other paths that take task ids ask Label Studio through the project's own task list
-(:meth:`backend.labelstudio.LabelStudioAPI.project_tasks`): a rescore reads only the project's
-tasks, predictions are written only to them, and ``/predict`` stores nothing.
+(:meth:`backend.labelstudio.client.LabelStudioAPI.project_tasks`): a rescore reads only the
+project's tasks, predictions are written only to them, and ``/predict`` stores nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +23,16 @@ from __future__ import annotations
 import logging
 
 from backend.config.settings import Settings
-from backend.errors import NotConnected
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
+
+
+class NotConnected(LookupError):
+    """A project this backend does not serve (not in Label Studio, or not connected to an ML
+    backend there); becomes a 404 with this message, and nothing is stored for it."""
+
 
 # What a request thread may wait on Label Studio, in all (one attempt; Label Studio gives a
 # webhook 1 s and /setup 3 s): asked only for a project new here.

@@ -1,5 +1,5 @@
 """The one request the backend makes to an address it was given rather than configured: the
-challenge a training sends to a connection's ``/health`` (:mod:`backend.webhook_auth`).
+challenge a training sends to a connection's ``/health`` (:mod:`backend.labelstudio.webhook_auth`).
 
 Whoever can edit a project's ML connection chooses that address, so the request is bounded on
 every side: a fixed path (the URL's own path and query are dropped), no credentials, no

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.convert import choices_result, class_note, doubt_regions, labels_result
+from backend.labelstudio.convert import choices_result, class_note, doubt_regions, labels_result
 from subregweigh.example import Example
 from subregweigh.io.dataset import example_record
 from subregweigh.io.labelstudio import (
@@ -210,13 +210,13 @@ def stored_prediction(
     Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
     annotations, result = the scout's prediction for that least reliable one with where that
     annotation differs: NER, a note on each region concerned, and a region for each annotated
-    entity the scout drops (:func:`~backend.convert.doubt_regions`); classification, the
+    entity the scout drops (:func:`~backend.labelstudio.convert.doubt_regions`); classification, the
     scout's probability of its suggestion as the result's score and the annotated labels, the
-    suggested ones and the next alternatives in its note (:func:`~backend.convert.class_note`;
-    from ``WeighResult.class_probability``, else the bare choice); every annotation is kept
-    with its own scores and annotator (``annotations``, for the report; ``columns`` is
-    ``result.columns()``, computed once per call of the caller). The score and
-    the prediction are read from ``shown`` when given (``(ordinary, row)``: the
+    suggested ones and the next alternatives in its note
+    (:func:`~backend.labelstudio.convert.class_note`; from ``WeighResult.class_probability``, else
+    the bare choice); every annotation is kept with its own scores and annotator (``annotations``,
+    for the report; ``columns`` is ``result.columns()``, computed once per call of the caller). The
+    score and the prediction are read from ``shown`` when given (``(ordinary, row)``: the
     :meth:`SubRegWeigh.weigh_deterministic` holding the task's annotations from ``row`` on, the
     scout's ordinary prediction as the "deterministic" score judges it), else from ``result``
     (the K candidates' majority). ``ordinary`` may be ``result`` itself (a quick scoring): then
@@ -272,8 +272,9 @@ def stored_prediction(
 
 
 def _ner_doubts(item: LabelStudioTask, view, row: int, annotation: Example, per: str):
-    """An annotated NER task's regions and their notes (:func:`~backend.convert.doubt_regions`):
-    the scout's entities on ``view``'s ``row``, and where ``annotation`` differs from them."""
+    """An annotated NER task's regions and their notes
+    (:func:`~backend.labelstudio.convert.doubt_regions`): the scout's entities on ``view``'s
+    ``row``, and where ``annotation`` differs from them."""
     entities = view.majority_entities[row]
     suggestions = span_suggestions(
         annotation.label, view.majority[row], view.entity_probability[row], entities

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from backend.deadline import deadline_client
+from backend.labelstudio.deadline import deadline_client
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def _batches(predictions: Sequence[dict], limit: int) -> list[list[dict]]:
 
 _REFUSED = "refused"  # an import Label Studio refused whole as invalid (HTTP 400)
 # Seconds one request to Label Studio may take in all (a job's: an export of a large project
-# is one request); a request thread's asks have their own, shorter (backend.membership).
+# is one request); a request thread's asks have their own, shorter (backend.labelstudio.membership).
 REQUEST_DEADLINE = 300.0
 
 
@@ -133,8 +133,8 @@ class LabelStudioAPI:
     timeout : float, default=60.0
         Seconds each read may wait.
     deadline : float, default=:data:`REQUEST_DEADLINE`
-        Seconds one request may take in all, body included (:mod:`backend.deadline`): a Label
-        Studio that trickles its answer cannot hold a thread longer.
+        Seconds one request may take in all, body included (:mod:`backend.labelstudio.deadline`): a
+        Label Studio that trickles its answer cannot hold a thread longer.
     """
 
     def __init__(
@@ -206,8 +206,8 @@ class LabelStudioAPI:
 
     def set_label_config(self, project: int, config: str) -> None:
         """Save ``config`` as ``project``'s labeling config (``PATCH /api/projects/P``). Only
-        :mod:`backend.review_control` calls it, on the lead's ``--apply``: the backend itself
-        never changes a config."""
+        :mod:`backend.labelstudio.review_control` calls it, on the lead's ``--apply``: the backend
+        itself never changes a config."""
         self._call(
             f"change the labeling config of project {project}",
             lambda: self.client.projects.update(
@@ -548,3 +548,13 @@ class LabelStudioAPI:
             ),
             bodies=False,
         )
+
+
+def annotator_names(api: LabelStudioAPI, project: str) -> dict[int, str]:
+    """User id -> email, to name annotators; {} (annotators named by id) if Label Studio will
+    not list its users to this token."""
+    try:
+        return api.users()
+    except LabelStudioUnavailable as err:
+        logger.warning("project %s: annotators are named by id: %s", project, err)
+        return {}
