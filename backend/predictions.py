@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backend import reviews, served
 from backend.config import project_settings
 from backend.config.redact import printable
 from backend.config.settings import Settings
@@ -16,6 +15,7 @@ from backend.labelstudio.tasks import (
     read_tasks,
     score_tasks,
 )
+from backend.review import reviews, served
 from backend.store.store import CorruptVersion, ProjectStore
 from backend.weighers import weigher
 from subregweigh.io.labelstudio import LabelingSpec
@@ -68,8 +68,8 @@ def predict(
     tasks read from Label Studio change what the version holds (a made-up text or annotator
     sent to ``/predict`` must not replace a task's score, nor the regions a refresh writes), and
     only they set the baseline reviewers' decisions are judged against
-    (:func:`backend.reviews.stamp_saved`). A task Label Studio changes reaches the store through
-    its webhook's rescore."""
+    (:func:`backend.review.reviews.stamp_saved`). A task Label Studio changes reaches the store
+    through its webhook's rescore."""
     store = ProjectStore(settings.model_dir, project) if project else None
     if store is not None:
         settings = project_settings.effective(settings, store)

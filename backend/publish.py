@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from backend import reviews
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
+from backend.review import reviews
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name

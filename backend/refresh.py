@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from backend import reviews
 from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
@@ -46,6 +45,7 @@ from backend.labelstudio.tasks import (
 from backend.phases import PhaseClock
 from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.reference import reference_examples
+from backend.review import reviews
 from backend.store import snapshot
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name

@@ -4,8 +4,8 @@ backend's files.
 The training stores every annotation's scores with its annotator (``scores.json``, see
 :func:`backend.labelstudio.tasks.stored_prediction`) and what it trained on (``meta.json``); a
 self-test leaves its outcome in the project's status, reviewers' decisions are kept in
-``reviews.json`` (:mod:`backend.reviews`), and the project's settings now (what its next training
-uses,
+``reviews.json`` (:mod:`backend.review.reviews`), and the project's settings now (what its next
+training uses,
 :func:`backend.config.project_settings.shown`) sit beside the version's. :func:`project_report`
 reads them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
 Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Studio);
@@ -14,9 +14,9 @@ Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Stu
 
 from __future__ import annotations
 
-from backend import reviews, served
 from backend.config import project_settings
 from backend.config.settings import Settings
+from backend.review import reviews, served
 from backend.store.store import ProjectStore
 from subregweigh.report import AnnotationTable, build_report
 
@@ -29,9 +29,10 @@ def annotation_records(
     scores: dict, confirmed: set[str] = frozenset(), slips: served.Slips | None = None
 ) -> list[dict]:
     """Every stored annotation as a weights record, with its task (from ``scores.json``) and
-    its score as the review queue serves it (:func:`backend.served.served_score`): 1 once a
-    reviewer confirmed its content (``confirmed``, :func:`backend.reviews.confirmed_keys`),
-    lowered where it repeats a fixed slip (``slips``, :func:`backend.reviews.fixed_slips`)."""
+    its score as the review queue serves it (:func:`backend.review.served.served_score`): 1 once a
+    reviewer confirmed its content (``confirmed``, :func:`backend.review.reviews.confirmed_keys`),
+    lowered where it repeats a fixed slip (``slips``,
+    :func:`backend.review.reviews.fixed_slips`)."""
     return [
         {**record, "task": task, "score": served.served_score(task, record, confirmed, slips)}
         for task, entry in scores.items()

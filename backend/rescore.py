@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from backend import budget, reviews, served
+from backend import budget
 from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.labelstudio.client import (
@@ -20,6 +20,7 @@ from backend.labelstudio.client import (
 from backend.labelstudio.tasks import fingerprint, name_annotators, parse_label_config, read_tasks
 from backend.predictions import predict
 from backend.publish import serve_in_label_studio
+from backend.review import reviews, served
 from backend.store import snapshot
 from backend.store.store import ProjectStore, retrain_due
 from subregweigh.io.labelstudio import LabelingSpec
@@ -214,8 +215,9 @@ def read_changed(
     api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks, settings: Settings
 ) -> list:
     """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
-    reviewers' decisions they show are kept (:func:`backend.reviews.decide`, with the project's
-    ``self_review``), and for NER the tasks as they now stand (:mod:`backend.store.snapshot`)."""
+    reviewers' decisions they show are kept (:func:`backend.review.reviews.decide`, with the
+    project's ``self_review``), and for NER the tasks as they now stand
+    (:mod:`backend.store.snapshot`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)
@@ -266,8 +268,8 @@ def write_scores(
 def _move_up_repeats(
     api: LabelStudioAPI, store: ProjectStore, version: str, slips: Mapping, skip: Mapping
 ) -> int:
-    """Rewrite, as served (:func:`backend.reviews.served_scores`), the predictions of the tasks
-    whose stored annotation repeats one of the ``slips`` (``"word\\0type"`` keys) that a fix
+    """Rewrite, as served (:func:`backend.review.reviews.served_scores`), the predictions of the
+    tasks whose stored annotation repeats one of the ``slips`` (``"word\\0type"`` keys) that a fix
     just made or that stopped counting (a fix reverted or withdrawn), but not those in
     ``skip`` (just rescored): a fix moves its slip's repeats up the queue at once,
     not at the next training. Returns how many were written."""

@@ -205,7 +205,7 @@ def webhook():
         reply["unwritten"] = unwritten
     if task is not None and store.current_version() is not None:
         # The rescore reads the task from Label Studio, keeps the decision it shows
-        # (backend.reviews.decide) and rescores it; else the training scores it.
+        # (backend.review.reviews.decide) and rescores it; else the training scores it.
         reply["rescore"] = _jobs("rescore_runner").submit(store.project)
     if not train:
         return jsonify(status="counted", **reply), 202 if unwritten else 200

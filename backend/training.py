@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from backend import budget, reviews
+from backend import budget
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
@@ -38,6 +38,7 @@ from backend.publish import (
 from backend.reference import reference_examples
 from backend.refresh import save_scout_proba
 from backend.rescore import rescore_tasks
+from backend.review import reviews
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
@@ -163,7 +164,7 @@ def run_queued_training(project: str, training: dict) -> dict:
 def read_annotations(project: str, settings: Settings, what: str):
     """``(api, spec, items, n_annotated, refusal, saved)``: the project's tasks read from Label
     Studio (read only), why ``what`` cannot start yet (None if it can), and when each annotation
-    was saved (:func:`backend.reviews.saved_times`)."""
+    was saved (:func:`backend.review.reviews.saved_times`)."""
     api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
     spec = parse_label_config(api.label_config(int(project)))
     tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))

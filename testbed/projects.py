@@ -371,7 +371,8 @@ def wait_selftest(
 
 # Who made the annotations a test imports, unless a task names someone: a user of their own,
 # so that the admin's saves through the API or the browser are a reviewer's, not the annotator
-# reviewing her own work (a self-review, which decides nothing by default: backend.decisions).
+# reviewing her own work (a self-review, which decides nothing by default:
+# backend.review.decisions).
 ANNOTATOR = "annotator@example.com"
 
 

@@ -135,8 +135,8 @@ def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:
     """``tasks`` with each annotation's ``completed_by`` and ``updated_by`` (user ids, from the
     API) replaced by ``{"id", "email"}`` where ``users`` (id -> email) knows them, so that the
     parser names the annotator (:func:`subregweigh.io.labelstudio.annotator`) and a decision
-    its reviewer (:func:`backend.decisions.reviewer`) by email. Copies; what is not a task or an
-    annotation stays as it is, for the parser to judge."""
+    its reviewer (:func:`backend.review.decisions.reviewer`) by email. Copies; what is not a task or
+    an annotation stays as it is, for the parser to judge."""
     out = []
     for task in tasks:
         annotations = task.get("annotations") if isinstance(task, dict) else None

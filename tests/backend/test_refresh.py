@@ -124,8 +124,8 @@ def test_what_may_be_refreshed(tmp_path, meta, files, reason):
 
 
 def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path):
-    from backend import reviews
-    from backend.decisions import content_hash
+    from backend.review import reviews
+    from backend.review.decisions import content_hash
     from subregweigh.io.atomic import atomic_write_json
     from subregweigh.io.dataset import example_record
 

@@ -30,7 +30,7 @@ against (``original``); a later save that brings the labels back to it **reverts
 which then stops counting as one.
 
 :func:`judged` reads one annotation beside what the serving version scored; :func:`outcome`
-gives the annotation's new decision from it and its current one. :mod:`backend.reviews` keeps
+gives the annotation's new decision from it and its current one. :mod:`backend.review.reviews` keeps
 them.
 """
 

@@ -1,5 +1,5 @@
 """Reviewers' decisions as the queue serves them: pure functions over ``reviews.json``'s content
-(:func:`backend.reviews.load`) and a version's stored predictions.
+(:func:`backend.review.reviews.load`) and a version's stored predictions.
 
 * A **confirmed** annotation scores 1 (fully reliable) wherever the backend serves a score
   (``/predict``, the predictions a training or a rescore writes, the report), so the task leaves
@@ -8,13 +8,16 @@
   own regions or choices, each with a note naming the reviewer), not the scout's suggestion:
   a confirmed MISC must not be shown as the scout's PER at 100%.
 * A **fix**'s slips move up their repeats: an annotation's served score is multiplied by
-  :data:`SLIP_BOOST` per repeat of a convention reviewers fixed elsewhere (an entity, its words
-  and type, or a capitalised word outside the entities: :func:`subregweigh.review.slip_keys`),
-  as often as that slip's weight: the fixes that changed it less the decided annotations that
-  held it unchanged (:func:`subregweigh.review.net_slips`), so a convention reviewers keep
-  confirming stops moving its repeats up.
+  :data:`~subregweigh.served.SLIP_BOOST` per repeat of a convention reviewers fixed elsewhere (an
+  entity, its words and type, or a capitalised word outside the entities:
+  :func:`subregweigh.review.slip_keys`), as often as that slip's weight: the fixes that changed it
+  less the decided annotations that held it unchanged (:func:`subregweigh.review.net_slips`), so a
+  convention reviewers keep confirming stops moving its repeats up.
 
-The stored scores stay the scout's; only what is served changes.
+The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
+engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
+it to the backend's records (``reviews.json``'s decisions, a version's stored predictions). The
+stored scores stay the scout's; only what is served changes.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from backend.decisions import (
+from backend.review.decisions import (
     BY_CONTROL,
     CONFIRMED,
     FIXED,
@@ -33,11 +36,9 @@ from backend.decisions import (
     when,
 )
 from subregweigh import review
+from subregweigh.served import served_score as policy_score
+from subregweigh.served import task_score
 
-# An annotation's served score is multiplied by this for every repeat of a fixed slip: halved
-# per repeat, as the review-loop benchmark's `propagate` policy, which reads 90% of CoNLL-2003
-# test's errors in half the sentences of the static ranking (benchmarks/review_loop.py).
-SLIP_BOOST = 0.5
 # decisions whose annotation's unchanged pairs a reviewer saw and let stand (unsure says nothing)
 HELD = (CONFIRMED, FIXED, REVERTED)
 SLIP_SEP = "\0"  # joins (text, type) into a status key
@@ -51,7 +52,7 @@ def content_key(task: str, record: Mapping) -> str:
 
 def confirmed(reviews: Mapping) -> dict[str, dict]:
     """``"task/annotation/hash"`` -> its decision, of every annotation content a reviewer
-    vouched for (:func:`backend.decisions.vouched`: confirmed, or fixed through the review
+    vouched for (:func:`backend.review.decisions.vouched`: confirmed, or fixed through the review
     control): served as fully reliable."""
     return {
         f"{d['task']}/{d['annotation']}/{d['hash']}": d
@@ -106,7 +107,7 @@ def record_repeats(task: str, record: Mapping, fixed: Slips | None) -> int:
 
 
 def _score(record: Mapping, is_confirmed: bool, repeats: int) -> float:
-    return 1.0 if is_confirmed else float(record["score"]) * SLIP_BOOST**repeats
+    return policy_score(record["score"], repeats, is_confirmed)
 
 
 def served_score(
@@ -114,7 +115,8 @@ def served_score(
 ) -> float:
     """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
     confirmed its content (``confirmed``: :func:`confirmed`, or its keys), else its stored
-    score times :data:`SLIP_BOOST` per repeat of a fixed slip, as often as its weight."""
+    score times :data:`~subregweigh.served.SLIP_BOOST` per repeat of a fixed slip, as often as its
+    weight."""
     if content_key(task, record) in confirmed:
         return 1.0
     return _score(record, False, record_repeats(task, record, fixed))
@@ -141,9 +143,9 @@ def confirmed_result(decision: Mapping) -> list[dict]:
 def served_entry(task: str, entry: dict, confirmed: Mapping, fixed: Slips | None = None) -> dict:
     """``entry`` (a stored prediction) as served: each annotation whose current content a
     reviewer confirmed counts as score 1; each other one's score is multiplied by
-    :data:`SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere (``fixed``), so the
-    same convention slip moves up the queue; the task's score is the lowest of its
-    annotations'. When every annotation is confirmed, the result is the confirmed annotation's
+    :data:`~subregweigh.served.SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere
+    (``fixed``), so the same convention slip moves up the queue; the task's score is the lowest of
+    its annotations'. When every annotation is confirmed, the result is the confirmed annotation's
     own (:func:`confirmed_result`; empty for a decision made before decisions kept it: the
     scout's suggestion is never shown as confirmed). A copy when anything changes; the stored
     entry is never modified."""
@@ -155,7 +157,7 @@ def served_entry(task: str, entry: dict, confirmed: Mapping, fixed: Slips | None
     repeats = [0 if ok else record_repeats(task, r, fixed) for r, ok in zip(records, mine)]
     if not any(mine) and not any(repeats):
         return entry
-    score = min(_score(r, ok, n) for r, ok, n in zip(records, mine, repeats))
+    score = task_score(_score(r, ok, n) for r, ok, n in zip(records, mine, repeats))
     out = {**entry, "score": score, "confirmed": sum(mine)}
     if any(repeats):
         out["slip_repeats"] = sum(repeats)

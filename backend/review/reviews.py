@@ -1,15 +1,15 @@
 """Reviewers' decisions on scored tasks, kept: ``MODEL_DIR/<project>/reviews.json``.
 
-What a save decides is :mod:`backend.decisions`' (the review control where the project's
+What a save decides is :mod:`backend.review.decisions`' (the review control where the project's
 config has it, else the save itself); how decisions change what is served is
-:mod:`backend.served`'s. This module reads them from Label Studio and keeps them.
+:mod:`backend.review.served`'s. This module reads them from Label Studio and keeps them.
 
 A webhook only says *which* task changed. Its body is never trusted for a decision: the rescore
 that follows reads the task from Label Studio, within the project (:func:`decide`), and judges
 each annotation the serving version scored against its baseline, the content and ``updated_at``
 a training or a rescore last read from Label Studio (kept in the scored record as ``saved``,
 :func:`stamp_saved`). Only a save Label Studio names a user for (``updated_by``), newer than
-that baseline, decides (:func:`backend.decisions.vouched_save`): an imported annotation, a
+that baseline, decides (:func:`backend.review.decisions.vouched_save`): an imported annotation, a
 replayed event and a record scored from a caller's tasks (``/predict``) decide nothing.
 
 ``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
@@ -31,15 +31,23 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from backend import decisions, served
-from backend.decisions import CONFIRMED, COUNTED, FIXED, SELF_REVIEWED, WITHDRAWN, content_hash
 from backend.labelstudio.tasks import read_tasks
+from backend.review import decisions, served
+from backend.review.decisions import (
+    CONFIRMED,
+    COUNTED,
+    FIXED,
+    SELF_REVIEWED,
+    WITHDRAWN,
+    content_hash,
+)
 from backend.store.scores_view import ScoresView
 from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.dataset import example_record
 from subregweigh.report import NONE_LABEL
+from subregweigh.served import served_score
 from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
@@ -160,9 +168,9 @@ def decide(
 ) -> dict[str, str]:
     """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
-    decision on it left (:func:`backend.decisions.outcome`; ``allow_self``: the project's
+    decision on it left (:func:`backend.review.decisions.outcome`; ``allow_self``: the project's
     ``self_review``), and keep what they decide. Returns
-    ``"task/annotation"`` -> decision (:data:`~backend.decisions.WITHDRAWN` for a withdrawn
+    ``"task/annotation"`` -> decision (:data:`~backend.review.decisions.WITHDRAWN` for a withdrawn
     one). An annotation the version has not scored (newer) decides nothing: its rescore scores
     it."""
     scored = scored_annotations(store, version)
@@ -193,7 +201,7 @@ def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) 
     if key in confirmed:
         return 1.0
     repeats = 0 if key in fixed.fixed else served.slip_repeats(record, fixed.counts)
-    return float(j["score"]) * served.SLIP_BOOST**repeats
+    return served_score(j["score"], repeats)
 
 
 def _keep(
@@ -202,7 +210,7 @@ def _keep(
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
     current decision per annotation and a bounded history. Slips that start or stop counting
     are queued for the rescore, which rewrites their repeats' predictions: every slip whose
-    weight the decisions changed (:func:`backend.served.slips`)."""
+    weight the decisions changed (:func:`backend.review.served.slips`)."""
     made: dict[str, str] = {}
     with store.locked():
         reviews = load(store)
@@ -257,7 +265,7 @@ def _keep(
 
 def serving_state(store: ProjectStore) -> tuple[dict[str, dict], served.Slips]:
     """``(confirmed, slips)`` from one read of reviews.json: what serving needs
-    (:func:`backend.served.confirmed`, :func:`backend.served.slips`)."""
+    (:func:`backend.review.served.confirmed`, :func:`backend.review.served.slips`)."""
     reviews = load(store)
     return served.confirmed(reviews), served.slips(reviews)
 
@@ -277,7 +285,7 @@ def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[
     """The ids of ``examples`` (annotations as Label Studio holds them now, ids
     ``"task/annotation"``) whose current content a reviewer decided: confirmed it, or saved it
     as the fix. An annotation changed since its decision is not among them, nor one its
-    annotator alone reviewed (:data:`~backend.decisions.SELF_REVIEWED`)."""
+    annotator alone reviewed (:data:`~backend.review.decisions.SELF_REVIEWED`)."""
     kept = load(store)["decisions"]
     return {
         ex.id
@@ -289,7 +297,8 @@ def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[
 
 
 def served_scores(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
-    """``scores`` (task id -> stored prediction) as served (:func:`backend.served.served_entry`)."""
+    """``scores`` (task id -> stored prediction) as served
+    (:func:`backend.review.served.served_entry`)."""
     confirmed, fixed = serving_state(store)
     return {
         task: served.served_entry(task, entry, confirmed, fixed) for task, entry in scores.items()
