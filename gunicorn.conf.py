@@ -13,7 +13,7 @@ Every value comes from the environment (the Docker image's defaults are the ones
 The workers read requests with waitress's event loop and hand only complete ones to their threads
 (backend/waitress_worker.py): slow clients cost a connection each, up to 1000 per worker
 (docs/deploying.md). Memory is bounded by WORKERS x (~0.5 GB + 4 cached versions x a version's
-scouts) (backend.weighers.CACHED_MODELS).
+scouts) (backend.serving.weighers.CACHED_MODELS).
 """
 
 import os

@@ -22,7 +22,7 @@ from backend.labelstudio import webhook_auth
 from backend.labelstudio.client import LabelStudioUnavailable
 from backend.labelstudio.membership import NotConnected
 from backend.labelstudio.tasks import ConfigError
-from backend.report import ReportUnavailable
+from backend.serving.report import ReportUnavailable
 from backend.store.store import TooManyProjects
 
 logger = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 convention within seconds, without a scout's training.
 
 A NER version keeps its scouts' tag distributions of every annotated task
-(:data:`SCOUT_PROBA`, written when the version is published). After annotation changes, the
-rescore job trains the CRF again on the annotations as they now stand
+(:data:`~backend.serving.scout_proba.SCOUT_PROBA`, written when the version is published). After
+annotation changes, the rescore job trains the CRF again on the annotations as they now stand
 (:meth:`SubRegWeigh.refit_crf`, seconds where the CRF comes first: at most
 :data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` examples; CRFsuite in a process of its own while
 the changed tasks' own rescore runs on the other core) and mixes it with those kept
@@ -19,9 +19,6 @@ where none are kept.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import logging
 import os
 import shutil
@@ -29,8 +26,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-
-import numpy as np
 
 from backend.config import project_settings
 from backend.config.settings import Settings
@@ -43,14 +38,15 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.phases import PhaseClock
-from backend.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
-from backend.reference import reference_examples
 from backend.review import reviews
+from backend.serving.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
+from backend.serving.reference import reference_examples
+from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
+from backend.serving.weighers import forget_versions, remember, weigher
 from backend.store import snapshot
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
-from backend.weighers import forget_versions, remember, weigher
-from subregweigh.io.atomic import atomic_open, atomic_write_json
+from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
@@ -62,48 +58,8 @@ logger = logging.getLogger(__name__)
 # (benchmarks/results/review-loop-refit-weight-*.md).
 REVIEWED_WEIGHT = 3
 
-# A version's file of its scouts' tag distributions per annotated task (NER).
-SCOUT_PROBA = "scout_proba.npz"
 # Files of a version that a refresh writes anew; the rest (the scouts) it links.
 _REWRITTEN = {"scores.json", "meta.json", "crf.npz", "COMPLETE", SCOUT_PROBA}
-
-
-def text_key(words) -> str:
-    """A short fingerprint of a text's words: a kept distribution serves only the same text."""
-    return hashlib.sha1(json.dumps(list(words)).encode()).hexdigest()[:16]
-
-
-def save_scout_proba(folder: Path, examples, result) -> bool:
-    """Keep ``result.scout_proba`` (a NER :meth:`SubRegWeigh.weigh_deterministic` of
-    ``examples``) in ``folder``/:data:`SCOUT_PROBA`, atomically: per example its id, its text's
-    :func:`text_key` and its (n_words, n_labels) distribution. False (nothing written) where
-    the result holds none (classification)."""
-    if not result.scout_proba:
-        return False
-    buffer = io.BytesIO()
-    np.savez(
-        buffer,
-        ids=np.array([ex.id for ex in examples], dtype=str),
-        texts=np.array([text_key(ex.words) for ex in examples], dtype=str),
-        lengths=np.array([len(p) for p in result.scout_proba], dtype=np.int64),
-        proba=np.concatenate(result.scout_proba).astype(np.float32),
-    )
-    with atomic_open(folder / SCOUT_PROBA, "wb") as f:
-        f.write(buffer.getvalue())
-    return True
-
-
-def load_scout_proba(folder: Path) -> dict[str, tuple[str, np.ndarray]]:
-    """Example id -> (its text's :func:`text_key`, its scouts' tag distribution), as
-    :func:`save_scout_proba` kept them; {} where the version kept none."""
-    path = folder / SCOUT_PROBA
-    if not path.is_file():
-        return {}
-    with np.load(path, allow_pickle=False) as saved:
-        parts = np.split(saved["proba"], np.cumsum(saved["lengths"])[:-1])
-        return {
-            str(i): (str(t), p) for i, t, p in zip(saved["ids"], saved["texts"], parts, strict=True)
-        }
 
 
 def refresh_project(

@@ -1,8 +1,8 @@
 """The endpoints: those Label Studio calls (``/health``, ``/setup``, ``/predict``,
 ``/webhook``, ``/versions``, ``/is_training``) and ours (``/status``, the project report
 ``/report`` and ``/report.json``, the self-test ``POST /selftest``), and the policy on Label
-Studio's webhook events. The work is :mod:`backend.training`'s, :mod:`backend.predictions`' and
-the others'; the app's settings and job
+Studio's webhook events. The work is :mod:`backend.training`'s, :mod:`backend.serving.predictions`'
+and the others'; the app's settings and job
 runners are those :func:`backend.server.create_app` put in ``app.extensions["subregweigh"]``.
 """
 
@@ -13,14 +13,15 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import auth, inputs, predictions
-from backend import report as reports
+from backend import auth, inputs
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
 from backend.errors import BadRequest
 from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.labelstudio import membership, webhook_auth
 from backend.labelstudio.tasks import parse_label_config
+from backend.serving import predictions
+from backend.serving import report as reports
 from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
 from subregweigh.selftest import NOISES

@@ -10,9 +10,9 @@ from backend import budget
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
+from backend.serving.weighers import SEED, engine, release_memory
 from backend.store.store import ProjectStore
 from backend.training import WAITING, read_annotations
-from backend.weighers import SEED, engine, release_memory
 
 logger = logging.getLogger(__name__)
 

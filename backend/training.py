@@ -27,18 +27,19 @@ from backend.labelstudio.tasks import (
 )
 from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.phases import PhaseClock
-from backend.predictions import log_warnings
-from backend.publish import (
+from backend.review import reviews
+from backend.serving.changed import rescore_tasks
+from backend.serving.predictions import log_warnings
+from backend.serving.publish import (
     complete_version,
     drop_superseded_predictions,
     save_version,
     serve_in_label_studio,
     write_predictions,
 )
-from backend.reference import reference_examples
-from backend.refresh import save_scout_proba
-from backend.rescore import rescore_tasks
-from backend.review import reviews
+from backend.serving.reference import reference_examples
+from backend.serving.scout_proba import save_scout_proba
+from backend.serving.weighers import engine, part_params, release_memory
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
@@ -47,7 +48,6 @@ from backend.store.store import (
     disk_space,
     retrain_due,
 )
-from backend.weighers import engine, part_params, release_memory
 from subregweigh.report import learned_message, learned_summary
 
 logger = logging.getLogger(__name__)

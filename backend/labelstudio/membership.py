@@ -10,8 +10,9 @@ stored, scored, written or decided for them:
 * a task an event names is one the serving version scored (read from the project's own export
   by a training, or from its own task list by a rescore), or it waits for the rescore, which
   reads the project's own task list with it as the selection: a task of another project is
-  never read, and is logged there as not in the project (:func:`backend.rescore.read_changed`).
-  No request thread waits on Label Studio for an event.
+  never read, and is logged there as not in the project
+  (:func:`backend.serving.changed.read_changed`). No request thread waits on Label Studio for an
+  event.
 
 The other paths that take task ids ask Label Studio through the project's own task list
 (:meth:`backend.labelstudio.client.LabelStudioAPI.project_tasks`): a rescore reads only the

@@ -88,7 +88,7 @@ def test_install_replaces_its_own_filter(tmp_path):
 
 
 def test_a_reply_never_carries_a_credential(tmp_path, monkeypatch, caplog):
-    from backend import predictions
+    from backend.serving import predictions
 
     app, client, _ = make_app(tmp_path)
     # A reply that would echo the API key (an error message of Label Studio's, say).

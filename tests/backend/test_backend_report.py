@@ -22,9 +22,9 @@ from backend.labelstudio.tasks import (
     score_tasks,
     stored_prediction,
 )
-from backend.publish import version_meta
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
+from backend.serving.publish import version_meta
 from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.scores import collect

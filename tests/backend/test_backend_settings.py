@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from backend import publish, training, weighers
+from backend import training
 from backend.config import settings_docs
 from backend.config.settings import (
     GROUPS,
@@ -30,6 +30,7 @@ from backend.config.settings import (
 )
 from backend.jobs import RQRunner, ThreadRunner
 from backend.server import create_app
+from backend.serving import publish, weighers
 from testbed.projects import CLS_CONFIG
 from tests.doubles import NER_CONFIG, offline_settings, use_label_studio
 from tests.paths import REPO

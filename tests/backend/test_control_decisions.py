@@ -23,9 +23,9 @@ from backend.labelstudio.tasks import (
     parse_label_config,
     read_tasks,
 )
-from backend.report import annotation_records
 from backend.review import reviews
 from backend.review.decisions import reviewer
+from backend.serving.report import annotation_records
 from backend.store.store import ProjectStore
 from subregweigh.io import read_label_studio
 from subregweigh.io.atomic import atomic_write_json

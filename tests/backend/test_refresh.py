@@ -9,6 +9,7 @@ import pytest
 
 from backend import refresh
 from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
+from backend.serving import scout_proba
 from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.scores import WeighResult
@@ -28,16 +29,16 @@ def test_a_version_keeps_each_annotation_s_distribution_by_id_and_text(tmp_path)
     proba = [
         np.random.default_rng(0).random((len(ex.words), 5), dtype=np.float32) for ex in examples
     ]
-    assert refresh.save_scout_proba(tmp_path, examples, _result(proba))
-    kept = refresh.load_scout_proba(tmp_path)
+    assert scout_proba.save_scout_proba(tmp_path, examples, _result(proba))
+    kept = scout_proba.load_scout_proba(tmp_path)
     assert set(kept) == {"7/70", "8/80"}
     for ex, p in zip(examples, proba):
         text, got = kept[ex.id]
-        assert text == refresh.text_key(ex.words) != refresh.text_key(("jordan", "won"))
+        assert text == scout_proba.text_key(ex.words) != scout_proba.text_key(("jordan", "won"))
         np.testing.assert_array_equal(got, p)
     # classification keeps none; a version without the file has nothing to refresh from
-    assert not refresh.save_scout_proba(tmp_path / "none", examples, _result([]))
-    assert refresh.load_scout_proba(tmp_path / "none") == {}
+    assert not scout_proba.save_scout_proba(tmp_path / "none", examples, _result([]))
+    assert scout_proba.load_scout_proba(tmp_path / "none") == {}
 
 
 def _task(task_id: int, text: str, tags: list[tuple[int, int, str]]) -> dict:
@@ -69,7 +70,7 @@ def test_only_tasks_scored_as_they_stand_with_their_texts_kept_are_scored_again(
         ],
         spec,
     ).tasks
-    kept = {ex.id: (refresh.text_key(ex.words), None) for item in items for ex in item.examples}
+    kept = {ex.id: (scout_proba.text_key(ex.words), None) for item in items for ex in item.examples}
     stored = {item.id: {"fingerprint": fingerprint(item)} for item in items}
     assert [refresh._covered(item, stored, kept) for item in items] == [True, True, True, False]
     changed = {**stored, "2": {"fingerprint": "scored before the change"}}

@@ -15,9 +15,9 @@ import threading
 import pytest
 
 from backend.labelstudio.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
-from backend.report import annotation_records
 from backend.review import reviews
 from backend.review.served import served_entry
+from backend.serving.report import annotation_records
 from backend.store.store import ProjectStore
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app

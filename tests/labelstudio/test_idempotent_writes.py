@@ -170,7 +170,7 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     the store no longer keeps and of the training's superseded early scores; a version the
     store keeps, the served one and other model versions (an import, another backend's named
     as ours are: issue 42, item 7) stay."""
-    from backend.publish import drop_superseded_predictions
+    from backend.serving.publish import drop_superseded_predictions
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
 
@@ -209,8 +209,8 @@ def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     rescore (backend.refresh._change_waits): the change waits for one delete, not for all, and
     the next call deletes the rest. Label Studio is real; the change lands from a wrapper
     around the first delete, where the webhook would record it."""
-    from backend.publish import drop_superseded_predictions
     from backend.refresh import _change_waits
+    from backend.serving.publish import drop_superseded_predictions
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
 

@@ -13,7 +13,7 @@ import pytest
 
 from backend.labelstudio.client import LabelStudioAPI
 from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
-from backend.publish import write_predictions
+from backend.serving.publish import write_predictions
 from subregweigh.weigh import SubRegWeigh
 from testbed.browser import Page, chromium_available
 from testbed.servers import LS_PASSWORD, LS_USERNAME

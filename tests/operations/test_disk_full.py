@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from backend import predictions, training
+from backend import training
 from backend.config.settings import Settings
 from backend.jobs import ThreadRunner
 from backend.labelstudio.tasks import parse_label_config
 from backend.server import create_app
+from backend.serving import predictions
 from backend.store import disk, unwritten
 from backend.store import store as store_module
 from backend.store.store import ProjectStore

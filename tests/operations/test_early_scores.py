@@ -91,7 +91,7 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
     and once trained, then ends with the weigher SubRegWeigh.fit makes of the same data; with
     the CRF, the CRF's scores come first, alone."""
     from backend.labelstudio.tasks import parse_label_config
-    from backend.weighers import engine, part_params
+    from backend.serving.weighers import engine, part_params
 
     monkeypatch.setattr(training, "EARLY_STEPS", 6)  # 60 examples: 4 steps a scout
     settings = Settings(model_dir=str(tmp_path), epochs=1, n_scouts=2, crf=False)

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import parse_label_config
-from backend.predictions import predict
+from backend.serving.predictions import predict
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from testbed.servers import BackendServer
 
@@ -104,8 +104,8 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
 def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, monkeypatch):
     """Memory per worker is bounded: loading a third project's version evicts the least recently
     used; a project's new version replaces its older one at once (never served again)."""
-    from backend import weighers
     from backend.config.settings import Settings
+    from backend.serving import weighers
     from backend.store.store import ProjectStore
 
     monkeypatch.setattr(weighers, "CACHED_MODELS", 2)

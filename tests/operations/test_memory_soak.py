@@ -45,9 +45,10 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
     import numpy as np
     import torch
 
-    from backend import publish, rescore, training
+    from backend import rescore, training
     from backend.config.settings import Settings
     from backend.server import create_app
+    from backend.serving import publish
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
 
     torch.set_num_threads(1)

@@ -16,8 +16,8 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.review import reviews, served
+from backend.serving.weighers import weigher
 from backend.store.store import CorruptVersion, ProjectStore
-from backend.weighers import weigher
 from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)

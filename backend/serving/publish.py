@@ -11,10 +11,10 @@ from pathlib import Path
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.review import reviews
+from backend.serving.weighers import forget_versions
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
-from backend.weighers import forget_versions
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
 
