@@ -112,9 +112,9 @@ def main(argv=None) -> None:
         print_webhook_token(parser, settings, args.webhook_token)
         return
     configure_logging(args.log_level)
+    from backend.queue.warmup import import_engine
     from backend.server import create_app
     from backend.store.store import keep_files_private
-    from backend.warmup import import_engine
 
     keep_files_private()
     app = create_app(settings)
@@ -143,9 +143,9 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
         settings = Settings.from_env()
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
+    from backend.queue.warmup import import_engine
     from backend.server import create_app
     from backend.store.store import keep_files_private
-    from backend.warmup import import_engine
 
     keep_files_private()
     app = create_app(settings)

@@ -17,11 +17,11 @@ from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from backend.config.settings import SettingsError
-from backend.jobs import JobQueueUnavailable
 from backend.labelstudio import webhook_auth
 from backend.labelstudio.client import LabelStudioUnavailable
 from backend.labelstudio.membership import NotConnected
 from backend.labelstudio.tasks import ConfigError
+from backend.queue.runners import JobQueueUnavailable
 from backend.serving.report import ReportUnavailable
 from backend.store.store import TooManyProjects
 

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from backend import budget
 from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.labelstudio.client import (
@@ -17,6 +16,7 @@ from backend.labelstudio.client import (
     until_reachable,
 )
 from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
+from backend.queue import budget
 from backend.review import reviews, served
 from backend.serving.changed import read_changed, write_scores
 from backend.serving.publish import serve_in_label_studio

@@ -17,9 +17,9 @@ from backend import auth, inputs
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
 from backend.errors import BadRequest
-from backend.jobs import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.labelstudio import membership, webhook_auth
 from backend.labelstudio.tasks import parse_label_config
+from backend.queue.runners import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.serving import predictions
 from backend.serving import report as reports
 from backend.store import snapshot

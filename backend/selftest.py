@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import time
 
-from backend import budget
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
+from backend.queue import budget
 from backend.serving.weighers import SEED, engine, release_memory
 from backend.store.store import ProjectStore
-from backend.training import WAITING, read_annotations
+from backend.training import read_annotations
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def selftest_project(project: str, settings: Settings) -> dict:
     writes nothing there. Runs in a background job; on failure the error is kept and the
     exception propagates."""
     store = ProjectStore(settings.model_dir, project)
-    waiting = {"state": "running", "started_at": time.time(), "message": WAITING}
+    waiting = {"state": "running", "started_at": time.time(), "message": budget.WAITING}
     with budget.training_slot(lambda: store.update_status(selftest=waiting)):
         try:
             return _selftest_project(project, settings)

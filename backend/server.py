@@ -20,7 +20,7 @@ from flask import Flask
 from backend import auth, errors, rescore, selftest, training
 from backend.config import logs
 from backend.config.settings import Settings
-from backend.jobs import RQRunner, ThreadRunner
+from backend.queue.runners import RQRunner, ThreadRunner
 from backend.routes import routes
 from backend.store.store import ProjectStore
 

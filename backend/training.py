@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from backend import budget
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
@@ -27,6 +26,7 @@ from backend.labelstudio.tasks import (
 )
 from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.phases import PhaseClock
+from backend.queue import budget
 from backend.review import reviews
 from backend.serving.changed import rescore_tasks
 from backend.serving.predictions import log_warnings
@@ -63,17 +63,15 @@ def train_project(project: str, settings: Settings) -> dict:
     before anything is read when MODEL_DIR has too little room for a new version
     (:func:`disk_space`): the status says so, and the current version keeps serving. The
     memory the training used goes back to the system when it ends (:func:`release_memory`).
-    It waits while another training of this process runs (:func:`backend.budget.training_slot`).
+    It waits while another training of this process runs
+    (:func:`backend.queue.budget.training_slot`).
     """
     store = ProjectStore(settings.model_dir, project)
-    with budget.training_slot(lambda: store.update_status(message=WAITING)):
+    with budget.training_slot(lambda: store.update_status(message=budget.WAITING)):
         try:
             return _train_project(project, settings)
         finally:
             release_memory()
-
-
-WAITING = "waiting for another project's training in this process to finish"
 
 
 def scout_learned(scores: dict) -> dict | None:

@@ -1,14 +1,14 @@
 """Scaling benchmark: from Label Studio's "Start Training" to scores in Label Studio, by size.
 
 Everything is real and on loopback: Label Studio 1.23 (testbed/servers.py) and our backend
-(``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m backend.worker``).
-For each size, a new NER project gets that many CoNLL-2003 training sentences drawn at random,
-each a task annotated with its gold entities (imported in batches; the import is not timed), a
-fresh backend is connected and training is started as a user does, ``POST /api/ml/{id}/train``.
-The clock stops when Label Studio's project has the new model version, which the backend sets
-after it has written every task's prediction (polled every 0.5 s on the backend's status, then
-confirmed in Label Studio; afterwards every task is checked to have one prediction of that
-version). The backend's own phases come from its status (``phase_seconds``): fetch (read the
+(``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m
+backend.queue.worker``). For each size, a new NER project gets that many CoNLL-2003 training
+sentences drawn at random, each a task annotated with its gold entities (imported in batches; the
+import is not timed), a fresh backend is connected and training is started as a user does, ``POST
+/api/ml/{id}/train``. The clock stops when Label Studio's project has the new model version, which
+the backend sets after it has written every task's prediction (polled every 0.5 s on the backend's
+status, then confirmed in Label Studio; afterwards every task is checked to have one prediction of
+that version). The backend's own phases come from its status (``phase_seconds``): fetch (read the
 tasks from Label Studio), train (the scout), weigh (K re-tokenized copies of every task), save
 (publish the version) and write (predictions and model version to Label Studio); *overhead* is
 the rest of the end-to-end time: the webhook, the job's start and the polling.

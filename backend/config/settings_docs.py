@@ -125,7 +125,7 @@ edit the declaration there, not this file (tests/backend/test_backend_settings.p
 differ). -->
 
 The server (`python _wsgi.py`, whose flags win over the environment; gunicorn reads the
-environment alone) and `python -m backend.worker` read the same variables, in one place
+environment alone) and `python -m backend.queue.worker` read the same variables, in one place
 (`Settings.from_env` in `backend/config/settings.py`, where each setting is declared once), into one
 object that the server, its job runner and every training it starts use. It is checked when
 read: settings no training could run with (`SRW_K` above `SRW_N`, `SRW_SCOUTS` of 11, an

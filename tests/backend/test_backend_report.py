@@ -13,7 +13,6 @@ import pytest
 
 from backend.auth import HTML_POLICY
 from backend.config.settings import Settings
-from backend.jobs import IDLE, RUNNING, ThreadRunner
 from backend.labelstudio.tasks import (
     annotated_examples,
     name_annotators,
@@ -22,6 +21,7 @@ from backend.labelstudio.tasks import (
     score_tasks,
     stored_prediction,
 )
+from backend.queue.runners import IDLE, RUNNING, ThreadRunner
 from backend.routes import ABANDONED_SELFTEST
 from backend.server import create_app
 from backend.serving.publish import version_meta

@@ -28,7 +28,7 @@ from backend.config.settings import (
     from_arguments,
     parse_kwargs,
 )
-from backend.jobs import RQRunner, ThreadRunner
+from backend.queue.runners import RQRunner, ThreadRunner
 from backend.server import create_app
 from backend.serving import publish, weighers
 from testbed.projects import CLS_CONFIG
@@ -121,7 +121,7 @@ def test_server_refuses_to_start_with_settings_that_cannot_work(tmp_path):
 
 
 def test_worker_refuses_to_start_with_settings_that_cannot_work(monkeypatch, capsys):
-    from backend import worker
+    from backend.queue import worker
 
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("SRW_SCOUTS", "11")

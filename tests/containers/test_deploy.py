@@ -109,7 +109,7 @@ def test_compose_services_and_profiles():
     )
     assert dotenv == {"COMPOSE_PROFILES": "label-studio"}, "keep secrets out of the committed .env"
     assert SERVICES["worker"]["image"] == SERVICES["backend"]["image"]
-    assert SERVICES["worker"]["command"] == ["python", "-m", "backend.worker"]
+    assert SERVICES["worker"]["command"] == ["python", "-m", "backend.queue.worker"]
 
 
 def test_compose_file_is_valid_for_docker_compose(tmp_path):
@@ -439,7 +439,7 @@ def test_healthcheck_command_against_a_real_backend(tmp_path):
 
 def test_worker_command_needs_redis(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("REDIS")}
-    command = shlex.split("python -m backend.worker")
+    command = shlex.split("python -m backend.queue.worker")
     proc = subprocess.run(
         [sys.executable, *command[1:]],
         env=env,

@@ -5,8 +5,8 @@ deliberately wrong. The backend is connected and trained through Label Studio's 
 API must show a scored prediction on every task, the project's model_version set to the new
 version, and the wrong annotations near the top when tasks are ordered by prediction score.
 Runs with the embedded job runner (100 tasks, where detection is checked) and, for NER, with rq +
-Redis and `python -m backend.worker` (50 tasks: the same training code, so only the plumbing is
-checked there).
+Redis and `python -m backend.queue.worker` (50 tasks: the same training code, so only the plumbing
+is checked there).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ import pytest
 
 from backend import training
 from backend.config.settings import Settings
-from backend.jobs import ThreadRunner
 from backend.labelstudio.tasks import parse_label_config
+from backend.queue.runners import ThreadRunner
 from backend.server import create_app
 from backend.serving import predictions
 from backend.store import disk, unwritten

@@ -12,8 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from backend import budget, training
+from backend import training
 from backend.config.settings import Settings
+from backend.queue import budget
 from backend.server import create_app
 from backend.store.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
@@ -87,8 +88,8 @@ def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch)
 def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path, monkeypatch):
     """Issue 58, item 7: three projects training at once in one worker failed together, each
     charged with the growth of the others where each alone passed. A process
-    trains one project at a time (backend.budget.training_slot): three trainings that each grow
-    by 300 MB, under a 500 MB budget, all pass, one after the other, and the waiting ones say
+    trains one project at a time (backend.queue.budget.training_slot): three trainings that each
+    grow by 300 MB, under a 500 MB budget, all pass, one after the other, and the waiting ones say
     so. The training's stages are stood in for by a step that holds 300 MB for a second (the
     real stages' cost is not what this is about; their budget is the tests above)."""
     settings = Settings(model_dir=str(tmp_path / "models"), training_memory_mb=500)
@@ -107,7 +108,7 @@ def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path,
     real_update = ProjectStore.update_status
 
     def noting(self, **changes):
-        if changes.get("message") == training.WAITING:
+        if changes.get("message") == budget.WAITING:
             waiting.append(self.project)
         return real_update(self, **changes)
 

@@ -1,6 +1,6 @@
 """An rq worker for the backend's training, rescore and self-test jobs.
 
-Run ``python -m backend.worker``. Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME,
+Run ``python -m backend.queue.worker``. Reads REDIS_URL (or REDIS_HOST/PORT/DB), RQ_QUEUE_NAME,
 MODEL_DIR, LABEL_STUDIO_URL and LABEL_STUDIO_API_KEY from its environment: where things are,
 and the credentials.
 What a training computes (K, N, the scout, ...) comes with each job, from the server that
@@ -21,15 +21,15 @@ import time
 from backend.config import logs, redact
 from backend.config.logs import configure_logging
 from backend.config.settings import Settings, SettingsError
+from backend.queue.warmup import import_engine
 from backend.store.store import keep_files_private
-from backend.warmup import import_engine
 
 
 def _wait_for_redis(connection, redis_url: str, max_delay: float = 30.0) -> None:
     """Block until Redis answers (a worker may start before Redis, or during an outage)."""
     from redis.exceptions import RedisError
 
-    from backend.jobs import redis_location
+    from backend.queue.runners import redis_location
 
     delay = 1.0
     while True:
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from rq import Queue, Worker
 
     parser = argparse.ArgumentParser(
-        prog="python -m backend.worker",
+        prog="python -m backend.queue.worker",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -64,13 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except SettingsError as err:
-        print(f"backend.worker: {err}", file=sys.stderr)
+        print(f"backend.queue.worker: {err}", file=sys.stderr)
         return 2
     logs.install(settings)
     keep_files_private()
     if not settings.redis_url:
         print(
-            "backend.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
+            "backend.queue.worker: set REDIS_URL (or REDIS_HOST) to the Redis the server queues on",
             file=sys.stderr,
         )
         return 2

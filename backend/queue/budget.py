@@ -56,6 +56,10 @@ def _raise_in(thread_id: int) -> None:
     )
 
 
+# What a job's status says while it waits for a slot (training_slot's on_wait).
+WAITING = "waiting for another project's training in this process to finish"
+
+
 @contextlib.contextmanager
 def training_slot(on_wait: Callable[[], object] | None = None):
     """Run the ``with`` block as one of this process's :data:`TRAININGS_PER_PROCESS`
