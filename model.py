@@ -1,7 +1,7 @@
 """label-studio-ml's entry point: the backend as a ``LabelStudioMLBase``.
 
-A thin adapter over :mod:`backend.training` and :mod:`backend.serving.predictions`, which do the
-work (and which ``backend.server`` serves without this class): ``fit()`` trains a scout on the
+A thin adapter over :mod:`backend.jobs.training` and :mod:`backend.serving.predictions`, which do
+the work (and which ``backend.server`` serves without this class): ``fit()`` trains a scout on the
 project's current annotations and publishes a new version; ``predict(tasks)`` serves, per
 task, its reliability (lower: review first): for an annotated task, the soft minimum over
 entities and words of the scouts' and the CRF's p(gold) on the deterministic tokenization of
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from label_studio_ml.model import LabelStudioMLBase
 
-from backend import training
 from backend.config.settings import Settings
+from backend.jobs import training
 from backend.labelstudio.tasks import ConfigError, parse_label_config
 from backend.routes import TRAIN_EVENTS
 from backend.serving import predictions

@@ -1,8 +1,8 @@
 """The endpoints: those Label Studio calls (``/health``, ``/setup``, ``/predict``,
 ``/webhook``, ``/versions``, ``/is_training``) and ours (``/status``, the project report
 ``/report`` and ``/report.json``, the self-test ``POST /selftest``), and the policy on Label
-Studio's webhook events. The work is :mod:`backend.training`'s, :mod:`backend.serving.predictions`'
-and the others'; the app's settings and job
+Studio's webhook events. The work is :mod:`backend.jobs.training`'s,
+:mod:`backend.serving.predictions`' and the others'; the app's settings and job
 runners are those :func:`backend.server.create_app` put in ``app.extensions["subregweigh"]``.
 """
 

@@ -6,7 +6,7 @@ label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by o
 Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
 request without Redis (Label Studio waits 1 s), rebuilds a model version per job, lacks
 START_TRAINING, and shares finished jobs between backends on one queue. Endpoints and payloads
-are the same; the work is :mod:`backend.training`'s and the others'.
+are the same; the work is :mod:`backend.jobs.training`'s and the others'.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from pathlib import Path
 
 from flask import Flask
 
-from backend import auth, errors, rescore, selftest, training
+from backend import auth, errors
 from backend.config import logs
 from backend.config.settings import Settings
+from backend.jobs import refresh, rescore, selftest, training
 from backend.queue.runners import RQRunner, ThreadRunner
 from backend.routes import routes
 from backend.store.store import ProjectStore
@@ -72,9 +73,12 @@ def create_app(
         selftest_runner = _runner(
             settings, "selftest", selftest.run_queued_selftest, selftest.selftest_project
         )
-    if rescore_runner is None:
+    if rescore_runner is None:  # a rescore refreshes through the refresh job it is given
         rescore_runner = _runner(
-            settings, "rescore", rescore.run_queued_rescore, rescore.rescore_project
+            settings,
+            "rescore",
+            partial(rescore.run_queued_rescore, refresh=refresh.refresh_project),
+            partial(rescore.rescore_project, refresh=refresh.refresh_project),
         )
     app = Flask("subregweigh")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_mb * 1024 * 1024

@@ -27,7 +27,7 @@ each round's cost, for:
   annotations as they stand, the fixes included and each sentence read counted
   ``--refit-weight`` times, beside the same scouts' kept p(gold): a fixed
   convention reaches the CRF's p(gold) of the sentences that share it (the backend's refresh
-  after a batch of decisions, ``backend.refresh``); ``propagate+refit-crf``: both, what the
+  after a batch of decisions, ``backend.jobs.refresh``); ``propagate+refit-crf``: both, what the
   backend serves;
 * ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.refresh import REVIEWED_WEIGHT
+from backend.jobs.refresh import REVIEWED_WEIGHT
 from benchmarks import harness, word_slips
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout

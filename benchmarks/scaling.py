@@ -19,7 +19,7 @@ ANNOTATION_UPDATED webhook, and the last change makes the backend retrain (SRW_R
 ``--changes``); timed from that last change to the new version in Label Studio. The edits
 before the last are made one at a time, each timed until the backend has rewritten that task's
 prediction with the version serving (the rescore of a changed annotation, no retrain) and until
-the version its refresh made serves (``backend.refresh``: the CRF trained again, every task
+the version its refresh made serves (``backend.jobs.refresh``: the CRF trained again, every task
 scored again).
 
 Peak memory: the largest peak resident set (VmHWM, restarted before each training) of the
@@ -253,9 +253,9 @@ def edit_seconds(
 ) -> tuple[float, float | None, dict]:
     """Make ``edit`` and time it until (1) the task's prediction in Label Studio is rewritten
     (the backend rescored the changed annotation; no retrain) and (2) the project serves the
-    version the refresh after it made (``backend.refresh``: every task scored again with the
+    version the refresh after it made (``backend.jobs.refresh``: every task scored again with the
     CRF trained on the annotations as they stand); (2) is None where no refresh came within
-    ``timeout``; (3) is the refresh's own phases (``backend.refresh``'s ``phase_seconds``, {}
+    ``timeout``; (3) is the refresh's own phases (``backend.jobs.refresh``'s ``phase_seconds``, {}
     without a refresh)."""
 
     def predictions() -> set:

@@ -499,7 +499,7 @@ def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, s
 
 def serving_prediction(backend: BackendServer, ls_server, project: int, task: int, timeout=60.0):
     """The task's one prediction (a dict) of the version serving ``project``, read while that
-    version stayed the same: after each change a refresh (backend.refresh) may replace the
+    version stayed the same: after each change a refresh (backend.jobs.refresh) may replace the
     serving version at any moment, and then delete the old one's predictions."""
     deadline = time.monotonic() + timeout
     while True:

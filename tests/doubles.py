@@ -83,7 +83,8 @@ class ProjectsOfLabelStudio:
 
 def use_label_studio(monkeypatch, fake) -> None:
     """Make ``fake`` (a class standing in for :class:`backend.labelstudio.client.LabelStudioAPI`)
-    the Label Studio that trainings and rescores talk to (:mod:`backend.training`,
-    :mod:`backend.rescore`); membership checks keep their own double (conftest)."""
-    for module in ("backend.training", "backend.rescore"):
+    the Label Studio that trainings, self-tests and rescores talk to (they read a project
+    through :mod:`backend.jobs.annotations`, a rescore through :mod:`backend.jobs.rescore`);
+    membership checks keep their own double (conftest)."""
+    for module in ("backend.jobs.annotations", "backend.jobs.rescore"):
         monkeypatch.setattr(f"{module}.LabelStudioAPI", fake)

@@ -71,7 +71,7 @@ def save_version(
     ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
     an early version of a training is (its meta's ``early``; /status says so while it serves);
     ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
-    :mod:`backend.refresh` reads)."""
+    :mod:`backend.jobs.refresh` reads)."""
     version = new_version_name()
     staging = store.staging_dir()
     try:

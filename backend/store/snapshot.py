@@ -1,5 +1,5 @@
 """The project's annotated tasks as last read from Label Studio, kept beside its versions: what
-a refresh (:mod:`backend.refresh`) trains the CRF on and scores, without reading the whole
+a refresh (:mod:`backend.jobs.refresh`) trains the CRF on and scores, without reading the whole
 project from Label Studio again (about 1.5 s at 1,000 tasks; docs/evaluation.md, "The refresh
 without reading the project").
 

@@ -244,7 +244,7 @@ def test_rq_runners_of_two_kinds_on_one_queue(redis_server):
     marker and lock, as the server's two runners do on the one queue its workers serve."""
     from functools import partial
 
-    from backend import selftest
+    from backend.jobs import selftest
 
     trainings = RQRunner(_never_called, redis_server.url, queue="srw-test-kinds")
     selftests = RQRunner(

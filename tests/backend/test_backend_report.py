@@ -367,7 +367,7 @@ def test_a_training_keeps_what_its_scout_learned_with_a_plain_warning():
     """Issue 59: what the scout learned of its own NER annotations is measured from the
     version's stored records (``tags`` against the scout's ``majority``) and said in words
     when too little; classification has nothing to measure."""
-    from backend.training import scout_learned
+    from backend.jobs.training import scout_learned
 
     entry = {
         "annotations": [

@@ -13,7 +13,6 @@ import sys
 import pytest
 import yaml
 
-from backend import training
 from backend.config import settings_docs
 from backend.config.settings import (
     GROUPS,
@@ -28,6 +27,7 @@ from backend.config.settings import (
     from_arguments,
     parse_kwargs,
 )
+from backend.jobs import training
 from backend.queue.runners import RQRunner, ThreadRunner
 from backend.server import create_app
 from backend.serving import publish, weighers

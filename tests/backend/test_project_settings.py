@@ -291,8 +291,8 @@ def test_the_declaration_s_bounds_are_the_ones_checked():
 
 def test_settings_are_stored_when_the_job_queue_is_down_and_a_warning_says_so(tmp_path, caplog):
     """A real RQRunner on a port where no Redis listens: /setup still stores the settings."""
+    from backend.jobs.training import train_project
     from backend.queue.runners import RQRunner
-    from backend.training import train_project
     from testbed.servers import free_port
 
     settings = Settings(model_dir=str(tmp_path / "models"))

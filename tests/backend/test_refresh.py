@@ -1,5 +1,5 @@
-"""The refresh's bookkeeping (backend.refresh) without Label Studio: what a version keeps of its
-scouts, which tasks may be scored again from it, and what a refreshed entry carries over. The
+"""The refresh's bookkeeping (backend.jobs.refresh) without Label Studio: what a version keeps of
+its scouts, which tasks may be scored again from it, and what a refreshed entry carries over. The
 refresh itself, through a real Label Studio, is tests/labelstudio/test_refresh.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend import refresh
+from backend.jobs import refresh
 from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
 from backend.serving import scout_proba
 from backend.store.store import ProjectStore
@@ -149,13 +149,13 @@ def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path
 
 @pytest.mark.parametrize("fails", ["before the CRF", "after the rescore", "in the rescore"])
 def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails_the_job(
-    tmp_path, monkeypatch, fails
+    tmp_path, fails
 ):
     """The rescore of the changed tasks runs beside the refresh's CRF (refresh_project's
     ``meanwhile``). Whatever the refresh does, the rescore runs once; a failed refresh is logged
     and the rescore's scores stand; a failed rescore fails the job. Faults injected: the
     refresh itself is tested through a real Label Studio (tests/labelstudio/test_refresh.py)."""
-    from backend import rescore
+    from backend.jobs import rescore
 
     runs = []
 
@@ -170,16 +170,15 @@ def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails
             meanwhile()
         raise RuntimeError("refresh")
 
-    monkeypatch.setattr(refresh, "refresh_project", failing_refresh)
     once = rescore._Once(write)
     store = ProjectStore(tmp_path, "1")
     if fails == "in the rescore":
         with pytest.raises(KeyError, match="rescore"):
-            rescore._refresh(None, store, None, None, meanwhile=once)
+            rescore._refresh(None, store, None, None, meanwhile=once, refresh=failing_refresh)
         with pytest.raises(KeyError, match="rescore"):
             once()
     else:
-        outcome = rescore._refresh(None, store, None, None, meanwhile=once)
+        outcome = rescore._refresh(None, store, None, None, meanwhile=once, refresh=failing_refresh)
         assert outcome == {"refreshed": False, "reason": "RuntimeError: refresh"}
         assert once() == 3 and once() == 3
     assert runs == ["write"]

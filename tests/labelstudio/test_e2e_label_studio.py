@@ -256,7 +256,7 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
     version, both scouts averaged, follows and is what the project ends with, the early
     versions' predictions deleted."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    # 4 steps a scout (2 batches, 2 epochs), far below twice backend.training.EARLY_STEPS
+    # 4 steps a scout (2 batches, 2 epochs), far below twice backend.jobs.training.EARLY_STEPS
     env = {**PLUMBING_ENV, "SRW_SCOUTS": "2"}
     with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
         status = wait_trained(backend, project.id)
@@ -337,7 +337,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
         before = field(prediction(after["id"], version), "score")
         edited_after = edit(after)
         # rescored by the version serving, then refreshed: the CRF trained again on the edit,
-        # every task scored again, a new version of the same scouts served (backend.refresh)
+        # every task scored again, a new version of the same scouts served (backend.jobs.refresh)
         wait = time.monotonic() + 150
         status = backend.get(f"/status?project={project.id}")[1]
         while (status.get("last_refresh") or {}).get("of") != version:

@@ -1,4 +1,4 @@
-"""The refresh between trainings through a real Label Studio 1.23 (backend.refresh).
+"""The refresh between trainings through a real Label Studio 1.23 (backend.jobs.refresh).
 
 A NER project is trained once. Then an entity that recurs in the project is retyped in all but
 one of its tasks, through the API, as a reviewer fixing a convention would: each save's webhook

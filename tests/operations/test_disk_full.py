@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from backend import training
 from backend.config.settings import Settings
+from backend.jobs import training
 from backend.labelstudio.tasks import parse_label_config
 from backend.queue.runners import ThreadRunner
 from backend.server import create_app

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from backend.training import EARLY_STEPS
+from backend.jobs.training import EARLY_STEPS
 from testbed.projects import (
     CLS_CONFIG,
     NER_CONFIG,

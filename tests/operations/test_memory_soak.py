@@ -45,8 +45,8 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
     import numpy as np
     import torch
 
-    from backend import rescore, training
     from backend.config.settings import Settings
+    from backend.jobs import annotations, rescore, training
     from backend.server import create_app
     from backend.serving import publish
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
@@ -78,7 +78,7 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
         def model_versions(self, project):
             return {}
 
-    training.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
+    annotations.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
     from backend.labelstudio import membership
     from tests.doubles import ProjectsOfLabelStudio
 

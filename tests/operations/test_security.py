@@ -367,8 +367,8 @@ def _outside(root: Path) -> set[str]:
 
 
 class FakeLabelStudio:
-    """Stands in for Label Studio's API (the LabelStudioAPI of backend.training and
-    backend.rescore) so a real training runs on the tasks given here; records what the
+    """Stands in for Label Studio's API (the LabelStudioAPI of backend.jobs.training and
+    backend.jobs.rescore) so a real training runs on the tasks given here; records what the
     training writes back."""
 
     config = NER_CONFIG

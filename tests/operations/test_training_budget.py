@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from backend import training
 from backend.config.settings import Settings
+from backend.jobs import training
 from backend.queue import budget
 from backend.server import create_app
 from backend.store.store import ProjectStore
@@ -134,9 +134,9 @@ def test_a_rescore_and_its_refresh_run_within_the_training_seconds(tmp_path, mon
     """Issue 58: a refresh ran several times past its budget. The rescore job, its refresh with it,
     runs within SRW_TRAINING_SECONDS: past them it stops, saying so. Its work is stood in for
     by a loop that would take 60 s (what it computes is not what this is about)."""
-    from backend import rescore
+    from backend.jobs import rescore
 
-    def busy(project, settings):
+    def busy(project, settings, refresh):
         for _ in range(600):
             time.sleep(0.1)
 

@@ -11,25 +11,20 @@ from functools import partial
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
+from backend.jobs.annotations import read_annotations
+from backend.jobs.phases import PhaseClock
 from backend.labelstudio.client import (
-    LabelStudioAPI,
     LabelStudioUnavailable,
-    annotator_names,
     until_reachable,
 )
 from backend.labelstudio.tasks import (
     annotated_examples,
-    name_annotators,
-    parse_label_config,
-    read_tasks,
     score_tasks,
 )
 from backend.labelstudio.webhook_auth import authorize_webhooks
-from backend.phases import PhaseClock
 from backend.queue import budget
 from backend.review import reviews
 from backend.serving.changed import rescore_tasks
-from backend.serving.predictions import log_warnings
 from backend.serving.publish import (
     complete_version,
     drop_superseded_predictions,
@@ -157,27 +152,6 @@ def run_queued_training(project: str, training: dict) -> dict:
     from :meth:`Settings.training`, carried in the job) over this worker's environment, which
     says where things are and holds the credentials."""
     return train_project(project, Settings.from_env(**training))
-
-
-def read_annotations(project: str, settings: Settings, what: str):
-    """``(api, spec, items, n_annotated, refusal, saved)``: the project's tasks read from Label
-    Studio (read only), why ``what`` cannot start yet (None if it can), and when each annotation
-    was saved (:func:`backend.review.reviews.saved_times`)."""
-    api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-    spec = parse_label_config(api.label_config(int(project)))
-    tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
-    parsed = read_tasks(tasks, spec)
-    log_warnings(project, parsed.warnings)
-    items = [item for item in parsed.tasks if item is not None]
-    n_annotated = sum(bool(item.examples) for item in items)
-    refusal = None
-    if n_annotated < settings.min_annotations:
-        refusal = (
-            f"only {n_annotated} annotated tasks; {what} starts at "
-            f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
-        )
-        logger.info("project %s: %s", project, refusal)
-    return api, spec, items, n_annotated, refusal, reviews.saved_times(tasks)
 
 
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:

@@ -26,7 +26,14 @@ from subregweigh.io.labelstudio import LabelingSpec
 logger = logging.getLogger(__name__)
 
 
-def rescore_project(project: str, settings: Settings) -> dict:
+# What a rescore runs after the changes when their labels changed: the refresh
+# (backend.jobs.refresh.refresh_project), called as refresh(api, store, settings, spec,
+# meanwhile=...). Given by whoever binds the job to its runner (backend.web.server): one job
+# triggers another through it, never by importing it.
+Refresh = Callable[..., dict]
+
+
+def rescore_project(project: str, settings: Settings, refresh: Refresh | None = None) -> dict:
     """Score the tasks whose annotations changed (:meth:`ProjectStore.note_event`) with the
     version serving now, and replace their predictions in Label Studio: a changed annotation's
     score follows it within seconds instead of waiting for the next training.
@@ -38,15 +45,19 @@ def rescore_project(project: str, settings: Settings) -> dict:
     failed after it was published here) is written first: the queue and the backend serve one
     version. It runs within a training's wall time (``SRW_TRAINING_SECONDS``; past it, it fails as a
     training does); its memory is not watched: a rescore shares its process with trainings.
+
+    ``refresh``: what refreshes the serving version when the changes' labels changed
+    (:data:`Refresh`, the refresh job's ``refresh_project``; None: no refresh, the changed
+    tasks alone are rescored).
     """
     with budget.within(settings.training_seconds, float("inf"), "the rescore"):
         return until_reachable(  # the log says it waits; the queue shows the old scores
             f"project {project}: the rescore of its changed tasks",
-            lambda: _rescore(project, settings),
+            lambda: _rescore(project, settings, refresh),
         )
 
 
-def _rescore(project: str, settings: Settings) -> dict:
+def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     store = ProjectStore(settings.model_dir, project)
     version = store.current_version()
     if version is None:  # the first training scores them
@@ -64,8 +75,12 @@ def _rescore(project: str, settings: Settings) -> dict:
             write = _Once(partial(write_scores, api, store, settings, spec, read))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while
             # the changed tasks' own scores are computed and written
-            if _labels_changed(store, version, spec, read) and not _training_due(store, settings):
-                refreshed = _refresh(api, store, settings, spec, meanwhile=write)
+            if (
+                refresh is not None
+                and _labels_changed(store, version, spec, read)
+                and not _training_due(store, settings)
+            ):
+                refreshed = _refresh(api, store, settings, spec, meanwhile=write, refresh=refresh)
             written = write()
         slips = store.take_status("slips_pending")
         if not (pending or slips):
@@ -170,15 +185,18 @@ def _training_due(store: ProjectStore, settings: Settings) -> bool:
 
 
 def _refresh(
-    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec, meanwhile: _Once
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    settings: Settings,
+    spec,
+    meanwhile: _Once,
+    refresh: Refresh,
 ) -> dict:
-    """:func:`backend.refresh.refresh_project` with this job's rescore as its ``meanwhile``: a
-    failure of the refresh is logged and leaves the rescored version serving (the next change
-    tries again); one of the rescore fails the job, as without a refresh."""
-    from backend.refresh import refresh_project
-
+    """``refresh`` (:func:`backend.jobs.refresh.refresh_project`) with this job's rescore as its
+    ``meanwhile``: a failure of the refresh is logged and leaves the rescored version serving
+    (the next change tries again); one of the rescore fails the job, as without a refresh."""
     try:
-        return refresh_project(api, store, settings, spec, meanwhile=meanwhile)
+        return refresh(api, store, settings, spec, meanwhile=meanwhile)
     except Exception as err:
         if meanwhile.error is err:
             raise
@@ -192,9 +210,10 @@ def _refresh(
         return {"refreshed": False, "reason": f"{type(err).__name__}: {err}"}
 
 
-def run_queued_rescore(project: str, training: dict) -> dict:
-    """The rq job of a rescore, as :func:`run_queued_training` is of a training."""
-    return rescore_project(project, Settings.from_env(**training))
+def run_queued_rescore(project: str, training: dict, refresh: Refresh | None = None) -> dict:
+    """The rq job of a rescore, as :func:`backend.jobs.training.run_queued_training` is of a
+    training (``refresh``, a module-level function, travels pickled by reference)."""
+    return rescore_project(project, Settings.from_env(**training), refresh)
 
 
 def _move_up_repeats(

@@ -9,10 +9,10 @@ import time
 from backend.config import project_settings
 from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
+from backend.jobs.annotations import read_annotations
 from backend.queue import budget
 from backend.serving.weighers import SEED, engine, release_memory
 from backend.store.store import ProjectStore
-from backend.training import read_annotations
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ def _selftest_project(project: str, settings: Settings) -> dict:
 
 
 def run_queued_selftest(project: str, training: dict) -> dict:
-    """The rq job of a self-test, as :func:`run_queued_training` is of a training."""
+    """The rq job of a self-test, as :func:`backend.jobs.training.run_queued_training` is of a
+    training."""
     return selftest_project(project, Settings.from_env(**training))
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from backend.config import project_settings
 from backend.config.settings import Settings
+from backend.jobs.phases import PhaseClock
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
 from backend.labelstudio.tasks import (
     annotated_examples,
@@ -37,7 +38,6 @@ from backend.labelstudio.tasks import (
     read_tasks,
     score_tasks,
 )
-from backend.phases import PhaseClock
 from backend.review import reviews
 from backend.serving.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
 from backend.serving.reference import reference_examples
