@@ -113,8 +113,8 @@ def main(argv=None) -> None:
         return
     configure_logging(args.log_level)
     from backend.queue.warmup import import_engine
-    from backend.server import create_app
     from backend.store.store import keep_files_private
+    from backend.web.server import create_app
 
     keep_files_private()
     app = create_app(settings)
@@ -144,8 +144,8 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
     from backend.queue.warmup import import_engine
-    from backend.server import create_app
     from backend.store.store import keep_files_private
+    from backend.web.server import create_app
 
     keep_files_private()
     app = create_app(settings)

@@ -242,7 +242,7 @@ def main(argv=None) -> int:
         "concurrency": args.concurrency,
         "gunicorn_workers": args.workers,
         "gunicorn_threads": args.threads,
-        "worker_class": args.worker_class or "backend.waitress_worker.WaitressWorker",
+        "worker_class": args.worker_class or "backend.web.waitress_worker.WaitressWorker",
         "slow_clients": args.slow_clients,
         "slow_clients_open_at_end": slow_open,
         "requests": len(latencies),

@@ -24,10 +24,10 @@ import numpy as np
 
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
-from backend.server import create_app
 from backend.serving.weighers import engine
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
+from backend.web.server import create_app
 from benchmarks.harness import (
     arguments,
     command,

@@ -810,8 +810,8 @@ class BackendServer(BackgroundProcess):
 
     ``python _wsgi.py`` by default; with ``workers``, the production server: ``gunicorn -c
     gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads, of the file's
-    worker class (backend/waitress_worker.py) or of ``worker_class``; ``"gthread"`` is the server
-    as it was before issue 26 (with its 2 s keep-alive), for comparisons.
+    worker class (backend/web/waitress_worker.py) or of ``worker_class``; ``"gthread"`` is the
+    server as it was before issue 26 (with its 2 s keep-alive), for comparisons.
     """
 
     def __init__(

@@ -2,7 +2,7 @@
 
 Two runners with one interface (``submit(project) -> str``, ``state(project) -> str``), both
 built around a job, a callable ``job(project)`` that carries everything else it needs (the
-server's :func:`~backend.server.create_app` binds :mod:`backend.jobs.training`'s training to its
+server's :func:`~backend.web.server.create_app` binds :mod:`backend.jobs.training`'s training to its
 settings):
 
 * :class:`ThreadRunner` (no Redis, the embedded default): a thread per busy project inside the

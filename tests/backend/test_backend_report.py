@@ -11,7 +11,6 @@ import threading
 import numpy as np
 import pytest
 
-from backend.auth import HTML_POLICY
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import (
     annotated_examples,
@@ -22,10 +21,11 @@ from backend.labelstudio.tasks import (
     stored_prediction,
 )
 from backend.queue.runners import IDLE, RUNNING, ThreadRunner
-from backend.routes import ABANDONED_SELFTEST
-from backend.server import create_app
 from backend.serving.publish import version_meta
 from backend.store.store import ProjectStore
+from backend.web.auth import HTML_POLICY
+from backend.web.routes import ABANDONED_SELFTEST
+from backend.web.server import create_app
 from subregweigh.example import Example
 from subregweigh.scores import collect
 from testbed.projects import publish_scout

@@ -1,4 +1,4 @@
-"""backend.server: the Flask app Label Studio talks to (Flask test client, no training)."""
+"""backend.web.server: the Flask app Label Studio talks to (Flask test client, no training)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from backend.config.settings import Settings
-from backend.server import create_app
+from backend.web.server import create_app
 from tests.doubles import IMAGE_CONFIG, NER_CONFIG, FakeRunner, basic_auth
 
 USER, PASSWORD = "ls-backend", "basic-pass-5f2a9c"
@@ -246,7 +246,7 @@ def test_each_route_caps_its_body_with_413_before_reading_it(backend):
     """/predict at MAX_REQUEST_MB (1 here), /webhook at WEBHOOK_BODY (sized from what Label
     Studio sends for long tasks), /setup at 1 MiB, the rest at SMALL_BODY; a body just under a
     cap gets past it (to its route's own answer)."""
-    from backend.auth import SMALL_BODY, WEBHOOK_BODY
+    from backend.web.auth import SMALL_BODY, WEBHOOK_BODY
 
     _, client, runner = backend
     caps = {"/predict": 2**20, "/webhook": WEBHOOK_BODY, "/setup": 2**20, "/selftest": SMALL_BODY}

@@ -29,8 +29,8 @@ from backend.config.settings import (
 )
 from backend.jobs import training
 from backend.queue.runners import RQRunner, ThreadRunner
-from backend.server import create_app
 from backend.serving import publish, weighers
+from backend.web.server import create_app
 from testbed.projects import CLS_CONFIG
 from tests.doubles import NER_CONFIG, offline_settings, use_label_studio
 from tests.paths import REPO

@@ -278,7 +278,7 @@ def test_update_status_when_the_predicate_holds_only(tmp_path):
 
 def test_start_up_cleans_every_project_and_versions_lists_only_complete(tmp_path):
     from backend.config.settings import Settings
-    from backend.server import create_app
+    from backend.web.server import create_app
 
     models = tmp_path / "models"
     store = ProjectStore(models, 4)

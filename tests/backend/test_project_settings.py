@@ -18,8 +18,8 @@ from backend.config.settings import (
     Settings,
     SettingsError,
 )
-from backend.server import create_app
 from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from tests.doubles import NER_CONFIG, FakeRunner
 
 VERSION = "srw-20260101-000000-abcdef"

@@ -17,11 +17,11 @@ import logging
 
 import flask
 
-from backend.auth import HTML_POLICY
 from backend.store import store as store_module
 from backend.store import unwritten
 from backend.store.store import ProjectStore
 from backend.store.unwritten import MAX_PENDING
+from backend.web.auth import HTML_POLICY
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, make_app
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # a fresh interpreter imports the engine: 6 to 12
 PROBE = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO)
-import backend.server  # what the server has imported before it serves
+import backend.web.server  # what the server has imported before it serves
 from backend.config.settings import Settings
 from backend.queue.warmup import import_engine
 settings = Settings.from_env()

@@ -397,17 +397,18 @@ def test_gunicorn_settings_from_the_environment(monkeypatch):
         120,
     )
     # waitress's loop reads the requests (tests/operations/test_slow_clients.py)
-    assert conf["worker_class"] == "backend.waitress_worker.WaitressWorker"
+    assert conf["worker_class"] == "backend.web.waitress_worker.WaitressWorker"
     assert conf["keepalive"] == 45 and conf["worker_connections"] == 1000
     assert conf["max_requests"] == 1000 and conf["max_requests_jitter"] == 100
     assert os.environ["OMP_NUM_THREADS"] == "1"
 
 
 def test_waitress_front_follows_gunicorn_settings():
-    """backend/waitress_worker.py gives waitress gunicorn's settings and the app's size limit."""
+    """backend/web/waitress_worker.py gives waitress gunicorn's settings and the app's size
+    limit."""
     from types import SimpleNamespace
 
-    from backend.waitress_worker import adjustments
+    from backend.web.waitress_worker import adjustments
 
     cfg = SimpleNamespace(threads=4, backlog=2048, worker_connections=1000, keepalive=30)
     adj = adjustments(cfg, max_body=50 * 1024 * 1024, files=1 << 20)

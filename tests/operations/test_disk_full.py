@@ -31,11 +31,11 @@ from backend.config.settings import Settings
 from backend.jobs import training
 from backend.labelstudio.tasks import parse_label_config
 from backend.queue.runners import ThreadRunner
-from backend.server import create_app
 from backend.serving import predictions
 from backend.store import disk, unwritten
 from backend.store import store as store_module
 from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from subregweigh.io import atomic
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from tests.doubles import FakeRunner

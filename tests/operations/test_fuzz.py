@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from backend.config.settings import Settings
-from backend.server import create_app
+from backend.web.server import create_app
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, free_port
 from tests.doubles import FakeRunner
@@ -799,7 +799,7 @@ def test_fuzz_real_server(tmp_path, tiny_scout):
         still_serving()
         assert server.proc.poll() is None, server.log()
         log = server.log_path.read_text(errors="replace")
-        # server_error() logs every 500 as "ERROR backend.errors: <method> <path> failed".
+        # server_error() logs every 500 as "ERROR backend.web.errors: <method> <path> failed".
         assert not re.search(r"ERROR backend\.errors: .* failed", log), server.log()
     finally:
         server.stop()

@@ -129,7 +129,7 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, m
 
 
 # ----------------------------------------------------------------------------- the worker's front
-# backend/waitress_worker.py: waitress's loop reads requests, gunicorn runs the processes (the
+# backend/web/waitress_worker.py: waitress's loop reads requests, gunicorn runs the processes (the
 # slow clients themselves: tests/operations/test_slow_clients.py).
 
 

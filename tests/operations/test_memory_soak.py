@@ -47,8 +47,8 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
 
     from backend.config.settings import Settings
     from backend.jobs import annotations, rescore, training
-    from backend.server import create_app
     from backend.serving import publish
+    from backend.web.server import create_app
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
 
     torch.set_num_threads(1)

@@ -27,8 +27,8 @@ import pytest
 import model as model_module
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import ConfigError
-from backend.server import create_app
 from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, RedisServer, WorkerProcess, free_port, require_redis
 from tests.doubles import (

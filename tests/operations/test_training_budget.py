@@ -15,8 +15,8 @@ import pytest
 from backend.config.settings import Settings
 from backend.jobs import training
 from backend.queue import budget
-from backend.server import create_app
 from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
 from tests.doubles import FakeRunner, ProjectsOfLabelStudio, offline_settings, use_label_studio
 

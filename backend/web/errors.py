@@ -1,12 +1,19 @@
 """How the backend's errors become replies: one map from exception to HTTP status, in one place.
 
-400 for a request the backend cannot act on (:class:`BadRequest`, an unsupported labeling
-config, a project's settings that do not work), with the message in the status line's reason
-phrase too: Label Studio shows a refused ``/setup`` only as ``400 Client Error: <reason> for
+400 for a request the backend cannot act on (:class:`~backend.web.inputs.BadRequest`, an unsupported
+labeling config, a project's settings that do not work), with the message in the status line's
+reason phrase too: Label Studio shows a refused ``/setup`` only as ``400 Client Error: <reason> for
 url: ...``, never the body (see the Label Studio facts). 404 for a report that does not exist
 yet, 503 for what a retry later may fix (the job queue, the bound on projects, the webhook
 secret), werkzeug's own statuses (413, 405...) as they are, and 500 for anything else: logged
 with its traceback, answered with its type only.
+
+Only the map lives here. Each exception class lives where it is raised, in its own layer
+(:class:`~backend.web.inputs.BadRequest`, :class:`~backend.web.auth.Forbidden`,
+:class:`~backend.labelstudio.membership.NotConnected`,
+:class:`~backend.labelstudio.client.LabelStudioUnavailable`,
+:class:`~backend.config.settings.SettingsError`, :class:`~backend.store.store.TooManyProjects`,
+...), so the code below the web layer raises them without knowing of Flask or HTTP.
 """
 
 from __future__ import annotations
@@ -24,17 +31,10 @@ from backend.labelstudio.tasks import ConfigError
 from backend.queue.runners import JobQueueUnavailable
 from backend.serving.report import ReportUnavailable
 from backend.store.store import TooManyProjects
+from backend.web.auth import Forbidden
+from backend.web.inputs import BadRequest
 
 logger = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """A request the backend cannot act on; becomes a 400 with this message."""
-
-
-class Forbidden(PermissionError):
-    """A request whose credentials do not reach what it names (another project, a task of
-    another project); becomes a 403 with this message."""
 
 
 REASON_CHARS = 400  # of a message put in the status line

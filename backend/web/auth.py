@@ -17,10 +17,16 @@ from flask import Flask, g, jsonify, request
 
 from backend.config import redact
 from backend.config.settings import Settings, secrets_of
-from backend.errors import Forbidden
 from backend.labelstudio import webhook_auth
 
-logger = logging.getLogger("backend.server")
+logger = logging.getLogger("backend.web.server")
+
+
+class Forbidden(PermissionError):
+    """A request whose credentials do not reach what it names (another project, a task of
+    another project); becomes a 403 with this message."""
+
+
 TEXT_REPLIES = {"application/json", "text/html"}
 OPEN_PATHS = {"/health"}
 # The report page: its own inline style and the histogram as a data: image, nothing else (no

@@ -3,7 +3,7 @@
 ``/report`` and ``/report.json``, the self-test ``POST /selftest``), and the policy on Label
 Studio's webhook events. The work is :mod:`backend.jobs.training`'s,
 :mod:`backend.serving.predictions`' and the others'; the app's settings and job
-runners are those :func:`backend.server.create_app` put in ``app.extensions["subregweigh"]``.
+runners are those :func:`backend.web.server.create_app` put in ``app.extensions["subregweigh"]``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import time
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from backend import auth, inputs
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
-from backend.errors import BadRequest
 from backend.labelstudio import membership, webhook_auth
 from backend.labelstudio.tasks import parse_label_config
 from backend.queue.runners import IDLE, QUEUED, RUNNING, JobQueueUnavailable
@@ -24,6 +22,8 @@ from backend.serving import predictions
 from backend.serving import report as reports
 from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
+from backend.web import auth, inputs
+from backend.web.inputs import BadRequest
 from subregweigh.selftest import NOISES
 
 logger = logging.getLogger(__name__)

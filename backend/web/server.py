@@ -1,6 +1,6 @@
 """The backend's Flask app: :func:`create_app` wires the settings, the job runners, the
-auth (:mod:`backend.auth`), the error map (:mod:`backend.errors`) and the endpoints
-(:mod:`backend.routes`), and cleans what killed processes left in the model directory.
+auth (:mod:`backend.web.auth`), the error map (:mod:`backend.web.errors`) and the endpoints
+(:mod:`backend.web.routes`), and cleans what killed processes left in the model directory.
 
 label-studio-ml's interface (``LabelStudioMLBase``, ``model.py``) is served by our own small
 Flask app instead of label-studio-ml 1.0.9's: its job manager runs training inside the webhook
@@ -17,13 +17,13 @@ from pathlib import Path
 
 from flask import Flask
 
-from backend import auth, errors
 from backend.config import logs
 from backend.config.settings import Settings
 from backend.jobs import refresh, rescore, selftest, training
 from backend.queue.runners import RQRunner, ThreadRunner
-from backend.routes import routes
 from backend.store.store import ProjectStore
+from backend.web import auth, errors
+from backend.web.routes import routes
 
 logger = logging.getLogger(__name__)
 

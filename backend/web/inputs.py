@@ -1,13 +1,16 @@
 """What a request carries, read defensively: its JSON body, a project id, a numeric query
-parameter. Anything else is a :class:`~backend.errors.BadRequest` naming what was wrong."""
+parameter. Anything else is a :class:`BadRequest` naming what was wrong."""
 
 from __future__ import annotations
 
 from flask import request
 
 from backend.config.echo import shown
-from backend.errors import BadRequest
 from backend.store.store import project_id
+
+
+class BadRequest(ValueError):
+    """A request the backend cannot act on; becomes a 400 with this message."""
 
 
 def request_json():
