@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         default=[],
         help="settings by field name (docs/configuration.md), label-studio-ml's convention: "
-        "--kwargs k=5 score=probability",
+        "--kwargs k=5 epochs=4",
     )
     parser.add_argument(
         "--check",

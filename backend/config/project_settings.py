@@ -1,9 +1,11 @@
 """Per-project settings: a Label Studio connection's extra parameters override the server's.
 
 One backend serves many projects of different sizes and kinds; the settings whose declaration
-says ``per_project`` (:data:`backend.config.settings.PER_PROJECT`: the score, K, N, p, epochs, the
-learning rate, the model, retrain-after, min-annotations, ...) may be set per project in the
-project's Settings > Model > the connection's "extra params". Label Studio 1.23 sends them, as
+says ``per_project`` (:data:`backend.config.settings.PER_PROJECT`: K, N, the number of scouts,
+the CRF, the model and whether its encoder is frozen, the reference corpus, the epochs and the
+learning rate, which the scores depend on; and retrain-after, min-annotations and self-review,
+which they do not) may be set per project in the project's Settings > Model > the connection's
+"extra params". Label Studio 1.23 sends them, as
 stored, with every ``/setup``: a JSON object when the connection was made through the API with
 one, text when typed in its form (see the Label Studio facts). :func:`parse_extra_params` reads
 either kind of text, a JSON object or ``KEY=VALUE`` lines, naming a setting by its field
@@ -183,7 +185,7 @@ def check(settings: Settings, raw) -> tuple[dict, Settings]:
 def apply(settings: Settings, store: ProjectStore, raw) -> list[str]:
     """Check a /setup's ``raw`` extra parameters against ``settings`` (the server's), store
     them as the project's, and return the scoring settings whose effective value they changed
-    (``["k", "score"]``; [] when nothing that changes the scores changed). Raises
+    (``["k", "epochs"]``; [] when nothing that changes the scores changed). Raises
     :class:`SettingsError`, storing nothing, when they do not work: the project keeps the
     settings it had."""
     overrides, new = check(settings, raw)

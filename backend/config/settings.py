@@ -701,7 +701,7 @@ def from_arguments(args: argparse.Namespace, kwargs: Sequence[str] = ()) -> Sett
 
 
 def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["k=5", "score=probability"]`` as {field: value}, each value parsed as its setting's
+    """``["k=5", "epochs=4"]`` as {field: value}, each value parsed as its setting's
     type; :class:`SettingsError` names a malformed pair or an unknown field."""
     out = {}
     for pair in pairs:

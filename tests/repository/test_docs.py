@@ -103,7 +103,8 @@ def test_the_design_page_names_every_module_and_test():
     design = (DOCS / "design.md").read_text()
     files = [
         *(REPO / "subregweigh").rglob("*.py"),
-        *(REPO / "backend").glob("*.py"),
+        *(REPO / "backend").rglob("*.py"),
+        *(p for p in (REPO / "backend").iterdir() if (p / "__init__.py").exists()),
         *(REPO / "benchmarks").glob("*.py"),
         *(p for p in (REPO / "benchmarks").iterdir() if (p / "__init__.py").exists()),
         *(REPO / "testbed").glob("*.py"),
