@@ -62,7 +62,8 @@ def create_app(
     """Build the app, serving and training with ``settings`` (default: from the environment).
 
     ``runner`` (trainings), ``selftest_runner`` (self-tests) and ``rescore_runner`` (changed
-    tasks scored with the current version) default to rq when
+    tasks scored with the current version, which then refresh it: the rescore job is given the
+    refresh job, :func:`backend.jobs.refresh.refresh_project`) default to rq when
     ``settings.redis_url`` is set, else in-process threads; their jobs run with ``settings``
     (on rq: its training part, see :mod:`backend.config.settings`).
     """
