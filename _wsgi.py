@@ -20,11 +20,11 @@ import json
 import os
 import sys
 
-from backend.settings import (
+from backend.config.logs import configure_logging
+from backend.config.settings import (
     Settings,
     SettingsError,
     add_arguments,
-    configure_logging,
     from_arguments,
 )
 
@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         default=[],
         help="settings by field name (docs/configuration.md), label-studio-ml's convention: "
-        "--kwargs k=5 score=probability",
+        "--kwargs k=5 epochs=4",
     )
     parser.add_argument(
         "--check",
@@ -112,9 +112,9 @@ def main(argv=None) -> None:
         print_webhook_token(parser, settings, args.webhook_token)
         return
     configure_logging(args.log_level)
-    from backend.server import create_app
-    from backend.store import keep_files_private
-    from backend.warmup import import_engine
+    from backend.queue.warmup import import_engine
+    from backend.store.store import keep_files_private
+    from backend.web.server import create_app
 
     keep_files_private()
     app = create_app(settings)
@@ -123,8 +123,8 @@ def main(argv=None) -> None:
 
 
 def print_webhook_token(parser, settings: Settings, project: str) -> None:
-    from backend import webhook_auth
-    from backend.store import project_id
+    from backend.labelstudio import webhook_auth
+    from backend.store.store import project_id
 
     try:
         project = project_id(project)
@@ -143,9 +143,9 @@ else:  # imported by a WSGI server: gunicorn _wsgi:app
         settings = Settings.from_env()
     except SettingsError as err:
         sys.exit(f"subregweigh backend: {err}")
-    from backend.server import create_app
-    from backend.store import keep_files_private
-    from backend.warmup import import_engine
+    from backend.queue.warmup import import_engine
+    from backend.store.store import keep_files_private
+    from backend.web.server import create_app
 
     keep_files_private()
     app = create_app(settings)

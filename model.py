@@ -1,8 +1,8 @@
 """label-studio-ml's entry point: the backend as a ``LabelStudioMLBase``.
 
-A thin adapter over :mod:`backend.training` and :mod:`backend.predictions`, which do the work
-(and which ``backend.server`` serves without this class): ``fit()`` trains a scout on the
-project's current annotations and publishes a new version; ``predict(tasks)`` serves, per
+A thin adapter over :mod:`backend.jobs.training` and :mod:`backend.serving.predictions`, which do
+the work (and which ``backend.web.server`` serves without this class): ``fit()`` trains a scout on
+the project's current annotations and publishes a new version; ``predict(tasks)`` serves, per
 task, its reliability (lower: review first): for an annotated task, the soft minimum over
 entities and words of the scouts' and the CRF's p(gold) on the deterministic tokenization of
 its least reliable annotation; for an unannotated task, the share of the K candidates agreeing
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from label_studio_ml.model import LabelStudioMLBase
 
-from backend import predictions, training
-from backend.routes import TRAIN_EVENTS
-from backend.settings import Settings
-from backend.store import project_id
-from backend.tasks import ConfigError, parse_label_config
+from backend.config.settings import Settings
+from backend.jobs import training
+from backend.labelstudio.tasks import ConfigError, parse_label_config
+from backend.serving import predictions
+from backend.store.store import project_id
+from backend.web.routes import TRAIN_EVENTS
 
 
 class SubRegWeighModel(LabelStudioMLBase):

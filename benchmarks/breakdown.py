@@ -11,7 +11,7 @@ entities, goes through what a Label Studio training of it computes, each piece t
   distribution: what the served score reads), and the K-candidate work that follows the served
   scores (choosing K of N segmentations per task, and the scouts' pass over them: c/K and the
   training weights);
-* a refresh (``backend.refresh``): the CRF trained again on changed annotations from its kept
+* a refresh (``backend.jobs.refresh``): the CRF trained again on changed annotations from its kept
   projection, and every task scored again from kept distributions.
 
 Label Studio's side (fetching tasks, writing predictions) is timed by ``benchmarks.scaling``.

@@ -1,8 +1,8 @@
 """How long the backend takes to read a project's tasks from Label Studio, by endpoint.
 
 A training starts by reading every task of the project with its annotations
-(``backend.labelstudio.LabelStudioAPI.tasks``). It reads them with Label Studio's JSON export of
-all tasks; where the export answers 404 (Label Studio Enterprise), with the paged task list
+(``backend.labelstudio.client.LabelStudioAPI.tasks``). It reads them with Label Studio's JSON export
+of all tasks; where the export answers 404 (Label Studio Enterprise), with the paged task list
 (``/api/tasks?fields=all``, 500 per page). This benchmark imports a NER project of N annotated
 CoNLL-2003 sentences into a real Label Studio 1.23 on loopback (as ``benchmarks.scaling`` does;
 the import is not timed) and times both reads of it, alternating, ``--repeats`` times each; the
@@ -23,7 +23,7 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
-from backend.labelstudio import LabelStudioAPI
+from backend.labelstudio.client import LabelStudioAPI
 from benchmarks.harness import arguments, command, document, save, stamp, start, table
 from benchmarks.scaling import import_project
 from testbed.servers import LabelStudioServer

@@ -1,7 +1,7 @@
 """Load test: concurrent /predict for a scored project while a training job runs.
 
 Everything is real and on loopback: Label Studio 1.23 (``testbed.servers``), redis-server, our
-backend under gunicorn (gunicorn.conf.py) with an rq worker (python -m backend.worker). A
+backend under gunicorn (gunicorn.conf.py) with an rq worker (python -m backend.queue.worker). A
 CoNLL NER project of --tasks tasks is trained once; then a second training starts on the worker
 and, while it runs, --concurrency clients send Label Studio's /predict call (all tasks, served
 from stored scores) until --duration seconds or --max-requests requests have passed.
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
 
         def worker(log: str) -> BackgroundProcess:
             return BackgroundProcess(
-                [sys.executable, "-m", "backend.worker"],
+                [sys.executable, "-m", "backend.queue.worker"],
                 {**backend.env, "OMP_NUM_THREADS": "1"},
                 work / log,
             )
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
         "concurrency": args.concurrency,
         "gunicorn_workers": args.workers,
         "gunicorn_threads": args.threads,
-        "worker_class": args.worker_class or "backend.waitress_worker.WaitressWorker",
+        "worker_class": args.worker_class or "backend.web.waitress_worker.WaitressWorker",
         "slow_clients": args.slow_clients,
         "slow_clients_open_at_end": slow_open,
         "requests": len(latencies),

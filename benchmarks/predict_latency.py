@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.server import create_app
-from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.tasks import parse_label_config, read_tasks, score_tasks
-from backend.versions import new_version_name
-from backend.weighers import engine
+from backend.config.settings import Settings
+from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
+from backend.serving.weighers import engine
+from backend.store.store import ProjectStore
+from backend.store.versions import new_version_name
+from backend.web.server import create_app
 from benchmarks.harness import (
     arguments,
     command,

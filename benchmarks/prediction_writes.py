@@ -1,12 +1,12 @@
 """Writing a version's predictions to Label Studio, alone, by project size: requests and seconds.
 
 After a training the backend writes one prediction per task
-(``backend.labelstudio.LabelStudioAPI.write_predictions``) and makes the new version the
+(``backend.labelstudio.client.LabelStudioAPI.write_predictions``) and makes the new version the
 project's model version (``set_model_version``): the *write* phase of ``benchmarks.scaling``.
 This benchmark times that phase alone against a real Label Studio 1.23 on loopback, for a new
 NER project of N annotated CoNLL-2003 training sentences (drawn with replacement beyond the
 14,041 of the set; the import is not timed). Each prediction holds the task's entities as the
-backend's regions (``backend.convert.labels_result``, a score per region) and a score.
+backend's regions (``backend.labelstudio.convert.labels_result``, a score per region) and a score.
 
 Two writes per size, as the backend makes them: the first version on a project without
 predictions, then a second version (a retrain) on top of it, when every task already holds one.
@@ -32,9 +32,9 @@ from collections import Counter
 import numpy as np
 from tqdm.auto import tqdm
 
-from backend import labelstudio
-from backend.convert import labels_result
-from backend.labelstudio import LabelStudioAPI
+from backend.labelstudio import client as labelstudio
+from backend.labelstudio.client import LabelStudioAPI
+from backend.labelstudio.convert import labels_result
 from benchmarks.harness import (
     arguments,
     command,

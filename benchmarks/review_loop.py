@@ -10,7 +10,8 @@ each round's cost, for:
   deterministic p(gold), ``--softmin-temperature``), read top down;
 * ``propagate``: after each round, every unreviewed sentence that annotates a convention as a
   fixed sentence's original annotation did, in the spans the fix changed, has its score
-  multiplied by ``--boost`` per the slip's weight: the same convention slip elsewhere moves up
+  multiplied by ``--boost`` per the slip's weight (the product's served score,
+  ``subregweigh.served.served_score``): the same convention slip elsewhere moves up
   (from ``--propagate-after`` sentences read). A convention (``--slip-keys``): ``entity``, the
   product's, an entity's words and type, or a capitalised word outside the entities
   (``subregweigh.review.slip_keys``); ``word``, each word of the changed spans with its type
@@ -26,7 +27,7 @@ each round's cost, for:
   annotations as they stand, the fixes included and each sentence read counted
   ``--refit-weight`` times, beside the same scouts' kept p(gold): a fixed
   convention reaches the CRF's p(gold) of the sentences that share it (the backend's refresh
-  after a batch of decisions, ``backend.refresh``); ``propagate+refit-crf``: both, what the
+  after a batch of decisions, ``backend.jobs.refresh``); ``propagate+refit-crf``: both, what the
   backend serves;
 * ``retrain`` (``--policies``, off by default: it trains a scout per retraining): every
   ``--retrain-every`` rounds, until twice as many sentences as there are errors are read, a
@@ -64,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.refresh import REVIEWED_WEIGHT
+from backend.jobs.refresh import REVIEWED_WEIGHT
 from benchmarks import harness, word_slips
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
@@ -73,6 +74,7 @@ from subregweigh import review as entity_slips
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.review import net_slips, tally_decisions
+from subregweigh.served import SLIP_BOOST, served_score
 from subregweigh.tags import entity_spans
 
 NAME = "review_loop"
@@ -95,7 +97,12 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=harness.SEEDS, help="(default: 3)")
     add_scout_arguments(parser)
     parser.add_argument("--batch", type=int, default=50, help="sentences a round (default: 50)")
-    parser.add_argument("--boost", type=float, default=0.5, help="(default: 0.5)")
+    parser.add_argument(
+        "--boost",
+        type=float,
+        default=SLIP_BOOST,
+        help=f"(default: {SLIP_BOOST}, the product's: subregweigh.served.SLIP_BOOST)",
+    )
     parser.add_argument(
         "--propagate-rule",
         choices=("net", "count"),
@@ -225,7 +232,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     (the same, by a refitted CRF): refit-crf; ``sink`` and ``doubted`` (-> each sentence's
     most doubted pair as the latest scoring has it, :func:`most_doubted`): ``--sink``."""
     static = np.asarray(quality, dtype=float)
-    boosts = np.ones(len(static))  # what propagate has multiplied each doubt by
+    repeats = np.zeros(len(static))  # each sentence's repeats of the fixed slips (propagate)
+    boost = kw.get("boost", SLIP_BOOST)
     doubt = -static
     n = len(static)
     reviewed = np.zeros(n, dtype=bool)
@@ -248,8 +256,9 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                 pairs = keyed.convention_pairs(ex.words, ex.label)
                 read_pairs.append((pairs, slips.get(int(i), ())))
             weights = slip_weights(read_pairs, kw.get("propagate_rule", "net"))
-            repeats = [keyed.slip_repeats(ex.words, ex.label, weights) for ex in original]
-            boosts = kw["boost"] ** np.asarray(repeats, dtype=float)  # -quality < 0: toward 0 is up
+            repeats = np.array(
+                [keyed.slip_repeats(ex.words, ex.label, weights) for ex in original], dtype=float
+            )
         retrain = "retrain" in policy and retrain_due(len(rounds) + 1, reviewed.sum(), kw)
         refit = "refit-crf" in policy and refit_due(len(rounds) + 1, reviewed.sum(), kw)
         if retrain or refit:
@@ -269,10 +278,12 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             ranker = ReviewRanker(C=kw["C"]).fit(kw["X"], slips, decided, flags[decided])
             doubt = ranker.doubt(kw["X"], slips, static)
         elif reviewed.sum() >= kw.get("propagate_after", 0):
-            doubt = -static * boosts
+            # the product's served score (-quality < 0: toward 0 is up)
+            doubt = -served_score(static, repeats, boost=boost)
             if kw.get("sink") is not None:  # confirmed doubts sink
-                doubt = -(1 - (1 - static) * kw["sink"] ** sunk) * boosts
-        else:  # the boosts are kept, not applied yet
+                sunken = 1 - (1 - static) * kw["sink"] ** sunk
+                doubt = -served_score(sunken, repeats, boost=boost)
+        else:  # the repeats are kept, not applied yet
             doubt = -static
         rounds.append(
             {

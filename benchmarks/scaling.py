@@ -1,14 +1,14 @@
 """Scaling benchmark: from Label Studio's "Start Training" to scores in Label Studio, by size.
 
 Everything is real and on loopback: Label Studio 1.23 (testbed/servers.py) and our backend
-(``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m backend.worker``).
-For each size, a new NER project gets that many CoNLL-2003 training sentences drawn at random,
-each a task annotated with its gold entities (imported in batches; the import is not timed), a
-fresh backend is connected and training is started as a user does, ``POST /api/ml/{id}/train``.
-The clock stops when Label Studio's project has the new model version, which the backend sets
-after it has written every task's prediction (polled every 0.5 s on the backend's status, then
-confirmed in Label Studio; afterwards every task is checked to have one prediction of that
-version). The backend's own phases come from its status (``phase_seconds``): fetch (read the
+(``python _wsgi.py``; with ``--mode redis`` also redis-server and ``python -m
+backend.queue.worker``). For each size, a new NER project gets that many CoNLL-2003 training
+sentences drawn at random, each a task annotated with its gold entities (imported in batches; the
+import is not timed), a fresh backend is connected and training is started as a user does, ``POST
+/api/ml/{id}/train``. The clock stops when Label Studio's project has the new model version, which
+the backend sets after it has written every task's prediction (polled every 0.5 s on the backend's
+status, then confirmed in Label Studio; afterwards every task is checked to have one prediction of
+that version). The backend's own phases come from its status (``phase_seconds``): fetch (read the
 tasks from Label Studio), train (the scout), weigh (K re-tokenized copies of every task), save
 (publish the version) and write (predictions and model version to Label Studio); *overhead* is
 the rest of the end-to-end time: the webhook, the job's start and the polling.
@@ -19,7 +19,7 @@ ANNOTATION_UPDATED webhook, and the last change makes the backend retrain (SRW_R
 ``--changes``); timed from that last change to the new version in Label Studio. The edits
 before the last are made one at a time, each timed until the backend has rewritten that task's
 prediction with the version serving (the rescore of a changed annotation, no retrain) and until
-the version its refresh made serves (``backend.refresh``: the CRF trained again, every task
+the version its refresh made serves (``backend.jobs.refresh``: the CRF trained again, every task
 scored again).
 
 Peak memory: the largest peak resident set (VmHWM, restarted before each training) of the
@@ -253,9 +253,9 @@ def edit_seconds(
 ) -> tuple[float, float | None, dict]:
     """Make ``edit`` and time it until (1) the task's prediction in Label Studio is rewritten
     (the backend rescored the changed annotation; no retrain) and (2) the project serves the
-    version the refresh after it made (``backend.refresh``: every task scored again with the
+    version the refresh after it made (``backend.jobs.refresh``: every task scored again with the
     CRF trained on the annotations as they stand); (2) is None where no refresh came within
-    ``timeout``; (3) is the refresh's own phases (``backend.refresh``'s ``phase_seconds``, {}
+    ``timeout``; (3) is the refresh's own phases (``backend.jobs.refresh``'s ``phase_seconds``, {}
     without a refresh)."""
 
     def predictions() -> set:

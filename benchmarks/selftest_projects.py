@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.settings import SETTINGS
+from backend.config.settings import SETTINGS
 from benchmarks.harness import (
     arguments,
     command,
@@ -71,7 +71,7 @@ def export(tasks: list[dict]) -> list[dict]:
 
 def flags(env: dict) -> list[str]:
     """The command line's flags for the engine settings in ``env`` (a server's SRW_*
-    variables), from their declarations: each setting's variable (backend.settings), its
+    variables), from their declarations: each setting's variable (backend.config.settings), its
     engine option's flag (subregweigh.options); a switch as ``--crf``/``--no-crf``."""
     out = []
     for setting in SETTINGS:

@@ -1,7 +1,7 @@
 """Several rq workers on one Redis queue: no job runs twice, and what one more worker buys.
 
 Everything is real and on loopback: Label Studio 1.23, redis-server, our backend (``python
-_wsgi.py`` with ``REDIS_URL``) and ``--workers`` separate ``python -m backend.worker``
+_wsgi.py`` with ``REDIS_URL``) and ``--workers`` separate ``python -m backend.queue.worker``
 processes, each in a session of its own; they share nothing but Redis, ``MODEL_DIR`` and Label
 Studio's address, as workers on separate machines would. For each worker count a fresh backend,
 Redis and worker set; ``--projects`` new NER projects of ``--size`` annotated CoNLL-2003
@@ -179,7 +179,7 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
         env["REDIS_URL"] = redis_server.url
         backend = stack.enter_context(BackendServer(work / "models", env, work / "backend.log"))
         for log in logs:
-            worker = [sys.executable, "-m", "backend.worker"]
+            worker = [sys.executable, "-m", "backend.queue.worker"]
             stack.enter_context(BackgroundProcess(worker, backend.env, log))
         redis = Redis.from_url(redis_server.url)
         queue = Queue(QUEUE, connection=redis)
@@ -254,8 +254,8 @@ def markdown(result: dict) -> str:
         "",
         f"{cfg['projects']} projects of {cfg['size']:,} annotated tasks, Start Training sent "
         f"{cfg['triggers']} time(s) to each at once; engine settings {cfg['engine']}; each "
-        f"worker a separate `python -m backend.worker` process of {cfg['worker_threads']} torch "
-        "threads. *Wall*: the first trigger to the "
+        "worker a separate `python -m backend.queue.worker` process of "
+        f"{cfg['worker_threads']} torch threads. *Wall*: the first trigger to the "
         "last job's end. *Trainings*: the phases of each training, seconds. *Each job once*: "
         "every finished job's `Job OK` is in exactly one worker's log, "
         "no job failed, each project has one version a training job, and one project's "

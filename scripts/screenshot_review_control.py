@@ -4,8 +4,8 @@
 Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the NER
 test project of testbed/projects.py (50 CoNLL sentences, 5 deliberately wrong annotations),
 trains the backend through Label Studio, adds the review control to the project's config as a
-lead does (``python -m backend.review_control PROJECT --apply``), sorts the Data Manager by
-prediction score, and in headless Chromium opens the first task of the queue whose annotation is
+lead does (``python -m backend.labelstudio.review_control PROJECT --apply``), sorts the Data Manager
+by prediction score, and in headless Chromium opens the first task of the queue whose annotation is
 right (the scouts doubt it all the same) and clicks *correct*: the photograph is of that moment,
 before *Update* (so nothing is decided).
 
@@ -27,7 +27,7 @@ from unittest import mock
 
 import numpy as np
 
-from backend import review_control
+from backend.labelstudio import review_control
 from scripts.screenshot_data_manager import configure_view
 from testbed.browser import (
     CHROMIUM,
@@ -54,7 +54,7 @@ CORRECT = "document.querySelector('input[name=\"correct\"]')"
 
 
 def add_control(ls_server, project: int) -> None:
-    """``python -m backend.review_control PROJECT --apply``, with this Label Studio."""
+    """``python -m backend.labelstudio.review_control PROJECT --apply``, with this Label Studio."""
     with mock.patch.dict(os.environ, ls_server.backend_env):
         status = review_control.main([str(project), "--apply"])
     if status != 0:

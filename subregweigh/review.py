@@ -9,7 +9,7 @@ weighs each slip by the review so far: the fixes that changed it, less the decid
 that held it and were right there; a slip that reviewers confirmed as often as they fixed it is
 a word form, not a convention. :func:`slip_repeats` counts how often a tagged sentence repeats
 the slips: the Label Studio backend lowers the served score of such sentences
-(``backend.served``).
+(``backend.review.served``).
 
 An entity is keyed whole: "Czech" typed LOC alone is one convention, "Czech Republic" as LOC
 another, and confirming the second says nothing about the first. Keyed by single words instead

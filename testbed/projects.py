@@ -331,8 +331,8 @@ def publish_scout(
 ) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
     ``meta``: the version's meta.json, or a function of the version's name that gives it."""
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
     from subregweigh.io.atomic import atomic_write_json
 
     store = ProjectStore(model_dir, project)
@@ -371,7 +371,8 @@ def wait_selftest(
 
 # Who made the annotations a test imports, unless a task names someone: a user of their own,
 # so that the admin's saves through the API or the browser are a reviewer's, not the annotator
-# reviewing her own work (a self-review, which decides nothing by default: backend.decisions).
+# reviewing her own work (a self-review, which decides nothing by default:
+# backend.review.decisions).
 ANNOTATOR = "annotator@example.com"
 
 
@@ -498,7 +499,7 @@ def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, s
 
 def serving_prediction(backend: BackendServer, ls_server, project: int, task: int, timeout=60.0):
     """The task's one prediction (a dict) of the version serving ``project``, read while that
-    version stayed the same: after each change a refresh (backend.refresh) may replace the
+    version stayed the same: after each change a refresh (backend.jobs.refresh) may replace the
     serving version at any moment, and then delete the old one's predictions."""
     deadline = time.monotonic() + timeout
     while True:

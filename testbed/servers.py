@@ -796,12 +796,12 @@ def product_env(model_dir: Path, env: dict[str, str]) -> dict[str, str]:
 
 
 class WorkerProcess(BackgroundProcess):
-    """The product's rq worker, ``python -m backend.worker`` as docker-compose runs it, with
+    """The product's rq worker, ``python -m backend.queue.worker`` as docker-compose runs it, with
     :func:`product_env` (the server's, when given the same ``env``); not started."""
 
     def __init__(self, model_dir: Path, env: dict[str, str], log_path: Path):
         super().__init__(
-            [sys.executable, "-m", "backend.worker"], product_env(model_dir, env), log_path
+            [sys.executable, "-m", "backend.queue.worker"], product_env(model_dir, env), log_path
         )
 
 
@@ -810,8 +810,8 @@ class BackendServer(BackgroundProcess):
 
     ``python _wsgi.py`` by default; with ``workers``, the production server: ``gunicorn -c
     gunicorn.conf.py _wsgi:app`` with that many processes of ``threads`` threads, of the file's
-    worker class (backend/waitress_worker.py) or of ``worker_class``; ``"gthread"`` is the server
-    as it was before issue 26 (with its 2 s keep-alive), for comparisons.
+    worker class (backend/web/waitress_worker.py) or of ``worker_class``; ``"gthread"`` is the
+    server as it was before issue 26 (with its 2 s keep-alive), for comparisons.
     """
 
     def __init__(
@@ -878,7 +878,7 @@ class BackendServer(BackgroundProcess):
 def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
     """Our backend (``python _wsgi.py``; MODEL_DIR ``workdir/models``, logs in ``workdir``) with
     ``env``, running its jobs ``"embedded"`` (threads in the server) or on ``"redis"``: a real
-    redis-server and one ``python -m backend.worker`` on a queue of the backend's own. Yields
+    redis-server and one ``python -m backend.queue.worker`` on a queue of the backend's own. Yields
     ``(backend, worker)`` (worker None when embedded); everything is stopped afterwards."""
     env = dict(env)
     redis = worker = backend = None

@@ -24,9 +24,9 @@ def basic_auth(user: str, password: str) -> dict[str, str]:
 
 
 def offline_settings(model_dir: Path | str, **values):
-    """:class:`backend.settings.Settings` for a backend whose Label Studio is a double
+    """:class:`backend.config.settings.Settings` for a backend whose Label Studio is a double
     (:func:`use_label_studio`): a URL nobody answers at and an API key, then ``values``."""
-    from backend.settings import Settings
+    from backend.config.settings import Settings
 
     values = {"label_studio_url": "http://127.0.0.1:1", "label_studio_api_key": "key", **values}
     return Settings(model_dir=str(model_dir), **values)
@@ -49,9 +49,9 @@ class FakeRunner:
 
 
 class ProjectsOfLabelStudio:
-    """Stands in for :class:`backend.labelstudio.LabelStudioAPI` where the backend asks Label
-    Studio which projects exist and which tasks each holds (:mod:`backend.membership`), in the
-    unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
+    """Stands in for :class:`backend.labelstudio.client.LabelStudioAPI` where the backend asks Label
+    Studio which projects exist and which tasks each holds (:mod:`backend.labelstudio.membership`),
+    in the unit tests that run no Label Studio. ``projects``: project id -> its task ids; None (the
     default) answers that every project exists, is connected and holds every task. The real
     Label Studio's answers are tested in tests/labelstudio/test_trust_boundaries.py."""
 
@@ -66,7 +66,7 @@ class ProjectsOfLabelStudio:
         return self.projects is None or project in self.projects
 
     def label_config(self, project: int) -> str:
-        from backend.labelstudio import LabelStudioUnavailable
+        from backend.labelstudio.client import LabelStudioUnavailable
 
         type(self).asked.append(("config", project))
         if self.projects is not None and project not in self.projects:
@@ -82,8 +82,9 @@ class ProjectsOfLabelStudio:
 
 
 def use_label_studio(monkeypatch, fake) -> None:
-    """Make ``fake`` (a class standing in for :class:`backend.labelstudio.LabelStudioAPI`) the
-    Label Studio that trainings and rescores talk to (:mod:`backend.training`,
-    :mod:`backend.rescore`); membership checks keep their own double (conftest)."""
-    for module in ("backend.training", "backend.rescore"):
+    """Make ``fake`` (a class standing in for :class:`backend.labelstudio.client.LabelStudioAPI`)
+    the Label Studio that trainings, self-tests and rescores talk to (they read a project
+    through :mod:`backend.jobs.annotations`, a rescore through :mod:`backend.jobs.rescore`);
+    membership checks keep their own double (conftest)."""
+    for module in ("backend.jobs.annotations", "backend.jobs.rescore"):
         monkeypatch.setattr(f"{module}.LabelStudioAPI", fake)

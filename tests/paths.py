@@ -6,7 +6,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
-# Every route of the backend's app (backend/routes.py), as the tests expect it
+# Every route of the backend's app (backend/web/routes.py), as the tests expect it
 ROUTES = frozenset(
     {
         "/",

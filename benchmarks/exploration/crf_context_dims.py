@@ -3,7 +3,7 @@
 Each word's context vector reaches the CRF as ``context_dims`` real-valued features (PCA of the
 MiniLM's middle layer; :data:`subregweigh.crf.CONTEXT_DIMS`). Each L-BFGS iteration reads every
 feature of every word for every tag, so the components are most of CRFsuite's work: they set
-how long the refresh between trainings waits for its CRF (``backend.refresh``). For each
+how long the refresh between trainings waits for its CRF (``backend.jobs.refresh``). For each
 number of components given: the product's CRF trained on CoNLL-2003 test as annotated, its own
 AP against CoNLL++ and its mix with the cached scouts (3 scouts of 3 epochs, per seed); with
 ``--draws``, its mix with one cached scout on each seed's draw of that many sentences, and the

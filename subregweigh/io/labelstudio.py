@@ -9,7 +9,7 @@ from an export's own regions. :func:`parse_tasks` turns tasks into examples;
 
 A project may also hold the review control (:data:`REVIEW_CONTROL`, :func:`review_control_xml`):
 a ``<Choices>`` a reviewer clicks to decide a flagged task. Its regions are decisions, read by
-the backend (``backend.decisions``), never labels: :func:`parse_tasks` skips them.
+the backend (``backend.review.decisions``), never labels: :func:`parse_tasks` skips them.
 
 Two options, the only differences between the callers:
 

@@ -13,5 +13,5 @@ from tests.doubles import ProjectsOfLabelStudio
 def label_studio_projects(monkeypatch):
     """The stand-in's class: a test sets ``.projects`` to say which project holds which tasks."""
     fake = type("Projects", (ProjectsOfLabelStudio,), {"projects": None, "asked": []})
-    monkeypatch.setattr("backend.membership.LabelStudioAPI", fake)
+    monkeypatch.setattr("backend.labelstudio.membership.LabelStudioAPI", fake)
     return fake

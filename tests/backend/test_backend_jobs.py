@@ -1,4 +1,4 @@
-"""backend.jobs: at most one running and one pending training per project."""
+"""backend.queue.runners: at most one running and one pending training per project."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from backend.jobs import IDLE, QUEUED, RUNNING, RQRunner, ThreadRunner
+from backend.queue.runners import IDLE, QUEUED, RUNNING, RQRunner, ThreadRunner
 
 
 class BlockingJob:
@@ -118,7 +118,7 @@ def test_failing_job_keeps_runner_usable(caplog):
             raise RuntimeError("boom")
 
     runner = ThreadRunner(job)
-    with caplog.at_level("ERROR", logger="backend.jobs"):
+    with caplog.at_level("ERROR", logger="backend.queue.runners"):
         assert runner.submit("7") == "started"
         assert runner.wait(timeout=5)
     assert runner.state("7") == IDLE
@@ -223,7 +223,7 @@ def slow_job(project):
 def test_queued_job_keeps_its_lock_beyond_the_lock_ttl(redis_server):
     """The heartbeat extends the lock from another thread: with a 1 s TTL, a 3 s job must read as
     running throughout, or the server would declare it dead."""
-    from backend.jobs import run_queued_job
+    from backend.queue.runners import run_queued_job
 
     runner = RQRunner(slow_job, redis_server.url, queue="srw-test-beat", lock_seconds=1)
     job = threading.Thread(
@@ -244,7 +244,7 @@ def test_rq_runners_of_two_kinds_on_one_queue(redis_server):
     marker and lock, as the server's two runners do on the one queue its workers serve."""
     from functools import partial
 
-    from backend import selftest
+    from backend.jobs import selftest
 
     trainings = RQRunner(_never_called, redis_server.url, queue="srw-test-kinds")
     selftests = RQRunner(

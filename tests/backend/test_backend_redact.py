@@ -1,4 +1,4 @@
-"""backend.redact: URL passwords and configured secrets masked in logs, replies and stored
+"""backend.config.redact: URL passwords and configured secrets masked in logs, replies and stored
 errors (with real processes: tests/operations/test_security.py)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import logging
 
 import pytest
 
-from backend.redact import MASK, RedactingFilter, install, redact, secrets_of
-from backend.settings import SECRETS, Settings
+from backend.config.logs import install
+from backend.config.redact import MASK, RedactingFilter, redact
+from backend.config.settings import SECRETS, Settings, secrets_of
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, PASSWORD, USER, make_app
 
 KEY = "key-0123456789abcdef"
@@ -87,7 +88,7 @@ def test_install_replaces_its_own_filter(tmp_path):
 
 
 def test_a_reply_never_carries_a_credential(tmp_path, monkeypatch, caplog):
-    from backend import predictions
+    from backend.serving import predictions
 
     app, client, _ = make_app(tmp_path)
     # A reply that would echo the API key (an error message of Label Studio's, say).
@@ -104,7 +105,7 @@ def test_a_reply_never_carries_a_credential(tmp_path, monkeypatch, caplog):
 
 
 def test_every_setting_declared_secret_is_masked(tmp_path):
-    """A secret added to backend/settings.py is redacted without touching redact.py."""
+    """A secret added to backend/config/settings.py is redacted without touching redact.py."""
     values = {name: f"secret-of-{name}-0123456789" for name in SECRETS}
     settings = Settings(model_dir=str(tmp_path), **values)
     assert set(values.values()) <= set(secrets_of(settings))

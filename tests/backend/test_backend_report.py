@@ -11,14 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from backend.auth import HTML_POLICY
-from backend.jobs import IDLE, RUNNING, ThreadRunner
-from backend.publish import version_meta
-from backend.routes import ABANDONED_SELFTEST
-from backend.server import create_app
-from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.tasks import (
+from backend.config.settings import Settings
+from backend.labelstudio.tasks import (
     annotated_examples,
     name_annotators,
     parse_label_config,
@@ -26,6 +20,12 @@ from backend.tasks import (
     score_tasks,
     stored_prediction,
 )
+from backend.queue.runners import IDLE, RUNNING, ThreadRunner
+from backend.serving.publish import version_meta
+from backend.store.store import ProjectStore
+from backend.web.auth import HTML_POLICY
+from backend.web.routes import ABANDONED_SELFTEST
+from backend.web.server import create_app
 from subregweigh.example import Example
 from subregweigh.scores import collect
 from testbed.projects import publish_scout
@@ -367,7 +367,7 @@ def test_a_training_keeps_what_its_scout_learned_with_a_plain_warning():
     """Issue 59: what the scout learned of its own NER annotations is measured from the
     version's stored records (``tags`` against the scout's ``majority``) and said in words
     when too little; classification has nothing to measure."""
-    from backend.training import scout_learned
+    from backend.jobs.training import scout_learned
 
     entry = {
         "annotations": [

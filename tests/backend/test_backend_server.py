@@ -1,4 +1,4 @@
-"""backend.server: the Flask app Label Studio talks to (Flask test client, no training)."""
+"""backend.web.server: the Flask app Label Studio talks to (Flask test client, no training)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from backend.server import create_app
-from backend.settings import Settings
+from backend.config.settings import Settings
+from backend.web.server import create_app
 from tests.doubles import IMAGE_CONFIG, NER_CONFIG, FakeRunner, basic_auth
 
 USER, PASSWORD = "ls-backend", "basic-pass-5f2a9c"
@@ -170,7 +170,7 @@ def test_setup_ner_config_untrained(backend):
 
 
 def test_setup_reports_published_version(backend, tmp_path):
-    from backend.store import ProjectStore
+    from backend.store.store import ProjectStore
 
     _, client, _ = backend
     store = ProjectStore(tmp_path / "models", 2)
@@ -246,7 +246,7 @@ def test_each_route_caps_its_body_with_413_before_reading_it(backend):
     """/predict at MAX_REQUEST_MB (1 here), /webhook at WEBHOOK_BODY (sized from what Label
     Studio sends for long tasks), /setup at 1 MiB, the rest at SMALL_BODY; a body just under a
     cap gets past it (to its route's own answer)."""
-    from backend.auth import SMALL_BODY, WEBHOOK_BODY
+    from backend.web.auth import SMALL_BODY, WEBHOOK_BODY
 
     _, client, runner = backend
     caps = {"/predict": 2**20, "/webhook": WEBHOOK_BODY, "/setup": 2**20, "/selftest": SMALL_BODY}
@@ -369,8 +369,8 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
 
 
 def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_path):
-    from backend import snapshot
-    from backend.store import ProjectStore
+    from backend.store import snapshot
+    from backend.store.store import ProjectStore
     from subregweigh.io.atomic import atomic_write_json
 
     app, client, runner = make_app(tmp_path, retrain_after=100)
@@ -410,7 +410,7 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     assert set(status["rescore_pending"]) == {"101", "102"}
     assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
     # A deletion names no task; one without a usable task id is only counted. Either drops
-    # the tasks kept for the refresh (backend.snapshot): the next refresh reads the project.
+    # the tasks kept for the refresh (backend.store.snapshot): the next refresh reads the project.
     snapshot.keep_project(store, [], read_at=0.0)
     assert snapshot.load(store) == []
     send("ANNOTATIONS_DELETED", annotations=[{"id": 3}])

@@ -1,4 +1,5 @@
-"""backend.settings: one Settings object, validated when built, used by everything it starts."""
+"""backend.config.settings: one Settings object, validated when built, used by everything it
+starts."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ import sys
 import pytest
 import yaml
 
-from backend import publish, settings_docs, training, weighers
-from backend.jobs import RQRunner, ThreadRunner
-from backend.server import create_app
-from backend.settings import (
+from backend.config import settings_docs
+from backend.config.settings import (
     GROUPS,
     PER_PROJECT,
     SECRETS,
@@ -28,6 +27,10 @@ from backend.settings import (
     from_arguments,
     parse_kwargs,
 )
+from backend.jobs import training
+from backend.queue.runners import RQRunner, ThreadRunner
+from backend.serving import publish, weighers
+from backend.web.server import create_app
 from testbed.projects import CLS_CONFIG
 from tests.doubles import NER_CONFIG, offline_settings, use_label_studio
 from tests.paths import REPO
@@ -75,15 +78,15 @@ def test_from_env_flags_win_over_the_environment(monkeypatch):
 
 def test_a_variable_that_is_no_setting_is_named_once_in_a_warning(monkeypatch, caplog):
     """A typo, or a variable of an earlier build (SRW_WARM_START), is not silently ignored."""
-    from backend import settings as settings_module
+    from backend.config import settings as settings_module
 
     monkeypatch.setattr(settings_module, "_warned", set())
     monkeypatch.setenv("SRW_WARM_START", "1")
     monkeypatch.setenv("SRW_SCUOTS", "2")
-    with caplog.at_level("WARNING", logger="backend.settings"):
+    with caplog.at_level("WARNING", logger="backend.config.settings"):
         Settings.from_env()
         Settings.from_env()
-    lines = [r.getMessage() for r in caplog.records if r.name == "backend.settings"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "backend.config.settings"]
     assert len(lines) == 2, lines
     assert "SRW_SCUOTS is not a setting and is ignored; did you mean SRW_SCOUTS?" in lines[0]
     assert "SRW_WARM_START is not a setting and is ignored" in lines[1]
@@ -118,7 +121,7 @@ def test_server_refuses_to_start_with_settings_that_cannot_work(tmp_path):
 
 
 def test_worker_refuses_to_start_with_settings_that_cannot_work(monkeypatch, capsys):
-    from backend import worker
+    from backend.queue import worker
 
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("SRW_SCOUTS", "11")
@@ -235,7 +238,7 @@ def test_queued_trainings_carry_the_servers_training_settings(tmp_path, monkeypa
 def test_early_scores_come_after_a_third_of_the_training_at_most_early_steps(
     tmp_path, tasks, scouts, after_crf, expected
 ):
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
 
     assert training.EARLY_STEPS == 300
     settings = Settings(model_dir=str(tmp_path), n_scouts=scouts)
@@ -461,8 +464,9 @@ def test_wsgi_p_is_the_port_and_check_validates(tmp_path):
 
 def test_generated_files_are_up_to_date():
     """docs/configuration.md, the README's table and docker-compose.yml's environment are what
-    the declaration generates: `python -m backend.settings_docs --write` after changing it."""
-    assert settings_docs.stale() == [], "run: python -m backend.settings_docs --write"
+    the declaration generates: `python -m backend.config.settings_docs --write` after changing
+    it."""
+    assert settings_docs.stale() == [], "run: python -m backend.config.settings_docs --write"
     compose = yaml.safe_load(settings_docs.COMPOSE.read_text())
     assert compose["x-subregweigh-env"] == settings_docs.compose_env()
     assert {s.env for s in SETTINGS} <= set(settings_docs.compose_env())
@@ -489,8 +493,8 @@ def test_an_ensemble_setting_reaches_the_engine_and_its_versions_load_every_scou
 ):
     import shutil
 
-    from backend.store import ProjectStore
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
+    from backend.store.store import ProjectStore
     from testbed.projects import publish_scout
 
     default = Settings(model_dir=str(tmp_path))  # SRW_SCOUTS 0: NER 3, classification 1
@@ -515,8 +519,8 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
     and the loaded version scores with it, as the training did."""
     import numpy as np
 
-    from backend.store import ProjectStore
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
+    from backend.store.store import ProjectStore
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh
 
@@ -541,8 +545,8 @@ def test_a_version_of_the_crf_alone_serves(tmp_path, tiny_scout, tiny_ner_data):
     annotated or not, with the CRF (its own tags as the prediction)."""
     import numpy as np
 
-    from backend.store import ProjectStore
-    from backend.tasks import parse_label_config
+    from backend.labelstudio.tasks import parse_label_config
+    from backend.store.store import ProjectStore
     from subregweigh.crf import FeatureTagger
     from subregweigh.weigh import SubRegWeigh
 

@@ -1,4 +1,5 @@
-"""backend.store: project ids, versions that are served only when complete, pruning, status."""
+"""backend.store.store: project ids, versions that are served only when complete, pruning,
+status."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.store import KEEP_VERSIONS, ProjectStore
-from backend.versions import new_version_name
+from backend.store.store import KEEP_VERSIONS, ProjectStore
+from backend.store.versions import new_version_name
 from subregweigh.io.atomic import atomic_write_json
 from tests.paths import REPO
 
@@ -154,7 +155,7 @@ def test_pruning_keeps_a_live_staging_dir_and_removes_unpublished_versions(tmp_p
 
 KILLED_WHILE_STAGING = """
 import os, signal, sys
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 staging = ProjectStore(sys.argv[1], 1).staging_dir()
 (staging / "weights.bin").write_bytes(b"0" * 1_000_000)
 print(staging, flush=True)
@@ -276,8 +277,8 @@ def test_update_status_when_the_predicate_holds_only(tmp_path):
 
 
 def test_start_up_cleans_every_project_and_versions_lists_only_complete(tmp_path):
-    from backend.server import create_app
-    from backend.settings import Settings
+    from backend.config.settings import Settings
+    from backend.web.server import create_app
 
     models = tmp_path / "models"
     store = ProjectStore(models, 4)
@@ -296,7 +297,7 @@ def test_start_up_cleans_every_project_and_versions_lists_only_complete(tmp_path
 
 KEEP_PUBLISHING = """
 import sys
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
 from tests.backend.test_backend_store import _build, _names
 store = ProjectStore(sys.argv[1], 1)
 i = 0

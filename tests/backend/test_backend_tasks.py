@@ -1,5 +1,6 @@
-"""backend.tasks: labeling configs and Label Studio task dicts -> engine examples (through the
-engine's Label Studio parser, read the backend's way: every annotation, problems skipped)."""
+"""backend.labelstudio.tasks: labeling configs and Label Studio task dicts -> engine examples
+(through the engine's Label Studio parser, read the backend's way: every annotation, problems
+skipped)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import copy
 
 import pytest
 
-from backend.tasks import ConfigError, fingerprint, parse_label_config, read_tasks, weighed
+from backend.labelstudio.tasks import (
+    ConfigError,
+    fingerprint,
+    parse_label_config,
+    read_tasks,
+    weighed,
+)
 from subregweigh.io.labelstudio import LabelingSpec
 
 NER_CONFIG = """
@@ -559,7 +566,7 @@ def test_a_task_beyond_what_one_task_may_cost_is_skipped_with_a_note():
     """Issue 58: one saved annotation of 5,000 regions on a 1 MB task cost the backend minutes of
     CPU. Beyond MAX_TASK_CHARS characters or MAX_TASK_REGIONS regions a task is skipped, its
     warning naming it and the bound; the tasks beside it are read."""
-    from backend.tasks import MAX_TASK_CHARS, MAX_TASK_REGIONS
+    from backend.labelstudio.tasks import MAX_TASK_CHARS, MAX_TASK_REGIONS
 
     word = "Zebulon "
     long_text = word * (1_000_000 // len(word))

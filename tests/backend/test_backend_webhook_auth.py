@@ -1,6 +1,6 @@
-"""backend.webhook_auth: the webhook's own token, the challenge that proves a URL is this backend,
-and which of a project's Label Studio webhooks get the token or lose the password. The same
-with a real Label Studio and a second backend connected with the same user name:
+"""backend.labelstudio.webhook_auth: the webhook's own token, the challenge that proves a URL is
+this backend, and which of a project's Label Studio webhooks get the token or lose the password. The
+same with a real Label Studio and a second backend connected with the same user name:
 tests/labelstudio/test_webhook_leak.py."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from backend import webhook_auth
-from backend.labelstudio import LabelStudioUnavailable, _describe
-from backend.outbound import OutboundRefused
-from backend.settings import Settings, SettingsError
-from backend.webhook_auth import (
+from backend.config.settings import Settings, SettingsError
+from backend.labelstudio import webhook_auth
+from backend.labelstudio.client import LabelStudioUnavailable, _describe
+from backend.labelstudio.outbound import OutboundRefused
+from backend.labelstudio.webhook_auth import (
     TOKEN_HEADER,
     basic_auth_header,
     challenge_response,
@@ -100,8 +100,8 @@ def test_a_short_secret_is_refused_without_repeating_it(tmp_path):
 
 
 def _answering(how):
-    """A :func:`backend.outbound.bounded_get` stand-in for the answers' parsing (the real
-    requests, to real hostile servers, are in tests/backend/test_outbound.py) whose reply
+    """A :func:`backend.labelstudio.outbound.bounded_get` stand-in for the answers' parsing (the
+    real requests, to real hostile servers, are in tests/backend/test_outbound.py) whose reply
     ``how(nonce)`` builds: ``(status, JSON body)``, or an exception raised. Records the URLs."""
     calls = []
 
@@ -291,7 +291,7 @@ def test_training_step_tokens_our_hook_strips_the_leak_and_logs_no_secret(
     with caplog.at_level(logging.DEBUG):
         webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))
     assert sorted(p[0] for p in api.patched) == [1, 2]
-    lines = [r for r in caplog.records if r.name == "backend.webhook_auth"]
+    lines = [r for r in caplog.records if r.name == "backend.labelstudio.webhook_auth"]
     warning = next(r.getMessage() for r in lines if r.levelno == logging.WARNING)
     assert "http://evil:9090/webhook" in warning and "rotate BASIC_AUTH_PASS" in warning
     assert any("gave the webhook to http://backend:9090/webhook" in r.getMessage() for r in lines)
@@ -303,7 +303,7 @@ def test_nothing_proven_warns_how_to_paste_the_header_by_hand(tmp_path, caplog, 
     with caplog.at_level(logging.INFO):
         webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))
     assert api.patched == []
-    (record,) = [r for r in caplog.records if r.name == "backend.webhook_auth"]
+    (record,) = [r for r in caplog.records if r.name == "backend.labelstudio.webhook_auth"]
     assert record.levelno == logging.WARNING
     assert "python _wsgi.py --webhook-token 3" in record.getMessage()
     assert "http://evil:9090: answered wrongly" in record.getMessage()
@@ -326,7 +326,7 @@ def test_a_failure_warns_and_never_fails_the_training(tmp_path, caplog, error, c
     api = FakeAPI([_hook(1)], fail=error)
     with caplog.at_level(logging.INFO):
         webhook_auth.authorize_webhooks(api, "3", _settings(tmp_path))  # no exception
-    (record,) = [r for r in caplog.records if r.name == "backend.webhook_auth"]
+    (record,) = [r for r in caplog.records if r.name == "backend.labelstudio.webhook_auth"]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
     assert "--webhook-token 3" in message

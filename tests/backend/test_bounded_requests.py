@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from backend import store as store_module
+from backend.store import store as store_module
 from testbed.projects import publish_scout
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 
@@ -37,14 +37,14 @@ def test_unreadable_tasks_log_a_bounded_number_of_lines(tmp_path, tiny_scout, ca
     _, client, _ = make_app(tmp_path)
     publish_scout(tmp_path / "models", 1, tiny_scout)
     bad = [{"id": i, "data": {"other": "no text"}} for i in range(2_000)]
-    with caplog.at_level(logging.WARNING, logger="backend.predictions"):
+    with caplog.at_level(logging.WARNING, logger="backend.serving.predictions"):
         reply = client.post(
             "/predict",
             json={"project": "1", "label_config": NER_CONFIG, "tasks": bad},
             headers=GOOD,
         )
     assert reply.status_code == 200 and len(reply.get_json()["results"]) == 2_000
-    lines = [r.getMessage() for r in caplog.records if r.name == "backend.predictions"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "backend.serving.predictions"]
     assert 1 < len(lines) <= 6, lines[:8]
     assert "1995 more warnings like these (2000 in all)" in lines[-1]
 
@@ -71,9 +71,9 @@ def test_made_up_project_ids_stop_at_the_bound(tmp_path, monkeypatch):
 
 
 def test_a_warning_about_task_data_is_always_encodable(caplog):
-    from backend.predictions import log_warnings
+    from backend.serving.predictions import log_warnings
 
-    with caplog.at_level(logging.WARNING, logger="backend.predictions"):
+    with caplog.at_level(logging.WARNING, logger="backend.serving.predictions"):
         log_warnings("1", ["task 'a\udfffb' has no text"])
     (line,) = [r.getMessage() for r in caplog.records]
     line.encode("utf-8")  # no UnicodeEncodeError (pytest-xdist sends logs between processes)
@@ -86,10 +86,10 @@ def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
     """``/predict``'s tasks come from the caller: scored and served, never stored (issue 58:
     a made-up text must not replace a task's score). What the backend read from Label Studio
     itself is stored, up to the version's trained tasks plus MAX_NEW_TASKS."""
-    from backend import predictions
-    from backend.settings import Settings
-    from backend.store import ProjectStore
-    from backend.tasks import parse_label_config
+    from backend.config.settings import Settings
+    from backend.labelstudio.tasks import parse_label_config
+    from backend.serving import predictions
+    from backend.store.store import ProjectStore
 
     monkeypatch.setattr(predictions, "MAX_NEW_TASKS", 3)
     _, client, _ = make_app(tmp_path)

@@ -1,5 +1,5 @@
 """The K-candidate pass after a training's scores are served gives way to a due retrain
-(backend.training._weigh_candidates): it weighs in chunks and stops once the changes counted
+(backend.jobs.training._weigh_candidates): it weighs in chunks and stops once the changes counted
 call for a retrain. A real scout and CRF, real CoNLL tasks."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend import training
-from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.tasks import annotated_examples, parse_label_config, read_tasks
+from backend.config.settings import Settings
+from backend.jobs import training
+from backend.labelstudio.tasks import annotated_examples, parse_label_config, read_tasks
+from backend.store.store import ProjectStore
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 from testbed.projects import NER_CONFIG, conll_tasks

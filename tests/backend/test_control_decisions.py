@@ -1,5 +1,6 @@
 """The review control (issue 44): a ``<Choices name="srw_review">`` a reviewer clicks, read by the
-backend as a decision and never as a label (backend.decisions, backend.reviews, backend.served).
+backend as a decision and never as a label (backend.review.decisions, backend.review.reviews,
+backend.review.served).
 
 Tasks are dicts as Label Studio 1.23 returns them (each annotation with ``updated_at``,
 ``completed_by`` and ``updated_by``: what a real Label Studio 1.23.2 gives, see
@@ -14,11 +15,7 @@ import json
 
 import pytest
 
-from backend import reviews
-from backend.decisions import reviewer
-from backend.report import annotation_records
-from backend.store import ProjectStore
-from backend.tasks import (
+from backend.labelstudio.tasks import (
     ConfigError,
     annotation_record,
     fingerprint,
@@ -26,6 +23,10 @@ from backend.tasks import (
     parse_label_config,
     read_tasks,
 )
+from backend.review import reviews
+from backend.review.decisions import reviewer
+from backend.serving.report import annotation_records
+from backend.store.store import ProjectStore
 from subregweigh.io import read_label_studio
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import REVIEW_CHOICES, REVIEW_CONTROL, review_control_xml

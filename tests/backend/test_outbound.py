@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from backend.outbound import MAX_ANSWER, OutboundRefused, bounded_get
-from backend.webhook_auth import proves_self
+from backend.labelstudio.outbound import MAX_ANSWER, OutboundRefused, bounded_get
+from backend.labelstudio.webhook_auth import proves_self
 
 SECRET = b"s" * 32
 

@@ -1,4 +1,4 @@
-"""backend.project_settings: a project's settings from its Label Studio connection's extra
+"""backend.config.project_settings: a project's settings from its Label Studio connection's extra
 parameters, read, checked, stored, shown, and retraining when the scores change (Flask test
 client; the job runner is a double that records submissions, no training)."""
 
@@ -8,10 +8,9 @@ import json
 
 import pytest
 
-from backend import project_settings
-from backend.project_settings import effective, parse_extra_params
-from backend.server import create_app
-from backend.settings import (
+from backend.config import project_settings
+from backend.config.project_settings import effective, parse_extra_params
+from backend.config.settings import (
     BY_NAME,
     PER_PROJECT,
     SCORING,
@@ -19,7 +18,8 @@ from backend.settings import (
     Settings,
     SettingsError,
 )
-from backend.store import ProjectStore
+from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from tests.doubles import NER_CONFIG, FakeRunner
 
 VERSION = "srw-20260101-000000-abcdef"
@@ -291,8 +291,8 @@ def test_the_declaration_s_bounds_are_the_ones_checked():
 
 def test_settings_are_stored_when_the_job_queue_is_down_and_a_warning_says_so(tmp_path, caplog):
     """A real RQRunner on a port where no Redis listens: /setup still stores the settings."""
-    from backend.jobs import RQRunner
-    from backend.training import train_project
+    from backend.jobs.training import train_project
+    from backend.queue.runners import RQRunner
     from testbed.servers import free_port
 
     settings = Settings(model_dir=str(tmp_path / "models"))

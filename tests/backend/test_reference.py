@@ -1,6 +1,6 @@
-"""backend.reference: a reference corpus that trains a project's scout beside its annotations,
-named by a file name in the server's reference folder and read with the engine's readers.
-Real files: sentences of CoNLL-2003's training set (IOB1, as distributed) and SST-2."""
+"""backend.serving.reference: a reference corpus that trains a project's scout beside its
+annotations, named by a file name in the server's reference folder and read with the engine's
+readers. Real files: sentences of CoNLL-2003's training set (IOB1, as distributed) and SST-2."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from backend.reference import ReferenceError, reference_examples
-from backend.settings import Settings, SettingsError
+from backend.config.settings import Settings, SettingsError
+from backend.serving.reference import ReferenceError, reference_examples
 from subregweigh.io.labelstudio import LabelingSpec
 from tests.paths import DATA
 

@@ -1,5 +1,5 @@
-"""The refresh's bookkeeping (backend.refresh) without Label Studio: what a version keeps of its
-scouts, which tasks may be scored again from it, and what a refreshed entry carries over. The
+"""The refresh's bookkeeping (backend.jobs.refresh) without Label Studio: what a version keeps of
+its scouts, which tasks may be scored again from it, and what a refreshed entry carries over. The
 refresh itself, through a real Label Studio, is tests/labelstudio/test_refresh.py."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend import refresh
-from backend.store import ProjectStore
-from backend.tasks import fingerprint, parse_label_config, read_tasks
+from backend.jobs import refresh
+from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
+from backend.serving import scout_proba
+from backend.store.store import ProjectStore
 from subregweigh.example import Example
 from subregweigh.scores import WeighResult
 from tests.backend.test_backend_server import NER_CONFIG
@@ -28,16 +29,16 @@ def test_a_version_keeps_each_annotation_s_distribution_by_id_and_text(tmp_path)
     proba = [
         np.random.default_rng(0).random((len(ex.words), 5), dtype=np.float32) for ex in examples
     ]
-    assert refresh.save_scout_proba(tmp_path, examples, _result(proba))
-    kept = refresh.load_scout_proba(tmp_path)
+    assert scout_proba.save_scout_proba(tmp_path, examples, _result(proba))
+    kept = scout_proba.load_scout_proba(tmp_path)
     assert set(kept) == {"7/70", "8/80"}
     for ex, p in zip(examples, proba):
         text, got = kept[ex.id]
-        assert text == refresh.text_key(ex.words) != refresh.text_key(("jordan", "won"))
+        assert text == scout_proba.text_key(ex.words) != scout_proba.text_key(("jordan", "won"))
         np.testing.assert_array_equal(got, p)
     # classification keeps none; a version without the file has nothing to refresh from
-    assert not refresh.save_scout_proba(tmp_path / "none", examples, _result([]))
-    assert refresh.load_scout_proba(tmp_path / "none") == {}
+    assert not scout_proba.save_scout_proba(tmp_path / "none", examples, _result([]))
+    assert scout_proba.load_scout_proba(tmp_path / "none") == {}
 
 
 def _task(task_id: int, text: str, tags: list[tuple[int, int, str]]) -> dict:
@@ -69,7 +70,7 @@ def test_only_tasks_scored_as_they_stand_with_their_texts_kept_are_scored_again(
         ],
         spec,
     ).tasks
-    kept = {ex.id: (refresh.text_key(ex.words), None) for item in items for ex in item.examples}
+    kept = {ex.id: (scout_proba.text_key(ex.words), None) for item in items for ex in item.examples}
     stored = {item.id: {"fingerprint": fingerprint(item)} for item in items}
     assert [refresh._covered(item, stored, kept) for item in items] == [True, True, True, False]
     changed = {**stored, "2": {"fingerprint": "scored before the change"}}
@@ -124,8 +125,8 @@ def test_what_may_be_refreshed(tmp_path, meta, files, reason):
 
 
 def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path):
-    from backend import reviews
-    from backend.decisions import content_hash
+    from backend.review import reviews
+    from backend.review.decisions import content_hash
     from subregweigh.io.atomic import atomic_write_json
     from subregweigh.io.dataset import example_record
 
@@ -148,13 +149,13 @@ def test_the_refit_counts_an_annotation_a_reviewer_decided_as_it_stands(tmp_path
 
 @pytest.mark.parametrize("fails", ["before the CRF", "after the rescore", "in the rescore"])
 def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails_the_job(
-    tmp_path, monkeypatch, fails
+    tmp_path, fails
 ):
     """The rescore of the changed tasks runs beside the refresh's CRF (refresh_project's
     ``meanwhile``). Whatever the refresh does, the rescore runs once; a failed refresh is logged
     and the rescore's scores stand; a failed rescore fails the job. Faults injected: the
     refresh itself is tested through a real Label Studio (tests/labelstudio/test_refresh.py)."""
-    from backend import rescore
+    from backend.jobs import rescore
 
     runs = []
 
@@ -169,16 +170,15 @@ def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails
             meanwhile()
         raise RuntimeError("refresh")
 
-    monkeypatch.setattr(refresh, "refresh_project", failing_refresh)
     once = rescore._Once(write)
     store = ProjectStore(tmp_path, "1")
     if fails == "in the rescore":
         with pytest.raises(KeyError, match="rescore"):
-            rescore._refresh(None, store, None, None, meanwhile=once)
+            rescore._refresh(None, store, None, None, meanwhile=once, refresh=failing_refresh)
         with pytest.raises(KeyError, match="rescore"):
             once()
     else:
-        outcome = rescore._refresh(None, store, None, None, meanwhile=once)
+        outcome = rescore._refresh(None, store, None, None, meanwhile=once, refresh=failing_refresh)
         assert outcome == {"refreshed": False, "reason": "RuntimeError: refresh"}
         assert once() == 3 and once() == 3
     assert runs == ["write"]

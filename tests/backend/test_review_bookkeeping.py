@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend import reviews
+from backend.review import reviews
 from subregweigh.report import review_summary
 from tests.backend.test_reviews import MERKEL_LOC, MERKEL_PER, _at, _decide, _task
 from tests.backend.test_reviews import project as project  # noqa: F401  (the fixture)

@@ -1,6 +1,6 @@
-"""The review control command (backend/review_control.py): the config transformation, and the
-command with a stand-in for Label Studio (tests/labelstudio/test_review_control_command.py runs
-it against a real one); the docs show the snippet the backend writes."""
+"""The review control command (backend/labelstudio/review_control.py): the config transformation,
+and the command with a stand-in for Label Studio (tests/labelstudio/test_review_control_command.py
+runs it against a real one); the docs show the snippet the backend writes."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from backend import review_control
-from backend.labelstudio import LabelStudioUnavailable
-from backend.review_control import ConfigRefused, add_review_control, has_review_control
-from backend.tasks import parse_label_config
+from backend.labelstudio import review_control
+from backend.labelstudio.client import LabelStudioUnavailable
+from backend.labelstudio.review_control import ConfigRefused, add_review_control, has_review_control
+from backend.labelstudio.tasks import parse_label_config
 from subregweigh.io.labelstudio import REVIEW_CHOICES, REVIEW_CONTROL, review_control_xml
 from testbed.projects import CLS_CONFIG, NER_CONFIG
 from tests.paths import REPO
@@ -185,6 +185,6 @@ def test_the_docs_show_the_snippet_and_the_command_the_backend_has():
     section = page.split("### One-click review\n", 1)[1].split("\n### ", 1)[0]
     (snippet,) = re.findall(r"```xml\n(.*?)\n```", section, re.S)
     assert snippet == review_control_xml("text")
-    assert "python -m backend.review_control <project id> --apply" in section
+    assert "python -m backend.labelstudio.review_control <project id> --apply" in section
     assert all(f"**{choice}**" in section for choice in REVIEW_CHOICES)
     assert (REPO / "docs" / "img" / "review-control.png").exists()

@@ -1,4 +1,4 @@
-"""backend.reviews: a reviewer confirms an annotation (saved with its labels unchanged) or
+"""backend.review.reviews: a reviewer confirms an annotation (saved with its labels unchanged) or
 fixes it (changed). Decisions are judged from the task as Label Studio returns it (here: the
 dicts :meth:`LabelStudioAPI.project_tasks` gives, with each annotation's ``updated_at``) against
 the baseline the serving version scored, never from a webhook's body; they are kept per
@@ -14,11 +14,11 @@ import threading
 
 import pytest
 
-from backend import reviews
-from backend.report import annotation_records
-from backend.served import served_entry
-from backend.store import ProjectStore
-from backend.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
+from backend.labelstudio.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
+from backend.review import reviews
+from backend.review.served import served_entry
+from backend.serving.report import annotation_records
+from backend.store.store import ProjectStore
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
 

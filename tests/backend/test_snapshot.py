@@ -1,4 +1,4 @@
-"""backend.snapshot: the annotated tasks as last read, which a refresh trains on instead of
+"""backend.store.snapshot: the annotated tasks as last read, which a refresh trains on instead of
 reading the whole project (the refresh through a real Label Studio:
 tests/labelstudio/test_refresh.py)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend import snapshot
-from backend.store import ProjectStore
-from backend.tasks import parse_label_config, read_tasks
+from backend.labelstudio.tasks import parse_label_config, read_tasks
+from backend.store import snapshot
+from backend.store.store import ProjectStore
 from tests.backend.test_backend_server import NER_CONFIG
 from tests.backend.test_refresh import _task
 

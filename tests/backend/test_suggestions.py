@@ -1,8 +1,8 @@
 """Suggestions with confidence (issue 29, item 3): what the scout would say instead of an
 annotation, from its own outputs (subregweigh.suggest), and how a prediction carries it
-(backend.convert, backend.tasks): a classification result's score and meta note, NER regions'
-notes with the scout's suggested span. Real scouts (MiniLM): the session's tiny NER scout, a
-sentiment scout on SST-2 and a multi-label one trained here."""
+(backend.labelstudio.convert, backend.labelstudio.tasks): a classification result's score and meta
+note, NER regions' notes with the scout's suggested span. Real scouts (MiniLM): the session's tiny
+NER scout, a sentiment scout on SST-2 and a multi-label one trained here."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from backend.convert import class_note, doubt_regions
-from backend.tasks import parse_label_config, read_tasks, score_tasks
+from backend.labelstudio.convert import class_note, doubt_regions
+from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.compare import span_changes
 from subregweigh.scores import collect, soft_minimum
 from subregweigh.suggest import class_suggestion, span_suggestions
@@ -326,7 +326,7 @@ def test_ner_prediction_shows_the_annotated_entity_the_scout_drops(tiny_scout):
 def test_ner_prediction_notes_name_the_annotated_words(tiny_scout):
     """How a task's regions read where the scout retypes, moves, adds and drops entities (its
     tagging made up with _collect: the tiny scout finds too little to show every kind)."""
-    from backend.tasks import stored_prediction
+    from backend.labelstudio.tasks import stored_prediction
 
     text = "Angela Merkel visited Paris with Acme ."
     spec = parse_label_config(NER_CONFIG)

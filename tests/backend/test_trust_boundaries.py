@@ -17,11 +17,11 @@ import logging
 
 import flask
 
-from backend import store as store_module
-from backend import unwritten
-from backend.auth import HTML_POLICY
-from backend.store import ProjectStore
-from backend.unwritten import MAX_PENDING
+from backend.store import store as store_module
+from backend.store import unwritten
+from backend.store.store import ProjectStore
+from backend.store.unwritten import MAX_PENDING
+from backend.web.auth import HTML_POLICY
 from subregweigh.io.atomic import atomic_write_json
 from tests.backend.test_backend_server import GOOD, make_app
 
@@ -147,7 +147,7 @@ def test_replies_say_nosniff_and_html_carries_a_policy(tmp_path):
 def test_status_says_plainly_an_early_version_of_an_unfinished_training_serves(tmp_path):
     """Item 8: a training killed after its CRF-only early version leaves that version serving;
     /status says so, and start-up prunes what a kill between publishing and pruning left."""
-    from backend.store import KEEP_VERSIONS
+    from backend.store.store import KEEP_VERSIONS
 
     model_dir = tmp_path / "models"
     store = ProjectStore(model_dir, 2)

@@ -1,5 +1,5 @@
-"""The server's and the worker's start-up import of the engine (backend.warmup), each case in a
-fresh interpreter: in the test process the modules are imported already."""
+"""The server's and the worker's start-up import of the engine (backend.queue.warmup), each case in
+a fresh interpreter: in the test process the modules are imported already."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.slow  # a fresh interpreter imports the engine: 6 to 12
 PROBE = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO)
-import backend.server  # what the server has imported before it serves
-from backend.settings import Settings
-from backend.warmup import import_engine
+import backend.web.server  # what the server has imported before it serves
+from backend.config.settings import Settings
+from backend.queue.warmup import import_engine
 settings = Settings.from_env()
 lazy = ["transformers.models.bert.modeling_bert", "pycrfsuite", "sklearn.cluster"]
 before = {m: m in sys.modules for m in lazy}

@@ -178,7 +178,7 @@ def test_image_healthcheck_passes(stack):
 
 def test_image_server_answers_beside_slow_clients(stack):
     """The image's server reads requests in its workers' event loop (gunicorn.conf.py's
-    backend.waitress_worker): 100 connections trickling a request a byte a second hold no
+    backend.web.waitress_worker): 100 connections trickling a request a byte a second hold no
     thread, and /health answers within a second through compose's published port."""
     with SlowClients(
         "127.0.0.1", int(stack.backend_url.rsplit(":", 1)[1]), headers=50, bodies=50
@@ -193,7 +193,7 @@ def test_image_server_answers_beside_slow_clients(stack):
             time.sleep(0.5)
         assert slow.open() == 100
     assert max(seconds) < 1.0, seconds
-    assert "Using worker: backend.waitress_worker.WaitressWorker" in stack.logs("backend")
+    assert "Using worker: backend.web.waitress_worker.WaitressWorker" in stack.logs("backend")
 
 
 def test_processes_run_as_srw(stack):

@@ -22,7 +22,8 @@ import sys
 import pytest
 import yaml
 
-from backend.settings import SETTINGS, Settings, configure_logging
+from backend.config.logs import configure_logging
+from backend.config.settings import SETTINGS, Settings
 from testbed.servers import BackendServer, free_port
 from tests.paths import REPO
 
@@ -108,7 +109,7 @@ def test_compose_services_and_profiles():
     )
     assert dotenv == {"COMPOSE_PROFILES": "label-studio"}, "keep secrets out of the committed .env"
     assert SERVICES["worker"]["image"] == SERVICES["backend"]["image"]
-    assert SERVICES["worker"]["command"] == ["python", "-m", "backend.worker"]
+    assert SERVICES["worker"]["command"] == ["python", "-m", "backend.queue.worker"]
 
 
 def test_compose_file_is_valid_for_docker_compose(tmp_path):
@@ -298,7 +299,7 @@ def test_every_variable_is_documented():
         "LABEL_STUDIO_PASSWORD",
     }
     undocumented = sorted(v for v in variables if f"`{v}`" not in docs)
-    assert not undocumented, f"add these to backend/settings_docs.py's OTHER: {undocumented}"
+    assert not undocumented, f"add these to backend/config/settings_docs.py's OTHER: {undocumented}"
 
 
 # ----------------------------------------------------------------------------- the image
@@ -396,17 +397,18 @@ def test_gunicorn_settings_from_the_environment(monkeypatch):
         120,
     )
     # waitress's loop reads the requests (tests/operations/test_slow_clients.py)
-    assert conf["worker_class"] == "backend.waitress_worker.WaitressWorker"
+    assert conf["worker_class"] == "backend.web.waitress_worker.WaitressWorker"
     assert conf["keepalive"] == 45 and conf["worker_connections"] == 1000
     assert conf["max_requests"] == 1000 and conf["max_requests_jitter"] == 100
     assert os.environ["OMP_NUM_THREADS"] == "1"
 
 
 def test_waitress_front_follows_gunicorn_settings():
-    """backend/waitress_worker.py gives waitress gunicorn's settings and the app's size limit."""
+    """backend/web/waitress_worker.py gives waitress gunicorn's settings and the app's size
+    limit."""
     from types import SimpleNamespace
 
-    from backend.waitress_worker import adjustments
+    from backend.web.waitress_worker import adjustments
 
     cfg = SimpleNamespace(threads=4, backlog=2048, worker_connections=1000, keepalive=30)
     adj = adjustments(cfg, max_body=50 * 1024 * 1024, files=1 << 20)
@@ -438,7 +440,7 @@ def test_healthcheck_command_against_a_real_backend(tmp_path):
 
 def test_worker_command_needs_redis(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("REDIS")}
-    command = shlex.split("python -m backend.worker")
+    command = shlex.split("python -m backend.queue.worker")
     proc = subprocess.run(
         [sys.executable, *command[1:]],
         env=env,

@@ -1,11 +1,11 @@
 """Label Studio character spans <-> word-level IOB2 tags (subregweigh.spans), and the result
-shapes the backend writes (backend.convert)."""
+shapes the backend writes (backend.labelstudio.convert)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.convert import choices_result, labels_result
+from backend.labelstudio.convert import choices_result, labels_result
 from subregweigh.spans import spans_to_tags, words_with_offsets
 from subregweigh.tags import entity_spans
 from tests.paths import DATA

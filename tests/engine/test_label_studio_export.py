@@ -596,7 +596,7 @@ def test_backend_reads_a_project_by_export_or_else_by_task_list(label_studio, mo
     simulated), with the task list. Both give the same tasks, in id order."""
     from label_studio_sdk.core.api_error import ApiError
 
-    from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
+    from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
     from testbed.projects import NER_CONFIG
 
     server = label_studio
@@ -710,7 +710,7 @@ def test_cli_and_backend_read_an_export_alike(tmp_path, sentences, reviews, proj
     """The same export, read by the command line (`subregweigh weigh export.json`) and by the
     ML backend's conversion of the same tasks (from Label Studio's API), gives the same examples,
     so the backend's scores and the exported weights are the same reliability."""
-    from backend.tasks import parse_label_config, read_tasks
+    from backend.labelstudio.tasks import parse_label_config, read_tasks
     from testbed.projects import CLS_CONFIG, NER_CONFIG
 
     tasks = _parity_exports(sentences, reviews)[project]
@@ -748,7 +748,7 @@ def test_backend_default_reads_every_annotation(tmp_path, sentences, reviews):
     """The defaults differ on purpose: the command line gives one example (and weight) per task,
     its latest annotation; the backend weighs every annotator's. A task's latest annotation is
     the same example in both, under its task id or task/annotation id."""
-    from backend.tasks import parse_label_config, read_tasks
+    from backend.labelstudio.tasks import parse_label_config, read_tasks
     from testbed.projects import CLS_CONFIG
 
     tasks = _parity_exports(sentences, reviews)["sentiment"]

@@ -1,7 +1,11 @@
-"""subregweigh.review: a fix's slips, and their weight after a review (net_slips)."""
+"""subregweigh.review: a fix's slips, and their weight after a review (net_slips);
+subregweigh.served: the score the queue serves from them."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from subregweigh import served
 from subregweigh.example import Example
 from subregweigh.review import convention_pairs, net_slips, slip_keys, slip_repeats
 
@@ -60,3 +64,17 @@ def test_a_sentence_repeats_each_slip_by_its_weight():
     # "Czech" as LOC alone is another convention than "Czech Republic" as LOC: no repeat
     czech_alone = _ex(("O", "O", "O", "B-LOC", "O"))
     assert slip_repeats(czech_alone.words, czech_alone.label, weights) == 2
+
+
+def test_the_served_score_halves_per_repeat_and_a_confirmation_serves_one():
+    """One policy for the backend and the review-loop benchmark: a score times SLIP_BOOST per
+    repeat of a fixed slip, 1 once confirmed, a task at its lowest annotation's."""
+    assert served.SLIP_BOOST == 0.5
+    assert served.served_score(0.8) == 0.8 and served.served_score(0.8, 2) == 0.2
+    assert served.served_score(0.1, 3, confirmed=True) == 1.0
+    assert served.served_score(0.8, 1, boost=0.1) == 0.8 * 0.1
+    # arrays elementwise, as the benchmark ranks a whole corpus
+    got = served.served_score(np.array([0.8, 0.4, 0.2]), np.array([0, 1, 2]), [False, True, False])
+    np.testing.assert_allclose(got, [0.8, 1.0, 0.05])
+    np.testing.assert_allclose(served.slip_factor(np.array([0, 1, 3])), [1.0, 0.5, 0.125])
+    assert served.task_score([0.9, 0.3, 1.0]) == 0.3

@@ -5,8 +5,8 @@ deliberately wrong. The backend is connected and trained through Label Studio's 
 API must show a scored prediction on every task, the project's model_version set to the new
 version, and the wrong annotations near the top when tasks are ordered by prediction score.
 Runs with the embedded job runner (100 tasks, where detection is checked) and, for NER, with rq +
-Redis and `python -m backend.worker` (50 tasks: the same training code, so only the plumbing is
-checked there).
+Redis and `python -m backend.queue.worker` (50 tasks: the same training code, so only the plumbing
+is checked there).
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
     version, both scouts averaged, follows and is what the project ends with, the early
     versions' predictions deleted."""
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
-    # 4 steps a scout (2 batches, 2 epochs), far below twice backend.training.EARLY_STEPS
+    # 4 steps a scout (2 batches, 2 epochs), far below twice backend.jobs.training.EARLY_STEPS
     env = {**PLUMBING_ENV, "SRW_SCOUTS": "2"}
     with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
         status = wait_trained(backend, project.id)
@@ -283,7 +283,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
     seconds later, without a retrain, and the refresh after it serves a version of the same
     scouts with the CRF trained again: the task's one prediction of that version has the new
     score."""
-    from backend.tasks import fingerprint, parse_label_config, read_tasks
+    from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
 
     env = {**ENGINE_ENV, **label_studio.backend_env}
     spec = parse_label_config(NER_CONFIG)
@@ -337,7 +337,7 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
         before = field(prediction(after["id"], version), "score")
         edited_after = edit(after)
         # rescored by the version serving, then refreshed: the CRF trained again on the edit,
-        # every task scored again, a new version of the same scouts served (backend.refresh)
+        # every task scored again, a new version of the same scouts served (backend.jobs.refresh)
         wait = time.monotonic() + 150
         status = backend.get(f"/status?project={project.id}")[1]
         while (status.get("last_refresh") or {}).get("of") != version:

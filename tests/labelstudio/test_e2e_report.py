@@ -18,7 +18,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from backend.webhook_auth import TOKEN_HEADER
+from backend.labelstudio.webhook_auth import TOKEN_HEADER
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
     TEAM,

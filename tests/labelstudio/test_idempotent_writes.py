@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable, _batches
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable, _batches
 from testbed.projects import NER_CONFIG
 from testbed.servers import free_port
 
@@ -170,9 +170,9 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     the store no longer keeps and of the training's superseded early scores; a version the
     store keeps, the served one and other model versions (an import, another backend's named
     as ours are: issue 42, item 7) stay."""
-    from backend.publish import drop_superseded_predictions
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.serving.publish import drop_superseded_predictions
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
 
     ls = label_studio
     pid, tasks = _project_of(ls, "prune", 3)
@@ -206,13 +206,13 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
 
 def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     """A refresh's deletes (seconds each in Label Studio) stop once a change waits for its
-    rescore (backend.refresh._change_waits): the change waits for one delete, not for all, and
+    rescore (backend.jobs.refresh._change_waits): the change waits for one delete, not for all, and
     the next call deletes the rest. Label Studio is real; the change lands from a wrapper
     around the first delete, where the webhook would record it."""
-    from backend.publish import drop_superseded_predictions
-    from backend.refresh import _change_waits
-    from backend.store import ProjectStore
-    from backend.versions import new_version_name
+    from backend.jobs.refresh import _change_waits
+    from backend.serving.publish import drop_superseded_predictions
+    from backend.store.store import ProjectStore
+    from backend.store.versions import new_version_name
 
     ls = label_studio
     pid, tasks = _project_of(ls, "stop", 2)

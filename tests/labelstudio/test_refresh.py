@@ -1,4 +1,4 @@
-"""The refresh between trainings through a real Label Studio 1.23 (backend.refresh).
+"""The refresh between trainings through a real Label Studio 1.23 (backend.jobs.refresh).
 
 A NER project is trained once. Then an entity that recurs in the project is retyped in all but
 one of its tasks, through the API, as a reviewer fixing a convention would: each save's webhook
@@ -121,7 +121,7 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     assert refresh["seconds"] > 0 and refresh["annotations"] == len(tasks)
     # the last fix's own rescore ran while the CRF trained, within the CRF's phase
     assert 0 < refresh["rescore_beside_crf_seconds"] <= refresh["phase_seconds"]["crf"]
-    # trained on the tasks the training read and the rescores updated (backend.snapshot), with
+    # trained on the tasks the training read and the rescores updated (backend.store.snapshot), with
     # every fix: the project was not read again
     assert refresh["read_project"] is False
 

@@ -1,7 +1,7 @@
-"""``python -m backend.review_control`` against a real Label Studio 1.23: without ``--apply`` it
-only shows, with it the project's config gains the review control and its annotations stay as
-they were; what it refuses (the control already there, no single <Text>, an unknown project, a
-token Label Studio does not take) is a message and exit status 2, and changes nothing."""
+"""``python -m backend.labelstudio.review_control`` against a real Label Studio 1.23: without
+``--apply`` it only shows, with it the project's config gains the review control and its annotations
+stay as they were; what it refuses (the control already there, no single <Text>, an unknown project,
+a token Label Studio does not take) is a message and exit status 2, and changes nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from backend.review_control import add_review_control
+from backend.labelstudio.review_control import add_review_control
 from subregweigh.io.labelstudio import REVIEW_CONTROL
 from testbed.projects import NER_CONFIG, ner_tasks
 from testbed.servers import REPO
@@ -22,7 +22,7 @@ def command(label_studio, *args: str, token: str | None = None) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "LABEL_STUDIO_"))}
     env.update(LABEL_STUDIO_URL=label_studio.url, LABEL_STUDIO_API_KEY=token or label_studio.token)
     return subprocess.run(
-        [sys.executable, "-m", "backend.review_control", *args],
+        [sys.executable, "-m", "backend.labelstudio.review_control", *args],
         env=env,
         cwd=REPO,
         capture_output=True,

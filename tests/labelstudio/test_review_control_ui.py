@@ -1,7 +1,7 @@
 """One-click review through a real Label Studio 1.23 and headless Chromium (issue 44).
 
 Two projects (NER, with one task annotated without any region, and sentiment classification),
-annotated by one user, trained through our backend; ``python -m backend.review_control
+annotated by one user, trained through our backend; ``python -m backend.labelstudio.review_control
 --apply`` then adds the review control to each. A second user (the admin) reviews in the
 browser: the Data Manager sorted by prediction score, open the top undecided task, click a
 choice of the control, Update. The backend's rescore reads the choice as the decision of the
@@ -64,11 +64,11 @@ def _annotated_by(tasks: list[dict], user: int) -> list[dict]:
 
 
 def _add_control(label_studio, project: int) -> str:
-    """``python -m backend.review_control PROJECT --apply``, as the lead runs it."""
+    """``python -m backend.labelstudio.review_control PROJECT --apply``, as the lead runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SRW_", "LABEL_STUDIO_"))}
     env.update(LABEL_STUDIO_URL=label_studio.url, LABEL_STUDIO_API_KEY=label_studio.token)
     run = subprocess.run(
-        [sys.executable, "-m", "backend.review_control", str(project), "--apply"],
+        [sys.executable, "-m", "backend.labelstudio.review_control", str(project), "--apply"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Reviewers' decisions through a real Label Studio 1.23 (backend.reviews).
+"""Reviewers' decisions through a real Label Studio 1.23 (backend.review.reviews).
 
 A reviewer confirms an annotation by saving it with its labels unchanged and fixes it by saving
 other labels; Label Studio sends ANNOTATION_UPDATED either way. Through the API: flag, confirm
@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from backend.served import slips as fixed_slips
+from backend.review.served import slips as fixed_slips
 from subregweigh.review import convention_pairs
 from testbed.browser import Page, require_chromium
 from testbed.projects import (

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from backend.labelstudio import LabelStudioAPI
-from backend.publish import write_predictions
-from backend.tasks import parse_label_config, read_tasks, score_tasks
+from backend.labelstudio.client import LabelStudioAPI
+from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
+from backend.serving.publish import write_predictions
 from subregweigh.weigh import SubRegWeigh
 from testbed.browser import Page, chromium_available
 from testbed.servers import LS_PASSWORD, LS_USERNAME

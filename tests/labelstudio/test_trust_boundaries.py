@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import requests
 
-from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
+from backend.labelstudio.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
 from testbed.projects import ENGINE_ENV, NER_CONFIG, import_tasks, ner_tasks, wait_trained
 from testbed.servers import (
     BackendServer,
@@ -257,7 +257,7 @@ def test_events_for_projects_not_connected_here_make_no_directory(two_projects):
 def test_what_label_studio_sends_for_a_long_task_fits_the_webhook_cap(two_projects):
     """Item 2's cap is sized from Label Studio's own webhooks: an annotation of a
     200,000-character task with 2,000 regions, as Label Studio 1.23 sends it to a webhook."""
-    from backend.auth import WEBHOOK_BODY
+    from backend.web.auth import WEBHOOK_BODY
 
     ctx = two_projects
     ls = ctx["ls"]

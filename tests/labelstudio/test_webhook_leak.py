@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from backend.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
+from backend.labelstudio.webhook_auth import TOKEN_HEADER, load_secret, webhook_token
 from testbed.projects import NER_CONFIG
 from testbed.servers import (
     BackendServer,

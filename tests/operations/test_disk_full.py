@@ -10,7 +10,7 @@ Two ways to fill the disk:
   space back.
 * the other tests: in this process, ENOSPC injected at the write layer (every
   :func:`subregweigh.io.atomic.atomic_open` under MODEL_DIR raises ``OSError(ENOSPC)``) and
-  the free space the training checks (``backend.disk.free_mb``) reported as 0 MB.
+  the free space the training checks (``backend.store.disk.free_mb``) reported as 0 MB.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ from pathlib import Path
 
 import pytest
 
-from backend import disk, predictions, training, unwritten
-from backend.jobs import ThreadRunner
-from backend.server import create_app
-from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.tasks import parse_label_config
+from backend.config.settings import Settings
+from backend.jobs import training
+from backend.labelstudio.tasks import parse_label_config
+from backend.queue.runners import ThreadRunner
+from backend.serving import predictions
+from backend.store import disk, unwritten
+from backend.store import store as store_module
+from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from subregweigh.io import atomic
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from tests.doubles import FakeRunner
@@ -56,7 +59,9 @@ class FullDisk:
                 yield f
 
         monkeypatch.setattr(atomic, "atomic_open", atomic_open)
-        monkeypatch.setattr(training, "free_mb", lambda path: 0.0 if self.full else real_free(path))
+        monkeypatch.setattr(
+            store_module, "free_mb", lambda path: 0.0 if self.full else real_free(path)
+        )
 
 
 def _event(action: str, task: int | None = None) -> dict:
@@ -146,7 +151,7 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
         assert runner.wait(60)
     status = client.get("/status?project=1").get_json()
     needed = status["disk"]["needed_mb"]
-    assert needed >= training.MIN_FREE_MB  # or the last version's size plus 20%
+    assert needed >= store_module.MIN_FREE_MB  # or the last version's size plus 20%
     assert status["state"] == "failed" and status["current_version"] == V1
     assert status["last_error"].startswith(
         f"disk full: 0 MB free in MODEL_DIR, a version needs about {needed} MB"

@@ -14,10 +14,10 @@ from typing import ClassVar
 import numpy as np
 
 import model as model_module
-from backend import training
-from backend.labelstudio import LabelStudioUnavailable
-from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.config.settings import Settings
+from backend.jobs import training
+from backend.labelstudio.client import LabelStudioUnavailable
+from backend.store.store import ProjectStore
 from testbed.projects import NER_CONFIG, conll_tasks
 from tests.doubles import offline_settings, use_label_studio
 
@@ -86,12 +86,12 @@ def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeyp
 
 
 def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypatch, tiny_ner_data):
-    """The backend's training as stages (backend.training.fit_in_stages): with EARLY_STEPS
+    """The backend's training as stages (backend.jobs.training.fit_in_stages): with EARLY_STEPS
     low enough, an ensemble of two scouts without the CRF publishes its first scout part-way
     and once trained, then ends with the weigher SubRegWeigh.fit makes of the same data; with
     the CRF, the CRF's scores come first, alone."""
-    from backend.tasks import parse_label_config
-    from backend.weighers import engine, part_params
+    from backend.labelstudio.tasks import parse_label_config
+    from backend.serving.weighers import engine, part_params
 
     monkeypatch.setattr(training, "EARLY_STEPS", 6)  # 60 examples: 4 steps a scout
     settings = Settings(model_dir=str(tmp_path), epochs=1, n_scouts=2, crf=False)

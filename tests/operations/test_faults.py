@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from backend.training import EARLY_STEPS
+from backend.jobs.training import EARLY_STEPS
 from testbed.projects import (
     CLS_CONFIG,
     NER_CONFIG,
@@ -396,10 +396,10 @@ def test_two_projects_training_at_once_stay_isolated(label_studio, tmp_path):
 
 
 def test_corrupt_or_half_written_versions_are_never_served(tmp_path, tiny_scout, caplog):
-    from backend.jobs import ThreadRunner
-    from backend.server import create_app
-    from backend.settings import Settings
-    from backend.store import ProjectStore
+    from backend.config.settings import Settings
+    from backend.queue.runners import ThreadRunner
+    from backend.store.store import ProjectStore
+    from backend.web.server import create_app
 
     model_dir = tmp_path / "models"
     v1, v2 = "srw-20260101-000000000-aaaaaa", "srw-20260102-000000000-bbbbbb"

@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backend.server import create_app
-from backend.settings import Settings
+from backend.config.settings import Settings
+from backend.web.server import create_app
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, free_port
 from tests.doubles import FakeRunner
@@ -526,9 +526,9 @@ def test_fuzz_setup_label_configs(fuzz):
 
 
 def test_fuzz_setup_extra_params(fuzz):
-    """A connection's extra parameters (backend.project_settings) of any shape: a 200 or a 400
-    whose message is in the status line as one line of ASCII (Label Studio shows only that)."""
-    from backend.project_settings import ALIASES
+    """A connection's extra parameters (backend.config.project_settings) of any shape: a 200 or a
+    400 whose message is in the status line as one line of ASCII (Label Studio shows only that)."""
+    from backend.config.project_settings import ALIASES
 
     keys = st.sampled_from(sorted(ALIASES)) | st.text(max_size=8)
     values = json_values | st.sampled_from(["5", "0", "-1", "1e9", "probability", "on", "nan"])
@@ -799,7 +799,7 @@ def test_fuzz_real_server(tmp_path, tiny_scout):
         still_serving()
         assert server.proc.poll() is None, server.log()
         log = server.log_path.read_text(errors="replace")
-        # server_error() logs every 500 as "ERROR backend.errors: <method> <path> failed".
+        # server_error() logs every 500 as "ERROR backend.web.errors: <method> <path> failed".
         assert not re.search(r"ERROR backend\.errors: .* failed", log), server.log()
     finally:
         server.stop()

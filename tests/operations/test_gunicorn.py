@@ -13,9 +13,9 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from backend.predictions import predict
-from backend.settings import Settings
-from backend.tasks import parse_label_config
+from backend.config.settings import Settings
+from backend.labelstudio.tasks import parse_label_config
+from backend.serving.predictions import predict
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from testbed.servers import BackendServer
 
@@ -104,9 +104,9 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
 def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, monkeypatch):
     """Memory per worker is bounded: loading a third project's version evicts the least recently
     used; a project's new version replaces its older one at once (never served again)."""
-    from backend import weighers
-    from backend.settings import Settings
-    from backend.store import ProjectStore
+    from backend.config.settings import Settings
+    from backend.serving import weighers
+    from backend.store.store import ProjectStore
 
     monkeypatch.setattr(weighers, "CACHED_MODELS", 2)
     settings = Settings(model_dir=str(tmp_path))
@@ -129,7 +129,7 @@ def test_each_process_keeps_at_most_cached_models_scouts(tmp_path, tiny_scout, m
 
 
 # ----------------------------------------------------------------------------- the worker's front
-# backend/waitress_worker.py: waitress's loop reads requests, gunicorn runs the processes (the
+# backend/web/waitress_worker.py: waitress's loop reads requests, gunicorn runs the processes (the
 # slow clients themselves: tests/operations/test_slow_clients.py).
 
 

@@ -45,9 +45,10 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
     import numpy as np
     import torch
 
-    from backend import publish, rescore, training
-    from backend.server import create_app
-    from backend.settings import Settings
+    from backend.config.settings import Settings
+    from backend.jobs import annotations, rescore, training
+    from backend.serving import publish
+    from backend.web.server import create_app
     from testbed.projects import NER_CONFIG, conll_tasks, ner_task
 
     torch.set_num_threads(1)
@@ -77,8 +78,8 @@ def soak(model_dir: str, n: int, without_fix: bool = False) -> list[dict]:
         def model_versions(self, project):
             return {}
 
-    training.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
-    from backend import membership
+    annotations.LabelStudioAPI = rescore.LabelStudioAPI = LabelStudio
+    from backend.labelstudio import membership
     from tests.doubles import ProjectsOfLabelStudio
 
     membership.LabelStudioAPI = ProjectsOfLabelStudio  # project 1 is connected

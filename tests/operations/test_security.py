@@ -25,10 +25,10 @@ from typing import ClassVar
 import pytest
 
 import model as model_module
-from backend.server import create_app
-from backend.settings import Settings
-from backend.store import ProjectStore
-from backend.tasks import ConfigError
+from backend.config.settings import Settings
+from backend.labelstudio.tasks import ConfigError
+from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, RedisServer, WorkerProcess, free_port, require_redis
 from tests.doubles import (
@@ -367,8 +367,8 @@ def _outside(root: Path) -> set[str]:
 
 
 class FakeLabelStudio:
-    """Stands in for Label Studio's API (the LabelStudioAPI of backend.training and
-    backend.rescore) so a real training runs on the tasks given here; records what the
+    """Stands in for Label Studio's API (the LabelStudioAPI of backend.jobs.training and
+    backend.jobs.rescore) so a real training runs on the tasks given here; records what the
     training writes back."""
 
     config = NER_CONFIG
@@ -448,7 +448,8 @@ def test_task_data_never_executed_nor_used_as_a_path(tmp_path, tiny_scout, monke
     body = post("/predict", {"project": "1", "label_config": NER_CONFIG, "tasks": tasks}).get_json()
     assert len(body["results"]) == len(tasks)
     assert all(r["model_version"] == version for r in body["results"])
-    # Served, and not stored: no task of the project has such an id (backend.membership).
+    # Served, and not stored: no task of the project has such an id
+    # (backend.labelstudio.membership).
     assert not {v for v in nasty} & set(ProjectStore(model_dir, 1).scores(version))
 
     # XXE and friends in the labeling config: a clean 400 (or 200), never a file's content.

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from backend.labelstudio import LabelStudioAPI, LabelStudioUnavailable
-from backend.membership import ASK_TIMEOUT
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio.membership import ASK_TIMEOUT
 from testbed.projects import publish_scout
 from testbed.servers import BackendServer, http_json
 from testbed.slow_server import TricklingServer

@@ -12,10 +12,11 @@ import time
 import numpy as np
 import pytest
 
-from backend import budget, training
-from backend.server import create_app
-from backend.settings import Settings
-from backend.store import ProjectStore
+from backend.config.settings import Settings
+from backend.jobs import training
+from backend.queue import budget
+from backend.store.store import ProjectStore
+from backend.web.server import create_app
 from testbed.projects import NER_CONFIG, conll_tasks, publish_scout
 from tests.doubles import FakeRunner, ProjectsOfLabelStudio, offline_settings, use_label_studio
 
@@ -66,7 +67,7 @@ def test_a_training_past_its_seconds_fails_and_the_last_version_serves(
 
 
 def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch):
-    monkeypatch.setattr("backend.membership.LabelStudioAPI", ProjectsOfLabelStudio)
+    monkeypatch.setattr("backend.labelstudio.membership.LabelStudioAPI", ProjectsOfLabelStudio)
     settings = Settings(model_dir=str(tmp_path / "models"), project_limits="epochs=10,k=20")
     client = create_app(settings, runner=FakeRunner(), selftest_runner=FakeRunner()).test_client()
     for params, why in [
@@ -87,8 +88,8 @@ def test_setup_refuses_settings_beyond_the_servers_limits(tmp_path, monkeypatch)
 def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path, monkeypatch):
     """Issue 58, item 7: three projects training at once in one worker failed together, each
     charged with the growth of the others where each alone passed. A process
-    trains one project at a time (backend.budget.training_slot): three trainings that each grow
-    by 300 MB, under a 500 MB budget, all pass, one after the other, and the waiting ones say
+    trains one project at a time (backend.queue.budget.training_slot): three trainings that each
+    grow by 300 MB, under a 500 MB budget, all pass, one after the other, and the waiting ones say
     so. The training's stages are stood in for by a step that holds 300 MB for a second (the
     real stages' cost is not what this is about; their budget is the tests above)."""
     settings = Settings(model_dir=str(tmp_path / "models"), training_memory_mb=500)
@@ -107,7 +108,7 @@ def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path,
     real_update = ProjectStore.update_status
 
     def noting(self, **changes):
-        if changes.get("message") == training.WAITING:
+        if changes.get("message") == budget.WAITING:
             waiting.append(self.project)
         return real_update(self, **changes)
 
@@ -133,9 +134,9 @@ def test_a_rescore_and_its_refresh_run_within_the_training_seconds(tmp_path, mon
     """Issue 58: a refresh ran several times past its budget. The rescore job, its refresh with it,
     runs within SRW_TRAINING_SECONDS: past them it stops, saying so. Its work is stood in for
     by a loop that would take 60 s (what it computes is not what this is about)."""
-    from backend import rescore
+    from backend.jobs import rescore
 
-    def busy(project, settings):
+    def busy(project, settings, refresh):
         for _ in range(600):
             time.sleep(0.1)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend import settings_docs
+from backend.config import settings_docs
 from benchmarks import docs
 from tests.paths import REPO
 
@@ -104,7 +104,8 @@ def test_the_design_page_names_every_module_and_test():
     design = (DOCS / "design.md").read_text()
     files = [
         *(REPO / "subregweigh").rglob("*.py"),
-        *(REPO / "backend").glob("*.py"),
+        *(REPO / "backend").rglob("*.py"),
+        *(p for p in (REPO / "backend").iterdir() if (p / "__init__.py").exists()),
         *(REPO / "benchmarks").glob("*.py"),
         *(p for p in (REPO / "benchmarks").iterdir() if (p / "__init__.py").exists()),
         *(REPO / "testbed").glob("*.py"),
@@ -226,7 +227,7 @@ def test_every_srw_variable_named_is_a_setting():
     """User pages, code, scripts and deployment files name only SRW_* variables that are
     settings (the lab's switches are engine parameters): a removed one is not left behind. The
     result files and the changelog keep the history as it was."""
-    from backend.settings import SETTINGS
+    from backend.config.settings import SETTINGS
 
     declared = {name for s in SETTINGS for name in (s.env, *s.fallbacks)} | NOT_SETTINGS
     places = [REPO / "README.md", REPO / "Dockerfile", REPO / "docker-compose.yml", REPO / ".env"]

@@ -1,0 +1,37 @@
+"""What a training and a self-test read of a project before they start: its labeling config
+and every task with its annotations, from Label Studio, and whether there are enough of them.
+Shared by the jobs (:mod:`backend.jobs.training`, :mod:`backend.jobs.selftest`), which never
+import one another."""
+
+from __future__ import annotations
+
+import logging
+
+from backend.config.settings import Settings
+from backend.labelstudio.client import LabelStudioAPI, annotator_names
+from backend.labelstudio.tasks import name_annotators, parse_label_config, read_tasks
+from backend.review import reviews
+from backend.serving.predictions import log_warnings
+
+logger = logging.getLogger(__name__)
+
+
+def read_annotations(project: str, settings: Settings, what: str):
+    """``(api, spec, items, n_annotated, refusal, saved)``: the project's tasks read from Label
+    Studio (read only), why ``what`` cannot start yet (None if it can), and when each annotation
+    was saved (:func:`backend.review.reviews.saved_times`)."""
+    api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
+    spec = parse_label_config(api.label_config(int(project)))
+    tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
+    parsed = read_tasks(tasks, spec)
+    log_warnings(project, parsed.warnings)
+    items = [item for item in parsed.tasks if item is not None]
+    n_annotated = sum(bool(item.examples) for item in items)
+    refusal = None
+    if n_annotated < settings.min_annotations:
+        refusal = (
+            f"only {n_annotated} annotated tasks; {what} starts at "
+            f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
+        )
+        logger.info("project %s: %s", project, refusal)
+    return api, spec, items, n_annotated, refusal, reviews.saved_times(tasks)

@@ -1,0 +1,429 @@
+"""A project's training, as stages the backend runs: fetch the annotations, train, score,
+publish, and write the scores to Label Studio (early versions first, while the rest trains)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+
+from backend.config import project_settings
+from backend.config.redact import redact
+from backend.config.settings import Settings, secrets_of
+from backend.jobs.annotations import read_annotations
+from backend.jobs.phases import PhaseClock
+from backend.labelstudio.client import (
+    LabelStudioUnavailable,
+    until_reachable,
+)
+from backend.labelstudio.tasks import (
+    annotated_examples,
+    score_tasks,
+)
+from backend.labelstudio.webhook_auth import authorize_webhooks
+from backend.queue import budget
+from backend.review import reviews
+from backend.serving.changed import rescore_tasks
+from backend.serving.publish import (
+    complete_version,
+    drop_superseded_predictions,
+    save_version,
+    serve_in_label_studio,
+    write_predictions,
+)
+from backend.serving.reference import reference_examples
+from backend.serving.scout_proba import save_scout_proba
+from backend.serving.weighers import engine, part_params, release_memory
+from backend.store import snapshot
+from backend.store.disk import no_space
+from backend.store.store import (
+    ProjectStore,
+    disk_full_message,
+    disk_space,
+    retrain_due,
+)
+from subregweigh.report import learned_message, learned_summary
+
+logger = logging.getLogger(__name__)
+
+
+def train_project(project: str, settings: Settings) -> dict:
+    """Train ``project`` on its current annotations and publish a new version, with
+    ``settings`` overridden by the project's own
+    (:func:`backend.config.project_settings.effective`).
+
+    Runs in a background job, never in a request. On failure the previous version keeps
+    serving, the error is kept in the project's status, and the exception propagates. Refused
+    before anything is read when MODEL_DIR has too little room for a new version
+    (:func:`disk_space`): the status says so, and the current version keeps serving. The
+    memory the training used goes back to the system when it ends (:func:`release_memory`).
+    It waits while another training of this process runs
+    (:func:`backend.queue.budget.training_slot`).
+    """
+    store = ProjectStore(settings.model_dir, project)
+    with budget.training_slot(lambda: store.update_status(message=budget.WAITING)):
+        try:
+            return _train_project(project, settings)
+        finally:
+            release_memory()
+
+
+def scout_learned(scores: dict) -> dict | None:
+    """What the version's scout learned of the NER annotations it trained on
+    (:func:`subregweigh.report.learned_summary` of every stored annotation's tags against the
+    scout's own prediction of its text), with ``message`` in words; None for classification
+    or without an annotated entity."""
+    gold, predicted = [], []
+    for entry in scores.values():
+        for record in entry.get("annotations") or ():
+            if "tags" in record and "majority" in record:
+                gold.append(record["tags"])
+                predicted.append(record["majority"])
+    learned = learned_summary(gold, predicted) if gold else None
+    return {**learned, "message": learned_message(learned)} if learned else None
+
+
+def _what_serves(store: ProjectStore, before: str | None) -> str:
+    """What serves after a failed training that started with ``before`` serving, in the words
+    of the status: the version before it, or the one it published here before it failed, and
+    whether Label Studio has that one too (``scores_in_label_studio``)."""
+    current = store.current_version()
+    if current is None:
+        return "no version serves yet"
+    if current == before:
+        return f"the version before it, {current}, keeps serving"
+    shown = store.status().get("scores_in_label_studio")
+    if shown == current:
+        return f"its version {current}, published before the failure, serves"
+    return (
+        f"its version {current}, published before the failure, serves here; Label Studio still "
+        f"shows {shown or 'no version of this backend'}, and is given {current} with the next "
+        "change"
+    )
+
+
+def _train_project(project: str, settings: Settings) -> dict:
+    store = ProjectStore(settings.model_dir, project)
+    store.clean_debris()  # what a killed training of this project left, before measuring
+    space = disk_space(store)
+    if not space["enough"]:
+        message = disk_full_message(space)
+        current = store.current_version()
+        serving = f"version {current} keeps serving" if current else "no version to serve yet"
+        logger.error("project %s: training refused: %s; %s", project, message, serving)
+        store.update_status(
+            state="failed",
+            last_error=message,
+            finished_at=time.time(),
+            message=f"training refused, the disk is full; {serving}",
+        )
+        return {"message": message, "trained": False}
+    before = store.current_version()
+    store.update_status(
+        state="running",
+        started_at=time.time(),
+        message="fetching annotations",
+        events_since_training=0,
+        changed_since_fetch={},  # the fetch below reads every change made until now
+    )
+    try:  # with the project's settings, read now: a queued job uses the latest
+        with budget.within(settings.training_seconds, settings.training_memory_mb):
+            result = _train(project, store, project_settings.effective(settings, store))
+    except Exception as err:
+        message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
+        if no_space(err):
+            space = disk_space(store)
+            message = f"{disk_full_message(space)} ({message})"
+        store.update_status(
+            state="failed",
+            last_error=message,
+            finished_at=time.time(),
+            message=f"training failed; {_what_serves(store, before)}",
+        )
+        logger.error("project %s: training failed: %s", project, message)
+        raise
+    store.update_status(state="idle", finished_at=time.time(), last_error=None, **result)
+    return result
+
+
+def run_queued_training(project: str, training: dict) -> dict:
+    """The rq job: :func:`train_project` with the server's training settings (``training``,
+    from :meth:`Settings.training`, carried in the job) over this worker's environment, which
+    says where things are and holds the credentials."""
+    return train_project(project, Settings.from_env(**training))
+
+
+def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+    clock = PhaseClock()
+    read_at = time.time()
+    api, spec, items, n_annotated, refusal, saved = read_annotations(project, settings, "training")
+    if spec.task == "ner":  # what a refresh reads (classification has none)
+        snapshot.keep_project(store, items, read_at)
+    authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
+    clock.lap("fetch")
+    annotated = annotated_examples(items)
+    if refusal:
+        return {"message": refusal, "trained": False}
+    reference = reference_examples(settings, spec)
+    training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
+    beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
+
+    logger.info(
+        "project %s: training on %d annotations of %d tasks%s (K=%d, N=%d)",
+        project,
+        len(annotated),
+        n_annotated,
+        beside,
+        settings.k,
+        settings.n_samples,
+    )
+    store.update_status(
+        message=f"training on {len(annotated)} annotations{beside}",
+        early_version=None,
+        early_seconds=None,
+        early_scores=[],
+    )
+
+    def publish_early(early, what: str) -> None:
+        """Early scores of the weigher ``early`` (``what`` it is, for the status and the log).
+        Early scores are a courtesy: where they cannot be saved or written, the training goes
+        on to its own version (a warning says why)."""
+        clock.lap("train")
+        scores = score_tasks(early, spec, items, quick=True)
+        reviews.stamp_saved(scores, saved)
+        try:
+            version = save_version(store, early, scores, version_meta_args, early=what)
+            serve_in_label_studio(api, store, project, version, scores)
+        except (LabelStudioUnavailable, OSError) as err:
+            clock.lap("early")
+            logger.warning(
+                "project %s: early scores not published (%s); training on to the full version",
+                project,
+                err,
+            )
+            store.update_status(message="early scores not published; training on")
+            return
+        clock.lap("early")
+        published = {"version": version, "seconds": clock.total(), "what": what}
+        last_early = store.status().get("early_version")
+        store.update_status(
+            scores_in_label_studio=version,
+            early_version=version,
+            early_seconds=clock.total(),
+            early_scores=[*store.status().get("early_scores", []), published],
+            phase_seconds=dict(clock.seconds),  # so far
+            message=f"early scores in Label Studio ({what}); training on",
+        )
+        # after the scores are in (Label Studio takes seconds to delete a version's
+        # predictions); the last early scores go too
+        drop_superseded_predictions(api, store, project, version, also=last_early)
+        clock.lap("early")
+        logger.info(
+            "project %s: early scores of version %s in Label Studio (%s; %s)",
+            project,
+            version,
+            what,
+            clock,
+        )
+
+    version_meta_args = (spec, settings, items, len(annotated), len(reference))
+    scouts_part: dict = {}
+
+    def score_beside_crf(scouts) -> None:  # while the CRF trains after the scouts
+        scouts_part["proba"] = scouts.scout_proba(annotated)
+
+    srw = fit_in_stages(
+        engine(settings, spec),
+        training,
+        publish_early,
+        part_params(settings),
+        beside_crf=score_beside_crf,
+    )
+    clock.lap("train")
+    # The review queue needs one forward pass per annotated task (the default score, the
+    # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
+    store.update_status(message=f"scoring {n_annotated} tasks")
+    ordinary = srw.weigh_deterministic(annotated, scout_proba=scouts_part.get("proba"))
+    scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
+    reviews.stamp_saved(scores, saved)
+    clock.lap("score")
+    version = save_version(
+        store,
+        srw,
+        scores,
+        version_meta_args,
+        keep=lambda folder: save_scout_proba(folder, annotated, ordinary),
+    )
+    clock.lap("save")
+
+    learned = scout_learned(scores)
+    if learned is not None and learned["too_little"]:
+        logger.warning("project %s: %s", project, learned["message"])
+    store.update_status(message="writing predictions to Label Studio", scout_learned=learned)
+    until_reachable(  # the version serves here already: Label Studio must have it too
+        f"project {project}: the predictions of version {version}",
+        lambda: serve_in_label_studio(api, store, project, version, scores),
+        on_wait=lambda message: store.update_status(message=message),
+    )
+    # Changed before the fetch: scored above. After it: scored from what they were before.
+    changed = store.take_status("changed_since_fetch", "rescore_pending")
+    if changed:
+        rescore_tasks(api, store, settings, spec, changed)
+    clock.lap("write")
+    store.update_status(
+        scores_in_label_studio=version,
+        scores_seconds=clock.total(),
+        phase_seconds=dict(clock.seconds),  # so far; the job's end gives them all
+    )
+    # After the scores are in: Label Studio 1.23 takes seconds to delete a version's
+    # predictions (some 15 s for 3,000 tasks' early scores), and the queue needs none of it.
+    drop_superseded_predictions(api, store, project, version)  # timed in the next phase:
+    # the phases before scores_seconds must add up to no more than it
+    logger.info(
+        "project %s: the review queue is sorted by version %s's scores (%s); weighing K "
+        "candidates of %d tasks",
+        project,
+        version,
+        clock,
+        len(items),
+    )
+    store.update_status(
+        message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
+    )
+    full = _weigh_candidates(store, settings, srw, spec, items, ordinary)
+    reviews.stamp_saved(full, saved)
+    clock.lap("weigh")
+    new = complete_version(store, version, scores, full)
+    with store.locked("writing"):
+        gone = write_predictions(api, project, version, new)
+    if gone:  # deleted since the training read them
+        store.drop_scores(version, gone)
+    clock.lap("complete")
+    scores = full
+    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
+    message = (
+        f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
+        f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
+    )
+    if learned is not None and learned["too_little"]:  # said where the lead looks
+        message += f"; beware: {learned['message']}"
+    logger.info("project %s: %s (%s)", project, message, clock)
+    return {
+        "message": message,
+        "trained": True,
+        "last_version": version,
+        "annotated_tasks": n_annotated,
+        "doubtful_tasks": doubtful,
+        "phase_seconds": clock.seconds,
+    }
+
+
+# Tasks whose K candidates are weighed between two looks at whether a retrain is due.
+CANDIDATE_CHUNK = 250
+
+
+def _weigh_candidates(store, settings, srw, spec, items, ordinary) -> dict:
+    """The K-candidate pass after the scores are served (c/K, the training weights, the
+    unannotated tasks' pre-annotations), in chunks of :data:`CANDIDATE_CHUNK` tasks: once the
+    changes counted since this training started call for a retrain, the rest is left out (the
+    retrain weighs them) and its slot goes to the retrain, which would otherwise wait for a pass
+    that the ranking does not need."""
+    if len(items) <= CANDIDATE_CHUNK:
+        return score_tasks(srw, spec, items, ordinary=ordinary)
+    full: dict = {}
+    for begin in range(0, len(items), CANDIDATE_CHUNK):
+        if retrain_due(store.status(), settings.retrain_after):
+            logger.info(
+                "project %s: a retrain is due: the K candidates of %d of %d tasks are left to it",
+                store.project,
+                len(items) - begin,
+                len(items),
+            )
+            break
+        full.update(score_tasks(srw, spec, items[begin : begin + CANDIDATE_CHUNK]))
+    return full
+
+
+# A training publishes its first scout's early scores after a third of its steps, at most this many.
+EARLY_STEPS = 300
+
+
+def _early_step(srw, n_annotated: int, after_crf: bool = False) -> int | None:
+    """After which step of the first scout's training early scores are published, or None.
+
+    After a third of the training's steps, at most :data:`EARLY_STEPS`. A training whose third
+    is under a tenth of :data:`EARLY_STEPS` publishes only its own scores, which come soon enough
+    (the default 300: under 90 steps, about 480 NER tasks' 3 epochs in batches of 16, some
+    15 s of training on 2 cores); so does one whose CRF's scores come first (``after_crf``).
+    An ensemble's first scout also publishes once trained (:func:`fit_in_stages`): the others
+    would multiply the wait.
+    """
+    steps = srw.scout.training_steps(n_annotated)
+    early = min(EARLY_STEPS, steps // 3)
+    if not after_crf and early >= EARLY_STEPS // 10:
+        return early
+    return steps if srw.ensemble_size(n_annotated) > 1 else None
+
+
+def _crf_first(srw, n_examples: int) -> bool:
+    """Whether the early scores of a training are its CRF's alone: a NER project's with a CRF
+    (SRW_CRF) and at most ``CRF_FIRST_EXAMPLES`` examples, where the CRF trains in seconds and
+    ranks real errors about as well as a scout given a third of the training budget, with the
+    CRF beside it (docs/evaluation.md); in a larger project the scout's early scores come
+    sooner."""
+    from subregweigh.crf import CRF_FIRST_EXAMPLES
+
+    return srw.crf_template() is not None and n_examples <= CRF_FIRST_EXAMPLES
+
+
+def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=None):
+    """Train the parts of ``srw`` (an unfitted SubRegWeigh) on ``examples`` as a sequence of
+    stages, calling ``publish(weigher, what)`` with each early version on the way:
+
+    1. the CRF, first when :func:`_crf_first`: published alone;
+    2. the first scout: published part-way (:func:`_early_step`) when the CRF did not come
+       first and its training is long enough, and, when other scouts follow, once trained
+       (beside the CRF if that is trained);
+    3. the other scouts;
+    4. the CRF, when it did not come first: ``beside_crf(scouts)`` (the trained scouts'
+       weigher, no CRF) runs while CRFsuite trains (:meth:`FeatureTagger.fit`'s
+       ``meanwhile``), on the core CRFsuite leaves.
+
+    Returns the fitted weigher of every part (:meth:`SubRegWeigh.from_parts` with ``params``),
+    the same as ``srw.fit(examples)`` makes.
+    """
+    from subregweigh.weigh import SubRegWeigh
+
+    scouts, crf = srw.scout_templates(len(examples)), srw.crf_template()
+    crf_first = crf is not None and _crf_first(srw, len(examples))
+    if crf_first:
+        crf.fit(examples)
+        publish(SubRegWeigh.from_parts([], crf, **params), "the CRF alone, while the scout trains")
+    early_step = _early_step(srw, len(examples), after_crf=crf_first)
+    steps = scouts[0].training_steps(len(examples))
+    beside = crf if crf_first else None
+    for j, scout in enumerate(scouts):
+        if len(scouts) > 1:
+            logger.info("training scout %d of %d", j + 1, len(scouts))
+        stops = (early_step,) if j == 0 and early_step is not None and early_step < steps else ()
+        for stage in scout.staged_fit(examples, stop_points=stops):
+            if stage.n_steps_ < steps:  # part-way: the scout as it is after early_step steps
+                early = SubRegWeigh.from_parts([stage], beside, **params)
+                publish(early, _what(stage, scouts, beside))
+        if j == 0 and early_step is not None and len(scouts) > 1:
+            publish(SubRegWeigh.from_parts([scout], beside, **params), _what(scout, scouts, beside))
+    if crf is not None and not crf_first:
+        logger.info("training the CRF on %d examples", len(examples))
+        meanwhile = None
+        if beside_crf is not None:
+            meanwhile = partial(beside_crf, SubRegWeigh.from_parts(scouts, None, **params))
+        crf.fit(examples, meanwhile=meanwhile)
+    return SubRegWeigh.from_parts(scouts, crf, **params)
+
+
+def _what(scout, scouts, beside=None) -> str:
+    """What an early version of the first scout is, for the status and the log."""
+    of = f" of scout 1 of {len(scouts)}" if len(scouts) > 1 else ""
+    with_crf = ", with the CRF" if beside is not None else ""
+    return f"{scout.n_passes_:.2f} passes{of}, {scout.n_steps_} steps{with_crf}"

@@ -1,0 +1,361 @@
+"""Label Studio projects and tasks <-> the engine's examples and results.
+
+Supported labeling configs: one ``<Text>`` with either ``<Labels>`` (NER, character spans) or
+``<Choices>`` (classification; ``choice="multiple"`` for multi-label), and optionally the review
+control (``<Choices name="srw_review">``, whose choices are decisions, never labels), read with
+label-studio-sdk into the engine's :class:`~subregweigh.io.labelstudio.LabelingSpec`. Tasks
+are read by the engine's Label Studio parser, the one the command line uses on exports, so a
+task gives the same examples in both; problems with a single task or annotation never stop the
+rest: they come back as warnings naming the task.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from backend.labelstudio.convert import choices_result, class_note, doubt_regions, labels_result
+from subregweigh.example import Example
+from subregweigh.io.dataset import example_record
+from subregweigh.io.labelstudio import (
+    REVIEW_CHOICES,
+    REVIEW_CONTROL,
+    Annotations,
+    LabelingSpec,
+    LabelStudioTask,
+    ParsedTasks,
+    parse_tasks,
+)
+from subregweigh.io.weights import to_json
+from subregweigh.options import DEFAULT_SCORE
+from subregweigh.suggest import class_suggestion, span_suggestions
+
+SUPPORTED = (
+    "one <Text> with <Labels> (NER) or <Choices> (classification), and optionally the review "
+    f"control <Choices name={REVIEW_CONTROL!r}>"
+)
+
+
+class ConfigError(ValueError):
+    """A labeling config the backend cannot work with; the message says why."""
+
+
+def parse_label_config(config: str) -> LabelingSpec:
+    """Parse ``config`` with label-studio-sdk; raise :class:`ConfigError` if unsupported.
+
+    Beside its one labeling control, a config may hold the review control
+    (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``<Choices>``): the spec's ``review``
+    names it, and it is never a label."""
+    from label_studio_sdk.label_interface import LabelInterface
+
+    if not config or (isinstance(config, str) and not config.strip()):
+        raise ConfigError("the project has no labeling config")
+    if not isinstance(config, str):
+        raise ConfigError(f"the labeling config must be a string, not {type(config).__name__}")
+    try:
+        interface = LabelInterface(config)
+    except Exception as err:
+        raise ConfigError(f"the labeling config is not valid XML: {err}") from None
+    review = [c for c in interface.controls if c.name == REVIEW_CONTROL]
+    controls = [c for c in interface.controls if c.tag in ("Labels", "Choices") and c not in review]
+    others = sorted({c.tag for c in interface.controls if c not in review} - {"Labels", "Choices"})
+    texts = [o for o in interface.objects if o.tag == "Text"]
+    if review and review[0].tag != "Choices":
+        raise ConfigError(
+            f"{REVIEW_CONTROL!r} is the review control's reserved name: it must be a <Choices> "
+            f"({', '.join(REVIEW_CHOICES)}), not <{review[0].tag}>"
+        )
+    if len(controls) != 1 or len(texts) != 1:
+        found = ", ".join(
+            sorted({c.tag for c in interface.controls} | {o.tag for o in interface.objects})
+        )
+        reserved = f" (<Choices name={REVIEW_CONTROL!r}> is the review control)" if review else ""
+        raise ConfigError(
+            f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}{reserved}"
+        )
+    control, text = controls[0], texts[0]
+    for each in (control, *review):
+        if text.name not in each.to_name:
+            raise ConfigError(
+                f"<{each.tag} name={each.name!r}> does not point to <Text name={text.name!r}>"
+            )
+    if not text.value or not text.value.startswith("$"):
+        raise ConfigError(
+            f'<Text name={text.name!r}> needs value="$field" naming the task\'s text field'
+        )
+    if not control.labels:
+        raise ConfigError(f"<{control.tag} name={control.name!r}> has no labels")
+    if others:
+        raise ConfigError(
+            f"subregweigh supports {SUPPORTED}; this config also has: {', '.join(others)}"
+        )
+    is_ner = control.tag == "Labels"
+    return LabelingSpec(
+        task="ner" if is_ner else "classification",
+        from_name=control.name,
+        to_name=text.name,
+        data_key=text.value[1:],
+        labels=tuple(control.labels),
+        multi_label=not is_ner and control.attr.get("choice") == "multiple",
+        review=REVIEW_CONTROL if review else None,
+    )
+
+
+# What one task may cost the backend to read and weigh (issue 58: a saved annotation of 5,000
+# regions on a 1 MB task cost minutes of CPU): beyond either, the task is skipped with a warning
+# naming it. 2,000 regions: one every 50 characters of the longest task weighed.
+MAX_TASK_CHARS = 100_000
+MAX_TASK_REGIONS = 2_000
+
+
+def read_tasks(
+    tasks: Sequence, spec: LabelingSpec, *, annotations: Annotations = "all"
+) -> ParsedTasks:
+    """The backend's reading of Label Studio tasks (:func:`subregweigh.io.labelstudio.parse_tasks`,
+    the command line's parser): every non-cancelled annotation by default, so each annotator's
+    work is weighed and a task scores as its least reliable annotation; lenient, since one bad
+    task or annotation must not stop a project's training or a /predict call. A task longer than
+    :data:`MAX_TASK_CHARS` or with more than :data:`MAX_TASK_REGIONS` regions is skipped."""
+    return parse_tasks(
+        tasks,
+        spec,
+        annotations=annotations,
+        strict=False,
+        max_chars=MAX_TASK_CHARS,
+        max_regions=MAX_TASK_REGIONS,
+    )
+
+
+def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:
+    """``tasks`` with each annotation's ``completed_by`` and ``updated_by`` (user ids, from the
+    API) replaced by ``{"id", "email"}`` where ``users`` (id -> email) knows them, so that the
+    parser names the annotator (:func:`subregweigh.io.labelstudio.annotator`) and a decision
+    its reviewer (:func:`backend.review.decisions.reviewer`) by email. Copies; what is not a task or
+    an annotation stays as it is, for the parser to judge."""
+    out = []
+    for task in tasks:
+        annotations = task.get("annotations") if isinstance(task, dict) else None
+        if isinstance(annotations, list):
+            task = {**task, "annotations": [_named(a, users) for a in annotations]}
+        out.append(task)
+    return out
+
+
+def _named(annotation, users: Mapping[int, str]):
+    if not isinstance(annotation, dict):
+        return annotation
+    named = {
+        key: {"id": who, "email": users[who]}
+        for key in ("completed_by", "updated_by")
+        if type(who := annotation.get(key)) is int and who in users
+    }
+    return {**annotation, **named} if named else annotation
+
+
+def weighed(item: LabelStudioTask) -> tuple[Example, ...]:
+    """The examples the backend weighs for a task: its annotations', or, unannotated, one
+    without a label (``()``), weighed for its majority prediction and self-consistency."""
+    if item.examples:
+        return item.examples
+    return (Example(item.id, tuple(word for word, _, _ in item.words), ()),)
+
+
+def fingerprint(item: LabelStudioTask) -> str:
+    """Changes whenever the task's text or any usable annotation's label changes."""
+    payload = [item.text, sorted((ex.id, ex.label) for ex in weighed(item))]
+    return hashlib.sha1(json.dumps(payload).encode()).hexdigest()
+
+
+# A stored annotation keeps these columns of WeighResult.columns(), as `weigh` writes them.
+_KEPT = (
+    "reliability",
+    "probability",
+    "deterministic_probability",
+    "majority",
+    "entity_probability",
+)
+
+
+def annotation_record(
+    ex: Example, task: str, score: float, columns: dict, row: int
+) -> dict[str, Any]:
+    """One annotation as the report reads it: a weights record of ``subregweigh weigh``
+    (:func:`~subregweigh.report.AnnotationTable.from_records`) with its annotator."""
+    record = {**example_record(ex, task), "annotator": ex.annotator, "score": score}
+    record.update((key, to_json(columns[key][row])) for key in _KEPT if key in columns)
+    return record
+
+
+# Columns a quick scoring (SubRegWeigh.weigh_deterministic, K=1) would give meaningless values.
+_K_ONLY = ("reliability", "probability")
+
+
+def stored_prediction(
+    item: LabelStudioTask,
+    spec: LabelingSpec,
+    result,
+    first: int,
+    count: int,
+    score_name: str = DEFAULT_SCORE,
+    columns: dict | None = None,
+    shown=None,
+) -> dict:
+    """What the backend stores and serves for one task, from a :class:`WeighResult`.
+
+    Annotated: score = the lowest quality score ``score_name`` (``WeighResult.score``) among its
+    annotations, result = the scout's prediction for that least reliable one with where that
+    annotation differs: NER, a note on each region concerned, and a region for each annotated
+    entity the scout drops (:func:`~backend.labelstudio.convert.doubt_regions`); classification, the
+    scout's probability of its suggestion as the result's score and the annotated labels, the
+    suggested ones and the next alternatives in its note
+    (:func:`~backend.labelstudio.convert.class_note`; from ``WeighResult.class_probability``, else
+    the bare choice); every annotation is kept with its own scores and annotator (``annotations``,
+    for the report; ``columns`` is ``result.columns()``, computed once per call of the caller). The
+    score and the prediction are read from ``shown`` when given (``(ordinary, row)``: the
+    :meth:`SubRegWeigh.weigh_deterministic` holding the task's annotations from ``row`` on, the
+    scout's ordinary prediction as the "deterministic" score judges it), else from ``result``
+    (the K candidates' majority). ``ordinary`` may be ``result`` itself (a quick scoring): then
+    the annotations carry no c/K or K-candidate probability.
+    Unannotated: from ``result``, score = the share of the K predictions agreeing with the
+    majority prediction (self-consistency).
+    """
+    rows = range(first, first + count)
+    from_ordinary = bool(item.examples) and shown is not None
+    view, view_first = shown if from_ordinary else (result, first)
+    if item.examples:
+        quality = view.score(score_name)[view_first : view_first + count]
+        worst = int(np.argmin(quality))  # the first of equals, as min() would
+        row, score = view_first + worst, float(quality[worst])
+    else:
+        row = first
+        score = float(view.majority_share[row])
+    majority = view.majority[row]
+    if spec.task == "ner":
+        entities, notes = view.majority_entities[row], None
+        if item.examples:
+            per = "probability" if from_ordinary else "copies"
+            entities, notes = _ner_doubts(item, view, row, item.examples[row - view_first], per)
+        spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
+        regions = labels_result(
+            item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
+        )
+    elif item.examples and len(view.class_probability):
+        regions = _class_doubt(spec, view, row, item.examples[row - view_first])
+    else:
+        regions = choices_result(list(majority), spec.from_name, spec.to_name)
+    quick = shown is not None and shown[0] is result
+    entry = {
+        "result": regions,
+        "score": score,
+        "fingerprint": fingerprint(item),
+        "reliability": {result.ids[r]: float(result.reliability[r]) for r in rows}
+        if item.examples and not quick
+        else {},
+        "probability": {result.ids[r]: float(result.probability[r]) for r in rows}
+        if item.examples and not quick
+        else {},
+    }
+    if item.examples:
+        columns = columns if columns is not None else result.columns()
+        if quick:
+            columns = {k: v for k, v in columns.items() if k not in _K_ONLY}
+        entry["annotations"] = [
+            annotation_record(ex, spec.task, float(q), columns, r)
+            for ex, q, r in zip(item.examples, quality, rows)
+        ]
+    return entry
+
+
+def _ner_doubts(item: LabelStudioTask, view, row: int, annotation: Example, per: str):
+    """An annotated NER task's regions and their notes
+    (:func:`~backend.labelstudio.convert.doubt_regions`): the scout's entities on ``view``'s
+    ``row``, and where ``annotation`` differs from them."""
+    entities = view.majority_entities[row]
+    suggestions = span_suggestions(
+        annotation.label, view.majority[row], view.entity_probability[row], entities
+    )
+
+    def words(start: int, end: int) -> str:
+        return item.text[item.words[start][1] : item.words[end - 1][2]]
+
+    return doubt_regions(entities, suggestions, words, per)
+
+
+def _class_doubt(spec: LabelingSpec, view, row: int, annotation: Example) -> list[dict]:
+    """An annotated classification task's result: the scout's suggestion on ``view``'s
+    ``row``, its probability as the score, and in its meta the annotated labels, the
+    suggested ones and the next alternatives, each with the scout's probability."""
+    suggestion = class_suggestion(
+        view.class_probability[row], view.labels, annotation.label, spec.multi_label
+    )
+    return choices_result(
+        [label for label, _ in suggestion.suggested],
+        spec.from_name,
+        spec.to_name,
+        suggestion.probability,
+        class_note(suggestion),
+    )
+
+
+def annotated_examples(items: Sequence[LabelStudioTask]) -> list[Example]:
+    """The annotations of ``items``, in order: what :meth:`SubRegWeigh.weigh_deterministic` scores
+    for :func:`score_tasks`."""
+    return [ex for item in items for ex in item.examples]
+
+
+def score_tasks(
+    srw,
+    spec: LabelingSpec,
+    items: Sequence[LabelStudioTask],
+    score_name: str = DEFAULT_SCORE,
+    *,
+    quick: bool = False,
+    ordinary=None,
+) -> dict[str, dict]:
+    """Weigh tasks read by :func:`read_tasks` with a fitted :class:`SubRegWeigh`.
+
+    Returns task id (str) -> stored prediction (:func:`stored_prediction`), scored by
+    ``score_name``. With the "deterministic" score, what Label Studio shows of an annotated task
+    comes from one pass over the ordinary segmentations (:meth:`SubRegWeigh.weigh_deterministic` of
+    :func:`annotated_examples`; pass it as ``ordinary`` when already computed); the K
+    candidates add c/K and the K-candidate probability to its annotations (report and export)
+    and score the unannotated tasks. ``quick=True`` ("deterministic" only) stops after that
+    one pass: annotated tasks only, scored and shown as a full call scores and shows them, for
+    about 1/K of the forward passes; a full call completes them.
+    """
+    if (quick or ordinary is not None) and score_name != "deterministic":
+        raise ValueError(f"the ordinary pass ranks by 'deterministic', not {score_name!r}")
+    if quick:
+        items = [item for item in items if item.examples]
+    groups = [weighed(item) for item in items]
+    examples = [ex for group in groups for ex in group]
+    if not examples:
+        return {}
+    if score_name == "deterministic" and ordinary is None:
+        annotated = annotated_examples(items)  # none: unannotated tasks read no ordinary pass
+        ordinary = srw.weigh_deterministic(annotated) if annotated else None
+    if quick:
+        result = ordinary
+    elif ordinary is None:
+        result = srw.weigh(examples)
+    else:  # the ordinary pass is done: weigh only the candidates
+        candidates_only = copy.copy(srw)
+        candidates_only.deterministic = False
+        result = candidates_only.weigh(examples)
+        annotated = np.array([bool(item.examples) for item, g in zip(items, groups) for _ in g])
+        result.deterministic_probability[annotated] = ordinary.deterministic_probability
+    columns = result.columns()
+    out, first, first_annotated = {}, 0, 0
+    for item, group in zip(items, groups):
+        shown = (ordinary, first_annotated) if ordinary is not None else None
+        out[item.id] = stored_prediction(
+            item, spec, result, first, len(group), score_name, columns, shown
+        )
+        first += len(group)
+        first_annotated += len(item.examples)
+    return out

@@ -1,0 +1,345 @@
+"""Reviewers' decisions on scored tasks, kept: ``MODEL_DIR/<project>/reviews.json``.
+
+What a save decides is :mod:`backend.review.decisions`' (the review control where the project's
+config has it, else the save itself); how decisions change what is served is
+:mod:`backend.review.served`'s. This module reads them from Label Studio and keeps them.
+
+A webhook only says *which* task changed. Its body is never trusted for a decision: the rescore
+that follows reads the task from Label Studio, within the project (:func:`decide`), and judges
+each annotation the serving version scored against its baseline, the content and ``updated_at``
+a training or a rescore last read from Label Studio (kept in the scored record as ``saved``,
+:func:`stamp_saved`). Only a save Label Studio names a user for (``updated_by``), newer than
+that baseline, decides (:func:`backend.review.decisions.vouched_save`): an imported annotation, a
+replayed event and a record scored from a caller's tasks (``/predict``) decide nothing.
+
+``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
+once lose nothing, and lives outside the versions: decisions survive restarts and retrains. It
+is bounded: one current decision per annotation (keyed ``<task>/<annotation>``, with the hash of
+the content it decided, :func:`content_hash`, so a confirmation never applies once the labels
+change), each with its reviewer, the time Label Studio saved it, and each reviewer's latest
+decision on that annotation (``reviewers``: agreement in the report); and the last
+:data:`HISTORY` decisions.
+
+:func:`review_inputs` turns the decisions into the report's input
+(:func:`subregweigh.report.review_summary`, :func:`subregweigh.report.reviewer_summary`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from backend.labelstudio.tasks import read_tasks
+from backend.review import decisions, served
+from backend.review.decisions import (
+    CONFIRMED,
+    COUNTED,
+    FIXED,
+    SELF_REVIEWED,
+    WITHDRAWN,
+    content_hash,
+)
+from backend.store.scores_view import ScoresView
+from backend.store.store import ProjectStore
+from subregweigh.example import Example
+from subregweigh.io.atomic import atomic_write_json
+from subregweigh.io.dataset import example_record
+from subregweigh.report import NONE_LABEL
+from subregweigh.served import served_score
+from subregweigh.tags import entity_spans
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CONFIRMED", "FIXED", "SELF_REVIEWED", "content_hash", "decide", "load", "review_inputs"]
+
+HISTORY = 1_000  # decisions kept in reviews.json's history, the newest
+
+
+def record_labels(record: Mapping) -> list[str]:
+    """The labels an annotation record holds: NER its entity types (``"O"`` when none),
+    classification its classes."""
+    if "tags" in record:
+        return sorted({etype for etype, _, _ in entity_spans(record["tags"])}) or [
+            NONE_LABEL["ner"]
+        ]
+    if "label" in record:
+        return [record["label"]]
+    return sorted(record.get("labels") or []) or [NONE_LABEL["classification"]]
+
+
+def _path(store: ProjectStore):
+    return store.root / "reviews.json"
+
+
+def load(store: ProjectStore) -> dict:
+    """``reviews.json``: ``{"decisions": {"task/annotation": its current decision},
+    "history": [[time, task, annotation, decision], ...]}`` (the last :data:`HISTORY`); empty
+    when there is none (or it is unreadable: logged, and rewritten by the next decision). A
+    file of the earlier layout (one entry per decision and content) reads as its latest
+    decision per annotation."""
+    try:
+        value = json.loads(_path(store).read_text())
+    except FileNotFoundError:
+        value = {}
+    except (OSError, ValueError) as err:
+        logger.warning("project %s: %s is unreadable (%s)", store.project, _path(store), err)
+        value = {}
+    if not isinstance(value, dict):
+        value = {}
+    decisions = value.get("decisions") if isinstance(value.get("decisions"), dict) else {}
+    if any(":" in key for key in decisions):  # the earlier layout: the latest per annotation
+        latest: dict[str, dict] = {}
+        for d in sorted(decisions.values(), key=lambda d: d.get("last_at", 0)):
+            key = f"{d['task']}/{d['annotation']}"
+            fixed = d.get("decision") == FIXED or latest.get(key, {}).get("fixed", False)
+            latest[key] = {**latest.get(key, {}), **d, "fixed": fixed}
+        decisions = latest
+    history = value.get("history") if isinstance(value.get("history"), list) else []
+    return {"decisions": decisions, "history": history[-HISTORY:]}
+
+
+# --------------------------------------------------------------------------------- recording
+
+
+def _scored_index(scores: dict) -> dict[str, dict]:
+    return {
+        record["id"]: {
+            "hash": content_hash(record),
+            "score": float(record["score"]),
+            "labels": record_labels(record),
+            "saved": record.get("saved"),  # the baseline a save is judged against (decide)
+            **{k: record[k] for k in ("words", "tags") if k in record},  # NER: a fix's slips
+        }
+        for entry in scores.values()
+        for record in entry.get("annotations") or ()
+        if isinstance(record, dict) and "id" in record and "score" in record
+    }
+
+
+SCORED_CACHED = 8  # versions whose scored annotations a process keeps
+# scored_annotations(store, version): ``"task/annotation"`` -> ``{"hash", "score", "labels",
+# "saved"}`` (and NER's words and tags) of every annotation ``version`` scored, kept per process
+# until scores.json changes (:class:`backend.store.scores_view.ScoresView`): what a rescore judges
+# its decisions against.
+scored_annotations = ScoresView(_scored_index, SCORED_CACHED)
+
+
+def saved_times(tasks: Sequence[Mapping]) -> dict[str, str]:
+    """``"task/annotation"`` -> the annotation's ``updated_at``, for ``tasks`` as Label Studio
+    returned them (the export, or
+    :meth:`~backend.labelstudio.client.LabelStudioAPI.project_tasks`)."""
+    out = {}
+    for task in tasks:
+        for annotation in task.get("annotations") or ():
+            if isinstance(annotation, Mapping) and isinstance(annotation.get("updated_at"), str):
+                out[f"{task['id']}/{annotation.get('id')}"] = annotation["updated_at"]
+    return out
+
+
+def stamp_saved(scores: Mapping[str, dict], times: Mapping[str, str], before=None) -> None:
+    """Give each annotation record of ``scores`` its ``saved``: ``{"at", "hash"}``, the time
+    Label Studio says the annotation was saved (``times``, :func:`saved_times`) and the content
+    that time belongs to: the baseline a later save is judged against (:func:`decide`). Without
+    a time from Label Studio (``/predict``'s tasks come from the caller), the record keeps the
+    baseline of the same annotation in ``before`` (task id -> the stored entry), if any. In
+    place."""
+    for task, entry in scores.items():
+        old = {
+            r.get("id"): r.get("saved")
+            for r in ((before or {}).get(task) or {}).get("annotations") or ()
+            if isinstance(r, Mapping)
+        }
+        for record in entry.get("annotations") or ():
+            at = times.get(record.get("id"))
+            if at is not None:
+                record["saved"] = {"at": at, "hash": content_hash(record)}
+            elif old.get(record.get("id")):
+                record["saved"] = old[record.get("id")]
+
+
+def decide(
+    store: ProjectStore,
+    version: str,
+    spec,
+    tasks: Sequence[Mapping],
+    allow_self: bool = False,
+) -> dict[str, str]:
+    """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
+    them just now, never a webhook's body) against what ``version`` scored and what the last
+    decision on it left (:func:`backend.review.decisions.outcome`; ``allow_self``: the project's
+    ``self_review``), and keep what they decide. Returns
+    ``"task/annotation"`` -> decision (:data:`~backend.review.decisions.WITHDRAWN` for a withdrawn
+    one). An annotation the version has not scored (newer) decides nothing: its rescore scores
+    it."""
+    scored = scored_annotations(store, version)
+    judged = []
+    for task in tasks:
+        parsed = read_tasks([task], spec)
+        item = parsed.tasks[0] if parsed.tasks else None
+        raw = {
+            f"{task['id']}/{a.get('id')}": a
+            for a in task.get("annotations") or ()
+            if isinstance(a, Mapping)
+        }
+        for ex in item.examples if item else ():
+            record = scored.get(ex.id)
+            if record is not None:
+                judged.append(
+                    decisions.judged(ex.id, ex, spec, record, raw.get(ex.id, {}), version)
+                )
+    if not judged:
+        return {}
+    return _keep(store, judged, control=spec.review is not None, allow_self=allow_self)
+
+
+def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) -> float:
+    """The score the reviewer saw: the annotation's as the queue served it before this save
+    (1 if confirmed, its slips' repeats applied), not the stored one."""
+    key = f"{j['task']}/{j['annotation']}/{j['scored_hash']}"
+    if key in confirmed:
+        return 1.0
+    repeats = 0 if key in fixed.fixed else served.slip_repeats(record, fixed.counts)
+    return served_score(j["score"], repeats)
+
+
+def _keep(
+    store: ProjectStore, judged: list[dict], control: bool, allow_self: bool
+) -> dict[str, str]:
+    """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
+    current decision per annotation and a bounded history. Slips that start or stop counting
+    are queued for the rescore, which rewrites their repeats' predictions: every slip whose
+    weight the decisions changed (:func:`backend.review.served.slips`)."""
+    made: dict[str, str] = {}
+    with store.locked():
+        reviews = load(store)
+        confirmed, fixed = served.confirmed(reviews), served.slips(reviews)  # as served so far
+        now = time.time()
+        for j in judged:
+            key = f"{j['task']}/{j['annotation']}"
+            prior = reviews["decisions"].get(key) or {}
+            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed)
+            new = decisions.outcome(j, prior, control, seen, allow_self)
+            if new is None:
+                continue
+            if new["decision"] == WITHDRAWN:
+                reviews["decisions"].pop(key, None)
+            else:
+                new.update(at=prior.get("at", now), last_at=now, count=prior.get("count", 0) + 1)
+                reviews["decisions"][key] = new
+            reviews["history"] = [
+                *reviews["history"][-(HISTORY - 1) :],
+                [round(now, 3), j["task"], j["annotation"], new["decision"], j["reviewer"]],
+            ]
+            made[key] = new["decision"]
+            logger.info(
+                "project %s: annotation %s of task %s %s by %s%s (served at %.3f with version %s)",
+                store.project,
+                j["annotation"],
+                j["task"],
+                new["decision"],
+                j["reviewer"],
+                f", its annotator (would have {new['chosen']})"
+                if new["decision"] == SELF_REVIEWED
+                else "",
+                seen,
+                j["version"],
+            )
+        if made:
+            atomic_write_json(_path(store), reviews)
+        weights = served.slips(reviews).counts
+    moved = {
+        served.SLIP_SEP.join(pair)
+        for pair in {*fixed.counts, *weights}
+        if fixed.counts.get(pair) != weights.get(pair)
+    }
+    if moved:  # the next rescore rewrites the predictions of the tasks that repeat them
+        new_slips = dict.fromkeys(sorted(moved), 1)
+        store.update_status(slips_pending=lambda pending: {**new_slips, **(pending or {})})
+    return made
+
+
+# --------------------------------------------------------------------------------- serving
+
+
+def serving_state(store: ProjectStore) -> tuple[dict[str, dict], served.Slips]:
+    """``(confirmed, slips)`` from one read of reviews.json: what serving needs
+    (:func:`backend.review.served.confirmed`, :func:`backend.review.served.slips`)."""
+    reviews = load(store)
+    return served.confirmed(reviews), served.slips(reviews)
+
+
+def confirmed_keys(store: ProjectStore) -> dict[str, dict]:
+    """``"task/annotation/hash"`` -> decision, of every confirmed annotation content."""
+    return served.confirmed(load(store))
+
+
+def fixed_slips(store: ProjectStore) -> served.Slips:
+    """The slips of every fix kept in reviews.json, which the served scores move up where
+    they recur."""
+    return served.slips(load(store))
+
+
+def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[str]:
+    """The ids of ``examples`` (annotations as Label Studio holds them now, ids
+    ``"task/annotation"``) whose current content a reviewer decided: confirmed it, or saved it
+    as the fix. An annotation changed since its decision is not among them, nor one its
+    annotator alone reviewed (:data:`~backend.review.decisions.SELF_REVIEWED`)."""
+    kept = load(store)["decisions"]
+    return {
+        ex.id
+        for ex in examples
+        if ex.id in kept
+        and kept[ex.id].get("decision") != SELF_REVIEWED
+        and kept[ex.id].get("hash") == content_hash(example_record(ex, task))
+    }
+
+
+def served_scores(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
+    """``scores`` (task id -> stored prediction) as served
+    (:func:`backend.review.served.served_entry`)."""
+    confirmed, fixed = serving_state(store)
+    return {
+        task: served.served_entry(task, entry, confirmed, fixed) for task, entry in scores.items()
+    }
+
+
+# --------------------------------------------------------------------------------- report
+
+
+def review_inputs(store: ProjectStore) -> dict | None:
+    """The decisions as the report takes them. For
+    :func:`subregweigh.report.review_summary`, one item per task with a confirmation or a fix
+    (*unsure* and reverted fixes say nothing of a flag): ``score`` (the lowest score its
+    annotations were served with when decided), ``fixed`` (any of them fixed), ``labels`` (what
+    they held); plus ``tasks``. For :func:`subregweigh.report.reviewer_summary`, ``decisions``:
+    ``{"item", "reviewer", "decision"}`` lists, each reviewer's latest decision on each
+    annotation. None before any decision."""
+    kept = load(store)["decisions"].values()
+    tasks: dict[str, dict] = {}
+    items, who, what = [], [], []
+    for d in kept:
+        each = dict(d.get("reviewers") or {})
+        if d.get("decision") == SELF_REVIEWED or not each:  # an annotator's own, apart
+            each.setdefault(d.get("reviewer", ""), d["decision"])
+        for reviewer, decision in each.items():
+            items.append(f"{d['task']}/{d['annotation']}")
+            who.append(reviewer)
+            what.append(decision)
+        if d.get("decision") not in COUNTED:
+            continue
+        item = tasks.setdefault(d["task"], {"score": 1.0, "fixed": False, "labels": set()})
+        item["score"] = min(item["score"], float(d["score"]))
+        item["fixed"] |= d["decision"] == FIXED or bool(d.get("fixed"))
+        item["labels"].update(d.get("labels") or ())
+    if not items:
+        return None
+    order = sorted(tasks, key=int)
+    return {
+        "tasks": order,
+        "score": [tasks[t]["score"] for t in order],
+        "fixed": [tasks[t]["fixed"] for t in order],
+        "labels": [sorted(tasks[t]["labels"]) for t in order],
+        "decisions": {"item": items, "reviewer": who, "decision": what},
+    }

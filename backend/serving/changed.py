@@ -1,0 +1,88 @@
+"""The changed tasks' scores: a task whose annotations changed, read again from Label Studio
+within its project, the reviewers' decisions it shows kept, scored with the version serving now
+and written as that version's one prediction of it. What the rescore job does with the tasks
+its webhooks named (:mod:`backend.jobs.rescore`), and a training with those changed while it
+trained (:mod:`backend.jobs.training`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from backend.config import project_settings
+from backend.config.settings import Settings
+from backend.labelstudio.client import LabelStudioAPI, annotator_names
+from backend.labelstudio.tasks import name_annotators, read_tasks
+from backend.review import reviews
+from backend.serving.predictions import predict
+from backend.store import snapshot
+from backend.store.store import ProjectStore
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+
+def rescore_tasks(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
+) -> int:
+    """Read ``tasks`` (ids) from Label Studio, within the project only, keep the reviewers'
+    decisions they show (:func:`read_changed`), score them with the current version (only
+    what changed is computed, see :func:`predict`) and make each score the task's one
+    prediction of that version (:func:`write_scores`). Returns how many were written; a task
+    the project does not hold (gone, or another project's) is skipped and logged."""
+    read = read_changed(api, store, spec, tasks, settings)
+    return write_scores(api, store, settings, spec, read)
+
+
+def read_changed(
+    api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks, settings: Settings
+) -> list:
+    """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
+    reviewers' decisions they show are kept (:func:`backend.review.reviews.decide`, with the
+    project's ``self_review``), and for NER the tasks as they now stand
+    (:mod:`backend.store.snapshot`)."""
+    wanted = sorted({int(task) for task in tasks})
+    read_at = time.time()
+    read = api.project_tasks(int(store.project), wanted)
+    missing = sorted(set(wanted) - {task["id"] for task in read})
+    if missing:
+        logger.warning(
+            "project %s: %d tasks not rescored: Label Studio does not list them in project %s "
+            "(deleted, or another project's): %s",
+            store.project,
+            len(missing),
+            store.project,
+            ", ".join(map(str, missing[:10])),
+        )
+    read = name_annotators(read, annotator_names(api, store.project)) if read else []
+    if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
+        snapshot.keep_tasks(store, wanted, [i for i in read_tasks(read, spec).tasks if i], read_at)
+    version = store.current_version()
+    if read and version is not None:
+        allow_self = project_settings.effective(settings, store).self_review
+        reviews.decide(store, version, spec, read, allow_self=allow_self)
+    return read
+
+
+def write_scores(
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, read
+) -> int:
+    """Score the tasks ``read`` (:func:`read_changed`) with the current version and make each
+    score the task's one prediction of that version; how many were written."""
+    with store.locked("writing"):  # not between a training's writes: one prediction per task
+        results = predict(settings, store.project, spec, read, from_label_studio=True)
+        written = [
+            {"task": int(task["id"]), **result}
+            for task, result in zip(read, results, strict=True)
+            if "score" in result
+        ]
+        api.replace_predictions(int(store.project), written)
+    if written:
+        logger.info(
+            "project %s: rescored %d changed tasks with version %s: %s",
+            store.project,
+            len(written),
+            written[0]["model_version"],
+            ", ".join(f"task {w['task']} {w['score']:.3f}" for w in written[:10]),
+        )
+    return len(written)

@@ -1,0 +1,191 @@
+"""Predictions of a project's tasks: per task, the stored prediction of the version serving now;
+only tasks missing there (or changed since) are computed, and stored for the next call."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from backend.config import project_settings
+from backend.config.redact import printable
+from backend.config.settings import Settings
+from backend.labelstudio.tasks import (
+    fingerprint,
+    read_tasks,
+    score_tasks,
+)
+from backend.review import reviews, served
+from backend.serving.weighers import weigher
+from backend.store.store import CorruptVersion, ProjectStore
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+
+UNTRAINED = "subregweigh-untrained"
+
+
+def serving(store: ProjectStore, training: bool) -> dict:
+    """What /status says serves ``store``'s project: the version, and whether it is an early
+    version (its ``early``: what it is) left by a training that did not finish (``training``:
+    whether one runs now)."""
+    version = store.current_version()
+    if version is None:
+        return {"version": None, "message": "nothing yet: the first training publishes one"}
+    early = store.meta(version).get("early")
+    if not early:
+        return {"version": version, "early": None, "message": "a training's full version"}
+    if training:
+        message = f"an early version of the training running now ({early})"
+    else:
+        message = (
+            f"an early version ({early}) of a training that did not finish: weaker than a full "
+            "version; the next training replaces it"
+        )
+    return {"version": version, "early": early, "message": message}
+
+
+def model_version(settings: Settings, project: str | None) -> str:
+    """The version ``project`` is served from, or :data:`UNTRAINED`."""
+    version = ProjectStore(settings.model_dir, project).current_version() if project else None
+    return version or UNTRAINED
+
+
+def predict(
+    settings: Settings,
+    project: str | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
+) -> list[dict]:
+    """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
+    for a task that cannot be read, and for every task before the first training), with the
+    project's settings (:func:`backend.config.project_settings.effective`).
+
+    ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
+    project by the backend itself). A caller's tasks are scored and served, never stored: only
+    tasks read from Label Studio change what the version holds (a made-up text or annotator
+    sent to ``/predict`` must not replace a task's score, nor the regions a refresh writes), and
+    only they set the baseline reviewers' decisions are judged against
+    (:func:`backend.review.reviews.stamp_saved`). A task Label Studio changes reaches the store
+    through its webhook's rescore."""
+    store = ProjectStore(settings.model_dir, project) if project else None
+    if store is not None:
+        settings = project_settings.effective(settings, store)
+    broken: set[str] = set()
+    while True:  # a version found corrupt is marked BROKEN; then the next newest serves
+        try:
+            return _predict(settings, store, spec, tasks, from_label_studio)
+        except CorruptVersion as err:
+            if err.version in broken:  # the marker did not take: do not loop
+                raise
+            broken.add(err.version)
+            store.mark_broken(err.version, str(err))
+
+
+def _predict(
+    settings: Settings,
+    store: ProjectStore | None,
+    spec: LabelingSpec,
+    tasks: Sequence[dict],
+    from_label_studio: bool = False,
+) -> list[dict]:
+    version = store.current_version() if store else None
+    if version is None:
+        logger.info(
+            "project %s: no trained scout yet; returning empty predictions for %d tasks "
+            "(train from the project's Model settings, or annotate %d tasks)",
+            store.project if store else None,
+            len(tasks),
+            settings.min_annotations,
+        )
+        return [{"result": [], "model_version": UNTRAINED} for _ in tasks]
+    stored = store.scores(version)
+    parsed = read_tasks(tasks, spec)
+    stale = [
+        item
+        for item in parsed.tasks
+        if item is not None and stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+    ]
+    if stale:
+        start = time.perf_counter()
+        fresh = score_tasks(weigher(settings, store, version), spec, stale)
+        note = "; a caller's tasks: served, not stored"
+        if from_label_studio:
+            reviews.stamp_saved(fresh, reviews.saved_times(tasks), before=stored)
+            saved = store.store_scores(version, _within_bound(store, version, stored, fresh))
+            note = "" if saved else "; the disk is full: kept in memory, not stored"
+        stored = {**stored, **fresh}  # served, whoever sent them
+        logger.info(
+            "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)%s",
+            store.project,
+            len(fresh),
+            len(tasks),
+            time.perf_counter() - start,
+            note,
+        )
+    log_warnings(store.project, parsed.warnings)
+    # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up
+    confirmed, slips = reviews.serving_state(store)
+    out = []
+    for item in parsed.tasks:
+        entry = stored.get(item.id) if item is not None else None
+        if entry is None:
+            out.append({"result": [], "model_version": version})
+        else:
+            entry = served.served_entry(item.id, entry, confirmed, slips)
+            out.append(
+                {"result": entry["result"], "score": entry["score"], "model_version": version}
+            )
+    return out
+
+
+# A version stores the scores of at most this many tasks beyond those it was trained with (new
+# tasks a rescore read from Label Studio): what a project growing between trainings can make
+# the backend keep is bounded.
+MAX_NEW_TASKS = 50_000
+
+_bound_warned: set[tuple[str, str]] = set()
+
+
+def _within_bound(store: ProjectStore, version: str, stored: dict, fresh: dict) -> dict:
+    """The part of ``fresh`` to store: every task ``version`` already holds, and new ones while
+    it holds fewer than its trained tasks plus :data:`MAX_NEW_TASKS` (the rest is served, not
+    stored; one WARNING per version)."""
+    new = [task for task in fresh if task not in stored]
+    limit = int(store.meta(version).get("n_tasks") or 0) + MAX_NEW_TASKS
+    room = max(0, limit - len(stored))
+    if len(new) <= room:
+        return fresh
+    kept = set(new[:room])
+    if (store.project, version) not in _bound_warned:
+        _bound_warned.add((store.project, version))
+        logger.warning(
+            "project %s: version %s already stores %d tasks (at most %d); scores of tasks "
+            "beyond that are served but not stored",
+            store.project,
+            version,
+            len(stored),
+            limit,
+        )
+    return {task: e for task, e in fresh.items() if task in stored or task in kept}
+
+
+# A request of 100,000 unreadable tasks logs this many of its warnings, then one line of the rest.
+WARNINGS_SHOWN = 5
+
+
+def log_warnings(project: str, warnings: Sequence[str]) -> None:
+    """Log the first :data:`WARNINGS_SHOWN` of ``warnings`` and count the rest in one line."""
+    for warning in warnings[:WARNINGS_SHOWN]:
+        # Task data may hold lone surrogates (Label Studio stores what it is sent): escaped,
+        # so that no log handler fails to encode the line.
+        logger.warning("project %s: %s", project, printable(warning))
+    if len(warnings) > WARNINGS_SHOWN:
+        logger.warning(
+            "project %s: and %d more warnings like these (%d in all)",
+            project,
+            len(warnings) - WARNINGS_SHOWN,
+            len(warnings),
+        )

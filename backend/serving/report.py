@@ -1,0 +1,97 @@
+"""A project's report, from what its current version stored: the engine's report over the
+backend's files.
+
+The training stores every annotation's scores with its annotator (``scores.json``, see
+:func:`backend.labelstudio.tasks.stored_prediction`) and what it trained on (``meta.json``); a
+self-test leaves its outcome in the project's status, reviewers' decisions are kept in
+``reviews.json`` (:mod:`backend.review.reviews`), and the project's settings now (what its next
+training uses,
+:func:`backend.config.project_settings.shown`) sit beside the version's. :func:`project_report`
+reads them into the engine's :func:`subregweigh.report.build_report`, with links to the tasks in
+Label Studio (an annotation a reviewer confirmed scores 1 there, as in Label Studio);
+:func:`render` makes the page (:mod:`subregweigh.report_html`).
+"""
+
+from __future__ import annotations
+
+from backend.config import project_settings
+from backend.config.settings import Settings
+from backend.review import reviews, served
+from backend.store.store import ProjectStore
+from subregweigh.report import AnnotationTable, build_report
+
+
+class ReportUnavailable(LookupError):
+    """No report yet (no trained version, or one stored before reports); says why."""
+
+
+def annotation_records(
+    scores: dict, confirmed: set[str] = frozenset(), slips: served.Slips | None = None
+) -> list[dict]:
+    """Every stored annotation as a weights record, with its task (from ``scores.json``) and
+    its score as the review queue serves it (:func:`backend.review.served.served_score`): 1 once a
+    reviewer confirmed its content (``confirmed``, :func:`backend.review.reviews.confirmed_keys`),
+    lowered where it repeats a fixed slip (``slips``,
+    :func:`backend.review.reviews.fixed_slips`)."""
+    return [
+        {**record, "task": task, "score": served.served_score(task, record, confirmed, slips)}
+        for task, entry in scores.items()
+        for record in entry.get("annotations") or ()
+    ]
+
+
+def project_report(
+    settings: Settings,
+    project: str,
+    *,
+    threshold: float = 0.5,
+    top: int = 20,
+    expected_error_rate: float | None = None,
+) -> dict:
+    """The report of ``project``'s current version (:func:`subregweigh.report.build_report`).
+
+    Raises
+    ------
+    ReportUnavailable
+        Before the first training, or for a version trained before reports existed.
+    """
+    store = ProjectStore(settings.model_dir, project)
+    version = store.current_version()
+    if version is None:
+        raise ReportUnavailable(
+            f"project {project} has no trained version yet: start a training first"
+        )
+    records = annotation_records(store.scores(version), *reviews.serving_state(store))
+    if not records:
+        raise ReportUnavailable(
+            f"version {version} of project {project} stored no per-annotation scores (it "
+            "predates reports, or has no annotations): train again"
+        )
+    selftest = store.status().get("selftest") or {}
+    base = settings.task_link_base
+
+    def task_url(task: str) -> str:
+        return f"{base}/projects/{project}/data?task={task}"
+
+    return build_report(
+        AnnotationTable.from_records(records, [f"task {r['task']}" for r in records]),
+        threshold=threshold,
+        top=top,
+        expected_error_rate=expected_error_rate,
+        meta={
+            "project": project,
+            **store.meta(version),
+            "version": version,
+            "project_settings": project_settings.shown(settings, store),
+        },
+        selftest=selftest if selftest.get("results") else None,
+        task_url=task_url if base else None,
+        reviews=reviews.review_inputs(store),
+    )
+
+
+def render(report: dict, project: str) -> str:
+    """The report's page."""
+    from subregweigh.report_html import render_html
+
+    return render_html(report, title=f"Project {project}: annotation report")
