@@ -44,7 +44,24 @@ IMG = "img"  # the plots' folder in the site, beside the pages (docs/hooks.py ad
 # the results the README and the benchmarks' index lead with: real errors of two kinds, news
 # (CoNLL++) and tweets (a crowd worker against the experts, benchmarks.tweets), on which every
 # default is chosen
-HEADLINES = ("real-errors-three-scouts",)
+HEADLINES = {  # stem -> its column in the README's table
+    "real-errors-three-scouts": "CoNLL++",
+    "real-errors-tweets-0-min-steps-0": "tweets, slot 0",
+    "real-errors-tweets-1-min-steps-0": "tweets, slot 1",
+}
+# the README's rows: the product, its parts, cleanlab on the same scouts, the model-free orders
+README_ROWS = (
+    "deterministic (product)",
+    "scouts alone (no CRF)",
+    "CRF alone",
+    "one scout (SRW_SCOUTS=1)",
+    "cleanlab in-sample",
+    "random",
+    "length",
+    "entity count",
+    "an entity first",
+    "consistency (model-free)",
+)
 HEADLINE_SECTION = "The whole set"  # its table of the whole data set
 HEADLINE_COLUMNS = ("score", "AP", "P@50", "R-precision")
 README_BEGIN = "<!-- headline:begin (generated: python -m benchmarks.docs) -->"
@@ -362,16 +379,36 @@ def index_page(grouped: dict[str, dict[str, list[Path]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def side_by_side(column: str = "AP") -> list[str]:
+    """The headline results in one table, one ``column`` per result (:data:`README_ROWS`; a
+    row a result lacks is left empty), and a caption naming each result, its set and its
+    command: the README's."""
+    heads = [headline(stem) for stem in HEADLINES]
+    at = [h["header"].index(column) for h in heads]
+    # "3 scouts alone (no CRF)" and "scout alone (no CRF)": one row, whatever the ensemble
+    values = [
+        {re.sub(r"^(\d+ )?scouts? alone", "scouts alone", row[0]): row[i] for row in h["rows"]}
+        for h, i in zip(heads, at)
+    ]
+    labels = [f"{label} ({j + 1})" for j, label in enumerate(HEADLINES.values())]
+    lines = [f"| score ({column}) | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(heads)]
+    lines += [
+        "| " + " | ".join([name, *(v.get(name, "") for v in values)]) + " |"
+        for name in README_ROWS
+        if any(name in v for v in values)
+    ]
+    lines.append("")
+    for j, (stem, h) in enumerate(zip(HEADLINES, heads)):
+        lines.append(
+            f"({j + 1}) {h['what']}; {h['title'][0].lower()}{h['title'][1:]}. From "
+            f"[`{stem}.md`](benchmarks/results/{stem}.md), written by `{h['command']}`."
+        )
+    lines += ["", f"{heads[0]['spread']}; lower = more doubtful; on {heads[0]['machine']}"]
+    return lines
+
+
 def readme_block() -> str:
-    return "\n".join(
-        [
-            README_BEGIN,
-            *headline_tables(
-                lambda stem: f"benchmarks/results/{stem}.md", lambda stem: f"[`{stem}.md`]"
-            ),
-            README_END,
-        ]
-    )
+    return "\n".join([README_BEGIN, *side_by_side(), README_END])
 
 
 def generated() -> dict[Path, str]:
