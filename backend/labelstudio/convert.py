@@ -40,10 +40,10 @@ def labels_result(
     return result
 
 
-def _scout_says(what: str, confidence: float, per: str) -> str:
+def _scout_says(what: str, confidence: float, per: str, verb: str = "says") -> str:
     if per == "copies":
-        return f"the scout says {what} on {confidence:.0%} of the copies"
-    return f"the scout says {what} (p {confidence:.2f})"
+        return f"the scout {verb} {what} on {confidence:.0%} of the copies"
+    return f"the scout {verb} {what} (p {confidence:.2f})"
 
 
 def doubt_regions(
@@ -87,7 +87,10 @@ def doubt_regions(
     notes: dict[tuple, str] = {}
     for etype, start, end, confidence in entities:
         said = annotated_as.get((etype, start, end))
-        if said:
+        if said == ["not annotated"]:  # a missed entity: the note names it, as a reviewer reads it
+            found = _scout_says(f'"{words(start, end)}" as {etype}', confidence, per, "finds")
+            notes[etype, start, end] = f"not annotated: {found}"
+        elif said:
             scout = _scout_says(etype, confidence, per)
             notes[etype, start, end] = f"{' and '.join(said)}; {scout}"
     for etype, start, end, p in dropped:

@@ -268,8 +268,8 @@ def test_clearing_the_choice_withdraws_the_decision(ner):
 
 
 def test_a_task_without_regions_is_decided_too(ner):
-    """NER without regions (flagged "not annotated; the scout says X"): one click decides it;
-    confirmed, its prediction is empty (no entity) at score 1."""
+    """NER without regions (flagged "not annotated: the scout finds ... as X"): one click
+    decides it; confirmed, its prediction is empty (no entity) at score 1."""
     spec, store = ner
     assert _decide(spec, store, _task(3, 31, [chose("correct")], _at(5))) == {"3/31": "confirmed"}
     assert _served(store)["3"]["score"] == 1.0 and _served(store)["3"]["result"] == []

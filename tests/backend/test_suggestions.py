@@ -154,7 +154,7 @@ def test_span_suggestions_name_every_kind_with_both_confidences():
         "annotated as ORG (p 0.10); the scout says LOC (p 0.90)",
         'annotated as PER over "John Smith" (p 0.40); the scout says PER (p 0.80)',
         "annotated as LOC (p 0.20); the scout finds no entity",
-        "not annotated; the scout says MISC (p 0.60)",
+        'not annotated: the scout finds "Monday" as MISC (p 0.60)',
     ]
     _, copies = doubt_regions(of_scout, got[:1], str, per="copies")
     assert copies[0] == "annotated as ORG (p 0.10); the scout says LOC on 90% of the copies"

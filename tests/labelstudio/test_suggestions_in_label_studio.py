@@ -97,6 +97,14 @@ def test_ner_suggestions_are_stored_as_sent(label_studio, ner_project):
     assert stored["result"] == entry["result"]
     notes = [r["meta"]["text"][0] for r in stored["result"] if "meta" in r]
     assert notes, "the tiny scout agrees with the annotation: nothing to show"
+    # a missed entity's note names it, as Label Studio stores and shows the region (issue 59)
+    for region in stored["result"]:
+        note = region.get("meta", {}).get("text", [""])[0]
+        if note.startswith("not annotated"):
+            value = region["value"]
+            assert note.startswith(
+                f'not annotated: the scout finds "{value["text"]}" as {value["labels"][0]} (p '
+            ), note
 
 
 def _show_region_note(page, tab: str, note: str, timeout: float = 60.0) -> None:
