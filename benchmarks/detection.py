@@ -53,7 +53,6 @@ a minute):
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -67,6 +66,7 @@ from benchmarks.harness import (
     NOISE,
     SEEDS,
     TOP,
+    add_crf_argument,
     add_precision_argument,
     add_view_arguments,
     arguments,
@@ -168,12 +168,7 @@ def parse_args(argv=None):
         type=float,
         help="of the scores' soft minimum over parts (default: SubRegWeigh's; 0: the minimum)",
     )
-    parser.add_argument(
-        "--crf",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="NER: the product's CRF beside the scout (SubRegWeigh(crf=); default: on)",
-    )
+    add_crf_argument(parser)
     add_precision_argument(parser)
     parser.add_argument(
         "--resume",

@@ -349,6 +349,17 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_crf_argument(parser: argparse.ArgumentParser) -> None:
+    """``--crf`` / ``--no-crf``: NER's CRF beside the scouts (``SubRegWeigh(crf=)``), on as in
+    the product."""
+    parser.add_argument(
+        "--crf",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="NER: the product's CRF beside the scouts (SubRegWeigh(crf=); default: on)",
+    )
+
+
 def add_view_arguments(parser: argparse.ArgumentParser) -> None:
     """SubRegWeigh's K views, as the paper sets them by default: ``--n-samples`` (N),
     ``-k`` (K), ``-p`` (the dropout) and ``--method`` (how the K are chosen); given to the

@@ -184,12 +184,7 @@ def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="the scout's optimizer steps at least, however few the texts (default: the scout's)",
     )
-    parser.add_argument(
-        "--crf",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the product's CRF beside the scout (SubRegWeigh(crf=...); default: on)",
-    )
+    harness.add_crf_argument(parser)
     parser.add_argument("--model", help="encoder name or path (default: the offline MiniLM)")
     parser.add_argument("--device", help="cpu, cuda... (default: the scout's choice)")
     harness.add_precision_argument(parser)
