@@ -378,6 +378,13 @@ def run_one(args, size: str, seed: int, pair) -> dict:
                 examples, scout_proba=served.scout_proba
             ).score("deterministic")
         )
+        if srw.crf_ is not None:  # what would serve where the scout learned too little
+            crf_remembering = SubRegWeigh.from_parts(
+                [], srw.crf_, **{**params, "memory_strength": strength}
+            )
+            scores[f"CRF alone, memory {strength:g}"] = harness.timed(
+                lambda w=crf_remembering: w.weigh_deterministic(examples).score("deterministic")
+            )
     if early:
         scores[f"deterministic at {args.early_steps} steps (early)"] = (
             early["quality"],

@@ -21,8 +21,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from subregweigh.crf import FeatureTagger, crf_path
 from subregweigh.example import Example
+from subregweigh.memory import WordMemory, memory_path, remember
 from subregweigh.options import DEFAULT_W_MIN, SOFTMIN_TEMPERATURE
 from subregweigh.scores import WeighResult, deterministic_result
 from subregweigh.scout import STATE_FILE, Scout
@@ -106,8 +109,10 @@ class CRFWeigher:
     ----------
     crf : FeatureTagger
         Fitted.
-    w_min, softmin_temperature, progress :
+    w_min, softmin_temperature, progress, memory_strength :
         As :class:`~subregweigh.weigh.SubRegWeigh`'s.
+    memory : WordMemory or None, default=None
+        With ``memory_strength``: the project's memory (None: each weighing's own examples').
     """
 
     task = "ner"
@@ -118,6 +123,8 @@ class CRFWeigher:
         w_min: float = DEFAULT_W_MIN,
         softmin_temperature: float = SOFTMIN_TEMPERATURE,
         progress: bool = True,
+        memory_strength: float = 0.0,
+        memory: WordMemory | None = None,
     ):
         if not isinstance(crf, FeatureTagger):
             raise TypeError(f"crf must be a fitted FeatureTagger, got {crf!r}")
@@ -126,11 +133,17 @@ class CRFWeigher:
         self.w_min = w_min
         self.softmin_temperature = softmin_temperature
         self.progress = progress
+        self.memory_strength = memory_strength
+        self.memory_ = memory if memory_strength else None
 
     def weigh_deterministic(self, examples: Sequence[Example]) -> WeighResult:
         """The CRF's prediction of each example and its p(gold), as
         :meth:`~subregweigh.weigh.SubRegWeigh.weigh_deterministic`
-        computes them for scouts."""
+        computes them for scouts. With ``memory_strength``, from the CRF's marginals updated by
+        the project's memory (:func:`subregweigh.memory.remember`): p(gold) and the most
+        probable tag of each word."""
+        if self.memory_strength:
+            return self._remembered(examples)
         predicted = self.crf_.predict(examples)  # the encoder's pass, reused by the next two
         gold_proba = self.crf_.gold_proba(examples)
         predicted_proba = self.crf_.tag_proba(examples, predicted)
@@ -144,6 +157,31 @@ class CRFWeigher:
             self.softmin_temperature,
         )
 
+    def _remembered(self, examples: Sequence[Example]) -> WeighResult:
+        labels = sorted({*self.crf_.labels_, *(tag for ex in examples for tag in ex.label)})
+        mixture = remember(
+            examples,
+            self.crf_.label_proba(examples, labels),
+            labels,
+            self.memory_strength,
+            self.memory_,
+        )
+        index = {label: j for j, label in enumerate(labels)}
+        gold_proba = [
+            m[np.arange(len(ex.label)), [index[tag] for tag in ex.label]]
+            for m, ex in zip(mixture, examples)
+        ]
+        best = [m.argmax(axis=1) for m in mixture]
+        return deterministic_result(
+            examples,
+            [tuple(labels[j] for j in b) for b in best],
+            gold_proba,
+            [m[np.arange(len(b)), b] for m, b in zip(mixture, best)],
+            "ner",
+            self.w_min,
+            self.softmin_temperature,
+        )
+
     def weigh(self, examples: Sequence[Example]) -> WeighResult:
         """:meth:`weigh_deterministic`: no scout, no candidates."""
         return self.weigh_deterministic(examples)
@@ -151,4 +189,9 @@ class CRFWeigher:
     def save(self, folder: str | os.PathLike) -> Path:
         """Keep the CRF in ``folder`` (:func:`save_parts`); load it back with
         :meth:`~subregweigh.weigh.SubRegWeigh.load`."""
-        return save_parts(folder, [], self.crf_)
+        save_parts(folder, [], self.crf_)
+        if self.memory_ is not None:
+            self.memory_.save(memory_path(folder))
+        else:
+            memory_path(folder).unlink(missing_ok=True)
+        return Path(folder)

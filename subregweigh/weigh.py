@@ -211,6 +211,8 @@ class SubRegWeigh:
                 w_min=checked.w_min,
                 softmin_temperature=checked.softmin_temperature,
                 progress=checked.progress,
+                memory_strength=checked.memory_strength,
+                memory=memory,
             )
         first = scouts[0]
         srw = cls(first, task=first.task, n_scouts=len(scouts), crf=crf is not None, **params)

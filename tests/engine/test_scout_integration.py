@@ -952,3 +952,41 @@ def test_the_projects_memory_doubts_an_entity_missed_once_whatever_is_weighed_be
         alone.deterministic_probability,
         atol=1e-5,
     )
+
+
+def test_the_crf_alone_with_the_memory_doubts_the_missed_entity_and_keeps_it(
+    tiny_ner_data, tmp_path
+):
+    """A CRFWeigher with the project's memory (what would serve where a scout learned too
+    little): the sentence that misses an entity the others annotate loses p(gold), its
+    suggestion names the type, and the memory is kept with the CRF."""
+    from subregweigh.memory import MEMORY_FILE, WordMemory
+
+    data = list(tiny_ner_data[:40])
+    i, j = next(
+        (i, j)
+        for i, ex in enumerate(data)
+        for j, (w, t) in enumerate(zip(ex.words, ex.label))
+        if t.startswith("B-")
+        and sum(w == v and t == u for e in data for v, u in zip(e.words, e.label)) >= 3
+    )
+    tag = data[i].label[j]
+    missed = list(data[i].label)
+    missed[j] = "O"
+    data[i] = dataclasses.replace(data[i], label=tuple(missed))
+    crf = FeatureTagger().fit(data)
+    plain = SubRegWeigh.from_parts([], crf).weigh_deterministic(data)
+    remembering = SubRegWeigh.from_parts([], crf, WordMemory.of(data), memory_strength=1.0)
+    assert isinstance(remembering, CRFWeigher)
+    got = remembering.weigh_deterministic(data)
+    assert got.deterministic_probability[i] < plain.deterministic_probability[i]
+    assert got.majority[i][j].split("-")[-1] == tag.split("-")[-1]
+    remembering.save(tmp_path / "early")
+    assert (tmp_path / "early" / MEMORY_FILE).is_file()
+    loaded = SubRegWeigh.load(tmp_path / "early", memory_strength=1.0)
+    assert isinstance(loaded, CRFWeigher) and loaded.memory_ == remembering.memory_
+    np.testing.assert_allclose(
+        loaded.weigh_deterministic([data[i]]).deterministic_probability,
+        got.deterministic_probability[i : i + 1],
+        atol=1e-3,  # the context vectors of one text alone and in a batch differ a little
+    )
