@@ -65,7 +65,6 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.jobs.refresh import REVIEWED_WEIGHT
 from benchmarks import harness, word_slips
 from benchmarks.baselines import consistency_scores
 from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
@@ -73,7 +72,7 @@ from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_count
 from subregweigh import review as entity_slips
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
-from subregweigh.review import net_slips, tally_decisions
+from subregweigh.review import REVIEWED_WEIGHT, net_slips, tally_decisions
 from subregweigh.served import SLIP_BOOST, served_score
 from subregweigh.tags import entity_spans
 
@@ -185,8 +184,8 @@ def parse_args(argv=None):
         type=int,
         default=REVIEWED_WEIGHT,
         help="refit-crf: how many times each reviewed sentence counts in the CRF's refit "
-        f"(default: {REVIEWED_WEIGHT}, the backend's refresh.REVIEWED_WEIGHT; 1: as any other "
-        "annotation)",
+        f"(default: {REVIEWED_WEIGHT}, subregweigh.review.REVIEWED_WEIGHT, the backend "
+        "refresh's; 1: as any other annotation)",
     )
     parser.add_argument(
         "--refit-share",

@@ -48,15 +48,9 @@ from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import LabelingSpec
+from subregweigh.review import REVIEWED_WEIGHT
 
 logger = logging.getLogger(__name__)
-
-# How many times the CRF's refit counts an annotation a reviewer decided (confirmed, or saved as
-# the fix): the reviewed conventions outweigh the unreviewed annotations' slips. Chosen on the
-# review loop over CoNLL-2003's real errors: 0.735 of the errors found at twice their number
-# read, against 0.717 counted once, 0.735 five times (a wider spread) and 0.728 ten times
-# (benchmarks/results/review-loop-refit-weight-*.md).
-REVIEWED_WEIGHT = 3
 
 # Files of a version that a refresh writes anew; the rest (the scouts) it links.
 _REWRITTEN = {"scores.json", "meta.json", "crf.npz", "COMPLETE", SCOUT_PROBA}
