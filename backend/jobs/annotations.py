@@ -6,20 +6,49 @@ import one another."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
 from backend.labelstudio.tasks import name_annotators, parse_label_config, read_tasks
 from backend.review import reviews
 from backend.serving.predictions import log_warnings
+from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
 
 
-def read_annotations(project: str, settings: Settings, what: str):
-    """``(api, spec, items, n_annotated, refusal, saved)``: the project's tasks read from Label
-    Studio (read only), why ``what`` cannot start yet (None if it can), and when each annotation
-    was saved (:func:`backend.review.reviews.saved_times`)."""
+@dataclass(frozen=True)
+class ProjectRead:
+    """A project as a job read it from Label Studio, once.
+
+    Attributes
+    ----------
+    api : LabelStudioAPI
+        The client it was read with (the job writes back through it).
+    spec : LabelingSpec
+        The labeling config, parsed.
+    items : list of LabelStudioTask
+        Every task that could be read, with its annotations.
+    n_annotated : int
+        How many of them are annotated.
+    refusal : str or None
+        Why the job cannot start yet (too few annotations); None when it can.
+    saved : dict
+        When each annotation was saved (:func:`backend.review.reviews.saved_times`).
+    """
+
+    api: LabelStudioAPI
+    spec: LabelingSpec
+    items: list
+    n_annotated: int
+    refusal: str | None
+    saved: dict
+
+
+def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead:
+    """The project's tasks read from Label Studio (read only), and why ``what`` cannot start
+    yet, if it cannot."""
     api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
     spec = parse_label_config(api.label_config(int(project)))
     tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
@@ -34,4 +63,4 @@ def read_annotations(project: str, settings: Settings, what: str):
             f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
         )
         logger.info("project %s: %s", project, refusal)
-    return api, spec, items, n_annotated, refusal, reviews.saved_times(tasks)
+    return ProjectRead(api, spec, items, n_annotated, refusal, reviews.saved_times(tasks))

@@ -69,9 +69,10 @@ def run_queued_selftest(project: str, training: dict) -> dict:
 def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
     from subregweigh.selftest import NOISES, describe, self_test
 
-    _, spec, items, _, refusal, _ = read_annotations(project, settings, "the self-test")
-    if refusal:
-        raise ValueError(refusal)
+    read = read_annotations(project, settings, "the self-test")
+    if read.refusal:
+        raise ValueError(read.refusal)
+    spec, items = read.spec, read.items
     examples = [ex for item in items for ex in item.examples]
     store.update_status(
         selftest=lambda old: {

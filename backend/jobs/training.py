@@ -157,14 +157,16 @@ def run_queued_training(project: str, training: dict) -> dict:
 def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     clock = PhaseClock()
     read_at = time.time()
-    api, spec, items, n_annotated, refusal, saved = read_annotations(project, settings, "training")
+    read = read_annotations(project, settings, "training")
+    api, spec, items, saved = read.api, read.spec, read.items, read.saved
+    n_annotated = read.n_annotated
     if spec.task == "ner":  # what a refresh reads (classification has none)
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
     annotated = annotated_examples(items)
-    if refusal:
-        return {"message": refusal, "trained": False}
+    if read.refusal:
+        return {"message": read.refusal, "trained": False}
     reference = reference_examples(settings, spec)
     training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
     beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
