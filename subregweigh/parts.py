@@ -48,11 +48,14 @@ def saved_scouts(folder: str | os.PathLike) -> int:
 
 
 def save_parts(
-    folder: str | os.PathLike, scouts: Sequence[Scout], crf: FeatureTagger | None
+    folder: str | os.PathLike,
+    scouts: Sequence[Scout],
+    crf: FeatureTagger | None,
+    memory: WordMemory | None = None,
 ) -> Path:
-    """Write ``scouts`` and ``crf`` (or None) into ``folder`` (made if missing) in the layout
-    above; the scouts and CRF of an earlier save that these do not replace go. Each part is
-    written atomically; other files in ``folder`` stay."""
+    """Write ``scouts``, ``crf`` and ``memory`` (each may be None) into ``folder`` (made if
+    missing) in the layout above; the parts of an earlier save that these do not replace go.
+    Each part is written atomically; other files in ``folder`` stay."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for j, scout in enumerate(scouts):
@@ -65,6 +68,10 @@ def save_parts(
         stale += 1
     if crf is None:
         crf_path(folder).unlink(missing_ok=True)
+    if memory is not None:
+        memory.save(memory_path(folder))
+    else:
+        memory_path(folder).unlink(missing_ok=True)
     return folder
 
 
@@ -74,9 +81,10 @@ def load_parts(
     crf: bool = True,
     device: str | None = None,
     progress: bool = True,
-) -> tuple[list[Scout], FeatureTagger | None]:
-    """``(scouts, crf)`` as :func:`save_parts` wrote them into ``folder`` (``crf=False``: the
-    CRF is not read). Raises FileNotFoundError, naming ``folder``, when it keeps neither."""
+) -> tuple[list[Scout], FeatureTagger | None, WordMemory | None]:
+    """``(scouts, crf, memory)`` as :func:`save_parts` wrote them into ``folder``
+    (``crf=False``: the CRF is not read; None where a part is not kept). Raises
+    FileNotFoundError, naming ``folder``, when it keeps neither a scout nor a CRF."""
     folder = Path(folder)
     scouts = [
         Scout.load(scout_folder(folder, j), device=device, progress=progress)
@@ -94,7 +102,8 @@ def load_parts(
             f"{folder} is not a saved weigher: it keeps {kept} "
             f"(expected {scout_folder(folder)}/ or {crf_path(folder).name})"
         )
-    return scouts, tagger
+    kept = memory_path(folder)
+    return scouts, tagger, WordMemory.load(kept) if kept.is_file() else None
 
 
 class CRFWeigher:
@@ -189,9 +198,4 @@ class CRFWeigher:
     def save(self, folder: str | os.PathLike) -> Path:
         """Keep the CRF in ``folder`` (:func:`save_parts`); load it back with
         :meth:`~subregweigh.weigh.SubRegWeigh.load`."""
-        save_parts(folder, [], self.crf_)
-        if self.memory_ is not None:
-            self.memory_.save(memory_path(folder))
-        else:
-            memory_path(folder).unlink(missing_ok=True)
-        return Path(folder)
+        return save_parts(folder, [], self.crf_, self.memory_)

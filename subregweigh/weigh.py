@@ -29,7 +29,7 @@ import numpy as np
 
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
-from subregweigh.memory import WordMemory, memory_path, remember
+from subregweigh.memory import WordMemory, remember
 from subregweigh.options import (
     DEFAULT_K,
     DEFAULT_METHOD,
@@ -304,16 +304,12 @@ class SubRegWeigh:
         return default_scouts(self._template().task, n_examples)
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Keep the fitted scouts and CRF in ``folder`` (:func:`subregweigh.parts.save_parts`:
-        the first scout in ``folder/scout``, scout j in ``folder/scout-j``, the CRF in
-        ``folder/crf.npz``); :meth:`load` reads them back."""
+        """Keep the fitted scouts, CRF and memory in ``folder``
+        (:func:`subregweigh.parts.save_parts`: the first scout in ``folder/scout``, scout j in
+        ``folder/scout-j``, the CRF in ``folder/crf.npz``, the memory in
+        ``folder/memory.json``); :meth:`load` reads them back."""
         self._check_fitted()
-        save_parts(folder, self.scouts_, self.crf_)
-        if self.memory_ is not None:
-            self.memory_.save(memory_path(folder))
-        else:
-            memory_path(folder).unlink(missing_ok=True)
-        return Path(folder)
+        return save_parts(folder, self.scouts_, self.crf_, self.memory_)
 
     @classmethod
     def load(
@@ -334,7 +330,7 @@ class SubRegWeigh:
         constructor parameters. Raises FileNotFoundError, naming ``folder``, when it keeps
         neither a scout nor a CRF.
         """
-        scouts, tagger = load_parts(
+        scouts, tagger, memory = load_parts(
             folder, crf=crf, device=device, progress=params.get("progress", True)
         )
         for scout in scouts:
@@ -342,8 +338,6 @@ class SubRegWeigh:
                 scout.precision = precision
             if quantize is not None:
                 scout.quantize = quantize
-        kept = memory_path(folder)
-        memory = WordMemory.load(kept) if kept.is_file() else None
         return cls.from_parts(scouts, tagger, memory, **params)
 
     def _check_fitted(self) -> None:
