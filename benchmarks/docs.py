@@ -16,8 +16,9 @@ generates):
 * ``docs/benchmarks/index.md``: the headline results (:data:`HEADLINES`, the real-error
   benchmark on CoNLL++ and on the tweets), the current results, and a table of the
   benchmarks, each with its number of results by status and latest date;
-* the README's headline block between :data:`README_BEGIN` and :data:`README_END`: each
-  headline result's whole-set table (score, AP, P@50, R-precision), its command and machine.
+* the README's headline block between :data:`README_BEGIN` and :data:`README_END`: the
+  headline results' whole-set AP side by side (:func:`side_by_side`, :data:`README_ROWS`),
+  each result's command, and the machine.
 
 Plots stay in ``benchmarks/results/`` only: the pages link them as ``img/STEM.png``, and the docs
 build puts each results PNG at ``benchmarks/img/STEM.png`` in the site (``docs/hooks.py``, a
@@ -312,12 +313,11 @@ def headline_table(stem: str, link: str, label: str) -> list[str]:
     return lines
 
 
-def headline_tables(link, label) -> list[str]:
-    """Every headline result's table, one after the other; ``link(stem)`` and ``label(stem)``
-    name where each links."""
+def headline_tables(link: str, label: str) -> list[str]:
+    """Every headline result's table, one after the other, each linking as ``[label](link)``."""
     out: list[str] = []
     for stem in HEADLINES:
-        out += [*([""] if out else []), *headline_table(stem, link(stem), label(stem))]
+        out += [*([""] if out else []), *headline_table(stem, link, label)]
     return out
 
 
@@ -334,7 +334,7 @@ def index_page(grouped: dict[str, dict[str, list[Path]]]) -> str:
         "",
         "## Real annotation errors",
         "",
-        *headline_tables(lambda stem: f"{page_name('real_errors')}.md", lambda stem: "[its page]"),
+        *headline_tables(f"{page_name('real_errors')}.md", "[its page]"),
         "",
         "## Current results",
         "",

@@ -60,6 +60,7 @@ from benchmarks.baselines import align_proba, consistency_scores
 from subregweigh.build import build_scout, build_weigher, weigher_params
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.crf import mix_gold
+from subregweigh.memory import WordMemory
 from subregweigh.metrics import entity_recall
 from subregweigh.options import SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
@@ -369,9 +370,10 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             harness.served_score(examples, one, args.softmin_temperature),
             first_trained["seconds"],
         )
+    memory = WordMemory.of(training) if args.memory else None  # what fit() would keep
     for strength in args.memory:  # the same scouts and CRF, the memory added
         remembering = SubRegWeigh.from_parts(
-            srw.scouts_, srw.crf_, **{**params, "memory_strength": strength}
+            srw.scouts_, srw.crf_, memory, **{**params, "memory_strength": strength}
         )
         scores[f"deterministic, memory {strength:g}"] = harness.timed(
             lambda w=remembering: w.weigh_deterministic(
@@ -380,7 +382,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         )
         if srw.crf_ is not None:  # what would serve where the scout learned too little
             crf_remembering = SubRegWeigh.from_parts(
-                [], srw.crf_, **{**params, "memory_strength": strength}
+                [], srw.crf_, memory, **{**params, "memory_strength": strength}
             )
             scores[f"CRF alone, memory {strength:g}"] = harness.timed(
                 lambda w=crf_remembering: w.weigh_deterministic(examples).score("deterministic")

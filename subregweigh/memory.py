@@ -94,15 +94,6 @@ class WordMemory:
             return Counter()
         return seen - self.own.get(example.id, {}).get(word, Counter())
 
-    def types_elsewhere(self, example: Example, words: Sequence[str]) -> Counter:
-        """How the other examples annotate ``words`` (a span of ``example``), by entity type
-        (B-/I- folded, ``O`` included), over each word's occurrences: what a note cites."""
-        out: Counter = Counter()
-        for word in words:
-            for tag, n in self.others(example, word).items():
-                out[entity_type(tag)] += n
-        return out
-
     def save(self, path: str | os.PathLike) -> Path:
         """Write the memory to ``path`` (JSON, atomically); :meth:`load` reads it back."""
         path = Path(path)

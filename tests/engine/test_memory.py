@@ -96,17 +96,6 @@ def test_each_example_is_left_out_of_its_own_memory():
     assert memory.others(ex(1, ["Paris"], ["B-LOC"]), "Paris") == Counter({"B-LOC": 2})
 
 
-def test_a_span_s_types_elsewhere_fold_b_and_i_over_its_words():
-    data = [
-        ex(0, ["New", "York"], ["B-LOC", "I-LOC"]),
-        ex(1, ["New", "York"], ["B-ORG", "I-ORG"]),
-        ex(2, ["New", "York"], ["O", "O"]),
-    ]
-    memory = WordMemory.of(data)
-    assert memory.types_elsewhere(data[2], ["New", "York"]) == Counter({"LOC": 2, "ORG": 2})
-    assert memory.types_elsewhere(data[0], ["York"]) == Counter({"ORG": 1, "O": 1})
-
-
 def test_the_memory_saved_reads_back_the_same(tmp_path):
     data = [ex(0, ["Paris", "is"], ["B-LOC", "O"]), ex(1, ["Paris"], ["O"])]
     memory = WordMemory.of(data)

@@ -526,6 +526,7 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     assert len(original) == 3453 and flags.sum() == 186
     argv = ["--sizes", "40", "--seeds", "1", "--epochs", "1", "--n-samples", "6", "-k", "3"]
     argv += ["--folds", "2", "--ensemble", "2", "--out", str(tmp_path), "--threads", "1"]
+    argv += ["--memory", "1"]
     result = _ran(real_errors, argv, tmp_path, "real-errors-40-scouts2")
     (run,) = result["runs"]
     picked = real_errors.draw("40", 0, len(original))
@@ -537,6 +538,8 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
         "2 scouts alone (no CRF)",
         "CRF alone",
         "lowest word, scouts + CRF",
+        "deterministic, memory 1",  # --memory: the same scouts and CRF with the memory
+        "CRF alone, memory 1",
         *real_errors.BASELINES,
         *real_errors.MODEL_FREE,
     }
