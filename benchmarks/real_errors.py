@@ -62,7 +62,7 @@ from subregweigh.compare import CHANGE_KINDS, differs, span_changes
 from subregweigh.crf import mix_gold
 from subregweigh.memory import WordMemory
 from subregweigh.metrics import entity_recall
-from subregweigh.options import SOFTMIN_TEMPERATURE
+from subregweigh.options import BY_NAME, SOFTMIN_TEMPERATURE
 from subregweigh.scout import Scout
 from subregweigh.weigh import SubRegWeigh
 
@@ -151,6 +151,15 @@ def parse_args(argv=None):
         help="also rank by the deterministic score with the project's memory at each strength "
         "(SubRegWeigh(memory_strength=), subregweigh.memory), on the same scouts "
         "(default: none)",
+    )
+    parser.add_argument(
+        "--rest-on-crf",
+        action=argparse.BooleanOptionalAction,
+        default=BY_NAME["rest_on_crf"].default,
+        help="the product's policy (SubRegWeigh(rest_on_crf=)): where the scouts learned too "
+        "little of their training annotations, the deterministic score is the CRF's with the "
+        "project's memory; the other setting is ranked too, on the same scouts "
+        f"(default: {'on' if BY_NAME['rest_on_crf'].default else 'off'}, the product's)",
     )
     parser.add_argument(
         "--cache",
@@ -262,7 +271,13 @@ def options(args, seed: int) -> dict:
         "softmin_temperature": args.softmin_temperature,
         "n_scouts": args.ensemble,
         "crf": args.crf,
+        "rest_on_crf": getattr(args, "rest_on_crf", BY_NAME["rest_on_crf"].default),
     }
+
+
+def policy_row(rest_on_crf: bool) -> str:
+    """The row of the deterministic score with ``rest_on_crf`` set otherwise than the run's."""
+    return f"deterministic, rest_on_crf {'on' if rest_on_crf else 'off'}"
 
 
 def scout(args, seed: int) -> Scout:
@@ -326,10 +341,15 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             first_trained["seconds"] = time.perf_counter() - started
         for other in scouts[1:]:
             other.fit(training)
-        return SubRegWeigh.from_parts(scouts, crf, **params)
+        # what the scouts learned of the project's annotations, as the backend measures it
+        return SubRegWeigh.from_parts(scouts, crf, **params).assess(examples)
 
     srw, train_s = harness.timed(train)
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
+    other_policy = not params["rest_on_crf"]  # the other setting, on the same parts
+    scores_other = SubRegWeigh.from_parts(
+        srw.scouts_, srw.crf_, learned=srw.learned_, **{**params, "rest_on_crf": other_policy}
+    ).weigh_deterministic(examples, scout_proba=served.scout_proba)
     labels = srw.scout_.labels_
     members, proba_s = harness.timed(
         lambda: [align_proba(s.predict_proba(examples), s.labels_, labels) for s in srw.scouts_]
@@ -345,7 +365,13 @@ def run_one(args, size: str, seed: int, pair) -> dict:
 
         where = argparse.Namespace(**{**vars(args), "size": size})
         save_outputs(cache_file(where, seed), examples, labels, proba, train_s)
-    scores = {"deterministic": (served.score("deterministic"), train_s + served_s)}
+    scores = {
+        "deterministic": (served.score("deterministic"), train_s + served_s),
+        policy_row(other_policy): (
+            scores_other.score("deterministic"),
+            train_s + served_s,
+        ),
+    }
     mean_proba = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
     scouts_gold = harness.word_gold(examples, labels, mean_proba)
     first_gold = harness.word_gold(examples, labels, proba)
@@ -446,6 +472,8 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "n_errors": int(flags.sum()),
         "n_scouts": n_scouts,
         "training_recall": learned["found"] / learned["total"] if learned["total"] else None,
+        "learned_recall": srw.learned_.recall if srw.learned_ is not None else None,
+        "rests_on_crf": srw.rests_on_crf_,
         "base_rate": float(flags.mean()),
         "scout_seconds": round(train_s, 2),
         "weigh_seconds": round(weigh_s, 2),
@@ -476,6 +504,11 @@ def summarize(runs) -> dict:
                 if all(r.get("training_recall") is not None for r in these)
                 else {}
             ),
+            **(
+                {"rests_on_crf": sum(bool(r["rests_on_crf"]) for r in these)}
+                if all("rests_on_crf" in r for r in these)
+                else {}
+            ),
             "methods": {
                 name: harness.summarize_rows([r["methods"][name] for r in these], keys)
                 for name in names
@@ -496,6 +529,13 @@ def markdown(result) -> str:
             else ""
         )
         + (f", at most {cfg['max_steps']} steps" if cfg.get("max_steps") else "")
+        + (
+            "; where the scouts learned too little (under half of their training entities "
+            "found again), the deterministic score rests on the CRF with the project's memory "
+            "(rest_on_crf)"
+            if cfg.get("rest_on_crf")
+            else ""
+        )
         + (f", at least {cfg['min_steps']} steps" if cfg.get("min_steps") else "")
         + (
             f", trained with {cfg['add_train']} CoNLL-2003 train sentences besides the ranked ones"
@@ -531,7 +571,14 @@ def markdown(result) -> str:
             lines += [
                 "The first scout finds "
                 f"{harness.pm(s['training_recall'])} of the entities of its own training "
-                "annotations (exact span and type).",
+                "annotations (exact span and type)"
+                + (
+                    f"; the product rested on the CRF in {s['rests_on_crf']} of "
+                    f"{result['config']['seeds']} runs"
+                    if "rests_on_crf" in s
+                    else ""
+                )
+                + ".",
                 "",
             ]
         rows = []

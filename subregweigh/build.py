@@ -43,6 +43,7 @@ def weigher_params(options: Mapping[str, Any], progress: bool = True) -> dict[st
         "w_min": _value(options, "w_min"),
         "softmin_temperature": _value(options, "softmin_temperature"),
         "memory_strength": _value(options, "memory_strength"),
+        "rest_on_crf": _value(options, "rest_on_crf"),
         "random_state": _value(options, "seed"),
         "n_jobs": _value(options, "n_jobs"),
         "progress": progress,

@@ -73,8 +73,9 @@ WEIGHTS_SUFFIXES = (".jsonl", ".csv", ".conll", ".txt")
 
 
 def _weigh(args, examples, task, reference=()):
-    """Train (or load) the scouts and weigh ``examples``: the WeighResult. ``reference``: more
-    annotated examples to train on, not weighed."""
+    """Train (or load) the scouts and weigh ``examples``: ``(weigher, WeighResult)``.
+    ``reference``: more annotated examples to train on, not weighed. A scout that learned too
+    little of its training annotations is warned about in the log."""
     from subregweigh.build import build_weigher, weigher_params
     from subregweigh.weigh import SubRegWeigh
 
@@ -108,7 +109,10 @@ def _weigh(args, examples, task, reference=()):
         if getattr(args, "save_scout", None):
             srw.save(args.save_scout)
             logger.info("saved %d scout(s) to %s", len(srw.scouts_), args.save_scout)
-    return srw.weigh(examples)
+    learned = getattr(srw, "learned_", None)
+    if learned is not None and learned.too_little:
+        logger.warning("%s", learned.message())
+    return srw, srw.weigh(examples)
 
 
 def _annotation_columns(args, examples) -> dict[str, list]:
@@ -126,7 +130,7 @@ def cmd_weigh(args) -> int:
     examples, task = _load(args)
     reference = _load_reference(args, task)
     start = time.perf_counter()
-    result = _weigh(args, examples, task, reference)
+    _, result = _weigh(args, examples, task, reference)
     score = result.score(args.score)
     extra = {"score": score, **result.columns(), **_annotation_columns(args, examples)}
     write_weights(args.output, examples, result.weight, task=task, extra=extra)
@@ -306,10 +310,11 @@ def cmd_report(args) -> int:
         table = AnnotationTable.from_records(
             [r for _, r in records], [f"{args.data}:{line}" for line, _ in records]
         )
-        meta = {"weights": args.data}
+        meta, learned = {"weights": args.data}, None
     else:
         examples, task = _load(args)
-        result = _weigh(args, examples, task)
+        srw, result = _weigh(args, examples, task)
+        learned = getattr(srw, "learned_", None)
         columns = _annotation_columns(args, examples)
         table = AnnotationTable.from_result(
             examples, result, task, args.score, tasks=columns.get("task")
@@ -335,6 +340,7 @@ def cmd_report(args) -> int:
         meta=meta,
         selftest=selftest,
         task_url=link,
+        learned=learned,
     )
     write_report(args.output, report, title=args.title)
     summary = report["summary"]

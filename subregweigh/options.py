@@ -64,6 +64,13 @@ NOISES = ("paper", "sentence")
 # and for three (docs/evaluation.md).
 SOFTMIN_TEMPERATURE = 0.1
 
+# Where the scouts learned too little of their training annotations (subregweigh.learned), a NER
+# weigher with a CRF scores by the CRF with the project's memory at this strength
+# (subregweigh.memory): on the crowd's tweets, where the default scout finds 24% to 43% of its
+# own training entities, it ranks the real errors best of the strengths measured
+# (docs/evaluation.md, "The project's memory").
+RESTING_MEMORY_STRENGTH = 5.0
+
 # Scouts a NER weigher trains by default (default_scouts), by the examples it trains on: three
 # seeds beside the CRF rank CoNLL-2003's real errors better than one on the whole test set (3,453
 # sentences), and no better on draws of 300 and 1,000 sentences, where they triple the wait
@@ -242,6 +249,17 @@ WEIGH_OPTIONS = (
         "scouts (a third of a scout's time) and average its p(gold) half and half with theirs "
         "for the deterministic score (real errors ranked better with the uncased default scout)",
         ("--crf",),
+    ),
+    Option(
+        "rest_on_crf",
+        bool,
+        False,
+        "NER with the CRF: where the scouts found under half of their own training annotations' "
+        "entities again (a scout that learned too little, as on a few hundred sparse tweets), "
+        f"score by the CRF with the project's memory (strength {RESTING_MEMORY_STRENGTH:g}) "
+        "instead of the scouts' doubts",
+        ("--rest-on-crf",),
+        experiment=True,
     ),
     Option(
         "score",

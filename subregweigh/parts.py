@@ -8,6 +8,8 @@ The one folder layout, for the CLI (``--save-scout``, ``--scout``) and the Label
     FOLDER/scout-1/, ...   the others of an ensemble
     FOLDER/crf.npz         the CRF (NER with crf=True; subregweigh.crf.crf_path)
     FOLDER/memory.json     the project's memory (NER with memory_strength; subregweigh.memory)
+    FOLDER/learned.json    what the scouts learned of their training annotations (NER;
+                           subregweigh.learned)
 
 :func:`save_parts` writes it, :func:`load_parts` reads it back;
 :meth:`subregweigh.weigh.SubRegWeigh.save` and :meth:`~subregweigh.weigh.SubRegWeigh.load` are
@@ -20,11 +22,13 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from subregweigh.crf import FeatureTagger, crf_path
 from subregweigh.example import Example
+from subregweigh.learned import Learned, learned_in, learned_path
 from subregweigh.memory import WordMemory, memory_path, remember
 from subregweigh.options import DEFAULT_W_MIN, SOFTMIN_TEMPERATURE
 from subregweigh.scores import WeighResult, deterministic_result
@@ -52,10 +56,11 @@ def save_parts(
     scouts: Sequence[Scout],
     crf: FeatureTagger | None,
     memory: WordMemory | None = None,
+    learned: Learned | None = None,
 ) -> Path:
-    """Write ``scouts``, ``crf`` and ``memory`` (each may be None) into ``folder`` (made if
-    missing) in the layout above; the parts of an earlier save that these do not replace go.
-    Each part is written atomically; other files in ``folder`` stay."""
+    """Write ``scouts``, ``crf``, ``memory`` and ``learned`` (each may be None) into ``folder``
+    (made if missing) in the layout above; the parts of an earlier save that these do not
+    replace go. Each part is written atomically; other files in ``folder`` stay."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for j, scout in enumerate(scouts):
@@ -68,11 +73,21 @@ def save_parts(
         stale += 1
     if crf is None:
         crf_path(folder).unlink(missing_ok=True)
-    if memory is not None:
-        memory.save(memory_path(folder))
-    else:
-        memory_path(folder).unlink(missing_ok=True)
+    for part, path in ((memory, memory_path(folder)), (learned, learned_path(folder))):
+        if part is not None:
+            part.save(path)
+        else:
+            path.unlink(missing_ok=True)
     return folder
+
+
+class Parts(NamedTuple):
+    """A weigher's fitted parts as :func:`load_parts` reads them (None: not kept)."""
+
+    scouts: list[Scout]
+    crf: FeatureTagger | None
+    memory: WordMemory | None
+    learned: Learned | None
 
 
 def load_parts(
@@ -81,8 +96,8 @@ def load_parts(
     crf: bool = True,
     device: str | None = None,
     progress: bool = True,
-) -> tuple[list[Scout], FeatureTagger | None, WordMemory | None]:
-    """``(scouts, crf, memory)`` as :func:`save_parts` wrote them into ``folder``
+) -> Parts:
+    """The :class:`Parts` :func:`save_parts` wrote into ``folder``
     (``crf=False``: the CRF is not read; None where a part is not kept). Raises
     FileNotFoundError, naming ``folder``, when it keeps neither a scout nor a CRF."""
     folder = Path(folder)
@@ -102,8 +117,10 @@ def load_parts(
             f"{folder} is not a saved weigher: it keeps {kept} "
             f"(expected {scout_folder(folder)}/ or {crf_path(folder).name})"
         )
-    kept = memory_path(folder)
-    return scouts, tagger, WordMemory.load(kept) if kept.is_file() else None
+    memory = memory_path(folder)
+    return Parts(
+        scouts, tagger, WordMemory.load(memory) if memory.is_file() else None, learned_in(folder)
+    )
 
 
 class CRFWeigher:

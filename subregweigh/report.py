@@ -23,7 +23,7 @@ import numpy as np
 from subregweigh.annotations import AnnotationTable
 from subregweigh.example import Task
 from subregweigh.io.weights import to_json
-from subregweigh.metrics import entity_recall
+from subregweigh.learned import Learned
 from subregweigh.tags import entity_spans
 
 # The label standing for "no label" on either side of a confusion matrix.
@@ -39,8 +39,6 @@ __all__ = [
     "entity_segments",
     "label_confusion",
     "label_rows",
-    "learned_message",
-    "learned_summary",
     "most_doubtful_tasks",
     "review_summary",
     "reviewer_summary",
@@ -190,63 +188,6 @@ def label_confusion(
         "boundary": {label: int(boundary[label]) for label in labels if boundary[label]},
         "none": none,
     }
-
-
-# Below this share of its training annotations' entities found again, a NER scout has
-# learned too little of the project for its doubts to be read as its own. A first value,
-# between what the default scout finds on 300 tweets, 0.235 ± 0.051, and one trained for 600
-# steps, 0.997 ± 0.004 (real-errors-tweets-0-min-steps-0 / -600).
-LEARNED_TOO_LITTLE = 0.5
-
-
-def learned_summary(
-    gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
-) -> dict | None:
-    """What a NER scout learned of the annotations it trained on: of their entities, how many
-    its own prediction (``predicted``: its tags of the same texts) holds again exactly, per
-    type, and whether that is too little (:data:`LEARNED_TOO_LITTLE`).
-
-    Returns
-    -------
-    dict or None
-        ``found``, ``total``, ``recall``, ``by_label`` (``[{"label", "found", "total",
-        "recall"}]``, lowest recall first) and ``too_little`` (bool); None without an entity
-        in ``gold``.
-    """
-    counts = entity_recall(gold, predicted)
-    if not counts:
-        return None
-    every = counts.pop("all")
-    recall = every["found"] / every["total"]
-    return {
-        **every,
-        "recall": recall,
-        "by_label": sorted(
-            (
-                {"label": label, **c, "recall": c["found"] / c["total"]}
-                for label, c in counts.items()
-            ),
-            key=lambda row: (row["recall"], row["label"]),
-        ),
-        "too_little": recall < LEARNED_TOO_LITTLE,
-    }
-
-
-def learned_message(learned: Mapping) -> str:
-    """``learned`` (:func:`learned_summary`) in words, for a status line or a report."""
-    told = (
-        f"the scout finds {learned['found']} of the {learned['total']} entities of the "
-        f"annotations it trained on ({learned['recall']:.0%})"
-    )
-    if not learned["too_little"]:
-        return told
-    weakest = ", ".join(
-        f"{row['label']} {row['found']} of {row['total']}" for row in learned["by_label"][:3]
-    )
-    return (
-        f"{told}: it learned too little for its doubts to mean much ({weakest}); annotate more "
-        "tasks with entities, or train it longer (the scout's epochs)"
-    )
 
 
 def label_rows(confusion: Mapping) -> list[dict]:
@@ -583,6 +524,7 @@ def build_report(
     selftest: Mapping | None = None,
     task_url: Callable[[str], str] | None = None,
     reviews: Mapping | None = None,
+    learned: Learned | None = None,
 ) -> dict:
     """The whole report as plain JSON values.
 
@@ -606,13 +548,16 @@ def build_report(
         takes them (one entry per reviewed item) and, optionally, ``decisions``: ``{"item",
         "reviewer", "decision"}`` as :func:`reviewer_summary` takes them; None: no decisions
         yet.
+    learned : Learned or None, default None
+        NER: what the scouts learned of their training annotations (the weigher's
+        :attr:`~subregweigh.weigh.SubRegWeigh.learned_`); the page warns when too little.
 
     Returns
     -------
     dict
         ``task``, ``meta``, ``summary`` (:func:`score_summary`), ``confusion``
-        (:func:`label_confusion`), ``labels`` (:func:`label_rows`), ``learned`` (NER,
-        :func:`learned_summary` of the scout's majority; else None), ``annotators``
+        (:func:`label_confusion`), ``labels`` (:func:`label_rows`), ``learned`` (``learned``'s
+        :meth:`~subregweigh.learned.Learned.to_json`, or None), ``annotators``
         (:func:`annotator_rows`), ``doubtful`` (the ``top`` tasks: ``task``, ``url``,
         ``score`` (the minimum), ``annotations``: each shown with its gold label and the
         scout's suggestion), ``selftest``, ``reviews`` (:func:`review_summary` at
@@ -640,7 +585,7 @@ def build_report(
         "summary": score_summary(table.score, threshold, expected_error_rate),
         "confusion": confusion,
         "labels": label_rows(confusion),
-        "learned": learned_summary(table.gold, table.majority) if table.task == "ner" else None,
+        "learned": learned.to_json() if learned is not None else None,
         "annotators": annotator_rows(table.annotators, table.score, threshold),
         "doubtful": doubtful,
         "selftest": to_json(dict(selftest)) if selftest else None,

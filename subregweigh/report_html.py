@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from subregweigh.io.atomic import PathLike, atomic_write_text
-from subregweigh.report import learned_message
 
 REPORT_SUFFIXES = (".html", ".json")
 
@@ -104,7 +103,7 @@ def _environment():
         lstrip_blocks=True,
     )
     env.filters.update(percent=_percent, number=_number, when=_when, plain=_plain)
-    env.globals.update(shade=_shade, learned_message=learned_message)
+    env.globals.update(shade=_shade)
     return env
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.example import Example, Task
+from subregweigh.learned import Learned
 from subregweigh.memory import WordMemory, remember
 from subregweigh.options import (
     DEFAULT_K,
@@ -37,6 +38,7 @@ from subregweigh.options import (
     DEFAULT_P,
     DEFAULT_W_MIN,
     METHODS,
+    RESTING_MEMORY_STRENGTH,
     SOFTMIN_TEMPERATURE,
     default_scouts,
 )
@@ -121,6 +123,14 @@ class SubRegWeigh:
         annotations (:mod:`subregweigh.memory`); 0: off. The in-sample scouts cannot doubt
         a word their own annotation taught them; the rest of the project can. Applies to the
         "deterministic" score and its suggestions.
+    rest_on_crf : bool, default=False
+        NER with ``crf``: where the scouts learned too little of their training annotations
+        (:attr:`learned_` ``.too_little``: they find under
+        :data:`~subregweigh.learned.LEARNED_TOO_LITTLE` of its entities again), the
+        "deterministic" score and its suggestions are the CRF's alone, updated by the project's
+        memory at :data:`~subregweigh.options.RESTING_MEMORY_STRENGTH` (or ``memory_strength``
+        if stronger): a collapsed scout's doubts are noise, and it suggests no entity. The K
+        candidates and c/K stay the first scout's.
 
     Attributes
     ----------
@@ -133,6 +143,11 @@ class SubRegWeigh:
     memory_ : WordMemory or None
         NER with ``memory_strength``: the memory of the annotations :meth:`fit` (or
         :meth:`refit_crf`) saw, or the one given to :meth:`from_parts`; otherwise None.
+        A weigher that :attr:`rests_on_crf_` keeps one whatever ``memory_strength``.
+    learned_ : Learned or None
+        NER: what the scouts learned of the entities of their training annotations, measured
+        by :meth:`fit` (or :meth:`assess`; given to :meth:`from_parts`); None for
+        classification, without an annotated entity, or not measured.
     """
 
     def __init__(
@@ -153,6 +168,7 @@ class SubRegWeigh:
         softmin_temperature: float = SOFTMIN_TEMPERATURE,
         crf: bool = True,
         memory_strength: float = 0.0,
+        rest_on_crf: bool = False,
     ):
         self.scout = scout
         self.task = task
@@ -170,6 +186,7 @@ class SubRegWeigh:
         self.softmin_temperature = softmin_temperature
         self.crf = crf
         self.memory_strength = memory_strength
+        self.rest_on_crf = rest_on_crf
 
     @classmethod
     def from_parts(
@@ -177,6 +194,7 @@ class SubRegWeigh:
         scouts: Sequence[Scout],
         crf: FeatureTagger | None = None,
         memory: WordMemory | None = None,
+        learned: Learned | None = None,
         **params,
     ) -> SubRegWeigh | CRFWeigher:
         """A fitted weigher of fitted parts, ready to :meth:`weigh`.
@@ -190,6 +208,9 @@ class SubRegWeigh:
         memory : WordMemory or None, default=None
             With ``memory_strength``: the project's memory (:meth:`WordMemory.of` the
             annotations the parts trained on); None: each weighing's own examples'.
+        learned : Learned or None, default=None
+            What the scouts learned of their training annotations (:meth:`assess`); None: not
+            measured (the weigher never :attr:`rests_on_crf_`).
         **params
             The other constructor parameters (not ``scout``, ``task``, ``n_scouts``: the
             parts say them).
@@ -217,16 +238,59 @@ class SubRegWeigh:
         first = scouts[0]
         srw = cls(first, task=first.task, n_scouts=len(scouts), crf=crf is not None, **params)
         srw._validate()
-        srw._set_parts(list(scouts), crf, memory)
+        srw._set_parts(list(scouts), crf, memory, learned)
         return srw
 
     def _set_parts(
-        self, scouts: list[Scout], crf: FeatureTagger | None, memory: WordMemory | None = None
+        self,
+        scouts: list[Scout],
+        crf: FeatureTagger | None,
+        memory: WordMemory | None = None,
+        learned: Learned | None = None,
     ) -> None:
         self.scouts_, self.scout_ = scouts, scouts[0]
         ner = self.scout_.task == "ner"
         self.crf_ = crf if ner else None
-        self.memory_ = memory if ner and self.memory_strength else None
+        self.learned_ = learned if ner else None
+        self.memory_ = memory if ner and self._strength() else None
+
+    @property
+    def rests_on_crf_(self) -> bool:
+        """Whether the "deterministic" score is the CRF's with the project's memory, not the
+        scouts': ``rest_on_crf``, a CRF, and scouts that learned too little
+        (:attr:`learned_`)."""
+        return bool(
+            self.rest_on_crf
+            and self.crf_ is not None
+            and self.learned_ is not None
+            and self.learned_.too_little
+        )
+
+    def _strength(self) -> float:
+        """The memory's strength in the "deterministic" score (0: no memory)."""
+        if self.rests_on_crf_:
+            return max(self.memory_strength, RESTING_MEMORY_STRENGTH)
+        return self.memory_strength
+
+    def assess(
+        self, examples: Sequence[Example], scout_proba: Sequence[np.ndarray] | None = None
+    ) -> SubRegWeigh:
+        """This fitted weigher with :attr:`learned_` measured on ``examples`` (the annotations
+        its scouts trained on; NER), and, where it then :attr:`rests_on_crf_`, the memory of
+        ``examples``. ``scout_proba``: the scouts' :meth:`scout_proba` of ``examples`` when
+        already computed (else one pass of each scout). Classification: unchanged. Returns
+        self."""
+        self._check_fitted()
+        if self.scout_.task != "ner":
+            return self
+        if scout_proba is None:
+            scout_proba = self.scout_proba(examples)
+        learned = Learned.of_proba([ex.label for ex in examples], scout_proba, self.scout_.labels_)
+        memory = self.memory_
+        self._set_parts(self.scouts_, self.crf_, None, learned)
+        if self._strength():
+            self.memory_ = memory if memory is not None else WordMemory.of(examples)
+        return self
 
     def _validate(self):
         if self.method not in METHODS:
@@ -283,7 +347,8 @@ class SubRegWeigh:
     def fit(self, examples: Sequence[Example], sample_weight=None) -> SubRegWeigh:
         """Train the scouts (:meth:`scout_templates`) on ``examples`` with deterministic
         tokenization, weighted by ``sample_weight`` (shape (n,); None: 1 each), then the CRF
-        (:meth:`crf_template`, NER), unweighted."""
+        (:meth:`crf_template`, NER), unweighted; NER: then :meth:`assess` them on
+        ``examples``."""
         scouts, crf = self.scout_templates(len(examples)), self.crf_template()
         for j, scout in enumerate(scouts):
             if len(scouts) > 1:
@@ -292,8 +357,8 @@ class SubRegWeigh:
         if crf is not None:
             logger.info("training the CRF on %d examples", len(examples))
             crf.fit(examples)
-        self._set_parts(scouts, crf, WordMemory.of(examples) if self.memory_strength else None)
-        return self
+        self._set_parts(scouts, crf)
+        return self.assess(examples)  # NER: one more pass of each scout over ``examples``
 
     def ensemble_size(self, n_examples: int | None = None) -> int:
         """How many scouts :meth:`fit` trains on ``n_examples`` examples: ``n_scouts``, or
@@ -304,12 +369,13 @@ class SubRegWeigh:
         return default_scouts(self._template().task, n_examples)
 
     def save(self, folder: str | os.PathLike) -> Path:
-        """Keep the fitted scouts, CRF and memory in ``folder``
+        """Keep the fitted scouts, CRF, memory and :attr:`learned_` in ``folder``
         (:func:`subregweigh.parts.save_parts`: the first scout in ``folder/scout``, scout j in
         ``folder/scout-j``, the CRF in ``folder/crf.npz``, the memory in
-        ``folder/memory.json``); :meth:`load` reads them back."""
+        ``folder/memory.json``, what the scouts learned in ``folder/learned.json``);
+        :meth:`load` reads them back."""
         self._check_fitted()
-        return save_parts(folder, self.scouts_, self.crf_, self.memory_)
+        return save_parts(folder, self.scouts_, self.crf_, self.memory_, self.learned_)
 
     @classmethod
     def load(
@@ -330,15 +396,13 @@ class SubRegWeigh:
         constructor parameters. Raises FileNotFoundError, naming ``folder``, when it keeps
         neither a scout nor a CRF.
         """
-        scouts, tagger, memory = load_parts(
-            folder, crf=crf, device=device, progress=params.get("progress", True)
-        )
-        for scout in scouts:
+        parts = load_parts(folder, crf=crf, device=device, progress=params.get("progress", True))
+        for scout in parts.scouts:
             if precision is not None:
                 scout.precision = precision
             if quantize is not None:
                 scout.quantize = quantize
-        return cls.from_parts(scouts, tagger, memory, **params)
+        return cls.from_parts(*parts, **params)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "scouts_"):
@@ -426,10 +490,15 @@ class SubRegWeigh:
                 m[np.arange(len(ex.label)), [columns[tag] for tag in ex.label]]
                 for m, ex in zip(marginals, examples, strict=True)
             ]
-            gold_proba = mix_gold(gold_proba, crf_gold)
-            mixture = mix_gold(mixture, [m[:, : len(labels)] for m in marginals])
-        if self.memory_strength:  # p(gold) read again, from the remembered mixture
-            mixture = remember(examples, mixture, labels, self.memory_strength, self.memory_)
+            crf_mixture = [m[:, : len(labels)] for m in marginals]
+            if self.rests_on_crf_:  # the scouts learned too little: their doubts are noise
+                gold_proba, mixture = crf_gold, crf_mixture
+            else:
+                gold_proba = mix_gold(gold_proba, crf_gold)
+                mixture = mix_gold(mixture, crf_mixture)
+        strength = self._strength()
+        if strength:  # p(gold) read again, from the remembered mixture
+            mixture = remember(examples, mixture, labels, strength, self.memory_)
             gold_proba = [
                 np.where(cols >= 0, m[np.arange(len(cols)), np.maximum(cols, 0)], g).astype(
                     np.float32
@@ -450,7 +519,7 @@ class SubRegWeigh:
         they stand now; :meth:`FeatureTagger.refit`), the scouts shared. With the
         ``scout_proba`` of an earlier pass, :meth:`weigh_deterministic` then reflects a
         changed convention in every sentence's p(gold) in seconds, with no scout trained or
-        run; with ``memory_strength``, the memory is of ``examples`` too. NER with a CRF
+        run; with a memory, it is of ``examples`` too; :attr:`learned_` stays. NER with a CRF
         only. ``meanwhile``: work to do while CRFsuite trains on its own core
         (:meth:`FeatureTagger.fit`); the copy is the same either way."""
         self._check_fitted()
@@ -460,7 +529,8 @@ class SubRegWeigh:
         refitted._set_parts(
             list(self.scouts_),
             self.crf_.refit(examples, meanwhile=meanwhile),
-            WordMemory.of(examples) if self.memory_strength else None,
+            WordMemory.of(examples) if self._strength() else None,
+            self.learned_,
         )
         return refitted
 

@@ -328,9 +328,11 @@ def publish_scout(
     version: str | None = None,
     scores: dict | None = None,
     meta=None,
+    learned=None,
 ) -> str:
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
-    ``meta``: the version's meta.json, or a function of the version's name that gives it."""
+    ``meta``: the version's meta.json, or a function of the version's name that gives it;
+    ``learned``: what the scout learned (a :class:`subregweigh.learned.Learned`), kept with it."""
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
     from subregweigh.io.atomic import atomic_write_json
@@ -338,6 +340,10 @@ def publish_scout(
     store = ProjectStore(model_dir, project)
     staging = store.staging_dir()
     scout.save(staging / "scout")
+    if learned is not None:
+        from subregweigh.learned import learned_path
+
+        learned.save(learned_path(staging))
     atomic_write_json(staging / "scores.json", scores or {})
     version = version or new_version_name()
     if meta is not None:

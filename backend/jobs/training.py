@@ -43,7 +43,6 @@ from backend.store.store import (
     disk_space,
     retrain_due,
 )
-from subregweigh.report import learned_message, learned_summary
 
 logger = logging.getLogger(__name__)
 
@@ -67,21 +66,6 @@ def train_project(project: str, settings: Settings) -> dict:
             return _train_project(project, settings)
         finally:
             release_memory()
-
-
-def scout_learned(scores: dict) -> dict | None:
-    """What the version's scout learned of the NER annotations it trained on
-    (:func:`subregweigh.report.learned_summary` of every stored annotation's tags against the
-    scout's own prediction of its text), with ``message`` in words; None for classification
-    or without an annotated entity."""
-    gold, predicted = [], []
-    for entry in scores.values():
-        for record in entry.get("annotations") or ():
-            if "tags" in record and "majority" in record:
-                gold.append(record["tags"])
-                predicted.append(record["majority"])
-    learned = learned_summary(gold, predicted) if gold else None
-    return {**learned, "message": learned_message(learned)} if learned else None
 
 
 def _what_serves(store: ProjectStore, before: str | None) -> str:
@@ -242,11 +226,16 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         part_params(settings),
         beside_crf=score_beside_crf,
     )
-    clock.lap("train")
     # The review queue needs one forward pass per annotated task (the default score, the
     # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
+    # The same pass says what the scouts learned of the annotations (the version keeps it).
     store.update_status(message=f"scoring {n_annotated} tasks")
-    ordinary = srw.weigh_deterministic(annotated, scout_proba=scouts_part.get("proba"))
+    proba = scouts_part.get("proba")
+    if spec.task == "ner" and proba is None:
+        proba = srw.scout_proba(annotated)
+    srw.assess(annotated, scout_proba=proba)
+    clock.lap("train")
+    ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
@@ -259,10 +248,13 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     )
     clock.lap("save")
 
-    learned = scout_learned(scores)
-    if learned is not None and learned["too_little"]:
-        logger.warning("project %s: %s", project, learned["message"])
-    store.update_status(message="writing predictions to Label Studio", scout_learned=learned)
+    learned = srw.learned_ if spec.task == "ner" else None
+    if learned is not None and learned.too_little:
+        logger.warning("project %s: %s", project, learned.message())
+    store.update_status(
+        message="writing predictions to Label Studio",
+        scout_learned=learned.to_json() if learned is not None else None,
+    )
     until_reachable(  # the version serves here already: Label Studio must have it too
         f"project {project}: the predictions of version {version}",
         lambda: serve_in_label_studio(api, store, project, version, scores),
@@ -308,8 +300,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
         f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
     )
-    if learned is not None and learned["too_little"]:  # said where the lead looks
-        message += f"; beware: {learned['message']}"
+    if learned is not None and learned.too_little:  # said where the lead looks
+        message += f"; beware: {learned.message()}"
     logger.info("project %s: %s (%s)", project, message, clock)
     return {
         "message": message,

@@ -18,6 +18,7 @@ from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.review import reviews, served
 from backend.store.store import ProjectStore
+from subregweigh.learned import learned_in
 from subregweigh.report import AnnotationTable, build_report
 
 
@@ -87,6 +88,7 @@ def project_report(
         selftest=selftest if selftest.get("results") else None,
         task_url=task_url if base else None,
         reviews=reviews.review_inputs(store),
+        learned=learned_in(store.versions / version),
     )
 
 

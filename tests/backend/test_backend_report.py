@@ -363,21 +363,35 @@ def test_the_report_names_the_reference_corpus_a_version_trained_on(tmp_path, ti
     )
 
 
-def test_a_training_keeps_what_its_scout_learned_with_a_plain_warning():
-    """Issue 59: what the scout learned of its own NER annotations is measured from the
-    version's stored records (``tags`` against the scout's ``majority``) and said in words
-    when too little; classification has nothing to measure."""
-    from backend.jobs.training import scout_learned
+def test_the_report_says_what_the_versions_scout_learned(tmp_path, tiny_scout):
+    """Issue 59: what the scout learned of its own annotations is kept with the version
+    (learned.json, beside its parts) and the project's report shows it, with the warning when
+    it learned too little; a version without it claims nothing."""
+    from backend.serving.report import project_report, render
+    from subregweigh.learned import Learned
 
-    entry = {
-        "annotations": [
-            {"tags": ["B-PER", "I-PER", "O"], "majority": ["O", "O", "O"]},
-            {"tags": ["B-LOC", "O", "O"], "majority": ["B-LOC", "O", "O"]},
-            {"tags": ["B-PER", "O", "O"], "majority": ["O", "O", "O"]},
-        ]
+    spec = parse_label_config(NER_CONFIG)
+    items = [i for i in read_tasks(name_annotators(team_tasks(), USERS), spec).tasks if i]
+    scores = {
+        item.id: {
+            "annotations": [
+                {
+                    "id": f"{item.id}/1",
+                    "words": ["Ann"],
+                    "tags": ["B-PER"],
+                    "majority": ["O"],
+                    "score": 0.4,
+                }
+            ],
+            "score": 0.4,
+        }
+        for item in items
     }
-    learned = scout_learned({"1": entry})
-    assert (learned["found"], learned["total"], learned["too_little"]) == (1, 3, True)
-    assert learned["message"].startswith("the scout finds 1 of the 3 entities")
-    assert "learned too little" in learned["message"] and "PER 0 of 2" in learned["message"]
-    assert scout_learned({"1": {"annotations": [{"label": "pos", "majority": "neg"}]}}) is None
+    settings = Settings(model_dir=str(tmp_path))
+    collapsed = Learned.of([("B-PER", "O"), ("B-LOC", "O")], [("O", "O")] * 2)
+    for project, learned in ((8, collapsed), (9, None)):
+        publish_scout(tmp_path, project, tiny_scout, scores=scores, learned=learned)
+    report = project_report(settings, "8")
+    assert report["learned"] == collapsed.to_json() and report["learned"]["too_little"]
+    assert "finds 0 of the 2 entities" in render(report, "8")
+    assert project_report(settings, "9")["learned"] is None

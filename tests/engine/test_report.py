@@ -544,17 +544,15 @@ def test_cli_selftest_on_sst2(tmp_path, capsys, sst2_train):
 
 def test_a_scout_that_learned_too_little_is_said_in_the_report():
     """Issue 59: a scout trained on sparse tweets found 1 of 167 of its own annotations'
-    entities, and nothing said so. The report measures it (``learned``) and the page warns."""
-    from subregweigh.report import LEARNED_TOO_LITTLE, learned_summary
+    entities, and nothing said so. The report shows what the weigher measured (``learned``,
+    :class:`subregweigh.learned.Learned`) and the page warns."""
+    from subregweigh.learned import Learned
     from subregweigh.report_html import render_html
 
     gold = [("B-PER", "I-PER", "O", "B-LOC")] * 8 + [("B-ORG", "O")] * 2
     lost = [("O", "O", "O", "O")] * 8 + [("B-ORG", "O")] * 2
-    learned = learned_summary(gold, lost)
-    assert (learned["found"], learned["total"], learned["too_little"]) == (2, 18, True)
-    assert [row["label"] for row in learned["by_label"]] == ["LOC", "PER", "ORG"]
-    assert not learned_summary(gold, gold)["too_little"] and LEARNED_TOO_LITTLE > 2 / 18
-    assert learned_summary([("O",)], [("O",)]) is None
+    learned = Learned.of(gold, lost)
+    assert (learned.found, learned.total, learned.too_little) == (2, 18, True)
     records = [
         {
             "id": f"t{i}/1",
@@ -569,7 +567,10 @@ def test_a_scout_that_learned_too_little_is_said_in_the_report():
     for record in records[8:]:
         record["words"] = ["ACME", "rose"]
     table = AnnotationTable.from_records(records, [r["task"] for r in records])
-    report = build_report(table)
-    assert report["learned"]["too_little"]
+    report = build_report(table, learned=learned)
+    assert report["learned"]["too_little"] and report["learned"]["by_label"][0]["label"] == "LOC"
     page = render_html(report)
     assert 'id="learned-too-little"' in page and "finds 2 of the 18 entities" in page
+    assert build_report(table)["learned"] is None  # nothing measured, nothing claimed
+    fine = render_html(build_report(table, learned=Learned.of(gold, gold)))
+    assert 'id="learned-too-little"' not in fine

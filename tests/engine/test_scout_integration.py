@@ -19,6 +19,7 @@ import torch
 from subregweigh.crf import FeatureTagger
 from subregweigh.encoder import bfloat16_native
 from subregweigh.example import Example
+from subregweigh.learned import Learned
 from subregweigh.metrics import detection_report
 from subregweigh.noise import flip_labels, inject_ner_noise
 from subregweigh.options import ENSEMBLE_EXAMPLES, NER_SCOUTS, default_scouts
@@ -990,3 +991,56 @@ def test_the_crf_alone_with_the_memory_doubts_the_missed_entity_and_keeps_it(
         got.deterministic_probability[i : i + 1],
         atol=1e-3,  # the context vectors of one text alone and in a batch differ a little
     )
+
+
+def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_memory(
+    tiny_ner_data, tmp_path
+):
+    """Issue 59: a scout trained one step finds almost none of its training entities again.
+    With ``rest_on_crf`` the deterministic score and its suggestions are then the CRF's with
+    the project's memory, exactly as the CRF alone would serve them; without it, the scout's
+    noise is mixed in. What it learned is kept with the weigher and survives a refresh."""
+    from subregweigh.learned import LEARNED_FILE
+    from subregweigh.memory import WordMemory
+    from subregweigh.options import RESTING_MEMORY_STRENGTH
+
+    data = list(tiny_ner_data[:40])
+    collapsed = Scout(max_steps=1, progress=False).fit(data)
+    crf = FeatureTagger().fit(data)
+    resting = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4, rest_on_crf=True)
+    assert resting.learned_ is None and not resting.rests_on_crf_  # not measured: not resting
+    resting.assess(data)
+    assert resting.learned_.too_little and resting.rests_on_crf_
+    assert resting.memory_ is not None  # whatever memory_strength
+    crf_alone = SubRegWeigh.from_parts(
+        [], crf, WordMemory.of(data), memory_strength=RESTING_MEMORY_STRENGTH
+    ).weigh_deterministic(data)
+    got = resting.weigh_deterministic(data)
+    np.testing.assert_allclose(
+        got.deterministic_probability, crf_alone.deterministic_probability, atol=1e-4
+    )
+    assert got.majority == crf_alone.majority
+    mixed = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4).assess(data)
+    assert mixed.learned_ == resting.learned_ and not mixed.rests_on_crf_
+    assert not np.allclose(
+        mixed.weigh_deterministic(data).deterministic_probability, got.deterministic_probability
+    )
+    resting.save(tmp_path / "w")
+    assert (tmp_path / "w" / LEARNED_FILE).is_file()
+    loaded = SubRegWeigh.load(tmp_path / "w", k=2, n_samples=4, rest_on_crf=True)
+    assert loaded.learned_ == resting.learned_ and loaded.rests_on_crf_
+    np.testing.assert_allclose(
+        loaded.weigh_deterministic(data[:5]).deterministic_probability,
+        got.deterministic_probability[:5],
+        atol=1e-3,
+    )
+    refreshed = resting.refit_crf(data)
+    assert refreshed.learned_ == resting.learned_ and refreshed.rests_on_crf_
+
+
+def test_fit_measures_what_the_scouts_learned(tiny_ner_data):
+    data = tiny_ner_data[:30]
+    srw = SubRegWeigh(Scout(epochs=1, progress=False), k=2, n_samples=4, progress=False)
+    srw.fit(data)
+    again = Learned.of([ex.label for ex in data], srw.scout_.predict(data))
+    assert srw.learned_ == again and srw.learned_.total > 0

@@ -521,6 +521,7 @@ def test_fetch_times_both_reads_of_a_project(tmp_path):
 @pytest.mark.slow
 def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     from benchmarks import real_errors
+    from subregweigh.options import BY_NAME
 
     original, corrected, flags = real_errors.load_pair()
     assert len(original) == 3453 and flags.sum() == 186
@@ -540,6 +541,7 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
         "lowest word, scouts + CRF",
         "deterministic, memory 1",  # --memory: the same scouts and CRF with the memory
         "CRF alone, memory 1",
+        real_errors.policy_row(not BY_NAME["rest_on_crf"].default),  # the other setting
         *real_errors.BASELINES,
         *real_errors.MODEL_FREE,
     }
@@ -547,6 +549,7 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
         assert set(m) >= {"ap", "auroc", "precision_at_50", "r_precision", "recall_missing"}, name
     # cleanlab's in-sample score is the lowest p(gold), computed by cleanlab's own code
     assert run["cleanlab_vs_min_gold_max_diff"] < 1e-5
+    assert 0 <= run["learned_recall"] <= 1 and isinstance(run["rests_on_crf"], bool)
     # the CRF trains first and the first scout's scores come before the ensemble's
     seconds = {name: methods[name]["seconds"] for name in methods}
     assert 0 < seconds["CRF alone"] < seconds["one scout (SRW_SCOUTS=1)"]
