@@ -251,10 +251,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     learned = srw.learned_ if spec.task == "ner" else None
     if learned is not None and learned.too_little:
         logger.warning("project %s: %s", project, learned.message())
-    store.update_status(
-        message="writing predictions to Label Studio",
-        scout_learned=learned.to_json() if learned is not None else None,
-    )
+    store.update_status(message="writing predictions to Label Studio")
     until_reachable(  # the version serves here already: Label Studio must have it too
         f"project {project}: the predictions of version {version}",
         lambda: serve_in_label_studio(api, store, project, version, scores),

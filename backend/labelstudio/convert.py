@@ -40,10 +40,18 @@ def labels_result(
     return result
 
 
-def _scout_says(what: str, confidence: float, per: str, verb: str = "says") -> str:
+# Where a NER version rests on the CRF (the scout learned too little of the project;
+# subregweigh.learned), its notes name what judges and say why.
+CRF_JUDGES = "the CRF"
+RESTING_NOTE = (
+    "the scout learned too little of this project, so the CRF and the other annotations judge"
+)
+
+
+def _says(who: str, what: str, confidence: float, per: str, verb: str = "says") -> str:
     if per == "copies":
-        return f"the scout {verb} {what} on {confidence:.0%} of the copies"
-    return f"the scout {verb} {what} (p {confidence:.2f})"
+        return f"{who} {verb} {what} on {confidence:.0%} of the copies"
+    return f"{who} {verb} {what} (p {confidence:.2f})"
 
 
 def doubt_regions(
@@ -51,6 +59,7 @@ def doubt_regions(
     suggestions: Sequence[SpanSuggestion],
     words: Callable[[int, int], str],
     per: str = "copies",
+    resting: bool = False,
 ) -> tuple[list[tuple[str, int, int, float]], list[str | None]]:
     """The regions of an annotated task's prediction and their notes: where the annotation
     differs, how, with the scout's suggested span (None where it agrees).
@@ -64,6 +73,10 @@ def doubt_regions(
         :func:`subregweigh.suggest.span_suggestions` of the annotation against those entities.
     words : callable (start, end) -> str
         The text of words ``start:end``, to name an annotated span the scout moves.
+    resting : bool, default False
+        The entities are the CRF's with the project's memory, the scout having learned too
+        little (``SubRegWeigh.rests_on_crf_``): each note names the CRF and says why
+        (:data:`RESTING_NOTE`).
 
     Returns
     -------
@@ -84,17 +97,20 @@ def doubt_regions(
             where = f' over "{words(start, end)}"' if s.kind == "boundary" else ""
             said = f"annotated as {etype}{where} (p {p:.2f})"
         annotated_as.setdefault(tuple(s.suggested[:3]), []).append(said)
+    who = CRF_JUDGES if resting else "the scout"
     notes: dict[tuple, str] = {}
     for etype, start, end, confidence in entities:
         said = annotated_as.get((etype, start, end))
         if said == ["not annotated"]:  # a missed entity: the note names it, as a reviewer reads it
-            found = _scout_says(f'"{words(start, end)}" as {etype}', confidence, per, "finds")
+            found = _says(who, f'"{words(start, end)}" as {etype}', confidence, per, "finds")
             notes[etype, start, end] = f"not annotated: {found}"
         elif said:
-            scout = _scout_says(etype, confidence, per)
+            scout = _says(who, etype, confidence, per)
             notes[etype, start, end] = f"{' and '.join(said)}; {scout}"
     for etype, start, end, p in dropped:
-        notes[etype, start, end] = f"annotated as {etype} (p {p:.2f}); the scout finds no entity"
+        notes[etype, start, end] = f"annotated as {etype} (p {p:.2f}); {who} finds no entity"
+    if resting:
+        notes = {where: f"{note}; {RESTING_NOTE}" for where, note in notes.items()}
     regions = sorted([*entities, *dropped], key=lambda e: (e[1], e[2]))
     return regions, [notes.get(tuple(region[:3])) for region in regions]
 

@@ -204,6 +204,7 @@ def stored_prediction(
     score_name: str = DEFAULT_SCORE,
     columns: dict | None = None,
     shown=None,
+    resting: bool = False,
 ) -> dict:
     """What the backend stores and serves for one task, from a :class:`WeighResult`.
 
@@ -222,7 +223,8 @@ def stored_prediction(
     (the K candidates' majority). ``ordinary`` may be ``result`` itself (a quick scoring): then
     the annotations carry no c/K or K-candidate probability.
     Unannotated: from ``result``, score = the share of the K predictions agreeing with the
-    majority prediction (self-consistency).
+    majority prediction (self-consistency). ``resting``: the ordinary pass is the CRF's, the
+    scout having learned too little (``SubRegWeigh.rests_on_crf_``): the notes say so.
     """
     rows = range(first, first + count)
     from_ordinary = bool(item.examples) and shown is not None
@@ -239,7 +241,9 @@ def stored_prediction(
         entities, notes = view.majority_entities[row], None
         if item.examples:
             per = "probability" if from_ordinary else "copies"
-            entities, notes = _ner_doubts(item, view, row, item.examples[row - view_first], per)
+            entities, notes = _ner_doubts(
+                item, view, row, item.examples[row - view_first], per, resting and from_ordinary
+            )
         spans = [(item.words[s][1], item.words[e - 1][2], t) for t, s, e, _ in entities]
         regions = labels_result(
             item.text, spans, spec.from_name, spec.to_name, [a for *_, a in entities], notes
@@ -271,7 +275,9 @@ def stored_prediction(
     return entry
 
 
-def _ner_doubts(item: LabelStudioTask, view, row: int, annotation: Example, per: str):
+def _ner_doubts(
+    item: LabelStudioTask, view, row: int, annotation: Example, per: str, resting: bool
+):
     """An annotated NER task's regions and their notes
     (:func:`~backend.labelstudio.convert.doubt_regions`): the scout's entities on ``view``'s
     ``row``, and where ``annotation`` differs from them."""
@@ -283,7 +289,7 @@ def _ner_doubts(item: LabelStudioTask, view, row: int, annotation: Example, per:
     def words(start: int, end: int) -> str:
         return item.text[item.words[start][1] : item.words[end - 1][2]]
 
-    return doubt_regions(entities, suggestions, words, per)
+    return doubt_regions(entities, suggestions, words, per, resting)
 
 
 def _class_doubt(spec: LabelingSpec, view, row: int, annotation: Example) -> list[dict]:
@@ -350,11 +356,12 @@ def score_tasks(
         annotated = np.array([bool(item.examples) for item, g in zip(items, groups) for _ in g])
         result.deterministic_probability[annotated] = ordinary.deterministic_probability
     columns = result.columns()
+    resting = bool(getattr(srw, "rests_on_crf_", False))  # a CRFWeigher's notes are its own
     out, first, first_annotated = {}, 0, 0
     for item, group in zip(items, groups):
         shown = (ordinary, first_annotated) if ordinary is not None else None
         out[item.id] = stored_prediction(
-            item, spec, result, first, len(group), score_name, columns, shown
+            item, spec, result, first, len(group), score_name, columns, shown, resting
         )
         first += len(group)
         first_annotated += len(item.examples)

@@ -19,6 +19,7 @@ from backend.review import reviews, served
 from backend.serving.weighers import weigher
 from backend.store.store import CorruptVersion, ProjectStore
 from subregweigh.io.labelstudio import LabelingSpec
+from subregweigh.learned import learned_in
 
 logger = logging.getLogger(__name__)
 
@@ -27,23 +28,37 @@ UNTRAINED = "subregweigh-untrained"
 
 
 def serving(store: ProjectStore, training: bool) -> dict:
-    """What /status says serves ``store``'s project: the version, and whether it is an early
+    """What /status says serves ``store``'s project: the version, whether it is an early
     version (its ``early``: what it is) left by a training that did not finish (``training``:
-    whether one runs now)."""
+    whether one runs now), and what its scouts learned of the annotations (``learned``,
+    :meth:`subregweigh.learned.Learned.to_json`, or None): where too little, the message says
+    so and on what the scores rest."""
     version = store.current_version()
     if version is None:
         return {"version": None, "message": "nothing yet: the first training publishes one"}
     early = store.meta(version).get("early")
+    try:
+        learned = learned_in(store.versions / version)
+    except ValueError as err:  # a damaged file says nothing; the scores still serve
+        logger.warning("project %s: %s", store.project, err)
+        learned = None
     if not early:
-        return {"version": version, "early": None, "message": "a training's full version"}
-    if training:
+        message = "a training's full version"
+    elif training:
         message = f"an early version of the training running now ({early})"
     else:
         message = (
             f"an early version ({early}) of a training that did not finish: weaker than a full "
             "version; the next training replaces it"
         )
-    return {"version": version, "early": early, "message": message}
+    if learned is not None and learned.too_little:
+        message += f"; beware: {learned.message()}"
+    return {
+        "version": version,
+        "early": early or None,
+        "learned": learned.to_json() if learned is not None else None,
+        "message": message,
+    }
 
 
 def model_version(settings: Settings, project: str | None) -> str:

@@ -365,8 +365,8 @@ def test_the_report_names_the_reference_corpus_a_version_trained_on(tmp_path, ti
 
 def test_the_report_says_what_the_versions_scout_learned(tmp_path, tiny_scout):
     """Issue 59: what the scout learned of its own annotations is kept with the version
-    (learned.json, beside its parts) and the project's report shows it, with the warning when
-    it learned too little; a version without it claims nothing."""
+    (learned.json, beside its parts); the project's report and /status show it, with the
+    warning when it learned too little; a version without it claims nothing."""
     from backend.serving.report import project_report, render
     from subregweigh.learned import Learned
 
@@ -395,3 +395,10 @@ def test_the_report_says_what_the_versions_scout_learned(tmp_path, tiny_scout):
     assert report["learned"] == collapsed.to_json() and report["learned"]["too_little"]
     assert "finds 0 of the 2 entities" in render(report, "8")
     assert project_report(settings, "9")["learned"] is None
+    client, _ = make(tmp_path)  # /status says it of the version that serves
+    serving = client.get("/status?project=8", headers=GOOD).get_json()["serving"]
+    assert serving["learned"] == collapsed.to_json()
+    assert "beware: the scout finds 0 of the 2 entities" in serving["message"]
+    assert "rest on the CRF" in serving["message"]
+    fine = client.get("/status?project=9", headers=GOOD).get_json()["serving"]
+    assert fine["learned"] is None and "beware" not in fine["message"]

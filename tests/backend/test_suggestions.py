@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from backend.labelstudio.convert import class_note, doubt_regions
+from backend.labelstudio.convert import RESTING_NOTE, class_note, doubt_regions
 from backend.labelstudio.tasks import parse_label_config, read_tasks, score_tasks
 from subregweigh.compare import span_changes
 from subregweigh.scores import collect, soft_minimum
@@ -159,6 +159,16 @@ def test_span_suggestions_name_every_kind_with_both_confidences():
     _, copies = doubt_regions(of_scout, got[:1], str, per="copies")
     assert copies[0] == "annotated as ORG (p 0.10); the scout says LOC on 90% of the copies"
     assert copies[1:] == [None, None]  # where the scout and the annotation agree: no note
+    # a version resting on the CRF (its scout learned too little) names the CRF, and says why
+    _, resting = doubt_regions(
+        of_scout, got, lambda s, e: " ".join(words[s:e]), per="probability", resting=True
+    )
+    assert resting[3] == (
+        'not annotated: the CRF finds "Monday" as MISC (p 0.60); the scout learned too little '
+        "of this project, so the CRF and the other annotations judge"
+    )
+    assert resting[2].startswith("annotated as LOC (p 0.20); the CRF finds no entity; ")
+    assert all(note.endswith(RESTING_NOTE) and "<" not in note for note in resting)
 
 
 # ----------------------------------------------------------------------------- real scouts
