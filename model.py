@@ -16,7 +16,7 @@ from label_studio_ml.model import LabelStudioMLBase
 
 from backend.config.settings import Settings
 from backend.jobs import training
-from backend.labelstudio.tasks import ConfigError, parse_label_config
+from backend.labelstudio.tasks import ConfigError, TaskRead, parse_label_config
 from backend.serving import predictions
 from backend.store.store import project_id
 from backend.web.routes import TRAIN_EVENTS
@@ -41,7 +41,7 @@ class SubRegWeighModel(LabelStudioMLBase):
 
     def predict(self, tasks, **kwargs) -> list[dict]:
         spec = parse_label_config(self.label_config)
-        return predictions.predict(self.settings, self.project, spec, tasks)
+        return predictions.predict(self.settings, self.project, spec, TaskRead.of(tasks, spec))
 
     def fit(self, tasks=(), workdir=None, **kwargs) -> dict:
         """Train on the project's current annotations (fetched from Label Studio, not

@@ -15,13 +15,12 @@ from backend.labelstudio.client import (
     LabelStudioAPI,
     until_reachable,
 )
-from backend.labelstudio.tasks import fingerprint, parse_label_config, read_tasks
+from backend.labelstudio.tasks import TaskRead, fingerprint, parse_label_config
 from backend.queue import budget
 from backend.review import reviews, served
 from backend.serving.changed import read_changed, write_scores
 from backend.serving.publish import serve_in_label_studio
 from backend.store.store import ProjectStore, retrain_due
-from subregweigh.io.labelstudio import LabelingSpec
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             # the changed tasks' own scores are computed and written
             if (
                 refresh is not None
-                and _labels_changed(store, version, spec, read)
+                and _labels_changed(store, version, read)
                 and not _training_due(store, settings)
             ):
                 refreshed = _refresh(api, store, settings, spec, meanwhile=write, refresh=refresh)
@@ -146,14 +145,12 @@ def _catch_up(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
     )
 
 
-def _labels_changed(store: ProjectStore, version: str, spec: LabelingSpec, read) -> int:
+def _labels_changed(store: ProjectStore, version: str, read: TaskRead) -> int:
     """How many of the tasks ``read`` (as Label Studio lists them) hold other annotations than
     ``version`` stores for them: those its rescore will store anew."""
     stored = store.scores(version)
     return sum(
-        stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
-        for item in read_tasks(read, spec).tasks
-        if item is not None
+        stored.get(item.id, {}).get("fingerprint") != fingerprint(item) for item in read.items
     )
 
 

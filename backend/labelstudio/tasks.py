@@ -15,6 +15,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,38 @@ def read_tasks(
         max_chars=MAX_TASK_CHARS,
         max_regions=MAX_TASK_REGIONS,
     )
+
+
+@dataclass(frozen=True)
+class TaskRead:
+    """Tasks as they came (from Label Studio, or a caller of ``/predict``) and as read by
+    :func:`read_tasks`, parsed once: what the steps of a job share (a rescore's snapshot,
+    decisions, change check and scores), so that none parses the payload again.
+
+    Attributes
+    ----------
+    raw : list of dict
+        The tasks as given (annotators named, where the job named them).
+    parsed : ParsedTasks
+        ``read_tasks(raw, spec)``: one entry per task of ``raw``, None where unreadable.
+    """
+
+    raw: list
+    parsed: ParsedTasks
+
+    @classmethod
+    def of(cls, tasks: Sequence, spec: LabelingSpec) -> TaskRead:
+        """``tasks`` read with ``spec`` (:func:`read_tasks`)."""
+        return cls(list(tasks), read_tasks(tasks, spec))
+
+    @property
+    def items(self) -> list[LabelStudioTask]:
+        """The readable tasks, in order."""
+        return [item for item in self.parsed.tasks if item is not None]
+
+    def pairs(self) -> list[tuple[Mapping, LabelStudioTask | None]]:
+        """Each task as given, with its reading (None where unreadable)."""
+        return list(zip(self.raw, self.parsed.tasks, strict=True))
 
 
 def name_annotators(tasks: Sequence, users: Mapping[int, str]) -> list:

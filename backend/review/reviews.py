@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from backend.labelstudio.tasks import read_tasks
+from backend.labelstudio.tasks import TaskRead
 from backend.review import decisions, served
 from backend.review.decisions import (
     CONFIRMED,
@@ -163,10 +163,10 @@ def decide(
     store: ProjectStore,
     version: str,
     spec,
-    tasks: Sequence[Mapping],
+    read: TaskRead,
     allow_self: bool = False,
 ) -> dict[str, str]:
-    """Judge every scored annotation of ``tasks`` (this project's, as Label Studio returned
+    """Judge every scored annotation of ``read`` (this project's tasks, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
     decision on it left (:func:`backend.review.decisions.outcome`; ``allow_self``: the project's
     ``self_review``), and keep what they decide. Returns
@@ -175,9 +175,7 @@ def decide(
     it."""
     scored = scored_annotations(store, version)
     judged = []
-    for task in tasks:
-        parsed = read_tasks([task], spec)
-        item = parsed.tasks[0] if parsed.tasks else None
+    for task, item in read.pairs():
         raw = {
             f"{task['id']}/{a.get('id')}": a
             for a in task.get("annotations") or ()

@@ -12,7 +12,7 @@ import time
 from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
-from backend.labelstudio.tasks import name_annotators, read_tasks
+from backend.labelstudio.tasks import TaskRead, name_annotators
 from backend.review import reviews
 from backend.serving.predictions import predict
 from backend.store import snapshot
@@ -36,10 +36,10 @@ def rescore_tasks(
 
 def read_changed(
     api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks, settings: Settings
-) -> list:
-    """``tasks`` (ids) as Label Studio lists them within the project, annotators named; the
-    reviewers' decisions they show are kept (:func:`backend.review.reviews.decide`, with the
-    project's ``self_review``), and for NER the tasks as they now stand
+) -> TaskRead:
+    """``tasks`` (ids) as Label Studio lists them within the project, annotators named, read
+    once; the reviewers' decisions they show are kept (:func:`backend.review.reviews.decide`,
+    with the project's ``self_review``), and for NER the tasks as they now stand
     (:mod:`backend.store.snapshot`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
@@ -54,18 +54,20 @@ def read_changed(
             store.project,
             ", ".join(map(str, missing[:10])),
         )
-    read = name_annotators(read, annotator_names(api, store.project)) if read else []
+    read = TaskRead.of(
+        name_annotators(read, annotator_names(api, store.project)) if read else [], spec
+    )
     if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
-        snapshot.keep_tasks(store, wanted, [i for i in read_tasks(read, spec).tasks if i], read_at)
+        snapshot.keep_tasks(store, wanted, read.items, read_at)
     version = store.current_version()
-    if read and version is not None:
+    if read.raw and version is not None:
         allow_self = project_settings.effective(settings, store).self_review
         reviews.decide(store, version, spec, read, allow_self=allow_self)
     return read
 
 
 def write_scores(
-    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, read
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, read: TaskRead
 ) -> int:
     """Score the tasks ``read`` (:func:`read_changed`) with the current version and make each
     score the task's one prediction of that version; how many were written."""
@@ -73,7 +75,7 @@ def write_scores(
         results = predict(settings, store.project, spec, read, from_label_studio=True)
         written = [
             {"task": int(task["id"]), **result}
-            for task, result in zip(read, results, strict=True)
+            for task, result in zip(read.raw, results, strict=True)
             if "score" in result
         ]
         api.replace_predictions(int(store.project), written)

@@ -10,11 +10,7 @@ from collections.abc import Sequence
 from backend.config import project_settings
 from backend.config.redact import printable
 from backend.config.settings import Settings
-from backend.labelstudio.tasks import (
-    fingerprint,
-    read_tasks,
-    score_tasks,
-)
+from backend.labelstudio.tasks import TaskRead, fingerprint, score_tasks
 from backend.review import reviews, served
 from backend.serving.weighers import weigher
 from backend.store.store import CorruptVersion, ProjectStore
@@ -71,12 +67,13 @@ def predict(
     settings: Settings,
     project: str | None,
     spec: LabelingSpec,
-    tasks: Sequence[dict],
+    tasks: TaskRead,
     from_label_studio: bool = False,
 ) -> list[dict]:
-    """One ``{"result", "score", "model_version"}`` per task, in order (no score, empty result
-    for a task that cannot be read, and for every task before the first training), with the
-    project's settings (:func:`backend.config.project_settings.effective`).
+    """One ``{"result", "score", "model_version"}`` per task of ``tasks`` (read once, by the
+    caller: :meth:`TaskRead.of`), in order (no score, empty result for a task that cannot be
+    read, and for every task before the first training), with the project's settings
+    (:func:`backend.config.project_settings.effective`).
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
     project by the backend itself). A caller's tasks are scored and served, never stored: only
@@ -103,7 +100,7 @@ def _predict(
     settings: Settings,
     store: ProjectStore | None,
     spec: LabelingSpec,
-    tasks: Sequence[dict],
+    tasks: TaskRead,
     from_label_studio: bool = False,
 ) -> list[dict]:
     version = store.current_version() if store else None
@@ -112,12 +109,12 @@ def _predict(
             "project %s: no trained scout yet; returning empty predictions for %d tasks "
             "(train from the project's Model settings, or annotate %d tasks)",
             store.project if store else None,
-            len(tasks),
+            len(tasks.raw),
             settings.min_annotations,
         )
-        return [{"result": [], "model_version": UNTRAINED} for _ in tasks]
+        return [{"result": [], "model_version": UNTRAINED} for _ in tasks.raw]
     stored = store.scores(version)
-    parsed = read_tasks(tasks, spec)
+    parsed = tasks.parsed
     stale = [
         item
         for item in parsed.tasks
@@ -128,7 +125,7 @@ def _predict(
         fresh = score_tasks(weigher(settings, store, version), spec, stale)
         note = "; a caller's tasks: served, not stored"
         if from_label_studio:
-            reviews.stamp_saved(fresh, reviews.saved_times(tasks), before=stored)
+            reviews.stamp_saved(fresh, reviews.saved_times(tasks.raw), before=stored)
             saved = store.store_scores(version, _within_bound(store, version, stored, fresh))
             note = "" if saved else "; the disk is full: kept in memory, not stored"
         stored = {**stored, **fresh}  # served, whoever sent them
@@ -136,7 +133,7 @@ def _predict(
             "project %s: computed %d of %d tasks in %.1f s (the rest served from storage)%s",
             store.project,
             len(fresh),
-            len(tasks),
+            len(tasks.raw),
             time.perf_counter() - start,
             note,
         )

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
 from backend.labelstudio import membership, webhook_auth
-from backend.labelstudio.tasks import parse_label_config
+from backend.labelstudio.tasks import TaskRead, parse_label_config
 from backend.queue.runners import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.serving import predictions
 from backend.serving import report as reports
@@ -170,7 +170,7 @@ def predict():
         raise BadRequest("'label_config' is missing")
     spec = parse_label_config(body["label_config"])
     start = time.perf_counter()
-    results = predictions.predict(_settings(), project, spec, tasks)
+    results = predictions.predict(_settings(), project, spec, TaskRead.of(tasks, spec))
     logger.info(
         "project %s: /predict of %d tasks in %.2f s",
         project,

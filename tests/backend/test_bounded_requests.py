@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from backend.labelstudio.tasks import TaskRead
 from backend.store import store as store_module
 from testbed.projects import publish_scout
 from tests.backend.test_backend_server import GOOD, NER_CONFIG, make_app
@@ -106,6 +107,6 @@ def test_predict_stores_nothing_and_reads_from_label_studio_are_bounded(
     assert [r["score"] for r in again] == [r["score"] for r in reply.get_json()["results"]]
     settings = Settings(model_dir=str(tmp_path / "models"))
     spec = parse_label_config(NER_CONFIG)
-    predictions.predict(settings, "1", spec, tasks, from_label_studio=True)
+    predictions.predict(settings, "1", spec, TaskRead.of(tasks, spec), from_label_studio=True)
     stored = ProjectStore(tmp_path / "models", 1).scores(version)
     assert len(stored) == 2 + 3  # the version's trained tasks (2) + MAX_NEW_TASKS, no more

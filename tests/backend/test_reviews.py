@@ -14,7 +14,13 @@ import threading
 
 import pytest
 
-from backend.labelstudio.tasks import annotation_record, fingerprint, parse_label_config, read_tasks
+from backend.labelstudio.tasks import (
+    TaskRead,
+    annotation_record,
+    fingerprint,
+    parse_label_config,
+    read_tasks,
+)
 from backend.review import reviews
 from backend.review.served import served_entry
 from backend.serving.report import annotation_records
@@ -107,7 +113,7 @@ def project(tmp_path):
 
 def _decide(store: ProjectStore, *tasks: dict) -> dict:
     """What the rescore does with ``tasks`` read from Label Studio."""
-    return reviews.decide(store, store.current_version(), SPEC, list(tasks))
+    return reviews.decide(store, store.current_version(), SPEC, TaskRead.of(tasks, SPEC))
 
 
 def _served(store: ProjectStore) -> dict:

@@ -156,3 +156,33 @@ def test_a_deleted_task_leaves_the_store_and_the_refresh_writes_the_others(train
     versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
     assert versions.get(current) == len(tasks) - 1, versions
     assert "no longer in the project (deleted)" in ctx.backend.log(200)
+
+
+def test_a_rescore_parses_the_tasks_it_read_once(trained, monkeypatch):
+    """Issue 60: a rescore read Label Studio's payload of its changed tasks once and parsed it
+    four times (the snapshot, the decisions, the check for changed labels, the scores). Run
+    here in this process against the real Label Studio, with the parser counted: one parse of
+    the tasks it read, and they are rescored."""
+    from backend.config.settings import Settings
+    from backend.jobs import refresh, rescore
+    from backend.labelstudio import tasks as task_reading
+    from backend.store.store import ProjectStore
+
+    ctx = trained
+    parsed: list[int] = []
+    parse = task_reading.parse_tasks
+    monkeypatch.setattr(
+        task_reading,
+        "parse_tasks",
+        lambda tasks, *args, **kwargs: parsed.append(len(tasks)) or parse(tasks, *args, **kwargs),
+    )
+    for name, value in ctx.label_studio.backend_env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings.from_env(model_dir=str(ctx.root.parent))
+    changed = sorted(annotated(ctx))[:3]
+    ProjectStore(settings.model_dir, ctx.project).update_status(
+        rescore_pending={str(task): time.time() for task in changed}
+    )
+    done = rescore.rescore_project(str(ctx.project), settings, refresh.refresh_project)
+    assert done["rescored"] == 3
+    assert parsed == [3]

@@ -29,7 +29,7 @@ import pytest
 
 from backend.config.settings import Settings
 from backend.jobs import training
-from backend.labelstudio.tasks import parse_label_config
+from backend.labelstudio.tasks import TaskRead, parse_label_config
 from backend.queue.runners import ThreadRunner
 from backend.serving import predictions
 from backend.store import disk, unwritten
@@ -138,7 +138,11 @@ def test_events_predictions_and_a_refused_training_on_a_full_disk(backend, caplo
         spec = parse_label_config(NER_CONFIG)
         for _ in range(2):
             read = predictions.predict(
-                Settings(model_dir=str(model_dir)), "1", spec, predict["tasks"], True
+                Settings(model_dir=str(model_dir)),
+                "1",
+                spec,
+                TaskRead.of(predict["tasks"], spec),
+                True,
             )
             assert all(r.get("score") is not None for r in read)
         assert computed == [2, 2, 2]

@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from backend.config.settings import Settings
-from backend.labelstudio.tasks import parse_label_config
+from backend.labelstudio.tasks import TaskRead, parse_label_config
 from backend.serving.predictions import predict
 from testbed.projects import NER_CONFIG, ner_task, publish_scout
 from testbed.servers import BackendServer
@@ -63,7 +63,8 @@ def test_workers_share_stored_scores_and_load_each_version_once(tmp_path, tiny_s
         log_before = log_path.read_text()
         fresh = [ner_task(100 + i, text + " again") for i, text in enumerate(TEXTS)]
         settings = Settings(model_dir=str(model_dir))
-        stored = predict(settings, "1", parse_label_config(NER_CONFIG), fresh, True)
+        spec = parse_label_config(NER_CONFIG)
+        stored = predict(settings, "1", spec, TaskRead.of(fresh, spec), True)
         for _ in range(200):  # until both workers have answered (the kernel picks the worker)
             with ThreadPoolExecutor(4) as pool:
                 later = list(pool.map(lambda _: _predict(backend, fresh), range(4)))
