@@ -39,7 +39,7 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.review import reviews
-from backend.serving.publish import WRITTEN_KEPT, drop_superseded_predictions, write_predictions
+from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
 from backend.serving.weighers import forget_versions, remember, weigher
@@ -272,22 +272,21 @@ def _publish(
             },
         }
         atomic_write_json(staging / "meta.json", meta)
-        # ours to delete once superseded (as a training's, publish.serve_in_label_studio)
-        store.update_status(
-            written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version]
-        )
-        with store.locked("writing"):
-            shown = reviews.served_scores(store, scores)
-            gone = write_predictions(api, store.project, version, shown)
+
+        def publish_here(gone: set[str]) -> bool:
+            """Serve the version here once Label Studio has its predictions, unless a
+            training's version replaced ``base`` meanwhile (it is newer)."""
             if gone:  # deleted in Label Studio: they leave the store with this version
-                scores = {task: e for task, e in scores.items() if task not in gone}
-                atomic_write_json(staging / "scores.json", scores)
-            if store.current_version() != base:  # a training's version came: it is newer
+                kept = {task: e for task, e in scores.items() if task not in gone}
+                atomic_write_json(staging / "scores.json", kept)
+            if store.current_version() != base:
                 store.discard(staging)
-                api.delete_model_version(int(store.project), version)
-                return None
+                return False
             store.publish(staging, version)
-            api.set_model_version(int(store.project), version)
+            return True
+
+        if not serve_in_label_studio(api, store, store.project, version, scores, publish_here):
+            return None
     except BaseException:
         store.discard(staging)
         raise

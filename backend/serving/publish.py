@@ -93,19 +93,36 @@ def save_version(
 
 
 def serve_in_label_studio(
-    api: LabelStudioAPI, store: ProjectStore, project: str, version: str, scores: dict
-) -> None:
-    """Write ``version``'s ``scores`` as served (reviews applied) and make it the project's
-    model version, which Label Studio's prediction score counts. The superseded predictions
-    stay: :func:`drop_superseded_predictions` is the caller's, once it has said so."""
-    # Recorded before writing: a version whose predictions may be in Label Studio is ours to
-    # delete once superseded, and no other (another backend's on the same project).
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    project: str,
+    version: str,
+    scores: dict,
+    before_serving: Callable[[set[str]], bool] | None = None,
+) -> bool:
+    """The one way a version reaches Label Studio: ``version``'s ``scores`` written as served
+    (reviews applied) as its predictions, then it is the project's model version, which Label
+    Studio's prediction score counts; all under the project's writing lock (one prediction per
+    task and version). The version is recorded as this backend's first, so that it is ours to
+    delete once superseded (:func:`drop_superseded_predictions`, the caller's: the superseded
+    predictions stay until it has said so).
+
+    ``before_serving(gone)``: run between the writes and the switch of the model version, with
+    the tasks Label Studio no longer holds; it publishes the version here (a refresh, whose
+    version serves here only once Label Studio has its predictions) and returns False to
+    abandon it (its predictions are deleted again, nothing is switched). None: ``version``
+    serves here already (a training's), and ``gone`` leaves its scores. Returns whether the
+    version is now Label Studio's."""
     store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
     with store.locked("writing"):
         gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
+        if before_serving is not None and not before_serving(gone):
+            api.delete_model_version(int(project), version)
+            return False
         api.set_model_version(int(project), version)
-    if gone:  # deleted since the training read them
+    if gone and before_serving is None:  # deleted since the training read them
         store.drop_scores(version, gone)
+    return True
 
 
 WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
