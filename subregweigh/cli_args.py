@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from subregweigh.options import NOISES, SCOUT_OPTIONS, WEIGH_OPTIONS, add_arguments
+from subregweigh.options import DEFAULT_NOISES, NOISES, SCOUT_OPTIONS, WEIGH_OPTIONS, add_arguments
 
 EXAMPLES = """examples:
   # weigh a CoNLL training set with the paper's defaults (K-means, N=500, K=10, p=0.1)
@@ -239,8 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--noise",
         nargs="+",
         choices=NOISES,
-        default=list(NOISES),
-        help="noise kinds (default: both; classification runs one: both flip labels)",
+        default=list(DEFAULT_NOISES),
+        help=f"noise kinds (default: {' '.join(DEFAULT_NOISES)}; classification runs one: all "
+        "flip labels)",
     )
     selftest.add_argument("--rate", type=float, default=0.1, help="(default: 0.1)")
     _add_weigh_args(selftest)

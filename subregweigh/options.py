@@ -57,7 +57,9 @@ SMALL_ENCODER_WIDTH = 512
 WIDE_NER_DEFAULTS = {"epochs": 5, "learning_rate": 1e-4}
 
 # The self-test's kinds of injected errors (subregweigh.selftest).
-NOISES = ("paper", "sentence")
+NOISES = ("paper", "sentence", "annotators")
+# What a self-test injects unless told otherwise.
+DEFAULT_NOISES = ("paper", "sentence")
 
 # The soft minimum's default temperature (subregweigh.scores.soft_minimum): on CoNLL-2003's real
 # errors the one that ranks above the plain minimum on both halves of the test set, for one scout

@@ -12,8 +12,10 @@ Noise kinds (:data:`~subregweigh.options.NOISES`):
   a share of all *word labels* changed, IOB2-consistent; most CoNLL sentences end up with an
   error at 10%); classification: flipped labels (:func:`~subregweigh.noise.flip_labels`);
 * ``"sentence"``: a share of the *examples* with exactly one error each
-  (:func:`~subregweigh.noise.inject_sentence_noise`; for classification the same as ``paper``,
-  so it runs once).
+  (:func:`~subregweigh.noise.inject_sentence_noise`, every kind as likely; for classification
+  the same as ``paper``, so it runs once);
+* ``"annotators"``: the same, each kind of error as often as real annotators make it
+  (:func:`~subregweigh.noise.inject_annotator_noise`: mostly missed entities and boundaries).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from subregweigh.example import Example, Task
-from subregweigh.options import DEFAULT_SCORE, NOISES
+from subregweigh.options import DEFAULT_NOISES, DEFAULT_SCORE, NOISES
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,12 @@ def inject(
     examples: Sequence[Example], task: Task, noise: str, rate: float, random_state: int
 ) -> tuple[list[Example], np.ndarray]:
     """``(corrupted copy, mask of corrupted examples)`` for noise kind ``noise``."""
-    from subregweigh.noise import flip_labels, inject_ner_noise, inject_sentence_noise
+    from subregweigh.noise import (
+        flip_labels,
+        inject_annotator_noise,
+        inject_ner_noise,
+        inject_sentence_noise,
+    )
 
     if noise not in NOISES:
         raise ValueError(f"unknown noise {noise!r}; choose among {', '.join(NOISES)}")
@@ -68,10 +75,12 @@ def inject(
         return flip_labels(examples, rate, random_state=random_state)
     if noise == "paper":
         return inject_ner_noise(examples, rate, random_state=random_state)
+    if noise == "annotators":
+        return inject_annotator_noise(examples, rate, random_state=random_state)
     return inject_sentence_noise(examples, rate, task="ner", random_state=random_state)
 
 
-def noises_for(task: Task, noises: Sequence[str] = NOISES) -> list[str]:
+def noises_for(task: Task, noises: Sequence[str] = DEFAULT_NOISES) -> list[str]:
     """The kinds worth running: classification has one (both kinds flip labels)."""
     unknown = [n for n in noises if n not in NOISES]
     if unknown or not noises:
@@ -84,7 +93,7 @@ def self_test(
     task: Task,
     make_weigher: Callable[[], object],
     *,
-    noises: Sequence[str] = NOISES,
+    noises: Sequence[str] = DEFAULT_NOISES,
     rate: float = 0.1,
     score: str = DEFAULT_SCORE,
     random_state: int = 0,
@@ -99,8 +108,9 @@ def self_test(
     make_weigher : callable
         Returns an unfitted :class:`~subregweigh.weigh.SubRegWeigh` set up as the project's
         (one per noise kind: each trains its own scout on its corrupted copy).
-    noises : sequence of {"paper", "sentence"}, default both
-        See the module docstring; classification runs the first only.
+    noises : sequence of {"paper", "sentence", "annotators"}, default DEFAULT_NOISES
+        See the module docstring (:data:`~subregweigh.options.DEFAULT_NOISES`: "paper" and
+        "sentence"); classification runs the first only.
     rate : float, default 0.1
         Share of word labels (``paper``, NER) or of examples (otherwise) to corrupt.
     score : str, default :data:`~subregweigh.options.DEFAULT_SCORE` ("deterministic")

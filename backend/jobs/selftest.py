@@ -67,7 +67,7 @@ def run_queued_selftest(project: str, training: dict) -> dict:
 
 
 def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
-    from subregweigh.selftest import NOISES, describe, self_test
+    from subregweigh.selftest import DEFAULT_NOISES, describe, self_test
 
     read = read_annotations(project, settings, "the self-test")
     if read.refusal:
@@ -85,7 +85,7 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
         examples,
         spec.task,
         lambda: engine(settings, spec),
-        noises=request.get("noises") or NOISES,
+        noises=request.get("noises") or DEFAULT_NOISES,
         random_state=SEED,
     )
     outcome["message"] = "; ".join(f"{r['noise']} noise: {describe(r)}" for r in outcome["results"])

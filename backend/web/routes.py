@@ -24,7 +24,7 @@ from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
 from backend.web import auth, inputs
 from backend.web.inputs import BadRequest
-from subregweigh.selftest import NOISES
+from subregweigh.selftest import DEFAULT_NOISES, NOISES
 
 logger = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ def selftest():
     body = body if isinstance(body, dict) else {}
     store = _store(request.args.get("project", body.get("project")))
     membership.require_connected(_settings(), store)
-    raw = request.args.get("noise", body.get("noise", ",".join(NOISES)))
+    raw = request.args.get("noise", body.get("noise", ",".join(DEFAULT_NOISES)))
     noises = raw.split(",") if isinstance(raw, str) else raw
     # Each kind once, in the order asked: one training per kind, however often it is named.
     if (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -264,3 +265,27 @@ def test_flip_labels_multiclass_and_multilabel():
     # exactly one class toggled in every example
     assert all(len(set(a.label) ^ set(b.label)) == 1 for a, b in zip(ml, noisy))
     assert all(list(b.label) == sorted(b.label) for b in noisy)
+
+
+def test_annotator_noise_draws_each_kind_as_real_annotators_make_it(tiny_ner_data):
+    """Issue 59: the self-test's realistic errors. The kind is drawn first, so a sparse data set
+    (most sentences without an entity) still gets mostly missed entities, not added ones; each
+    corrupted example differs by one change of its kind."""
+    from subregweigh.compare import span_changes
+    from subregweigh.noise import ANNOTATOR_MIX, inject_annotator_noise
+
+    sparse = [*tiny_ner_data, *(replace(ex, label=("O",) * len(ex.words)) for ex in tiny_ner_data)]
+    sparse = sparse * 5  # 600 examples, half without an entity
+    noisy, mask = inject_annotator_noise(sparse, 0.2, random_state=3)
+    assert mask.sum() == 120 and abs(sum(ANNOTATOR_MIX.values()) - 1) < 1e-9
+    kinds = Counter()
+    for i in np.flatnonzero(mask):
+        changes = span_changes(noisy[i].label, sparse[i].label)  # the annotation, the truth
+        assert changes
+        kinds[changes[0].kind] += 1
+    assert kinds["missing"] > kinds["boundary"] > kinds["spurious"]
+    assert kinds["spurious"] < 0.1 * mask.sum()  # "an entity first" must not find these
+    again, same = inject_annotator_noise(sparse, 0.2, random_state=3)
+    assert np.array_equal(mask, same) and again == noisy
+    with pytest.raises(ValueError, match="kind_weights"):
+        inject_annotator_noise(sparse, 0.2, kind_weights={"typo": 1.0})
