@@ -383,12 +383,6 @@ def _span(text: str, value: dict, where: str, strict: bool, warnings: list[str])
     return start, end
 
 
-@functools.lru_cache(maxsize=16)
-def _left_alone(spec: LabelingSpec) -> frozenset[str]:
-    """The controls whose regions :func:`_label` skips without a warning."""
-    return frozenset({REVIEW_CONTROL, *(c.name for c in spec.ignored)})
-
-
 def _strings(value: dict, key: str, where: str, spec: LabelingSpec) -> list[str]:
     items = value.get(key)
     if not isinstance(items, list) or not items or not all(isinstance(v, str) and v for v in items):
@@ -421,13 +415,15 @@ def _label(
         raise DataError(f"{where}: 'result' must be a list of regions")
     spans: list[tuple[int, int, str]] = []
     choices: list[str] = []
+    # a decision, or a control the config declares and the spec leaves alone, is expected; any
+    # other control's regions are worth one warning
+    left_alone = {REVIEW_CONTROL, *(c.name for c in spec.ignored)}
     for region in regions:
         if not isinstance(region, dict):
             raise DataError(f"{where}: a region is {type(region).__name__}, not an object")
         if region.get("from_name") != spec.from_name:
-            # a decision, or a control the config declares and the spec leaves alone, is
-            # expected; any other control's regions are worth one warning
-            if region.get("from_name") not in _left_alone(spec):
+            name = region.get("from_name")  # anything JSON holds: a list is no set member
+            if not isinstance(name, str) or name not in left_alone:
                 ignored.add(str(region.get("type")))
             continue
         region_where = f"{where}: region {region.get('id')}"

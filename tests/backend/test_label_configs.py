@@ -317,6 +317,15 @@ def test_reading_tasks_takes_the_weighed_control_alone_without_warnings():
     assert parsed.warnings == ["ignored result regions of other controls than 'ner' (type choices)"]
 
 
+def test_a_region_naming_its_control_oddly_is_skipped_with_the_warning():
+    """``from_name`` is whatever the JSON holds (a list, an object): skipped, never a crash."""
+    spec = parse_label_config(NER_WITH_EXTRAS, ("ner",))
+    odd = [*TEAM_ANNOTATION, {**TEAM_ANNOTATION[2], "from_name": ["flag"]}]
+    parsed = read_tasks([_task(odd)], spec)
+    assert parsed.tasks[0].examples[0].label == ("B-PER", "O", "B-LOC", "O")
+    assert parsed.warnings == ["ignored result regions of other controls than 'ner' (type choices)"]
+
+
 def test_title_and_body_read_the_body():
     spec = parse_label_config(TITLE_AND_BODY)
     task = {
