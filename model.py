@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from label_studio_ml.model import LabelStudioMLBase
 
+from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.jobs import training
 from backend.labelstudio.tasks import ConfigError, TaskRead, parse_label_config
 from backend.serving import predictions
-from backend.store.store import project_id
+from backend.store.store import ProjectStore, project_id
 from backend.web.routes import TRAIN_EVENTS
 
 
@@ -40,7 +41,9 @@ class SubRegWeighModel(LabelStudioMLBase):
         return predictions.model_version(self.settings, self.project)
 
     def predict(self, tasks, **kwargs) -> list[dict]:
-        spec = parse_label_config(self.label_config)
+        store = ProjectStore(self.settings.model_dir, self.project)
+        chosen = project_settings.effective(self.settings, store).controls_to_weigh
+        spec = parse_label_config(self.label_config, chosen)
         return predictions.predict(self.settings, self.project, spec, TaskRead.of(tasks, spec))
 
     def fit(self, tasks=(), workdir=None, **kwargs) -> dict:

@@ -182,6 +182,10 @@ GROUPS = {
         "the server (SRW_WEBHOOK_SECRET empty: generated into the shared MODEL_DIR volume)",
     ),
     "redis": ("Redis: trainings on rq workers", "Redis and the rq workers"),
+    "labeling": (
+        "What a project weighs",
+        "the labeling control weighed (empty: the labeling config's only one)",
+    ),
     "engine": ("The engine", "the engine"),
     "scout": ("The scout", "the scout (empty or 0: the built-in default)"),
     "retraining": ("When to retrain", "when to retrain"),
@@ -359,6 +363,25 @@ SETTINGS: tuple[Setting, ...] = (
         group="redis",
         minimum=1,
     ),
+    Setting(
+        "weigh_controls",
+        str,
+        "",
+        "the labeling control to weigh, by its name in the labeling config, where the config "
+        "has several Labels or Choices controls on a Text (empty: its only one); every other "
+        "control (a comment box, a quality flag, ...) is left alone. One name: weighing several "
+        "controls at once is not built yet",
+        "SRW_WEIGH_CONTROLS",
+        ("--weigh-controls",),
+        group="labeling",
+        # names separated by commas, none blank: a list, so that several can be weighed later
+        pattern=r"\s*[\w.:-][\w .:-]{0,99}(,\s*[\w.:-][\w .:-]{0,99})*",
+        rule="control names separated by commas (one, for now; each at most 100 letters, digits, "
+        "spaces and . _ : -), or empty",
+        training=True,
+        per_project=True,
+        scoring=True,
+    ),
     _engine("k", "SRW_K", "-k", "engine"),
     _engine("n_scouts", "SRW_SCOUTS", "--scouts", "engine"),
     _engine("crf", "SRW_CRF", "--crf", "engine"),
@@ -533,6 +556,12 @@ class Settings:
     def training(self) -> dict:
         """What a training computes (:data:`TRAINING`), as plain values a job can carry."""
         return {name: getattr(self, name) for name in TRAINING}
+
+    @property
+    def controls_to_weigh(self) -> tuple[str, ...]:
+        """SRW_WEIGH_CONTROLS as names, in order (``()``: the labeling config's only labeling
+        control), for :func:`backend.labelstudio.tasks.parse_label_config`."""
+        return tuple(name.strip() for name in self.weigh_controls.split(",") if name.strip())
 
     @property
     def limits(self) -> dict[str, int]:

@@ -48,9 +48,10 @@ class ProjectRead:
 
 def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead:
     """The project's tasks read from Label Studio (read only), and why ``what`` cannot start
-    yet, if it cannot."""
+    yet, if it cannot; ``settings`` are the project's (its ``weigh_controls`` chooses the
+    labeling control weighed)."""
     api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
-    spec = parse_label_config(api.label_config(int(project)))
+    spec = parse_label_config(api.label_config(int(project)), settings.controls_to_weigh)
     tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
     parsed = read_tasks(tasks, spec)
     log_warnings(project, parsed.warnings)

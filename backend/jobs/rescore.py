@@ -69,7 +69,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         _catch_up(api, store, version)
         written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
-            spec = parse_label_config(api.label_config(int(project)))
+            chosen = project_settings.effective(settings, store).controls_to_weigh
+            spec = parse_label_config(api.label_config(int(project)), chosen)
             read = read_changed(api, store, spec, pending, settings)
             write = _Once(partial(write_scores, api, store, settings, spec, read))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while

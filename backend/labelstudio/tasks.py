@@ -1,12 +1,14 @@
 """Label Studio projects and tasks <-> the engine's examples and results.
 
-Supported labeling configs: one ``<Text>`` with either ``<Labels>`` (NER, character spans) or
-``<Choices>`` (classification; ``choice="multiple"`` for multi-label), and optionally the review
-control (``<Choices name="srw_review">``, whose choices are decisions, never labels), read with
-label-studio-sdk into the engine's :class:`~subregweigh.io.labelstudio.LabelingSpec`. Tasks
-are read by the engine's Label Studio parser, the one the command line uses on exports, so a
-task gives the same examples in both; problems with a single task or annotation never stop the
-rest: they come back as warnings naming the task.
+A labeling config is read with label-studio-sdk (:func:`parse_label_config`) into the engine's
+:class:`~subregweigh.io.labelstudio.LabelingSpec` of the one control weighed: a ``Labels``
+(NER, character spans) or a ``Choices`` (classification; ``choice="multiple"`` for multi-label)
+on a ``Text``, the config's only one or the one the project's ``weigh_controls`` names. Every
+other control (a comment box, a rating, a quality flag, ...) is left alone, and the review
+control (``Choices name="srw_review"``) holds decisions, never labels. Tasks are read by the
+engine's Label Studio parser, the one the command line uses on exports, so a task gives the same
+examples in both; problems with a single task or annotation never stop the rest: they come back
+as warnings naming the task.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,7 @@ from subregweigh.io.labelstudio import (
     REVIEW_CHOICES,
     REVIEW_CONTROL,
     Annotations,
+    Control,
     LabelingSpec,
     LabelStudioTask,
     ParsedTasks,
@@ -36,22 +40,72 @@ from subregweigh.io.weights import to_json
 from subregweigh.options import DEFAULT_SCORE
 from subregweigh.suggest import class_suggestion, span_suggestions
 
+# The controls subregweigh weighs, Label Studio's tag -> the task; each must label one Text.
+WEIGHABLE = {"Labels": "ner", "Choices": "classification"}
+# What a project may weigh, in words that survive Label Studio's display of a message (it strips
+# whatever looks like a <tag>).
 SUPPORTED = (
-    "one <Text> with <Labels> (NER) or <Choices> (classification), and optionally the review "
-    f"control <Choices name={REVIEW_CONTROL!r}>"
+    "a Labels (NER) or Choices (classification) control on a Text object, and leaves other "
+    "controls alone"
 )
+SETTING = "weigh_controls"  # backend.config.settings' field: which control a project weighs
+_COUNTS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_SHOWN = 10  # controls a message names one by one
 
 
 class ConfigError(ValueError):
-    """A labeling config the backend cannot work with; the message says why."""
+    """A labeling config the backend cannot work with; the message says why, in words (no
+    ``<tags>``: Label Studio strips them from what it shows)."""
 
 
-def parse_label_config(config: str) -> LabelingSpec:
-    """Parse ``config`` with label-studio-sdk; raise :class:`ConfigError` if unsupported.
+def _count(n: int, noun: str) -> str:
+    return f"{_COUNTS[n] if n < len(_COUNTS) else n} {noun}{'' if n == 1 else 's'}"
 
-    Beside its one labeling control, a config may hold the review control
-    (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``<Choices>``): the spec's ``review``
-    names it, and it is never a label."""
+
+def _listed(items) -> str:
+    """``'a' (Labels), 'b' (Choices) and 'c' (TextArea)``; the first :data:`_SHOWN`."""
+    words = [str(item) for item in items]
+    if len(words) > _SHOWN:
+        words = [*words[:_SHOWN], f"{len(words) - _SHOWN} more"]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _control(control) -> Control:
+    return Control(control.name, control.tag, tuple(control.to_name or ()))
+
+
+def _xml_problem(err: Exception) -> str:
+    """The parser's message in words Label Studio shows whole: without lxml's ``(<string>,
+    line 1)`` and with no angle bracket (Label Studio strips what looks like a tag)."""
+    text = re.sub(r"\s*\(<string>, line \d+\)\s*$", "", str(err))
+    return text.replace("'<'", "an opening angle bracket").replace("<", "(").replace(">", ")")
+
+
+def _off_text(control: Control, kinds: Mapping[str, str]) -> str:
+    """Why ``control`` labels no one Text, in words (``""`` when it labels one); ``kinds``:
+    the config's objects, name -> tag."""
+    targets = " and ".join(map(repr, control.to_name)) or "nothing"
+    if len(control.to_name) > 1:
+        return f"{control} labels {targets}, not one Text"
+    kind = kinds.get(control.to_name[0]) if control.to_name else None
+    if kind == "Text":
+        return ""
+    where = f"the {kind} {targets}" if kind else f"{targets}, which the config does not have"
+    return f"{control} labels {where}, not a Text"
+
+
+def parse_label_config(config: str, weigh: Sequence[str] = ()) -> LabelingSpec:
+    """Parse ``config`` with label-studio-sdk into the spec of the one control it weighs;
+    raise :class:`ConfigError` when it has none, or several and ``weigh`` chooses none.
+
+    A weighable control is a ``Labels`` or ``Choices`` (:data:`WEIGHABLE`) that labels one
+    ``Text`` object. ``weigh`` (the project's ``weigh_controls``, in order; one name for now)
+    names the one to weigh; empty: the config's only weighable control. Every other control of
+    the config (comment boxes, ratings, a flag's ``Choices``, the weighable controls not chosen,
+    controls on other objects) is left alone: the spec's ``ignored`` lists them and reading
+    tasks skips their regions. The review control
+    (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``Choices`` on a Text) is named by
+    the spec's ``review`` and is never a label."""
     from label_studio_sdk.label_interface import LabelInterface
 
     if not config or (isinstance(config, str) and not config.strip()):
@@ -61,50 +115,106 @@ def parse_label_config(config: str) -> LabelingSpec:
     try:
         interface = LabelInterface(config)
     except Exception as err:
-        raise ConfigError(f"the labeling config is not valid XML: {err}") from None
-    review = [c for c in interface.controls if c.name == REVIEW_CONTROL]
-    controls = [c for c in interface.controls if c.tag in ("Labels", "Choices") and c not in review]
-    others = sorted({c.tag for c in interface.controls if c not in review} - {"Labels", "Choices"})
-    texts = [o for o in interface.objects if o.tag == "Text"]
-    if review and review[0].tag != "Choices":
-        raise ConfigError(
-            f"{REVIEW_CONTROL!r} is the review control's reserved name: it must be a <Choices> "
-            f"({', '.join(REVIEW_CHOICES)}), not <{review[0].tag}>"
-        )
-    if len(controls) != 1 or len(texts) != 1:
-        found = ", ".join(
-            sorted({c.tag for c in interface.controls} | {o.tag for o in interface.objects})
-        )
-        reserved = f" (<Choices name={REVIEW_CONTROL!r}> is the review control)" if review else ""
-        raise ConfigError(
-            f"subregweigh supports {SUPPORTED}; this config has: {found or 'nothing'}{reserved}"
-        )
-    control, text = controls[0], texts[0]
-    for each in (control, *review):
-        if text.name not in each.to_name:
-            raise ConfigError(
-                f"<{each.tag} name={each.name!r}> does not point to <Text name={text.name!r}>"
-            )
+        raise ConfigError(f"the labeling config is not valid XML: {_xml_problem(err)}") from None
+    texts = {o.name: o for o in interface.objects if o.tag == "Text"}
+    kinds = {o.name: o.tag for o in interface.objects}
+    controls = [_control(c) for c in interface.controls]
+    review = _review_control(controls, kinds)
+    weighable = [
+        c
+        for c in controls
+        if c.tag in WEIGHABLE and c.name != REVIEW_CONTROL and not _off_text(c, kinds)
+    ]
+    chosen = _chosen(controls, weighable, tuple(weigh), kinds)
+    text = texts[chosen.to_name[0]]
     if not text.value or not text.value.startswith("$"):
         raise ConfigError(
-            f'<Text name={text.name!r}> needs value="$field" naming the task\'s text field'
+            f'the Text {text.name!r} that {chosen} labels needs value="$field", naming the '
+            "task's text field"
         )
-    if not control.labels:
-        raise ConfigError(f"<{control.tag} name={control.name!r}> has no labels")
-    if others:
-        raise ConfigError(
-            f"subregweigh supports {SUPPORTED}; this config also has: {', '.join(others)}"
-        )
-    is_ner = control.tag == "Labels"
+    labels = next(c.labels for c in interface.controls if c.name == chosen.name)
+    if not labels:
+        raise ConfigError(f"{chosen} has no labels to choose from")
+    is_ner = chosen.tag == "Labels"
+    attr = next(c.attr for c in interface.controls if c.name == chosen.name)
     return LabelingSpec(
-        task="ner" if is_ner else "classification",
-        from_name=control.name,
+        task=WEIGHABLE[chosen.tag],
+        from_name=chosen.name,
         to_name=text.name,
         data_key=text.value[1:],
-        labels=tuple(control.labels),
-        multi_label=not is_ner and control.attr.get("choice") == "multiple",
+        labels=tuple(labels),
+        multi_label=not is_ner and attr.get("choice") == "multiple",
         review=REVIEW_CONTROL if review else None,
+        ignored=tuple(c for c in controls if c != chosen and c.name != REVIEW_CONTROL),
     )
+
+
+def _review_control(controls: list[Control], kinds: Mapping[str, str]) -> Control | None:
+    """The config's review control, checked: a Choices on a Text (None: it has none)."""
+    review = next((c for c in controls if c.name == REVIEW_CONTROL), None)
+    if review is None:
+        return None
+    if review.tag != "Choices":
+        raise ConfigError(
+            f"{REVIEW_CONTROL!r} is the review control's reserved name: it must be a Choices "
+            f"control ({', '.join(REVIEW_CHOICES)}), not a {review.tag} control; rename it"
+        )
+    where = _off_text(review, kinds)
+    if where:
+        raise ConfigError(f"the review control {where}")
+    return review
+
+
+def _chosen(
+    controls: list[Control],
+    weighable: list[Control],
+    weigh: tuple[str, ...],
+    kinds: Mapping[str, str],
+) -> Control:
+    """The control to weigh: the one ``weigh`` names, else the only weighable one."""
+    choose = f"set {SETTING}=NAME in the model's extra parameters (Settings > Model) to choose"
+    if weigh:
+        by_name = {c.name: c for c in controls}
+        for name in weigh:
+            if name == REVIEW_CONTROL:
+                raise ConfigError(
+                    f"{SETTING} names {name!r}, the review control: its choices are decisions, "
+                    "never labels"
+                )
+            if name not in by_name:
+                has = f"its labeling controls: {_listed(weighable)}" if weighable else "it has none"
+                raise ConfigError(
+                    f"{SETTING} names {name!r}, a control the labeling config does not have ({has})"
+                )
+            if by_name[name] not in weighable:
+                why = _off_text(by_name[name], kinds) or f"{by_name[name]} is not one"
+                raise ConfigError(
+                    f"{SETTING} names {name!r}: subregweigh weighs {SUPPORTED}; {why}"
+                )
+        if len(weigh) > 1:
+            raise ConfigError(
+                f"{SETTING} names {_count(len(weigh), 'control')} ({', '.join(map(repr, weigh))});"
+                " subregweigh weighs one labeling control per project for now: name one of them"
+            )
+        return by_name[weigh[0]]
+    if len(weighable) == 1:
+        return weighable[0]
+    if weighable:
+        example = choose.replace("NAME", weighable[0].name)
+        raise ConfigError(
+            f"the labeling config has {_count(len(weighable), 'labeling control')}, "
+            f"{_listed(weighable)}: {example}; the others are left alone"
+        )
+    aside = [_off_text(c, kinds) for c in controls if c.tag in WEIGHABLE]
+    has = "; ".join(a for a in aside if a) or (
+        f"its controls: {_listed(controls)}" if controls else "it has no controls"
+    )
+    reserved = (
+        f" ({REVIEW_CONTROL!r} is the review control)"
+        if any(c.name == REVIEW_CONTROL for c in controls)
+        else ""
+    )
+    raise ConfigError(f"subregweigh weighs {SUPPORTED}; this config has none: {has}{reserved}")
 
 
 # What one task may cost the backend to read and weigh (issue 58: a saved annotation of 5,000

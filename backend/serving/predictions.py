@@ -57,6 +57,23 @@ def serving(store: ProjectStore, training: bool) -> dict:
     }
 
 
+def controls(store: ProjectStore) -> dict:
+    """What /status says of the labeling config's controls: those the serving version weighs
+    and those it leaves alone (its meta's ``controls``,
+    :meth:`~subregweigh.io.labelstudio.LabelingSpec.controls`), else a ``summary`` saying why
+    they are not known yet."""
+    version = store.current_version()
+    known = store.meta(version).get("controls") if version is not None else None
+    if known:
+        return known
+    return {
+        "weighed": None,
+        "summary": "known once a training has read the labeling config"
+        if version is None
+        else f"version {version} predates this record: the next training writes it",
+    }
+
+
 def model_version(settings: Settings, project: str | None) -> str:
     """The version ``project`` is served from, or :data:`UNTRAINED`."""
     version = ProjectStore(settings.model_dir, project).current_version() if project else None

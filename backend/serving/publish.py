@@ -40,6 +40,7 @@ def version_meta(
         "trained_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "task": spec.task,
         "labels": list(spec.labels or ()),
+        "controls": spec.controls(),
         "n_annotations": n_annotations,
         "n_annotated_tasks": sum(bool(item.examples) for item in items),
         "n_tasks": len(items),

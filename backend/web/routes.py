@@ -119,14 +119,21 @@ def health():
 def setup():
     body = inputs.json_body()
     project = inputs.project(body.get("project"))
-    parse_label_config(body.get("schema"))  # an unsupported config fails at connect time
-    if "extra_params" in body:  # Label Studio always sends it (null when unset)
-        store = _store(project)
+    store = _store(project)
+    if body.get("extra_params"):
+        try:  # what is wrong with them is said first, whoever asks
+            _, settings = project_settings.check(_settings(), body["extra_params"])
+        except SettingsError as err:
+            raise BadRequest(str(err)) from None
+    elif "extra_params" in body:  # Label Studio always sends it (null when unset)
+        settings = _settings()
+    else:
+        settings = project_settings.effective(_settings(), store)
+    # an unsupported config, or one of several labeling controls that the settings do not
+    # choose between, fails at connect time
+    parse_label_config(body.get("schema"), settings.controls_to_weigh)
+    if "extra_params" in body:
         if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
-            try:  # what is wrong with them is said first, whoever asks
-                project_settings.check(_settings(), body["extra_params"])
-            except SettingsError as err:
-                raise BadRequest(str(err)) from None
             membership.require_exists(_settings(), store)
         _project_settings(store, body["extra_params"])
     return jsonify(model_version=predictions.model_version(_settings(), project))
@@ -168,7 +175,8 @@ def predict():
     project = inputs.project(body.get("project"))
     if not body.get("label_config"):
         raise BadRequest("'label_config' is missing")
-    spec = parse_label_config(body["label_config"])
+    settings = project_settings.effective(_settings(), _store(project))
+    spec = parse_label_config(body["label_config"], settings.controls_to_weigh)
     start = time.perf_counter()
     results = predictions.predict(_settings(), project, spec, TaskRead.of(tasks, spec))
     logger.info(
@@ -262,6 +270,7 @@ def _status(value) -> dict:
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
     status["serving"] = predictions.serving(store, status["is_training"])
+    status["controls"] = predictions.controls(store)  # which it weighs, which it leaves alone
     status["disk"] = disk_space(store)
     status["settings"] = project_settings.shown(_settings(), store)
     selftest = status.get("selftest") or {"state": "idle"}

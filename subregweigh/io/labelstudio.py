@@ -9,7 +9,9 @@ from an export's own regions. :func:`parse_tasks` turns tasks into examples;
 
 A project may also hold the review control (:data:`REVIEW_CONTROL`, :func:`review_control_xml`):
 a ``<Choices>`` a reviewer clicks to decide a flagged task. Its regions are decisions, read by
-the backend (``backend.review.decisions``), never labels: :func:`parse_tasks` skips them.
+the backend (``backend.review.decisions``), never labels: :func:`parse_tasks` skips them, as
+it skips the regions of every other control the spec does not weigh (a comment box, a quality
+flag: :attr:`LabelingSpec.ignored`).
 
 Two options, the only differences between the callers:
 
@@ -64,6 +66,32 @@ def review_control_xml(to_name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Control:
+    """One control of a labeling config, as messages, ``/status`` and the report name it.
+
+    Attributes
+    ----------
+    name : str
+        Its ``name`` (what its regions carry as ``from_name``).
+    tag : str
+        Label Studio's tag: ``"Labels"``, ``"Choices"``, ``"TextArea"``, ...
+    to_name : tuple of str, default ()
+        The objects it labels (its ``toName``).
+    """
+
+    name: str
+    tag: str
+    to_name: tuple[str, ...] = ()
+
+    def __str__(self) -> str:  # in words, no <Tags>: Label Studio strips those from messages
+        return f"{self.name!r} ({self.tag})"
+
+    def as_dict(self) -> dict:
+        """``{"name", "type", "to_name"}``, for JSON (``/status``, the report)."""
+        return {"name": self.name, "type": self.tag, "to_name": list(self.to_name)}
+
+
+@dataclass(frozen=True)
 class LabelingSpec:
     """What a project labels, as far as reading its tasks goes.
 
@@ -85,6 +113,11 @@ class LabelingSpec:
     review : str or None, default None
         The review control's name (:data:`REVIEW_CONTROL`) where the config has it; None
         where it has none. Its regions are never labels, whether or not it is declared.
+    ignored : tuple of Control, default ()
+        The config's other controls (a comment box, a quality flag, a second labeling control
+        not chosen), left alone: their regions are skipped without a warning. Regions of a
+        control neither weighed nor listed here are skipped too, with one warning naming
+        their types (an export read without its config lists none).
     """
 
     task: Task
@@ -94,6 +127,31 @@ class LabelingSpec:
     labels: tuple[str, ...] | None = None
     multi_label: bool = True
     review: str | None = None
+    ignored: tuple[Control, ...] = ()
+
+    @property
+    def control(self) -> Control:
+        """The control weighed, as :class:`Control` (its tag from :attr:`task`)."""
+        tag = "Labels" if self.task == "ner" else "Choices"
+        return Control(self.from_name, tag, (self.to_name,) if self.to_name else ())
+
+    def controls(self) -> dict:
+        """Which controls are weighed and which are left alone, for JSON (``/status``, the
+        report): ``{"weighed": [control], "ignored": [control, ...], "review": name or None,
+        "summary": words}``, each control :meth:`Control.as_dict`; ``weighed`` is a list (one
+        control today), ``summary`` says it all in one line."""
+        on = f" on {self.to_name!r}" if self.to_name else ""
+        summary = f"weighed: {self.control}{on}; left alone: " + (
+            ", ".join(map(str, self.ignored)) or "no other control"
+        )
+        if self.review:
+            summary += f"; the review control: {self.review!r}"
+        return {
+            "weighed": [self.control.as_dict()],
+            "ignored": [c.as_dict() for c in self.ignored],
+            "review": self.review,
+            "summary": summary,
+        }
 
 
 @dataclass(frozen=True)
@@ -357,11 +415,15 @@ def _label(
         raise DataError(f"{where}: 'result' must be a list of regions")
     spans: list[tuple[int, int, str]] = []
     choices: list[str] = []
+    # a decision, or a control the config declares and the spec leaves alone, is expected; any
+    # other control's regions are worth one warning
+    left_alone = {REVIEW_CONTROL, *(c.name for c in spec.ignored)}
     for region in regions:
         if not isinstance(region, dict):
             raise DataError(f"{where}: a region is {type(region).__name__}, not an object")
         if region.get("from_name") != spec.from_name:
-            if region.get("from_name") != REVIEW_CONTROL:  # a decision, not another control
+            name = region.get("from_name")  # anything JSON holds: a list is no set member
+            if not isinstance(name, str) or name not in left_alone:
                 ignored.add(str(region.get("type")))
             continue
         region_where = f"{where}: region {region.get('id')}"

@@ -133,8 +133,8 @@ def test_no_auth_configured_means_open(tmp_path):
 def test_setup_image_config_400_with_message(backend):
     _, client, _ = backend
     error = _refused(client, "/setup", json={"project": "4.1700000000", "schema": IMAGE_CONFIG})
-    assert "supports one <Text> with <Labels> (NER) or <Choices>" in error
-    assert "Image" in error and "RectangleLabels" in error
+    assert "weighs a Labels (NER) or Choices (classification) control on a Text" in error
+    assert "'box' (RectangleLabels)" in error and "<" not in error  # Label Studio strips tags
 
 
 @pytest.mark.parametrize(
@@ -203,7 +203,7 @@ def test_predict_malformed_json_400(backend, data):
         ({"label_config": NER_CONFIG, "tasks": [_task(1)]}, "no valid project id"),
         (
             {"project": "1", "label_config": IMAGE_CONFIG, "tasks": [_task(1)]},
-            "supports one <Text>",
+            "control on a Text object",
         ),
     ],
 )

@@ -109,21 +109,22 @@ def test_image_config_rejected_with_reason():
     with pytest.raises(ConfigError) as err:
         parse_label_config(IMAGE_CONFIG)
     message = str(err.value)
-    assert "<Text>" in message and "<Labels>" in message and "<Choices>" in message
-    assert "Image" in message and "RectangleLabels" in message
+    assert "a Labels (NER) or Choices (classification) control on a Text" in message
+    assert "'label' (RectangleLabels)" in message
+    assert "<" not in message and ">" not in message  # Label Studio strips tags from messages
 
 
-def test_two_controls_rejected():
+def test_two_controls_rejected_naming_both():
     with pytest.raises(ConfigError) as err:
         parse_label_config(TWO_CONTROLS)
     message = str(err.value)
-    assert "supports one <Text>" in message
-    assert "Labels" in message and "Choices" in message
+    assert "two labeling controls, 'label' (Labels) and 'sentiment' (Choices)" in message
+    assert "set weigh_controls=label" in message
 
 
 def test_labels_not_pointing_to_the_text_rejected():
     with pytest.raises(
-        ConfigError, match=r"<Labels name='label'> does not point to <Text name='text'>"
+        ConfigError, match=r"'label' \(Labels\) labels 'elsewhere', which the config does not have"
     ):
         parse_label_config(LABELS_NOT_ON_TEXT)
 
@@ -169,14 +170,15 @@ def test_text_without_dollar_field_rejected():
         parse_label_config(config)
 
 
-def test_extra_control_rejected():
+def test_extra_control_left_alone():
     config = (
         '<View><Text name="text" value="$text"/>'
         '<Labels name="label" toName="text"><Label value="PER"/></Labels>'
         '<TextArea name="comment" toName="text"/></View>'
     )
-    with pytest.raises(ConfigError, match="also has: TextArea"):
-        parse_label_config(config)
+    spec = parse_label_config(config)
+    assert (spec.task, spec.from_name) == ("ner", "label")
+    assert [(c.name, c.tag) for c in spec.ignored] == [("comment", "TextArea")]
 
 
 # ----------------------------------------------------------------------------- read_tasks

@@ -175,7 +175,10 @@ def test_the_review_control_is_a_control_of_its_own_and_never_a_label():
             '<View><Text name="text" value="$text"/>' + review_control_xml("text") + "</View>",
             "is the review control",
         ),
-        (NER.replace('toName="text" choice="single"', 'toName="other" choice="single"'), "point"),
+        (
+            NER.replace('toName="text" choice="single"', 'toName="other" choice="single"'),
+            "the review control 'srw_review' \\(Choices\\) labels 'other'",
+        ),
     ],
 )
 def test_configs_with_a_wrong_review_control_are_refused(config, message):
