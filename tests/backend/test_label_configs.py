@@ -17,6 +17,7 @@ from backend.config.project_settings import parse_extra_params
 from backend.config.settings import BY_NAME, SCORING, Settings, SettingsError
 from backend.labelstudio.tasks import (
     ConfigError,
+    TaskRead,
     annotation_record,
     fingerprint,
     parse_label_config,
@@ -417,7 +418,7 @@ def test_a_decision_round_trip_keeps_the_other_controls_out_of_the_labels(tmp_pa
         store,
         store.current_version(),
         spec,
-        [task(1, other_controls, later), task(2, relabeled, later)],
+        TaskRead.of([task(1, other_controls, later), task(2, relabeled, later)], spec),
     )
     assert decided == {"1/10": "confirmed", "2/20": "fixed"}
     served = reviews.served_scores(store, store.scores(store.current_version()))
