@@ -700,3 +700,32 @@ def test_the_tweets_real_errors_are_the_crowd_against_the_experts():
         assert len(annotated) == len(corrected) == 788 and int(flags.sum()) == errors
         assert all(a.words == c.words for a, c in zip(annotated, corrected))
     assert sum(any(t != "O" for t in ex.label) for ex in corrected) == 320
+
+
+@pytest.mark.slow
+def test_selftest_real_puts_the_self_test_beside_the_real_errors(tmp_path):
+    """benchmarks.selftest_real on one small draw of the crowd's tweets: the real errors' AP
+    and the self-test's, each with its base rate; the mix of real error kinds it writes is the
+    one subregweigh.noise.ANNOTATOR_MIX averages (its tweets half: both slots' changes)."""
+    from benchmarks import selftest_real
+    from subregweigh.noise import ANNOTATOR_MIX
+
+    argv = ["--data", "tweets-0", "tweets-1", "--sizes", "40", "--seeds", "1", "--epochs", "1"]
+    argv += ["--noises", "annotators", "--out", str(tmp_path), "--threads", "1"]
+    result = _ran(selftest_real, argv, tmp_path, "selftest-real")
+    assert [(r["data"], r["size"]) for r in result["runs"]] == [("tweets-0", 40), ("tweets-1", 40)]
+    for run in result["runs"]:
+        real, tested = run["methods"]["real"], run["methods"]["self-test, annotators"]
+        assert 0 < real["base_rate"] < 1 and 0 <= real["ap"] <= 1
+        assert tested["base_rate"] == pytest.approx(0.1) and 0 <= tested["ap"] <= 1
+    mix = result["error_mix"]
+    counts = {
+        k: mix["tweets-0"]["counts"][k] + mix["tweets-1"]["counts"][k]
+        for k in mix["tweets-0"]["counts"]
+    }
+    tweets = {k: v / sum(counts.values()) for k, v in counts.items()}
+    conll = selftest_real.error_mix("conllpp")["shares"]
+    kinds = {"drop": "missing", "shift": "boundary", "retype": "type", "add": "spurious"}
+    for kind, change in kinds.items():
+        assert ANNOTATOR_MIX[kind] == pytest.approx((tweets[change] + conll[change]) / 2, abs=5e-4)
+    assert "The mix of real errors" in (tmp_path / "selftest-real.md").read_text()
