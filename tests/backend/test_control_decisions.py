@@ -17,6 +17,7 @@ import pytest
 
 from backend.labelstudio.tasks import (
     ConfigError,
+    TaskRead,
     annotation_record,
     fingerprint,
     name_annotators,
@@ -115,7 +116,7 @@ def ner(tmp_path):
 
 
 def _decide(spec, store, *tasks):
-    return reviews.decide(store, store.current_version(), spec, list(tasks))
+    return reviews.decide(store, store.current_version(), spec, TaskRead.of(tasks, spec))
 
 
 def _served(store) -> dict:
@@ -424,7 +425,9 @@ def test_a_project_may_let_annotators_review_their_own(ner):
     """``self_review`` on: the annotator's choice decides as a reviewer's, marked self."""
     spec, store = ner
     own = _task(2, 21, MERKEL_LOC + [chose("wrong (fixed)")], _at(2), by=4, created_by=4)
-    made = reviews.decide(store, store.current_version(), spec, [own], allow_self=True)
+    made = reviews.decide(
+        store, store.current_version(), spec, TaskRead.of([own], spec), allow_self=True
+    )
     assert made == {"2/21": "fixed"}
     kept = _decisions(store)["2/21"]
     assert kept["self"] is True and kept["reviewers"] == {"user 4": "fixed"}

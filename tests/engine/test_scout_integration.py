@@ -661,7 +661,7 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
     np.testing.assert_allclose(srw.weigh(data).deterministic_probability, got, atol=1e-6)
     # A saved and loaded ensemble weighs the same; without its CRF, by the scouts alone.
     kept = srw.save(tmp_path / "kept")
-    assert sorted(p.name for p in kept.iterdir()) == ["crf.npz", "scout", "scout-1"]
+    assert sorted(p.name for p in kept.iterdir()) == ["crf.npz", "learned.json", "scout", "scout-1"]
     again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False)
     assert len(again.scouts_) == 2 and again.crf_ is not None
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
