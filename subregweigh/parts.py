@@ -142,6 +142,7 @@ class CRFWeigher:
     """
 
     task = "ner"
+    rests_on_crf_ = False  # it is the CRF: nothing to rest on (SubRegWeigh.rests_on_crf_)
 
     def __init__(
         self,

@@ -248,7 +248,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     )
     clock.lap("save")
 
-    learned = srw.learned_ if spec.task == "ner" else None
+    learned = srw.learned_  # None for classification
     if learned is not None and learned.too_little:
         logger.warning("project %s: %s", project, learned.message())
     store.update_status(message="writing predictions to Label Studio")

@@ -499,7 +499,7 @@ def score_tasks(
         annotated = np.array([bool(item.examples) for item, g in zip(items, groups) for _ in g])
         result.deterministic_probability[annotated] = ordinary.deterministic_probability
     columns = result.columns()
-    resting = bool(getattr(srw, "rests_on_crf_", False))  # a CRFWeigher's notes are its own
+    resting = srw.rests_on_crf_
     out, first, first_annotated = {}, 0, 0
     for item, group in zip(items, groups):
         shown = (ordinary, first_annotated) if ordinary is not None else None
