@@ -109,9 +109,8 @@ def _weigh(args, examples, task, reference=()):
         if getattr(args, "save_scout", None):
             srw.save(args.save_scout)
             logger.info("saved %d scout(s) to %s", len(srw.scouts_), args.save_scout)
-    learned = getattr(srw, "learned_", None)
-    if learned is not None and learned.too_little:
-        logger.warning("%s", learned.message())
+    if srw.learned_ is not None and srw.learned_.too_little:
+        logger.warning("%s", srw.learned_.message())
     return srw, srw.weigh(examples)
 
 
@@ -314,7 +313,7 @@ def cmd_report(args) -> int:
     else:
         examples, task = _load(args)
         srw, result = _weigh(args, examples, task)
-        learned = getattr(srw, "learned_", None)
+        learned = srw.learned_
         columns = _annotation_columns(args, examples)
         table = AnnotationTable.from_result(
             examples, result, task, args.score, tasks=columns.get("task")

@@ -143,6 +143,7 @@ class CRFWeigher:
 
     task = "ner"
     rests_on_crf_ = False  # it is the CRF: nothing to rest on (SubRegWeigh.rests_on_crf_)
+    learned_: Learned | None = None  # no scout learned anything (SubRegWeigh.learned_)
 
     def __init__(
         self,
