@@ -109,8 +109,8 @@ def self_test(
         Returns an unfitted :class:`~subregweigh.weigh.SubRegWeigh` set up as the project's
         (one per noise kind: each trains its own scout on its corrupted copy).
     noises : sequence of {"paper", "sentence", "annotators"}, default DEFAULT_NOISES
-        See the module docstring (:data:`~subregweigh.options.DEFAULT_NOISES`: "paper" and
-        "sentence"); classification runs the first only.
+        See the module docstring (:data:`~subregweigh.options.DEFAULT_NOISES`:
+        "annotators"); classification runs the first only.
     rate : float, default 0.1
         Share of word labels (``paper``, NER) or of examples (otherwise) to corrupt.
     score : str, default :data:`~subregweigh.options.DEFAULT_SCORE` ("deterministic")

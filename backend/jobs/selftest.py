@@ -21,9 +21,9 @@ def selftest_project(project: str, settings: Settings) -> dict:
     """How far ``project`` can trust its flags: inject known errors into a copy of its
     annotations, weigh the copy with ``settings``, and keep the outcome in the project's status
     (``selftest``; :func:`subregweigh.selftest.self_test`), with the noise kinds last asked for
-    (``selftest_request``, written by ``POST /selftest``; default both). Reads Label Studio,
-    writes nothing there. Runs in a background job; on failure the error is kept and the
-    exception propagates."""
+    (``selftest_request``, written by ``POST /selftest``; default the annotators' mix). Reads
+    Label Studio, writes nothing there. Runs in a background job; on failure the error is kept
+    and the exception propagates."""
     store = ProjectStore(settings.model_dir, project)
     waiting = {"state": "running", "started_at": time.time(), "message": budget.WAITING}
     with budget.training_slot(lambda: store.update_status(selftest=waiting)):
