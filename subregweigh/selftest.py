@@ -121,7 +121,7 @@ def self_test(
     -------
     dict
         ``task``, ``n``, ``rate``, ``score``, and ``results``: per noise kind ``noise``
-        (``"paper"``, ``"sentence"``; classification: ``"flip"``),
+        (``"paper"``, ``"sentence"``, ``"annotators"``; classification: ``"flip"``),
         ``n_injected`` (corrupted examples), ``base_rate`` (``n_injected / n``, the AP of a
         random ranking), ``average_precision``, ``auroc``, ``precision_at_injected`` (the
         share of injected errors among the ``n_injected`` most doubtful), ``found`` (that
