@@ -258,7 +258,7 @@ WEIGH_OPTIONS = (
     Option(
         "rest_on_crf",
         bool,
-        False,
+        True,
         "NER with the CRF: where the scouts found under half of their own training annotations' "
         "entities again (a scout that learned too little, as on a few hundred sparse tweets), "
         f"score by the CRF with the project's memory (strength {RESTING_MEMORY_STRENGTH:g}) "
