@@ -526,33 +526,77 @@ class Scout:
     def _run(self, segmentations, batch_size, where, desc, reduce) -> list:
         """``reduce(logits, first_positions, i)`` for every segmentation, in input order.
 
-        ``logits`` has shape (n_subwords, n_labels) for NER, (n_labels,) for classification.
+        ``logits`` has shape (n_subwords, n_labels) for NER, (n_labels,) for classification. A
+        segmentation that fits the encoder is read whole, batched with the others that fit as
+        if no long one were there; a longer one is read in overlapping windows
+        (:meth:`ModelInputs.encode_windows`), batched apart: for NER ``logits`` are then one
+        row per word (shape (n_words, n_labels)), each from the window that owns the word, and
+        ``first_positions`` the word indices; for classification the mean of the windows'
+        logits, each weighted by its share of the owned words.
         """
-        encoded = [
-            self._inputs.encode(seg, where[i] if where is not None else "")
-            for i, seg in enumerate(segmentations)
-        ]
-        order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
-        out: list = [None] * len(encoded)
+        names = [where[i] if where is not None else "" for i in range(len(segmentations))]
+        whole = [i for i, seg in enumerate(segmentations) if self._inputs.fits(seg)]
+        long = [i for i, seg in enumerate(segmentations) if not self._inputs.fits(seg)]
+        encoded = [self._inputs.encode(segmentations[i], names[i]) for i in whole]
+        windowed = {i: self._inputs.encode_windows(segmentations[i], names[i]) for i in long}
+        pieces = [(i, k) for i in long for k in range(len(windowed[i][1]))]
+        piece_inputs = [windowed[i][1][k] for i, k in pieces]
+        out: list = [None] * len(segmentations)
+        window_logits: dict[int, list] = {i: [None] * len(windowed[i][1]) for i in long}
+        with self._predicting(len(segmentations), desc) as (forward, bar):
+            order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
+            for rows, input_ids, mask in self._inputs.batches(encoded, order, batch_size):
+                logits = forward(input_ids, mask)
+                for b, row in enumerate(rows):
+                    out[whole[row]] = reduce(logits[b], encoded[row][1], whole[row])
+                bar.update(len(rows))
+            order = np.argsort([len(ids) for ids, _ in piece_inputs], kind="stable")
+            for rows, input_ids, mask in self._inputs.batches(piece_inputs, order, batch_size):
+                logits = forward(input_ids, mask)
+                for b, row in enumerate(rows):
+                    i, k = pieces[row]
+                    window_logits[i][k] = logits[b]
+                    if all(x is not None for x in window_logits[i]):
+                        windows, inputs = windowed[i]
+                        combined, first = self._combine(windows, inputs, window_logits.pop(i))
+                        out[i] = reduce(combined, first, i)
+                        bar.update(1)
+        return out
+
+    @contextlib.contextmanager
+    def _predicting(self, n_texts: int, desc: str):
+        """``(forward, bar)``: ``forward(input_ids, mask)``, the predictor's logits (float32,
+        on the CPU) under the prediction's arithmetic, and a progress bar over ``n_texts``."""
         predictor = self._predictor()
         # int8 layers are their own arithmetic
         autocast = self._autocast() if predictor is self.model_ else contextlib.nullcontext()
+
+        def forward(input_ids, mask):
+            device = self._device
+            logits = predictor(input_ids=input_ids.to(device), attention_mask=mask.to(device))
+            return logits.logits.float().cpu()
+
         with (
             autocast,
-            tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar,
+            tqdm(total=n_texts, desc=desc, unit="text", disable=not self.progress) as bar,
         ):
-            for rows, input_ids, mask in self._inputs.batches(encoded, order, batch_size):
-                logits = (
-                    predictor(
-                        input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
-                    )
-                    .logits.float()
-                    .cpu()
-                )
-                for b, i in enumerate(rows):
-                    out[i] = reduce(logits[b], encoded[i][1], i)
-                bar.update(len(rows))
-        return out
+            yield forward, bar
+
+    def _combine(self, windows, inputs, logits: list) -> tuple[torch.Tensor, list[int]]:
+        """One long text's logits from its windows' (``logits``, one per window, ``inputs``
+        their encodings): NER, each word's row from its owning window (shape (n_words,
+        n_labels)) and the word indices as first positions (-1: a word with no subword);
+        classification, the windows' logits weighted by their shares of the words."""
+        if self.task == "ner":
+            rows, first = [], []
+            for word, k in enumerate(windows.owner):
+                position = inputs[k][1][word - windows.spans[k][0]]
+                rows.append(logits[k][max(position, 0)])
+                first.append(word if position >= 0 else -1)
+            return torch.stack(rows), first
+        share = np.bincount(windows.owner, minlength=len(windows.spans)) / len(windows.owner)
+        stacked = torch.stack(logits)
+        return (torch.tensor(share, dtype=stacked.dtype)[:, None] * stacked).sum(dim=0), []
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
