@@ -275,7 +275,7 @@ class Scout:
             self._setup_tokenizer(tokenizer)
 
         head = self._head()
-        encoded = [self._inputs.encode(self.segment(ex.words), ex.id) for ex in examples]
+        encoded = [self._training_windows(self.segment(ex.words), ex.id) for ex in examples]
         targets = [head.target(ex.label) for ex in examples]
         lr = self.learning_rate if self.learning_rate is not None else self.default("learning_rate")
         if self.freeze_encoder and self.task != "classification":
@@ -312,21 +312,22 @@ class Scout:
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
-        lengths = [len(ids) for ids, _ in encoded]
+        lengths = [sum(len(ids) for ids, _ in windows) for windows, _ in encoded]
         stops = set(stop_points)
         for epoch in range(-(-steps // per_epoch)):
             running, done = 0.0, 0
             order = self._training_order(lengths, rng)
-            batches = self._inputs.batches(encoded, order, self.batch_size)
-            for rows, input_ids, mask in itertools.islice(batches, steps - epoch * per_epoch):
+            batches = self._training_batches(encoded, order)
+            for rows, input_ids, mask, texts in itertools.islice(
+                batches, steps - epoch * per_epoch
+            ):
                 with autocast:
                     logits = self.model_(
                         input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
                     ).logits
                 loss = head.loss(
                     logits.float(),
-                    rows,
-                    encoded,
+                    texts,
                     targets,
                     torch.tensor(weights[rows], dtype=torch.float32),
                 )
@@ -353,6 +354,45 @@ class Scout:
         self.model_.eval()
         self._quantized = None
         yield self
+
+    def _training_windows(self, seg: Segmentation, where: str) -> tuple[list, list[float]]:
+        """What a text trains on: its windows, ``(input ids, first subword of each of the
+        text's words in the window)``, and each window's share of the words. A text that fits
+        is one window of share 1, encoded as :meth:`ModelInputs.encode` does. A longer one
+        trains on all its windows; a word carries loss only in the window that owns it (the
+        one it is predicted from), so each word counts once, with the context it is read in;
+        elsewhere its first subword is -1. A window that owns no word is left out."""
+        if self._inputs.fits(seg):
+            return [self._inputs.encode(seg, where)], [1.0]
+        windows, encoded = self._inputs.encode_windows(seg, where)
+        pieces, shares = [], []
+        for k, ((start, end), (ids, first)) in enumerate(zip(windows.spans, encoded)):
+            owned = windows.owner[start:end] == k
+            if not owned.any():
+                continue
+            text_first = [-1] * len(seg)
+            for j in np.flatnonzero(owned):
+                text_first[start + j] = first[j]
+            pieces.append((ids, text_first))
+            shares.append(float(owned.sum()) / len(seg))
+        return pieces, shares
+
+    def _training_batches(self, encoded, order) -> Iterator[tuple]:
+        """``(rows, input_ids, attention_mask, texts)`` of each batch of ``batch_size`` texts
+        taken in ``order``: every window of its texts (``encoded``: :meth:`_training_windows`'),
+        padded to the longest, and per text ``(row, windows, shares)`` as :meth:`Head.loss`
+        reads them. A batch of texts that fit is what :meth:`ModelInputs.batches` makes."""
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            flat, texts = [], []
+            for i in rows:
+                windows, shares = encoded[i]
+                texts.append(
+                    (i, [(len(flat) + k, first) for k, (_, first) in enumerate(windows)], shares)
+                )
+                flat.extend(windows)
+            ((_, input_ids, mask),) = self._inputs.batches(flat, list(range(len(flat))), len(flat))
+            yield rows, input_ids, mask, texts
 
     def _stopped(self, step: int, per_epoch: int) -> Iterator[Scout]:
         """Yield the scout in the middle of a training, predicting as it is after ``step``
