@@ -227,7 +227,8 @@ class ModelInputs:
 
     def encode(self, seg, where: str = "") -> tuple[list[int], list[int]]:
         """input ids and, per word, the position of its first subword (-1: truncated away);
-        a truncation is logged, naming ``where`` (none: silent)."""
+        a truncation is logged, naming ``where`` (none: silent). The scout encodes so only the
+        texts that :meth:`fits`, and reads the others with :meth:`encode_windows`."""
         budget = self.max_length - len(self.prefix) - len(self.suffix)
         ids = list(self.prefix)
         first = []

@@ -117,7 +117,11 @@ class Scout:
         all-mpnet-base-v2, which failed to fit at 3e-4 and was undertrained at 5e-5 for 3
         (:meth:`default`). Classification keeps 1e-4 for any encoder (not measured on others).
     max_length : int or None, default=None
-        Subword limit per text, special tokens included. ``None``: the model's own limit.
+        Subwords the encoder reads at once, special tokens included. ``None``: the model's own
+        limit. A longer text is read, in training and in prediction, in overlapping windows
+        that share half of it (:func:`~subregweigh.windows.plan_windows`); each word is
+        predicted from, and trains in, the window where it has the most context on both sides;
+        a class is the windows' logits averaged, each weighted by its share of the words.
     warm_start : bool, default=False
         Refit from the weights of the previous :meth:`fit` (or of :meth:`load`) instead of
         the base encoder, when the label space is unchanged; a changed label space trains
@@ -471,8 +475,9 @@ class Scout:
         Returns
         -------
         list of ndarray of float32, one per example, columns in the order of ``labels_``
-            NER: shape (n_words, n_labels), the softmax at each word's first subword (a word
-            truncated away: probability 1 for ``"O"``, which it is predicted). Single-label
+            NER: shape (n_words, n_labels), the softmax at each word's first subword (in a long
+            text, in the window that owns the word; a word with no subword: probability 1 for
+            ``"O"``, which it is predicted). Single-label
             classification: shape (n_labels,), the softmax. Multi-label: shape (n_labels,),
             each class's own sigmoid (rows need not sum to 1).
         """
@@ -494,7 +499,8 @@ class Scout:
     ) -> list[tuple[str, ...]]:
         """Labels for given segmentations: per word (NER) or the class tuple.
 
-        Words truncated away get ``"O"``. Inputs are sorted by length so that batches pad little.
+        A word with no subword gets ``"O"``. Inputs are sorted by length so that batches pad
+        little.
         """
         self._check_fitted()
         return self._run(
@@ -532,9 +538,9 @@ class Scout:
         labels : list of tuple, length m
             As :meth:`predict_segmentations`.
         gold_proba : list of ndarray of float32, length m
-            NER: shape (n_words,), p(gold tag) at each word's first subword (a truncated
-            word: 1 if its gold tag is ``"O"``, which it is predicted, else 0). Single-label
-            classification: shape (1,), p(gold class). Multi-label: shape (n_labels,),
+            NER: shape (n_words,), p(gold tag) at each word's first subword (a word
+            with no subword: 1 if its gold tag is ``"O"``, which it is predicted, else 0).
+            Single-label classification: shape (1,), p(gold class). Multi-label: shape (n_labels,),
             p(the class's gold membership): the sigmoid for a gold class, one minus it for
             the others. A gold label the scout does not know has probability 0 (multi-label:
             one extra entry of 0 per unknown gold class).
