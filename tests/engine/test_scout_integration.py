@@ -147,6 +147,13 @@ def test_a_long_text_trains_and_predicts_in_windows(conll_train, caplog):
         (own,) = scout.predict_proba([Example("w", long.words[start:end], long.label[start:end])])
         owned = np.flatnonzero(windows.owner == k)
         np.testing.assert_allclose(proba[-1][owned], own[owned - start], atol=1e-5)
+    # a subword-regularized candidate, longer than the deterministic segmentation, read whole
+    candidates = scout.sampler(0.3).sample(long.words, 8, random_state=0)
+    drawn = [candidates[i] for i in range(len(candidates.counts))]
+    assert max(sum(map(len, c)) for c in drawn) > sum(map(len, seg))
+    labels, gold, _ = scout.score_segmentations(drawn, [long.label] * len(drawn))
+    assert all(len(t) == len(long.words) for t in labels)
+    assert all(g.shape == (len(long.words),) and 0 < g.min() < 1 for g in gold)
 
 
 def test_a_1500_word_text_gets_every_word_and_its_entities_past_512(conll_train, tiny_ner_data):
