@@ -356,7 +356,8 @@ SCOUT_OPTIONS = (
         "max_length",
         int,
         None,
-        "subwords per text; longer texts are truncated with a warning",
+        "subwords the encoder reads at once, special tokens included; a longer text is read in "
+        "overlapping windows, each word predicted from the one where it has the most context",
         ("--max-length",),
         group="scout",
         minimum=1,

@@ -106,43 +106,83 @@ def test_unfitted_scout_predict_raises():
         Scout().predict([Example("0", ("a",), ("O",))])
 
 
-# ------------------------------------------------------------------------------ (b) truncation
+# ------------------------------------------------------------------------------ (b) long texts
 
 
-def test_long_text_truncated_with_warning(conll_train, caplog):
-    train = conll_train[:16]
-    scout = Scout(epochs=1, max_length=32, progress=False)
-    with caplog.at_level(logging.WARNING, logger="subregweigh.encoder"):
+def _long_text(sentences, n_words: int) -> Example:
+    """Real CoNLL++ sentences joined into one text of at least ``n_words`` words."""
+    words, tags = [], []
+    for ex in sentences:
+        words += ex.words
+        tags += ex.label
+        if len(words) >= n_words:
+            break
+    return Example(f"long-{len(words)}", tuple(words), tuple(tags))
+
+
+def test_a_long_text_trains_and_predicts_in_windows(conll_train, caplog):
+    train = conll_train[:16]  # sentence 7 has 47 subwords: more than one 32-subword window
+    # float32: a window read alone is then the same numbers as read in its text's batch
+    scout = Scout(epochs=1, max_length=32, precision="float32", progress=False)
+    with caplog.at_level(logging.WARNING):
         scout.fit(train)
     assert scout.max_length_ == 32
-    # conllpp sentence 7 has 47 subwords: warned about while training, by id
-    assert any(r.message.startswith("7: longer than 32 subwords") for r in caplog.records)
-
-    words = tuple(" ".join(ex.text for ex in conll_train[100:104]).split())
-    long = Example("long-text-1", words, ("O",) * len(words))
-    seg = scout.segment(words)
-    budget, used, kept = 32 - 2, 0, 0  # [CLS] and [SEP]
-    for ids in seg:
-        if used + len(ids) > budget:
-            break
-        used += len(ids)
-        kept += 1
-    assert kept < len(words)
-
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+    long = _long_text(conll_train[100:], 60)
+    seg = scout.segment(long.words)
+    assert not scout._inputs.fits(seg)
+    short = conll_train[200:210]
+    alone = scout.predict_proba(short)
+    with caplog.at_level(logging.WARNING):
+        proba = scout.predict_proba([*short, long])
         (tags,) = scout.predict([long])
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert messages == [
-        f"long-text-1: longer than 32 subwords; truncated after word {kept} of {len(words)}"
-    ]
-    assert len(tags) == len(words)
-    assert all(t == "O" for t in tags[kept:])  # truncated words get "O"
-    # a short text is not warned about
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
-        scout.predict([Example("short", ("Peter", "Blackburn"), ("B-PER", "I-PER"))])
-    assert not caplog.records
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # nothing cut
+    # short texts: the same numbers, to the bit, whatever long text is predicted beside them
+    assert all(np.array_equal(a, b) for a, b in zip(alone, proba))
+    # every word of the long one predicted, each from the window that owns it
+    windows, _ = scout._inputs.encode_windows(seg)
+    assert len(windows.spans) > 2
+    assert proba[-1].shape == (len(long.words), len(scout.labels_))
+    assert len(tags) == len(long.words)
+    for k, (start, end) in enumerate(windows.spans):
+        (own,) = scout.predict_proba([Example("w", long.words[start:end], long.label[start:end])])
+        owned = np.flatnonzero(windows.owner == k)
+        np.testing.assert_allclose(proba[-1][owned], own[owned - start], atol=1e-5)
+    # a subword-regularized candidate, longer than the deterministic segmentation, read whole
+    candidates = scout.sampler(0.3).sample(long.words, 8, random_state=0)
+    drawn = [candidates[i] for i in range(len(candidates.counts))]
+    assert max(sum(map(len, c)) for c in drawn) > sum(map(len, seg))
+    labels, gold, _ = scout.score_segmentations(drawn, [long.label] * len(drawn))
+    assert all(len(t) == len(long.words) for t in labels)
+    assert all(g.shape == (len(long.words),) and 0 < g.min() < 1 for g in gold)
+
+
+def test_a_1500_word_text_gets_every_word_and_its_entities_past_512(conll_train, tiny_ner_data):
+    # trained on the first 60 sentences, long enough to tag them; they come past subword 512
+    scout = Scout(epochs=1, min_steps=20, progress=False).fit(tiny_ner_data)
+    long = _long_text([*conll_train[60:120], *tiny_ner_data, *conll_train[120:]], 1500)
+    seg = scout.segment(long.words)
+    past = np.cumsum([len(ids) for ids in seg]) > 512
+    entity = past & (np.array(long.label) != "O")
+    assert past.sum() > 900 and entity.sum() > 50
+    (proba,) = scout.predict_proba([long])
+    assert proba.shape == (len(long.words), len(scout.labels_)) and not np.isnan(proba).any()
+    assert not (proba[past, 0] == 1.0).any()  # no word past the window forced to O
+    (tags,) = scout.predict([long])
+    found = sum(tags[i] == long.label[i] for i in np.flatnonzero(entity))
+    # cut at 512 (before windows) none was: every word past the cut was O
+    assert found >= entity.sum() // 5, f"{found} of {entity.sum()} entity words past 512"
+
+
+def test_a_long_text_classifies_from_its_windows(sst2_train):
+    train = sst2_train[:80]
+    scout = Scout(task="classification", epochs=1, max_length=12, progress=False)
+    scout.fit(train)  # texts over 10 subwords train on their windows
+    long = [ex for ex in train if not scout._inputs.fits(scout.segment(ex.words))]
+    assert len(long) > 20
+    proba = scout.predict_proba(long)
+    assert all(p.shape == (2,) and not np.isnan(p).any() for p in proba)
+    np.testing.assert_allclose([p.sum() for p in proba], 1.0, rtol=1e-5)
+    assert [(scout.labels_[int(p.argmax())],) for p in proba] == scout.predict(long)
 
 
 # ------------------------------------------------------------------------------ (c) classification
