@@ -678,7 +678,11 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
 
     data = tiny_ner_data[:30]
     srw = SubRegWeigh(
-        Scout(epochs=1, progress=False, random_state=3), n_scouts=2, k=2, n_samples=4
+        Scout(epochs=1, progress=False, random_state=3),
+        n_scouts=2,
+        k=2,
+        n_samples=4,
+        rest_on_crf=False,  # the blend itself, though one epoch learns too little
     ).fit(data)
     assert [s.random_state for s in srw.scouts_] == [3, 1003] and srw.scout_ is srw.scouts_[0]
     per_scout = []
@@ -702,7 +706,7 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
     # A saved and loaded ensemble weighs the same; without its CRF, by the scouts alone.
     kept = srw.save(tmp_path / "kept")
     assert sorted(p.name for p in kept.iterdir()) == ["crf.npz", "learned.json", "scout", "scout-1"]
-    again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False)
+    again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False, rest_on_crf=False)
     assert len(again.scouts_) == 2 and again.crf_ is not None
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
     alone = SubRegWeigh.load(kept, crf=False, k=2, n_samples=4, progress=False)
@@ -851,9 +855,9 @@ def test_the_parts_fitted_one_by_one_make_what_fit_makes(tiny_ner_data, sst2_tra
     crf.fit(data)
     for scout in scouts:
         scout.fit(data)
-    parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4)
+    parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4).assess(data)
     srw.fit(data)
-    assert srw.crf_.model_ == crf.model_
+    assert srw.crf_.model_ == crf.model_ and srw.learned_ == parts.learned_
     assert all(torch.equal(_weights(a), _weights(b)) for a, b in zip(srw.scouts_, scouts))
     one, other = srw.weigh(data), parts.weigh(data)
     np.testing.assert_array_equal(one.deterministic_probability, other.deterministic_probability)
@@ -930,7 +934,10 @@ def test_a_refitted_crf_beside_the_kept_scout_part_weighs_as_a_fresh_crf(
     refreshed = srw.refit_crf(now)
     got = refreshed.weigh_deterministic(now, scout_proba=first.scout_proba)
     assert encoded == [] and srw.crf_.model_ == before  # no encoder pass; the old CRF kept
-    fresh = SubRegWeigh.from_parts(srw.scouts_, FeatureTagger().fit(now), k=2, n_samples=4)
+    assert refreshed.learned_ == srw.learned_  # what the scouts learned is theirs, kept
+    fresh = SubRegWeigh.from_parts(
+        srw.scouts_, FeatureTagger().fit(now), learned=srw.learned_, k=2, n_samples=4
+    )
     np.testing.assert_allclose(
         got.deterministic_probability,
         fresh.weigh_deterministic(now).deterministic_probability,
@@ -1060,7 +1067,9 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
         got.deterministic_probability, crf_alone.deterministic_probability, atol=1e-4
     )
     assert got.majority == crf_alone.majority
-    mixed = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4).assess(data)
+    mixed = SubRegWeigh.from_parts(
+        [collapsed], crf, k=2, n_samples=4, rest_on_crf=False
+    ).assess(data)
     assert mixed.learned_ == resting.learned_ and not mixed.rests_on_crf_
     assert not np.allclose(
         mixed.weigh_deterministic(data).deterministic_probability, got.deterministic_probability
