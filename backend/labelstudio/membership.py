@@ -21,10 +21,17 @@ project's tasks, predictions are written only to them, and ``/predict`` stores n
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+import time
 
 from backend.config.settings import Settings
-from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
+from backend.labelstudio.client import (
+    LabelStudioAPI,
+    LabelStudioUnavailable,
+    LabelStudioUnreachable,
+)
 from backend.store.store import ProjectStore
 
 logger = logging.getLogger(__name__)
@@ -33,6 +40,18 @@ logger = logging.getLogger(__name__)
 class NotConnected(LookupError):
     """A project this backend does not serve (not in Label Studio, or not connected to an ML
     backend there); becomes a 404 with this message, and nothing is stored for it."""
+
+
+class LabelStudioRefused(RuntimeError):
+    """The backend's own Label Studio address or token does not work (a 401/403, or no answer):
+    becomes a 502 whose reason phrase is this sentence, the part Label Studio 1.23 shows."""
+
+
+# Seconds a credentials check of one project is remembered: Label Studio calls /setup on every
+# view of a project's connection, within its 3 s.
+CHECK_SECONDS = 60.0
+_checked: dict[tuple, tuple[float, str | None]] = {}
+_checked_lock = threading.Lock()
 
 
 # What a request thread may wait on Label Studio, in all (one attempt; Label Studio gives a
@@ -78,3 +97,57 @@ def require_exists(settings: Settings, store: ProjectStore) -> None:
             raise
         logger.warning("project %s: refused: Label Studio has no such project", store.project)
         raise NotConnected(f"Label Studio has no project {store.project}") from None
+
+
+def credentials_problem(settings: Settings, err: Exception) -> str | None:
+    """The sentence that says what is wrong with the backend's Label Studio address or token,
+    from ``err`` raised by a call to it; None when ``err`` says they work (a 404: the token was
+    accepted). Never holds the token."""
+    url = settings.label_studio_url
+    status = getattr(err, "status", None)
+    if status in (401, 403):
+        return (
+            f"Label Studio at {url} refused the backend's token (HTTP {status}): set "
+            "LABEL_STUDIO_API_KEY to a token of this Label Studio"
+        )
+    if isinstance(err, LabelStudioUnreachable):
+        why = f"HTTP {status}" if status is not None else str(err).split("attempts: ", 1)[-1]
+        return (
+            f"Label Studio at {url} did not answer the backend ({why}): set LABEL_STUDIO_URL to "
+            "the address where the backend reaches this Label Studio"
+        )
+    if not url or not settings.label_studio_api_key:
+        return str(err)
+    return None
+
+
+def check_credentials(settings: Settings, project: int) -> str | None:
+    """One ``GET /api/projects/P`` with the backend's own address and token (one attempt, at
+    most :data:`ASK_TIMEOUT` s): None when they work, else the sentence saying what is wrong.
+    The answer is remembered :data:`CHECK_SECONDS` s per address, token and project."""
+    key_hash = hashlib.sha256(settings.label_studio_api_key.encode()).hexdigest()
+    key = (settings.label_studio_url, key_hash, int(project))
+    now = time.monotonic()
+    with _checked_lock:
+        seen = _checked.get(key)
+        if seen is not None and now - seen[0] < CHECK_SECONDS:
+            return seen[1]
+    try:
+        _api(settings).project_counts(int(project))
+        problem = None
+    except LabelStudioUnavailable as err:
+        problem = credentials_problem(settings, err)
+    with _checked_lock:
+        if len(_checked) > 10_000:  # one entry per project and token: bounded all the same
+            _checked.clear()
+        _checked[key] = (now, problem)
+    if problem:
+        logger.warning("project %s: %s", project, problem)
+    return problem
+
+
+def require_credentials(settings: Settings, project: int) -> None:
+    """:class:`LabelStudioRefused` when :func:`check_credentials` finds a problem."""
+    problem = check_credentials(settings, project)
+    if problem:
+        raise LabelStudioRefused(problem)

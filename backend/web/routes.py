@@ -132,6 +132,9 @@ def setup():
     # an unsupported config, or one of several labeling controls that the settings do not
     # choose between, fails at connect time
     parse_label_config(body.get("schema"), settings.controls_to_weigh)
+    # the backend's own address and token, checked once a minute per project (a 502 naming
+    # what is wrong: Label Studio shows it as the connection's error)
+    membership.require_credentials(_settings(), int(store.project))
     if "extra_params" in body:
         if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
             membership.require_exists(_settings(), store)

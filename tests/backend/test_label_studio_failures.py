@@ -1,0 +1,119 @@
+"""Every failure reaches the lead in Label Studio: a ``/setup`` whose Label Studio address or token
+does not work is refused with a 502 naming what is wrong, in the reason phrase (what Label Studio
+1.23 shows of a refused connection); *Start Training* answers with a sentence (issue 61).
+
+Label Studio here is a tiny real HTTP server on 127.0.0.1 that answers ``GET /api/projects/P``
+the way Label Studio 1.23 does (401 for a wrong token, the project's counts for the right one):
+these tests are about the backend's replies, not Label Studio's. The real Label Studio's
+answers are tested in tests/labelstudio/test_failures_shown_ls.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backend.labelstudio import client as ls_client
+from backend.labelstudio import membership
+from backend.web.server import create_app
+from testbed.servers import QuietHandler, free_port, serving
+from tests.doubles import NER_CONFIG, FakeRunner, offline_settings
+
+TOKEN = "c0ffee" * 6 + "beef"
+
+
+class StandInLabelStudio(QuietHandler):
+    """``GET /api/projects/P``: 401 unless the token is :data:`TOKEN`, else the project's counts
+    (``annotated`` tasks of ``tasks``; ``ground_truth`` more annotated tasks, which Label Studio
+    leaves out of ``num_tasks_with_annotations``); ``GET /api/tasks`` counts them all."""
+
+    asked: list[str] = []
+    tasks, annotated, ground_truth = 40, 0, 0
+    config = NER_CONFIG
+
+    def do_GET(self):
+        type(self).asked.append(self.path)
+        if self.headers.get("Authorization") != f"Token {TOKEN}":
+            body = json.dumps({"detail": "Invalid token."}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path.startswith("/api/tasks"):
+            self.reply({"tasks": [], "total": self.annotated + self.ground_truth})
+            return
+        project = int(self.path.split("/")[3])
+        self.reply(
+            {
+                "id": project,
+                "title": "p",
+                "label_config": self.config,
+                "task_number": self.tasks,
+                "num_tasks_with_annotations": self.annotated,
+                "total_annotations_number": self.annotated + self.ground_truth,
+            }
+        )
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """The tiny server, and the real client in the membership checks (not conftest's double)."""
+    monkeypatch.setattr(membership, "LabelStudioAPI", ls_client.LabelStudioAPI)
+    handler = type("LS", (StandInLabelStudio,), {"asked": []})
+    with serving(handler) as url:
+        handler.url = url
+        yield handler
+
+
+def _client(tmp_path, url, token=TOKEN, runner=None, **values):
+    settings = offline_settings(
+        tmp_path, label_studio_url=url, label_studio_api_key=token, **values
+    )
+    return create_app(settings, runner=runner or FakeRunner()).test_client()
+
+
+def _setup(client, project="3.1700000000"):
+    return client.post("/setup", json={"project": project, "schema": NER_CONFIG})
+
+
+def test_a_wrong_token_refuses_the_connection_naming_the_fix_not_the_token(tmp_path, stand_in):
+    reply = _setup(_client(tmp_path, stand_in.url, token="wrong-token-1234"))
+    assert reply.status_code == 502
+    expected = (
+        f"Label Studio at {stand_in.url} refused the backend's token (HTTP 401): set "
+        "LABEL_STUDIO_API_KEY to a token of this Label Studio"
+    )
+    assert reply.status == f"502 {expected}"  # the reason phrase: what Label Studio shows
+    assert reply.get_json() == {"error": expected}
+    assert "wrong-token-1234" not in reply.status + reply.get_data(as_text=True)
+    assert "<" not in reply.status and ">" not in reply.status
+
+
+def test_an_address_that_does_not_answer_refuses_the_connection(tmp_path, stand_in):
+    url = f"http://127.0.0.1:{free_port()}"
+    reply = _setup(_client(tmp_path, url))
+    assert reply.status_code == 502
+    assert reply.status.startswith(f"502 Label Studio at {url} did not answer the backend (")
+    assert "set LABEL_STUDIO_URL to the address" in reply.status
+
+
+def test_a_working_token_connects_and_is_asked_once_a_minute(tmp_path, stand_in, monkeypatch):
+    client = _client(tmp_path, stand_in.url)
+    for _ in range(3):  # Label Studio calls /setup on every view of the connection
+        assert _setup(client).status_code == 200
+    assert stand_in.asked == ["/api/projects/3/"]
+    assert _setup(client, "4.1700000000").status_code == 200  # per project
+    assert len(stand_in.asked) == 2
+    clock = membership.time.monotonic() + membership.CHECK_SECONDS + 1
+    monkeypatch.setattr(membership.time, "monotonic", lambda: clock)
+    assert _setup(client).status_code == 200
+    assert len(stand_in.asked) == 3  # after a minute, asked again
+
+
+def test_a_refusal_is_remembered_too(tmp_path, stand_in):
+    client = _client(tmp_path, stand_in.url, token="wrong")
+    assert [_setup(client).status_code for _ in range(3)] == [502, 502, 502]
+    assert len(stand_in.asked) == 1  # a refused token costs Label Studio's 3 s only once
