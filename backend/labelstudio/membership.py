@@ -74,7 +74,12 @@ def require_connected(settings: Settings, store: ProjectStore) -> None:
     shows it with an ML backend connected (one request, only for a project new here)."""
     if store.root.is_dir():
         return
-    if not _api(settings).project_connected(int(store.project)):
+    try:
+        connected = _api(settings).project_connected(int(store.project))
+    except LabelStudioUnavailable as err:
+        _refuse_credentials(settings, err)
+        raise
+    if not connected:
         logger.warning(
             "project %s: refused: Label Studio has no such project with an ML backend connected",
             store.project,
@@ -94,6 +99,7 @@ def require_exists(settings: Settings, store: ProjectStore) -> None:
         _api(settings).label_config(int(store.project))
     except LabelStudioUnavailable as err:
         if "HTTP 404" not in str(err):
+            _refuse_credentials(settings, err)
             raise
         logger.warning("project %s: refused: Label Studio has no such project", store.project)
         raise NotConnected(f"Label Studio has no project {store.project}") from None
@@ -151,3 +157,31 @@ def require_credentials(settings: Settings, project: int) -> None:
     problem = check_credentials(settings, project)
     if problem:
         raise LabelStudioRefused(problem)
+
+
+def _refuse_credentials(settings: Settings, err: Exception) -> None:
+    """:class:`LabelStudioRefused` when ``err`` says the backend's address or token does not
+    work; else nothing (the caller raises ``err``)."""
+    problem = credentials_problem(settings, err)
+    if problem:
+        raise LabelStudioRefused(problem) from None
+
+
+def project_counts(settings: Settings, project: int) -> dict:
+    """``project``'s config and counts as :meth:`LabelStudioAPI.project_counts` reads them, with
+    ``annotated``: how many tasks hold an annotation, ground truth included (a second request
+    only when the project has annotations Label Studio's own count leaves out). One attempt of
+    at most :data:`ASK_TIMEOUT` s each; :class:`LabelStudioRefused` when the backend's address or
+    token does not work, :class:`NotConnected` for a project Label Studio does not have."""
+    api = _api(settings)
+    try:
+        counts = api.project_counts(project)
+        annotated = counts["num_tasks_with_annotations"]
+        if counts["total_annotations_number"] > annotated:  # ground truth, or several per task
+            annotated = api.annotated_tasks(project)
+    except LabelStudioUnavailable as err:
+        if err.status == 404:
+            raise NotConnected(f"Label Studio has no project {project}") from None
+        _refuse_credentials(settings, err)
+        raise
+    return {**counts, "annotated": annotated}

@@ -51,13 +51,13 @@ def reason_phrase(message: str) -> str:
     return text[: REASON_CHARS - 3] + "..." if len(text) > REASON_CHARS else text
 
 
-def refusal(status: int, sentence: str, **body):
-    """A JSON reply ``{"error": sentence, **body}`` whose reason phrase is ``sentence`` (what
-    Label Studio 1.23 shows of a refused ``/setup`` or *Start Training*), with ``<`` and ``>``
-    made brackets so that Label Studio's tag stripping keeps every word."""
+def refusal(code: int, sentence: str, **body):
+    """A JSON reply ``{"error": sentence, **body}`` with status ``code``, whose reason phrase is
+    ``sentence`` (what Label Studio 1.23 shows of a refused ``/setup`` or *Start Training*), with
+    ``<`` and ``>`` made brackets so that Label Studio's tag stripping keeps every word."""
     response = jsonify(error=sentence, **body)
     phrase = reason_phrase(sentence.replace("<", "(").replace(">", ")"))
-    response.status = f"{status} {phrase}"
+    response.status = f"{code} {phrase}"
     return response
 
 

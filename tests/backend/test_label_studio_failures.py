@@ -26,7 +26,8 @@ TOKEN = "c0ffee" * 6 + "beef"
 class StandInLabelStudio(QuietHandler):
     """``GET /api/projects/P``: 401 unless the token is :data:`TOKEN`, else the project's counts
     (``annotated`` tasks of ``tasks``; ``ground_truth`` more annotated tasks, which Label Studio
-    leaves out of ``num_tasks_with_annotations``); ``GET /api/tasks`` counts them all."""
+    leaves out of ``num_tasks_with_annotations``); ``GET /api/tasks`` counts them all;
+    ``GET /api/ml`` lists one connection."""
 
     asked: list[str] = []
     tasks, annotated, ground_truth = 40, 0, 0
@@ -41,6 +42,9 @@ class StandInLabelStudio(QuietHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            return
+        if self.path.startswith("/api/ml"):  # the project's ML connections: this backend
+            self.reply([{"id": 1, "url": "http://127.0.0.1:9090", "auth_method": "NONE"}])
             return
         if self.path.startswith("/api/tasks"):
             self.reply({"tasks": [], "total": self.annotated + self.ground_truth})
@@ -117,3 +121,53 @@ def test_a_refusal_is_remembered_too(tmp_path, stand_in):
     client = _client(tmp_path, stand_in.url, token="wrong")
     assert [_setup(client).status_code for _ in range(3)] == [502, 502, 502]
     assert len(stand_in.asked) == 1  # a refused token costs Label Studio's 3 s only once
+
+
+# ----------------------------------------------------------------------------- Start Training
+
+
+def _start(client, project=3):
+    return client.post("/webhook", json={"action": "START_TRAINING", "project": {"id": project}})
+
+
+def test_start_training_on_too_few_annotated_tasks_says_so(tmp_path, stand_in):
+    runner = FakeRunner()
+    client = _client(tmp_path, stand_in.url, runner=runner, min_annotations=10)
+    reply = _start(client)
+    sentence = "not started: 0 of 40 tasks are annotated; training starts at 10"
+    assert reply.status == f"409 {sentence}"  # what Label Studio keeps as the card's error
+    assert reply.get_json()["message"] == sentence
+    assert client.get("/status?project=3").get_json()["start_reply"] == sentence
+    assert runner.submitted == []
+
+
+def test_start_training_counts_ground_truth_annotations(tmp_path, stand_in):
+    """Imported annotations are ground truth, which Label Studio's num_tasks_with_annotations
+    leaves out: the Data Manager's count of annotated tasks is asked then."""
+    stand_in.annotated, stand_in.ground_truth = 2, 10
+    runner = FakeRunner()
+    reply = _start(_client(tmp_path, stand_in.url, runner=runner, min_annotations=10))
+    assert reply.status == "201 training started on 12 annotated tasks"
+    assert reply.get_json()["status"] == "started"
+    assert runner.submitted == ["3"]
+    assert any(path.startswith("/api/tasks?") for path in stand_in.asked)
+
+
+def test_start_training_with_a_wrong_token_is_a_502_naming_it(tmp_path, stand_in):
+    runner = FakeRunner()
+    reply = _start(_client(tmp_path, stand_in.url, token="wrong", runner=runner))
+    assert reply.status_code == 502
+    assert "refused the backend's token (HTTP 401)" in reply.status
+    assert runner.submitted == []
+
+
+def test_start_training_with_a_config_it_cannot_weigh_is_a_400(tmp_path, stand_in):
+    from tests.doubles import IMAGE_CONFIG
+
+    stand_in.annotated, stand_in.config = 40, IMAGE_CONFIG
+    runner = FakeRunner()
+    reply = _start(_client(tmp_path, stand_in.url, runner=runner))
+    assert reply.status_code == 400
+    assert reply.status.startswith("400 refused: ")
+    assert "<" not in reply.status
+    assert runner.submitted == []
