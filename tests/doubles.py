@@ -85,6 +85,9 @@ class ProjectsOfLabelStudio:
     def annotated_tasks(self, project: int) -> int:
         return 40
 
+    def whoami(self) -> str:
+        return "lead@example.com"
+
     def tasks_in_project(self, project: int, ids) -> set[int]:
         ids = {int(task) for task in ids}
         type(self).asked.append(("tasks", project, tuple(sorted(ids))))

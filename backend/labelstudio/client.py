@@ -261,6 +261,16 @@ class LabelStudioAPI:
         )
         return int(found.get("total") or 0)
 
+    def whoami(self) -> str:
+        """The email (or username) of the token's user (``GET /api/current-user/whoami``);
+        errors name the status only."""
+        user = self._call(
+            "read the token's user",
+            lambda: self.client.users.whoami(request_options=ONCE),
+            bodies=False,
+        )
+        return user.email or user.username or str(user.id)
+
     def set_label_config(self, project: int, config: str) -> None:
         """Save ``config`` as ``project``'s labeling config (``PATCH /api/projects/P``). Only
         :mod:`backend.labelstudio.review_control` calls it, on the lead's ``--apply``: the backend

@@ -185,3 +185,19 @@ def project_counts(settings: Settings, project: int) -> dict:
         _refuse_credentials(settings, err)
         raise
     return {**counts, "annotated": annotated}
+
+
+def startup_check(settings: Settings) -> str:
+    """At start-up: whether Label Studio at the backend's address takes its token (one
+    ``whoami`` request, at most :data:`ASK_TIMEOUT` s), as one line for the log, logged at INFO
+    when it does and at ERROR (with what to set) when it does not. Never holds the token."""
+    try:
+        user = _api(settings).whoami()
+    except LabelStudioUnavailable as err:
+        problem = credentials_problem(settings, err) or str(err)
+        line = f"Label Studio credentials do not work: {problem}"
+        logger.error("%s", line)
+        return line
+    line = f"Label Studio at {settings.label_studio_url} takes the backend's token (user {user})"
+    logger.info("%s", line)
+    return line

@@ -27,7 +27,7 @@ class StandInLabelStudio(QuietHandler):
     """``GET /api/projects/P``: 401 unless the token is :data:`TOKEN`, else the project's counts
     (``annotated`` tasks of ``tasks``; ``ground_truth`` more annotated tasks, which Label Studio
     leaves out of ``num_tasks_with_annotations``); ``GET /api/tasks`` counts them all;
-    ``GET /api/ml`` lists one connection."""
+    ``GET /api/ml`` lists one connection; ``GET /api/current-user/whoami`` names the user."""
 
     asked: list[str] = []
     tasks, annotated, ground_truth = 40, 0, 0
@@ -42,6 +42,9 @@ class StandInLabelStudio(QuietHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            return
+        if self.path.startswith("/api/current-user/whoami"):  # the start-up check
+            self.reply({"id": 1, "email": "lead@example.com", "username": "lead"})
             return
         if self.path.startswith("/api/ml"):  # the project's ML connections: this backend
             self.reply([{"id": 1, "url": "http://127.0.0.1:9090", "auth_method": "NONE"}])
@@ -79,6 +82,11 @@ def _client(tmp_path, url, token=TOKEN, runner=None, **values):
     return create_app(settings, runner=runner or FakeRunner()).test_client()
 
 
+def _project_reads(stand_in) -> list[str]:
+    """What the backend asked of projects (the start-up check asks whoami first)."""
+    return [path for path in stand_in.asked if path.startswith("/api/projects/")]
+
+
 def _setup(client, project="3.1700000000"):
     return client.post("/setup", json={"project": project, "schema": NER_CONFIG})
 
@@ -108,19 +116,19 @@ def test_a_working_token_connects_and_is_asked_once_a_minute(tmp_path, stand_in,
     client = _client(tmp_path, stand_in.url)
     for _ in range(3):  # Label Studio calls /setup on every view of the connection
         assert _setup(client).status_code == 200
-    assert stand_in.asked == ["/api/projects/3/"]
+    assert _project_reads(stand_in) == ["/api/projects/3/"]
     assert _setup(client, "4.1700000000").status_code == 200  # per project
-    assert len(stand_in.asked) == 2
+    assert len(_project_reads(stand_in)) == 2
     clock = membership.time.monotonic() + membership.CHECK_SECONDS + 1
     monkeypatch.setattr(membership.time, "monotonic", lambda: clock)
     assert _setup(client).status_code == 200
-    assert len(stand_in.asked) == 3  # after a minute, asked again
+    assert len(_project_reads(stand_in)) == 3  # after a minute, asked again
 
 
 def test_a_refusal_is_remembered_too(tmp_path, stand_in):
     client = _client(tmp_path, stand_in.url, token="wrong")
     assert [_setup(client).status_code for _ in range(3)] == [502, 502, 502]
-    assert len(stand_in.asked) == 1  # a refused token costs Label Studio's 3 s only once
+    assert len(_project_reads(stand_in)) == 1  # a refused token costs Label Studio's 3 s only once
 
 
 # ----------------------------------------------------------------------------- Start Training
@@ -171,3 +179,41 @@ def test_start_training_with_a_config_it_cannot_weigh_is_a_400(tmp_path, stand_i
     assert reply.status.startswith("400 refused: ")
     assert "<" not in reply.status
     assert runner.submitted == []
+
+
+# ----------------------------------------------------------------------------- start-up
+
+
+@pytest.fixture
+def who_am_i(stand_in):
+    return stand_in.url
+
+
+def _startup_lines(caplog, tmp_path, url, token):
+    caplog.clear()
+    with caplog.at_level("INFO", logger="backend.labelstudio.membership"):
+        _client(tmp_path, url, token=token)
+    return [r for r in caplog.records if "Label Studio" in r.getMessage()]
+
+
+def test_start_up_logs_one_line_the_token_works(tmp_path, who_am_i, caplog):
+    (line,) = _startup_lines(caplog, tmp_path, who_am_i, TOKEN)
+    assert line.levelname == "INFO"
+    assert line.getMessage() == (
+        f"Label Studio at {who_am_i} takes the backend's token (user lead@example.com)"
+    )
+    assert TOKEN not in line.getMessage()
+
+
+def test_start_up_logs_one_line_naming_what_is_wrong(tmp_path, who_am_i, caplog):
+    (line,) = _startup_lines(caplog, tmp_path, who_am_i, "wrong-token-9876")
+    assert line.levelname == "ERROR"
+    assert line.getMessage() == (
+        f"Label Studio credentials do not work: Label Studio at {who_am_i} refused the "
+        "backend's token (HTTP 401): set LABEL_STUDIO_API_KEY to a token of this Label Studio"
+    )
+    url = f"http://127.0.0.1:{free_port()}"
+    (line,) = _startup_lines(caplog, tmp_path, url, TOKEN)
+    assert (
+        line.levelname == "ERROR" and f"Label Studio at {url} did not answer" in line.getMessage()
+    )
