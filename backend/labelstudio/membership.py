@@ -50,7 +50,7 @@ class LabelStudioRefused(RuntimeError):
 # Seconds a credentials check of one project is remembered: Label Studio calls /setup on every
 # view of a project's connection, within its 3 s.
 CHECK_SECONDS = 60.0
-_checked: dict[tuple, tuple[float, str | None]] = {}
+_checked: dict[tuple, tuple[float, str | None, dict | None]] = {}
 _checked_lock = threading.Lock()
 
 
@@ -130,26 +130,42 @@ def credentials_problem(settings: Settings, err: Exception) -> str | None:
 def check_credentials(settings: Settings, project: int) -> str | None:
     """One ``GET /api/projects/P`` with the backend's own address and token (one attempt, at
     most :data:`ASK_TIMEOUT` s): None when they work, else the sentence saying what is wrong.
-    The answer is remembered :data:`CHECK_SECONDS` s per address, token and project."""
-    key_hash = hashlib.sha256(settings.label_studio_api_key.encode()).hexdigest()
-    key = (settings.label_studio_url, key_hash, int(project))
+    The answer is remembered :data:`CHECK_SECONDS` s per address, token and project, with the
+    project's counts (:func:`checked_counts`)."""
+    key = _check_key(settings, project)
     now = time.monotonic()
     with _checked_lock:
         seen = _checked.get(key)
         if seen is not None and now - seen[0] < CHECK_SECONDS:
             return seen[1]
+    counts = None
     try:
-        _api(settings).project_counts(int(project))
+        counts = _api(settings).project_counts(int(project))
         problem = None
     except LabelStudioUnavailable as err:
         problem = credentials_problem(settings, err)
     with _checked_lock:
         if len(_checked) > 10_000:  # one entry per project and token: bounded all the same
             _checked.clear()
-        _checked[key] = (now, problem)
+        _checked[key] = (now, problem, counts)
     if problem:
         logger.warning("project %s: %s", project, problem)
     return problem
+
+
+def _check_key(settings: Settings, project: int) -> tuple:
+    key_hash = hashlib.sha256(settings.label_studio_api_key.encode()).hexdigest()
+    return (settings.label_studio_url, key_hash, int(project))
+
+
+def checked_counts(settings: Settings, project: int) -> dict | None:
+    """The counts :func:`check_credentials` read of ``project`` within :data:`CHECK_SECONDS` s
+    (:meth:`LabelStudioAPI.project_counts`), or None; asks nothing."""
+    with _checked_lock:
+        seen = _checked.get(_check_key(settings, project))
+    if seen is None or time.monotonic() - seen[0] >= CHECK_SECONDS:
+        return None
+    return seen[2]
 
 
 def require_credentials(settings: Settings, project: int) -> None:

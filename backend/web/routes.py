@@ -135,11 +135,35 @@ def setup():
     # the backend's own address and token, checked once a minute per project (a 502 naming
     # what is wrong: Label Studio shows it as the connection's error)
     membership.require_credentials(_settings(), int(store.project))
+    refused = _start_refusal_still_true(store)
+    if refused:  # the model card shows it: Label Studio clears a training's error on each GET
+        return errors.refusal(409, refused)
     if "extra_params" in body:
         if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
             membership.require_exists(_settings(), store)
         _project_settings(store, body["extra_params"])
     return jsonify(model_version=predictions.model_version(_settings(), project))
+
+
+# Seconds after a refused Start Training during which /setup repeats the refusal (Label Studio
+# 1.23 keeps a refused training reply as the connection's error only until its next /setup).
+START_REFUSAL_SHOWN = 600.0
+
+
+def _start_refusal_still_true(store: ProjectStore) -> str | None:
+    """The sentence of the project's last refused *Start Training* (too few annotated tasks),
+    while it holds: refused within :data:`START_REFUSAL_SHOWN` s, nothing served, and the
+    project's annotations (Label Studio's count, ground truth and several per task included,
+    read by the credentials check) still under the minimum. Else None."""
+    refused = store.status().get("start_refused")
+    if not refused or time.time() - refused["at"] > START_REFUSAL_SHOWN:
+        return None
+    if store.current_version() is not None:
+        return None
+    counts = membership.checked_counts(_settings(), int(store.project))
+    if counts is None or counts["total_annotations_number"] >= refused["minimum"]:
+        return None
+    return refused["sentence"]
 
 
 def _project_settings(store: ProjectStore, extra_params) -> None:
@@ -248,7 +272,10 @@ def _start_training(store: ProjectStore, settings: Settings, reply: dict):
             f"not started: {annotated} of {counts['task_number']} tasks are annotated; "
             f"training starts at {minimum}"
         )
-        store.update_status(start_reply=sentence)
+        store.update_status(
+            start_reply=sentence,
+            start_refused={"sentence": sentence, "at": time.time(), "minimum": minimum},
+        )
         logger.info("project %s: START_TRAINING -> %s", store.project, sentence)
         return errors.refusal(409, sentence, status="not started", message=sentence, **reply)
     outcome = _jobs("runner").submit(store.project)
@@ -257,7 +284,7 @@ def _start_training(store: ProjectStore, settings: Settings, reply: dict):
         if outcome == "started"
         else f"training {outcome}: {annotated} annotated tasks"
     )
-    store.update_status(start_reply=sentence)
+    store.update_status(start_reply=sentence, start_refused=None)
     logger.info("project %s: START_TRAINING -> %s", store.project, sentence)
     response = jsonify(status=outcome, message=sentence, **reply)
     response.status = f"201 {errors.reason_phrase(sentence)}"

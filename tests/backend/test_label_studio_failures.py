@@ -149,6 +149,20 @@ def test_start_training_on_too_few_annotated_tasks_says_so(tmp_path, stand_in):
     assert runner.submitted == []
 
 
+def test_setup_repeats_the_refusal_while_it_holds(tmp_path, stand_in, monkeypatch):
+    """Label Studio 1.23 clears a refused training's error at its next /setup (each view of
+    the connection): /setup repeats the sentence until the project has enough annotations."""
+    client = _client(tmp_path, stand_in.url, min_annotations=10)
+    sentence = "not started: 0 of 40 tasks are annotated; training starts at 10"
+    assert _setup(client).status_code == 200  # connected: nothing refused yet
+    assert _start(client).status_code == 409
+    assert _setup(client).status == f"409 {sentence}"  # the model card keeps showing it
+    stand_in.ground_truth = 12  # the lead imports 12 annotated tasks
+    clock = membership.time.monotonic() + membership.CHECK_SECONDS + 1
+    monkeypatch.setattr(membership.time, "monotonic", lambda: clock)
+    assert _setup(client).status_code == 200  # Label Studio counted again: no longer true
+
+
 def test_start_training_counts_ground_truth_annotations(tmp_path, stand_in):
     """Imported annotations are ground truth, which Label Studio's num_tasks_with_annotations
     leaves out: the Data Manager's count of annotated tasks is asked then."""
