@@ -135,7 +135,7 @@ def setup():
     # the backend's own address and token, checked once a minute per project (a 502 naming
     # what is wrong: Label Studio shows it as the connection's error)
     membership.require_credentials(_settings(), int(store.project))
-    refused = _start_refusal_still_true(store)
+    refused = _start_refusal_still_true(store, settings.min_annotations)
     if refused:  # the model card shows it: Label Studio clears a training's error on each GET
         return errors.refusal(409, refused)
     if "extra_params" in body:
@@ -150,18 +150,21 @@ def setup():
 START_REFUSAL_SHOWN = 600.0
 
 
-def _start_refusal_still_true(store: ProjectStore) -> str | None:
+def _start_refusal_still_true(store: ProjectStore, minimum: int) -> str | None:
     """The sentence of the project's last refused *Start Training* (too few annotated tasks),
-    while it holds: refused within :data:`START_REFUSAL_SHOWN` s, nothing served, and the
-    project's annotations (Label Studio's count, ground truth and several per task included,
-    read by the credentials check) still under the minimum. Else None."""
+    while it holds: refused within :data:`START_REFUSAL_SHOWN` s, nothing served, the
+    project's ``minimum`` (min_annotations) unchanged, and its annotations (Label Studio's
+    count, ground truth and several per task included, read by the credentials check) still
+    under it. Else None."""
     refused = store.status().get("start_refused")
     if not refused or time.time() - refused["at"] > START_REFUSAL_SHOWN:
         return None
     if store.current_version() is not None:
         return None
     counts = membership.checked_counts(_settings(), int(store.project))
-    if counts is None or counts["total_annotations_number"] >= refused["minimum"]:
+    if refused["minimum"] != minimum:
+        return None
+    if counts is None or counts["total_annotations_number"] >= minimum:
         return None
     return refused["sentence"]
 

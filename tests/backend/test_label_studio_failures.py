@@ -157,6 +157,14 @@ def test_setup_repeats_the_refusal_while_it_holds(tmp_path, stand_in, monkeypatc
     assert _setup(client).status_code == 200  # connected: nothing refused yet
     assert _start(client).status_code == 409
     assert _setup(client).status == f"409 {sentence}"  # the model card keeps showing it
+    lower = {
+        "project": "3.1700000000",
+        "schema": NER_CONFIG,
+        "extra_params": {"min_annotations": 5},
+    }
+    assert client.post("/setup", json=lower).status_code == 200  # another minimum: not true
+    back = {"project": "3.1700000000", "schema": NER_CONFIG, "extra_params": None}
+    assert client.post("/setup", json=back).status == f"409 {sentence}"  # the server's again
     stand_in.ground_truth = 12  # the lead imports 12 annotated tasks
     clock = membership.time.monotonic() + membership.CHECK_SECONDS + 1
     monkeypatch.setattr(membership.time, "monotonic", lambda: clock)
