@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 
+from backend.config.redact import redact
 from backend.config.settings import Settings
 from backend.labelstudio.client import (
     LabelStudioAPI,
@@ -108,8 +109,8 @@ def require_exists(settings: Settings, store: ProjectStore) -> None:
 def credentials_problem(settings: Settings, err: Exception) -> str | None:
     """The sentence that says what is wrong with the backend's Label Studio address or token,
     from ``err`` raised by a call to it; None when ``err`` says they work (a 404: the token was
-    accepted). Never holds the token."""
-    url = settings.label_studio_url
+    accepted). Never holds the token, nor a password in the URL."""
+    url = redact(settings.label_studio_url)
     status = getattr(err, "status", None)
     if status in (401, 403):
         return (
