@@ -40,6 +40,7 @@ from subregweigh.example import Example
 from subregweigh.io.atomic import atomic_open
 from subregweigh.options import PRECISIONS
 from subregweigh.scout import default_model
+from subregweigh.windows import plan_windows
 
 # The model file's name where it is kept beside the scouts (subregweigh.parts: the CLI's
 # --save-scout folder, a Label Studio version's folder).
@@ -178,40 +179,90 @@ def context_vectors(
     MiniLM's 6). ``precision``: the forward pass's arithmetic on the CPU, as the scout's
     (``float32``, ``bfloat16`` under ``torch.autocast``, or ``auto``: bfloat16 where the CPU
     computes it natively). Per text an array of shape (n_words, hidden_size), float32; a word
-    past the encoder's length limit gets NaN."""
+    with no subword gets NaN. A text longer than the encoder's limit (512 subwords) is read in
+    overlapping windows (:func:`~subregweigh.windows.plan_windows`), batched apart from the
+    texts that fit, each word's vector from the window that owns it."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision={precision!r}: expected one of {PRECISIONS}")
     bf16 = precision == "bfloat16" or (precision == "auto" and bfloat16_native(torch.device("cpu")))
     tokenizer, model, layer = _pretrained(encoder or default_model(), layer)
     limit = min(tokenizer.model_max_length, 512)
+    budget = limit - tokenizer.num_special_tokens_to_add()
     out: list = [None] * len(texts)
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches pad little
+    for i, text in enumerate(texts):
+        if not text:
+            out[i] = np.zeros((0, model.config.hidden_size), dtype=np.float32)
+    present = [i for i, text in enumerate(texts) if text]
+    lengths = _subword_counts(tokenizer, [texts[i] for i in present])
+    windowed = {i: plan_windows(n, budget) for i, n in zip(present, lengths) if n.sum() > budget}
+    pieces = [(i, span) for i, windows in windowed.items() for span in windows.spans]
+    window_vectors: dict = {}
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        # batches pad little; the empty texts count in them, as they always have
+        order = sorted(
+            (i for i in range(len(texts)) if i not in windowed), key=lambda i: len(texts[i])
+        )
         for start in range(0, len(order), batch_size):
             rows = [i for i in order[start : start + batch_size] if texts[i]]
-            for i in order[start : start + batch_size]:
-                if not texts[i]:
-                    out[i] = np.zeros((0, model.config.hidden_size), dtype=np.float32)
             if not rows:
                 continue
-            encoded = tokenizer(
-                [list(texts[i]) for i in rows],
-                is_split_into_words=True,
-                truncation=True,
-                max_length=limit,
-                padding=True,
-                return_tensors="pt",
+            vectors = _first_subword_states(
+                tokenizer, model, layer, limit, [texts[i] for i in rows]
             )
-            states = model(**encoded, output_hidden_states=True).hidden_states[layer]
-            for b, i in enumerate(rows):
-                first: dict[int, int] = {}
-                for position, word in enumerate(encoded.word_ids(b)):
-                    if word is not None:
-                        first.setdefault(word, position)
-                vectors = np.full((len(texts[i]), states.shape[-1]), np.nan, dtype=np.float32)
-                seen = sorted(first)
-                vectors[seen] = states[b, [first[w] for w in seen]].float().numpy()
-                out[i] = vectors
+            for i, v in zip(rows, vectors):
+                out[i] = v
+        order = sorted(range(len(pieces)), key=lambda j: pieces[j][1][1] - pieces[j][1][0])
+        for start in range(0, len(order), batch_size):
+            rows = [pieces[j] for j in order[start : start + batch_size]]
+            words = [texts[i][a:b] for i, (a, b) in rows]
+            vectors = _first_subword_states(tokenizer, model, layer, limit, words)
+            for (i, span), v in zip(rows, vectors):
+                window_vectors[i, span] = v
+    for i, windows in windowed.items():
+        vectors = np.empty((len(texts[i]), model.config.hidden_size), dtype=np.float32)
+        for word, k in enumerate(windows.owner):
+            a, b = windows.spans[k]
+            vectors[word] = window_vectors[i, (a, b)][word - a]
+        out[i] = vectors
+    return out
+
+
+def _subword_counts(tokenizer, texts: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """Each word's subword count in each of ``texts`` (special tokens left out)."""
+    if not texts:
+        return []
+    encoded = tokenizer(
+        [list(text) for text in texts], is_split_into_words=True, add_special_tokens=False
+    )
+    counts = []
+    for b, text in enumerate(texts):
+        words = [w for w in encoded.word_ids(b) if w is not None]
+        counts.append(np.bincount(words, minlength=len(text)).astype(np.int64))
+    return counts
+
+
+def _first_subword_states(tokenizer, model, layer: int, limit: int, texts) -> list[np.ndarray]:
+    """The hidden state at ``layer`` of each word's first subword, per text of one padded
+    batch (NaN: a word with no subword, or cut past ``limit``)."""
+    encoded = tokenizer(
+        [list(text) for text in texts],
+        is_split_into_words=True,
+        truncation=True,
+        max_length=limit,
+        padding=True,
+        return_tensors="pt",
+    )
+    states = model(**encoded, output_hidden_states=True).hidden_states[layer]
+    out = []
+    for b, text in enumerate(texts):
+        first: dict[int, int] = {}
+        for position, word in enumerate(encoded.word_ids(b)):
+            if word is not None:
+                first.setdefault(word, position)
+        vectors = np.full((len(text), states.shape[-1]), np.nan, dtype=np.float32)
+        seen = sorted(first)
+        vectors[seen] = states[b, [first[w] for w in seen]].float().numpy()
+        out.append(vectors)
     return out
 
 

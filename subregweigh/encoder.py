@@ -1,7 +1,8 @@
 """The pretrained encoder under a scout: its tokenizer and width, whether the hardware computes
 bfloat16 natively, the model with a head for the task (a token classifier, or the encoder
 mean-pooled under a linear head), its transformer layers, and its inputs (:class:`ModelInputs`:
-a segmentation's input ids, truncated, and padded batches of them).
+a segmentation's input ids, a long one's windows (:mod:`subregweigh.windows`), and padded batches
+of them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import torch
 # doing that at once (two projects training in one server) fail with an ImportError.
 from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
 from transformers import logging as hf_logging
+
+from subregweigh.windows import Windows, plan_windows
 
 logger = logging.getLogger(__name__)
 
@@ -178,9 +181,54 @@ class ModelInputs:
         self.max_length = int(min(limit, positions, 100_000))
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
+    @property
+    def budget(self) -> int:
+        """Subwords a text may have, the special tokens left out."""
+        return self.max_length - len(self.prefix) - len(self.suffix)
+
+    def fits(self, seg) -> bool:
+        """Whether the segmentation ``seg`` (one tuple of subword ids per word) is read whole,
+        in one window."""
+        return sum(len(word_ids) for word_ids in seg) <= self.budget
+
+    def encode_windows(self, seg, where: str = "", stride: int | None = None):
+        """A segmentation too long for one window as overlapping windows
+        (:func:`~subregweigh.windows.plan_windows` over its words' subword counts, ``stride``
+        subwords shared; None: half the budget).
+
+        Returns
+        -------
+        windows : Windows
+            Their word spans and each word's owning window.
+        encoded : list of (input ids, first subword of each of the window's words)
+            One per window, as :meth:`encode` gives them (-1: a word with no subword). A word
+            longer than the budget is a window of its own, its subwords cut to the budget
+            (logged, naming ``where``).
+        """
+        budget = self.budget
+        windows: Windows = plan_windows([len(word_ids) for word_ids in seg], budget, stride)
+        for k in windows.cut:
+            start = windows.spans[k][0]
+            logger.warning(
+                "%s: word %d has %d subwords, more than the %d a window holds; read cut",
+                where or "a text",
+                start + 1,
+                len(seg[start]),
+                budget,
+            )
+        encoded = []
+        for start, end in windows.spans:
+            ids, first = list(self.prefix), []
+            for word_ids in seg[start:end]:
+                first.append(len(ids) if word_ids else -1)
+                ids.extend(word_ids[:budget])
+            encoded.append((ids + list(self.suffix), first))
+        return windows, encoded
+
     def encode(self, seg, where: str = "") -> tuple[list[int], list[int]]:
         """input ids and, per word, the position of its first subword (-1: truncated away);
-        a truncation is logged, naming ``where`` (none: silent)."""
+        a truncation is logged, naming ``where`` (none: silent). The scout encodes so only the
+        texts that :meth:`fits`, and reads the others with :meth:`encode_windows`."""
         budget = self.max_length - len(self.prefix) - len(self.suffix)
         ids = list(self.prefix)
         first = []

@@ -49,30 +49,57 @@ class Head:
             return vector
         return index[label[0]]
 
-    def loss(self, logits, rows, encoded, targets, weights):
-        """Per-example loss times its weight, averaged over the batch (``w * L``): the batch's
-        ``logits`` for the texts ``rows`` (indices into ``encoded``, ``(input ids, first
-        subword of each word)``, and ``targets``)."""
+    def loss(self, logits, texts, targets, weights):
+        """Per-text loss times its weight, averaged over the batch (``w * L``).
+
+        ``logits`` are the batch's windows' (NER: shape (n_windows, n_subwords, n_labels);
+        classification: (n_windows, n_labels)); ``texts`` holds, per text of the batch, ``(i,
+        windows, shares)``: its index into ``targets``, its windows as ``(row of logits, first
+        subword of each of the text's words in that window, -1 where the window does not own
+        the word)``, and each window's share of the words. A text that fits is one window of
+        share 1. NER: a text's loss is the mean over its words, each once, from the window that
+        owns it; classification: that of the windows' logits weighted by their shares.
+        """
         weights = weights.to(logits.device)
         if self.task == "ner":
             per_example = []
-            for b, i in enumerate(rows):
-                positions = [p for p in encoded[i][1] if p >= 0]
-                gold = [t for p, t in zip(encoded[i][1], targets[i]) if p >= 0]
+            for i, windows, _ in texts:
+                scored = [
+                    (
+                        logits[b, [p for p in first if p >= 0]],
+                        [t for p, t in zip(first, targets[i]) if p >= 0],
+                    )
+                    for b, first in windows
+                ]
+                rows = scored[0][0] if len(scored) == 1 else torch.cat([r for r, _ in scored])
+                gold = [t for _, tags in scored for t in tags]
                 per_example.append(
                     torch.nn.functional.cross_entropy(
-                        logits[b, positions], torch.tensor(gold, device=logits.device)
+                        rows, torch.tensor(gold, device=logits.device)
                     )
                 )
             losses = torch.stack(per_example)
-        elif self.multi_label:
-            gold = torch.tensor(np.stack([targets[i] for i in rows]), device=logits.device)
-            losses = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, gold, reduction="none"
-            ).mean(dim=1)
         else:
-            gold = torch.tensor([targets[i] for i in rows], device=logits.device)
-            losses = torch.nn.functional.cross_entropy(logits, gold, reduction="none")
+            text_logits = torch.stack(
+                [
+                    logits[windows[0][0]]
+                    if len(windows) == 1
+                    else (
+                        torch.tensor(shares, dtype=logits.dtype, device=logits.device)[:, None]
+                        * logits[[b for b, _ in windows]]
+                    ).sum(dim=0)
+                    for _, windows, shares in texts
+                ]
+            )
+            rows = [i for i, _, _ in texts]
+            if self.multi_label:
+                gold = torch.tensor(np.stack([targets[i] for i in rows]), device=logits.device)
+                losses = torch.nn.functional.binary_cross_entropy_with_logits(
+                    text_logits, gold, reduction="none"
+                ).mean(dim=1)
+            else:
+                gold = torch.tensor([targets[i] for i in rows], device=logits.device)
+                losses = torch.nn.functional.cross_entropy(text_logits, gold, reduction="none")
         return (weights * losses).mean()
 
     def decode(self, logits, first_positions) -> tuple[str, ...]:

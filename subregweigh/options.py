@@ -258,7 +258,7 @@ WEIGH_OPTIONS = (
     Option(
         "rest_on_crf",
         bool,
-        False,
+        True,
         "NER with the CRF: where the scouts found under half of their own training annotations' "
         "entities again (a scout that learned too little, as on a few hundred sparse tweets), "
         f"score by the CRF with the project's memory (strength {RESTING_MEMORY_STRENGTH:g}) "
@@ -356,7 +356,8 @@ SCOUT_OPTIONS = (
         "max_length",
         int,
         None,
-        "subwords per text; longer texts are truncated with a warning",
+        "subwords the encoder reads at once, special tokens included; a longer text is read in "
+        "overlapping windows, each word predicted from the one where it has the most context",
         ("--max-length",),
         group="scout",
         minimum=1,

@@ -117,7 +117,11 @@ class Scout:
         all-mpnet-base-v2, which failed to fit at 3e-4 and was undertrained at 5e-5 for 3
         (:meth:`default`). Classification keeps 1e-4 for any encoder (not measured on others).
     max_length : int or None, default=None
-        Subword limit per text, special tokens included. ``None``: the model's own limit.
+        Subwords the encoder reads at once, special tokens included. ``None``: the model's own
+        limit. A longer text is read, in training and in prediction, in overlapping windows
+        that share half of it (:func:`~subregweigh.windows.plan_windows`); each word is
+        predicted from, and trains in, the window where it has the most context on both sides;
+        a class is the windows' logits averaged, each weighted by its share of the words.
     warm_start : bool, default=False
         Refit from the weights of the previous :meth:`fit` (or of :meth:`load`) instead of
         the base encoder, when the label space is unchanged; a changed label space trains
@@ -275,7 +279,7 @@ class Scout:
             self._setup_tokenizer(tokenizer)
 
         head = self._head()
-        encoded = [self._inputs.encode(self.segment(ex.words), ex.id) for ex in examples]
+        encoded = [self._training_windows(self.segment(ex.words), ex.id) for ex in examples]
         targets = [head.target(ex.label) for ex in examples]
         lr = self.learning_rate if self.learning_rate is not None else self.default("learning_rate")
         if self.freeze_encoder and self.task != "classification":
@@ -312,21 +316,22 @@ class Scout:
         rng = np.random.default_rng(self.random_state)
         self.model_.train()
         bar = tqdm(total=steps, desc="training scout", unit="batch", disable=not self.progress)
-        lengths = [len(ids) for ids, _ in encoded]
+        lengths = [sum(len(ids) for ids, _ in windows) for windows, _ in encoded]
         stops = set(stop_points)
         for epoch in range(-(-steps // per_epoch)):
             running, done = 0.0, 0
             order = self._training_order(lengths, rng)
-            batches = self._inputs.batches(encoded, order, self.batch_size)
-            for rows, input_ids, mask in itertools.islice(batches, steps - epoch * per_epoch):
+            batches = self._training_batches(encoded, order)
+            for rows, input_ids, mask, texts in itertools.islice(
+                batches, steps - epoch * per_epoch
+            ):
                 with autocast:
                     logits = self.model_(
                         input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
                     ).logits
                 loss = head.loss(
                     logits.float(),
-                    rows,
-                    encoded,
+                    texts,
                     targets,
                     torch.tensor(weights[rows], dtype=torch.float32),
                 )
@@ -353,6 +358,45 @@ class Scout:
         self.model_.eval()
         self._quantized = None
         yield self
+
+    def _training_windows(self, seg: Segmentation, where: str) -> tuple[list, list[float]]:
+        """What a text trains on: its windows, ``(input ids, first subword of each of the
+        text's words in the window)``, and each window's share of the words. A text that fits
+        is one window of share 1, encoded as :meth:`ModelInputs.encode` does. A longer one
+        trains on all its windows; a word carries loss only in the window that owns it (the
+        one it is predicted from), so each word counts once, with the context it is read in;
+        elsewhere its first subword is -1. A window that owns no word is left out."""
+        if self._inputs.fits(seg):
+            return [self._inputs.encode(seg, where)], [1.0]
+        windows, encoded = self._inputs.encode_windows(seg, where)
+        pieces, shares = [], []
+        for k, ((start, end), (ids, first)) in enumerate(zip(windows.spans, encoded)):
+            owned = windows.owner[start:end] == k
+            if not owned.any():
+                continue
+            text_first = [-1] * len(seg)
+            for j in np.flatnonzero(owned):
+                text_first[start + j] = first[j]
+            pieces.append((ids, text_first))
+            shares.append(float(owned.sum()) / len(seg))
+        return pieces, shares
+
+    def _training_batches(self, encoded, order) -> Iterator[tuple]:
+        """``(rows, input_ids, attention_mask, texts)`` of each batch of ``batch_size`` texts
+        taken in ``order``: every window of its texts (``encoded``: :meth:`_training_windows`'),
+        padded to the longest, and per text ``(row, windows, shares)`` as :meth:`Head.loss`
+        reads them. A batch of texts that fit is what :meth:`ModelInputs.batches` makes."""
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            flat, texts = [], []
+            for i in rows:
+                windows, shares = encoded[i]
+                texts.append(
+                    (i, [(len(flat) + k, first) for k, (_, first) in enumerate(windows)], shares)
+                )
+                flat.extend(windows)
+            ((_, input_ids, mask),) = self._inputs.batches(flat, list(range(len(flat))), len(flat))
+            yield rows, input_ids, mask, texts
 
     def _stopped(self, step: int, per_epoch: int) -> Iterator[Scout]:
         """Yield the scout in the middle of a training, predicting as it is after ``step``
@@ -431,8 +475,9 @@ class Scout:
         Returns
         -------
         list of ndarray of float32, one per example, columns in the order of ``labels_``
-            NER: shape (n_words, n_labels), the softmax at each word's first subword (a word
-            truncated away: probability 1 for ``"O"``, which it is predicted). Single-label
+            NER: shape (n_words, n_labels), the softmax at each word's first subword (in a long
+            text, in the window that owns the word; a word with no subword: probability 1 for
+            ``"O"``, which it is predicted). Single-label
             classification: shape (n_labels,), the softmax. Multi-label: shape (n_labels,),
             each class's own sigmoid (rows need not sum to 1).
         """
@@ -454,7 +499,8 @@ class Scout:
     ) -> list[tuple[str, ...]]:
         """Labels for given segmentations: per word (NER) or the class tuple.
 
-        Words truncated away get ``"O"``. Inputs are sorted by length so that batches pad little.
+        A word with no subword gets ``"O"``. Inputs are sorted by length so that batches pad
+        little.
         """
         self._check_fitted()
         return self._run(
@@ -492,9 +538,9 @@ class Scout:
         labels : list of tuple, length m
             As :meth:`predict_segmentations`.
         gold_proba : list of ndarray of float32, length m
-            NER: shape (n_words,), p(gold tag) at each word's first subword (a truncated
-            word: 1 if its gold tag is ``"O"``, which it is predicted, else 0). Single-label
-            classification: shape (1,), p(gold class). Multi-label: shape (n_labels,),
+            NER: shape (n_words,), p(gold tag) at each word's first subword (a word
+            with no subword: 1 if its gold tag is ``"O"``, which it is predicted, else 0).
+            Single-label classification: shape (1,), p(gold class). Multi-label: shape (n_labels,),
             p(the class's gold membership): the sigmoid for a gold class, one minus it for
             the others. A gold label the scout does not know has probability 0 (multi-label:
             one extra entry of 0 per unknown gold class).
@@ -526,33 +572,77 @@ class Scout:
     def _run(self, segmentations, batch_size, where, desc, reduce) -> list:
         """``reduce(logits, first_positions, i)`` for every segmentation, in input order.
 
-        ``logits`` has shape (n_subwords, n_labels) for NER, (n_labels,) for classification.
+        ``logits`` has shape (n_subwords, n_labels) for NER, (n_labels,) for classification. A
+        segmentation that fits the encoder is read whole, batched with the others that fit as
+        if no long one were there; a longer one is read in overlapping windows
+        (:meth:`ModelInputs.encode_windows`), batched apart: for NER ``logits`` are then one
+        row per word (shape (n_words, n_labels)), each from the window that owns the word, and
+        ``first_positions`` the word indices; for classification the mean of the windows'
+        logits, each weighted by its share of the owned words.
         """
-        encoded = [
-            self._inputs.encode(seg, where[i] if where is not None else "")
-            for i, seg in enumerate(segmentations)
-        ]
-        order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
-        out: list = [None] * len(encoded)
+        names = [where[i] if where is not None else "" for i in range(len(segmentations))]
+        whole = [i for i, seg in enumerate(segmentations) if self._inputs.fits(seg)]
+        long = [i for i, seg in enumerate(segmentations) if not self._inputs.fits(seg)]
+        encoded = [self._inputs.encode(segmentations[i], names[i]) for i in whole]
+        windowed = {i: self._inputs.encode_windows(segmentations[i], names[i]) for i in long}
+        pieces = [(i, k) for i in long for k in range(len(windowed[i][1]))]
+        piece_inputs = [windowed[i][1][k] for i, k in pieces]
+        out: list = [None] * len(segmentations)
+        window_logits: dict[int, list] = {i: [None] * len(windowed[i][1]) for i in long}
+        with self._predicting(len(segmentations), desc) as (forward, bar):
+            order = np.argsort([len(ids) for ids, _ in encoded], kind="stable")
+            for rows, input_ids, mask in self._inputs.batches(encoded, order, batch_size):
+                logits = forward(input_ids, mask)
+                for b, row in enumerate(rows):
+                    out[whole[row]] = reduce(logits[b], encoded[row][1], whole[row])
+                bar.update(len(rows))
+            order = np.argsort([len(ids) for ids, _ in piece_inputs], kind="stable")
+            for rows, input_ids, mask in self._inputs.batches(piece_inputs, order, batch_size):
+                logits = forward(input_ids, mask)
+                for b, row in enumerate(rows):
+                    i, k = pieces[row]
+                    window_logits[i][k] = logits[b]
+                    if all(x is not None for x in window_logits[i]):
+                        windows, inputs = windowed[i]
+                        combined, first = self._combine(windows, inputs, window_logits.pop(i))
+                        out[i] = reduce(combined, first, i)
+                        bar.update(1)
+        return out
+
+    @contextlib.contextmanager
+    def _predicting(self, n_texts: int, desc: str):
+        """``(forward, bar)``: ``forward(input_ids, mask)``, the predictor's logits (float32,
+        on the CPU) under the prediction's arithmetic, and a progress bar over ``n_texts``."""
         predictor = self._predictor()
         # int8 layers are their own arithmetic
         autocast = self._autocast() if predictor is self.model_ else contextlib.nullcontext()
+
+        def forward(input_ids, mask):
+            device = self._device
+            logits = predictor(input_ids=input_ids.to(device), attention_mask=mask.to(device))
+            return logits.logits.float().cpu()
+
         with (
             autocast,
-            tqdm(total=len(encoded), desc=desc, unit="text", disable=not self.progress) as bar,
+            tqdm(total=n_texts, desc=desc, unit="text", disable=not self.progress) as bar,
         ):
-            for rows, input_ids, mask in self._inputs.batches(encoded, order, batch_size):
-                logits = (
-                    predictor(
-                        input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
-                    )
-                    .logits.float()
-                    .cpu()
-                )
-                for b, i in enumerate(rows):
-                    out[i] = reduce(logits[b], encoded[i][1], i)
-                bar.update(len(rows))
-        return out
+            yield forward, bar
+
+    def _combine(self, windows, inputs, logits: list) -> tuple[torch.Tensor, list[int]]:
+        """One long text's logits from its windows' (``logits``, one per window, ``inputs``
+        their encodings): NER, each word's row from its owning window (shape (n_words,
+        n_labels)) and the word indices as first positions (-1: a word with no subword);
+        classification, the windows' logits weighted by their shares of the words."""
+        if self.task == "ner":
+            rows, first = [], []
+            for word, k in enumerate(windows.owner):
+                position = inputs[k][1][word - windows.spans[k][0]]
+                rows.append(logits[k][max(position, 0)])
+                first.append(word if position >= 0 else -1)
+            return torch.stack(rows), first
+        share = np.bincount(windows.owner, minlength=len(windows.spans)) / len(windows.owner)
+        stacked = torch.stack(logits)
+        return (torch.tensor(share, dtype=stacked.dtype)[:, None] * stacked).sum(dim=0), []
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

@@ -123,7 +123,7 @@ class SubRegWeigh:
         annotations (:mod:`subregweigh.memory`); 0: off. The in-sample scouts cannot doubt
         a word their own annotation taught them; the rest of the project can. Applies to the
         "deterministic" score and its suggestions.
-    rest_on_crf : bool, default=False
+    rest_on_crf : bool, default=True
         NER with ``crf``: where the scouts learned too little of their training annotations
         (:attr:`learned_` ``.too_little``: they find under
         :data:`~subregweigh.learned.LEARNED_TOO_LITTLE` of its entities again), the
@@ -168,7 +168,7 @@ class SubRegWeigh:
         softmin_temperature: float = SOFTMIN_TEMPERATURE,
         crf: bool = True,
         memory_strength: float = 0.0,
-        rest_on_crf: bool = False,
+        rest_on_crf: bool = True,
     ):
         self.scout = scout
         self.task = task

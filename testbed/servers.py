@@ -39,7 +39,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-LS_VERSION = "1.23.2"
+# The release the suite runs against; scripts/ls-matrix.sh sets both to run it against others.
+LS_VERSION = os.environ.get("SUBREGWEIGH_LS_VERSION", "1.23.2")
 LS_VENV = Path(os.environ.get("SUBREGWEIGH_LS_VENV", REPO_ROOT / ".ls-venv"))
 LS_BIN = LS_VENV / "bin" / "label-studio"
 LS_USERNAME = "admin@example.com"

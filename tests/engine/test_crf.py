@@ -102,7 +102,7 @@ def test_context_vectors_give_each_word_its_first_subword_in_context(sentences):
     got = context_vectors(texts, precision="float32")
     assert [v.shape for v in got] == [(len(texts[0]), 384), (0, 384), (600, 384)]
     assert not np.isnan(got[0]).any()
-    assert np.isnan(got[2][-1]).all() and not np.isnan(got[2][0]).any()  # cut off: unknown
+    assert not np.isnan(got[2]).any()  # read in windows: every word, past 512 too
     # in context: one word form, two sentences, two vectors; in order, whatever the batching
     paris = context_vectors([("Paris", "won"), ("I", "saw", "Paris")])
     assert not np.allclose(paris[0][0], paris[1][2])
@@ -110,6 +110,28 @@ def test_context_vectors_give_each_word_its_first_subword_in_context(sentences):
     np.testing.assert_allclose(alone, got[0], atol=1e-5)
     with pytest.raises(ValueError, match="layers 0 \\(embeddings\\) to 6"):
         context_vectors(texts, layer=7)
+
+
+def test_context_vectors_of_a_long_text_come_from_the_windows_that_own_its_words(sentences):
+    from subregweigh.crf import _subword_counts
+    from subregweigh.encoder import load_tokenizer
+    from subregweigh.scout import default_model
+    from subregweigh.windows import plan_windows
+
+    words = [w for ex in sentences[:120] for w in ex.words][:1500]
+    short = [ex.words for ex in sentences[200:210]]
+    got = context_vectors([*short, words], precision="float32")
+    alone = context_vectors(short, precision="float32")
+    assert all(np.array_equal(a, b) for a, b in zip(alone, got))  # short texts: to the bit
+    assert got[-1].shape == (1500, 384) and not np.isnan(got[-1]).any()
+    (lengths,) = _subword_counts(load_tokenizer(default_model()), [words])
+    windows = plan_windows(lengths, 510)  # 512 less [CLS] and [SEP]
+    assert len(windows.spans) >= 3
+    k = int(windows.owner[-1])
+    start, end = windows.spans[k]
+    (own,) = context_vectors([words[start:end]], precision="float32")
+    owned = np.flatnonzero(windows.owner == k)
+    np.testing.assert_allclose(got[-1][owned], own[owned - start], atol=1e-4)
 
 
 def test_context_vectors_in_bfloat16_point_where_float32_ones_do(sentences):

@@ -106,43 +106,83 @@ def test_unfitted_scout_predict_raises():
         Scout().predict([Example("0", ("a",), ("O",))])
 
 
-# ------------------------------------------------------------------------------ (b) truncation
+# ------------------------------------------------------------------------------ (b) long texts
 
 
-def test_long_text_truncated_with_warning(conll_train, caplog):
-    train = conll_train[:16]
-    scout = Scout(epochs=1, max_length=32, progress=False)
-    with caplog.at_level(logging.WARNING, logger="subregweigh.encoder"):
+def _long_text(sentences, n_words: int) -> Example:
+    """Real CoNLL++ sentences joined into one text of at least ``n_words`` words."""
+    words, tags = [], []
+    for ex in sentences:
+        words += ex.words
+        tags += ex.label
+        if len(words) >= n_words:
+            break
+    return Example(f"long-{len(words)}", tuple(words), tuple(tags))
+
+
+def test_a_long_text_trains_and_predicts_in_windows(conll_train, caplog):
+    train = conll_train[:16]  # sentence 7 has 47 subwords: more than one 32-subword window
+    # float32: a window read alone is then the same numbers as read in its text's batch
+    scout = Scout(epochs=1, max_length=32, precision="float32", progress=False)
+    with caplog.at_level(logging.WARNING):
         scout.fit(train)
     assert scout.max_length_ == 32
-    # conllpp sentence 7 has 47 subwords: warned about while training, by id
-    assert any(r.message.startswith("7: longer than 32 subwords") for r in caplog.records)
-
-    words = tuple(" ".join(ex.text for ex in conll_train[100:104]).split())
-    long = Example("long-text-1", words, ("O",) * len(words))
-    seg = scout.segment(words)
-    budget, used, kept = 32 - 2, 0, 0  # [CLS] and [SEP]
-    for ids in seg:
-        if used + len(ids) > budget:
-            break
-        used += len(ids)
-        kept += 1
-    assert kept < len(words)
-
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
+    long = _long_text(conll_train[100:], 60)
+    seg = scout.segment(long.words)
+    assert not scout._inputs.fits(seg)
+    short = conll_train[200:210]
+    alone = scout.predict_proba(short)
+    with caplog.at_level(logging.WARNING):
+        proba = scout.predict_proba([*short, long])
         (tags,) = scout.predict([long])
-    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert messages == [
-        f"long-text-1: longer than 32 subwords; truncated after word {kept} of {len(words)}"
-    ]
-    assert len(tags) == len(words)
-    assert all(t == "O" for t in tags[kept:])  # truncated words get "O"
-    # a short text is not warned about
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="subregweigh.scout"):
-        scout.predict([Example("short", ("Peter", "Blackburn"), ("B-PER", "I-PER"))])
-    assert not caplog.records
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # nothing cut
+    # short texts: the same numbers, to the bit, whatever long text is predicted beside them
+    assert all(np.array_equal(a, b) for a, b in zip(alone, proba))
+    # every word of the long one predicted, each from the window that owns it
+    windows, _ = scout._inputs.encode_windows(seg)
+    assert len(windows.spans) > 2
+    assert proba[-1].shape == (len(long.words), len(scout.labels_))
+    assert len(tags) == len(long.words)
+    for k, (start, end) in enumerate(windows.spans):
+        (own,) = scout.predict_proba([Example("w", long.words[start:end], long.label[start:end])])
+        owned = np.flatnonzero(windows.owner == k)
+        np.testing.assert_allclose(proba[-1][owned], own[owned - start], atol=1e-5)
+    # a subword-regularized candidate, longer than the deterministic segmentation, read whole
+    candidates = scout.sampler(0.3).sample(long.words, 8, random_state=0)
+    drawn = [candidates[i] for i in range(len(candidates.counts))]
+    assert max(sum(map(len, c)) for c in drawn) > sum(map(len, seg))
+    labels, gold, _ = scout.score_segmentations(drawn, [long.label] * len(drawn))
+    assert all(len(t) == len(long.words) for t in labels)
+    assert all(g.shape == (len(long.words),) and 0 < g.min() < 1 for g in gold)
+
+
+def test_a_1500_word_text_gets_every_word_and_its_entities_past_512(conll_train, tiny_ner_data):
+    # trained on the first 60 sentences, long enough to tag them; they come past subword 512
+    scout = Scout(epochs=1, min_steps=20, progress=False).fit(tiny_ner_data)
+    long = _long_text([*conll_train[60:120], *tiny_ner_data, *conll_train[120:]], 1500)
+    seg = scout.segment(long.words)
+    past = np.cumsum([len(ids) for ids in seg]) > 512
+    entity = past & (np.array(long.label) != "O")
+    assert past.sum() > 900 and entity.sum() > 50
+    (proba,) = scout.predict_proba([long])
+    assert proba.shape == (len(long.words), len(scout.labels_)) and not np.isnan(proba).any()
+    assert not (proba[past, 0] == 1.0).any()  # no word past the window forced to O
+    (tags,) = scout.predict([long])
+    found = sum(tags[i] == long.label[i] for i in np.flatnonzero(entity))
+    # cut at 512 (before windows) none was: every word past the cut was O
+    assert found >= entity.sum() // 5, f"{found} of {entity.sum()} entity words past 512"
+
+
+def test_a_long_text_classifies_from_its_windows(sst2_train):
+    train = sst2_train[:80]
+    scout = Scout(task="classification", epochs=1, max_length=12, progress=False)
+    scout.fit(train)  # texts over 10 subwords train on their windows
+    long = [ex for ex in train if not scout._inputs.fits(scout.segment(ex.words))]
+    assert len(long) > 20
+    proba = scout.predict_proba(long)
+    assert all(p.shape == (2,) and not np.isnan(p).any() for p in proba)
+    np.testing.assert_allclose([p.sum() for p in proba], 1.0, rtol=1e-5)
+    assert [(scout.labels_[int(p.argmax())],) for p in proba] == scout.predict(long)
 
 
 # ------------------------------------------------------------------------------ (c) classification
@@ -638,7 +678,11 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
 
     data = tiny_ner_data[:30]
     srw = SubRegWeigh(
-        Scout(epochs=1, progress=False, random_state=3), n_scouts=2, k=2, n_samples=4
+        Scout(epochs=1, progress=False, random_state=3),
+        n_scouts=2,
+        k=2,
+        n_samples=4,
+        rest_on_crf=False,  # the blend itself, though one epoch learns too little
     ).fit(data)
     assert [s.random_state for s in srw.scouts_] == [3, 1003] and srw.scout_ is srw.scouts_[0]
     per_scout = []
@@ -662,7 +706,7 @@ def test_an_ensemble_averages_its_scouts_gold_probabilities(tiny_ner_data, tmp_p
     # A saved and loaded ensemble weighs the same; without its CRF, by the scouts alone.
     kept = srw.save(tmp_path / "kept")
     assert sorted(p.name for p in kept.iterdir()) == ["crf.npz", "learned.json", "scout", "scout-1"]
-    again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False)
+    again = SubRegWeigh.load(kept, k=2, n_samples=4, progress=False, rest_on_crf=False)
     assert len(again.scouts_) == 2 and again.crf_ is not None
     np.testing.assert_allclose(again.weigh_deterministic(data).deterministic_probability, got)
     alone = SubRegWeigh.load(kept, crf=False, k=2, n_samples=4, progress=False)
@@ -811,9 +855,9 @@ def test_the_parts_fitted_one_by_one_make_what_fit_makes(tiny_ner_data, sst2_tra
     crf.fit(data)
     for scout in scouts:
         scout.fit(data)
-    parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4)
+    parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4).assess(data)
     srw.fit(data)
-    assert srw.crf_.model_ == crf.model_
+    assert srw.crf_.model_ == crf.model_ and srw.learned_ == parts.learned_
     assert all(torch.equal(_weights(a), _weights(b)) for a, b in zip(srw.scouts_, scouts))
     one, other = srw.weigh(data), parts.weigh(data)
     np.testing.assert_array_equal(one.deterministic_probability, other.deterministic_probability)
@@ -890,7 +934,10 @@ def test_a_refitted_crf_beside_the_kept_scout_part_weighs_as_a_fresh_crf(
     refreshed = srw.refit_crf(now)
     got = refreshed.weigh_deterministic(now, scout_proba=first.scout_proba)
     assert encoded == [] and srw.crf_.model_ == before  # no encoder pass; the old CRF kept
-    fresh = SubRegWeigh.from_parts(srw.scouts_, FeatureTagger().fit(now), k=2, n_samples=4)
+    assert refreshed.learned_ == srw.learned_  # what the scouts learned is theirs, kept
+    fresh = SubRegWeigh.from_parts(
+        srw.scouts_, FeatureTagger().fit(now), learned=srw.learned_, k=2, n_samples=4
+    )
     np.testing.assert_allclose(
         got.deterministic_probability,
         fresh.weigh_deterministic(now).deterministic_probability,
@@ -1020,7 +1067,9 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
         got.deterministic_probability, crf_alone.deterministic_probability, atol=1e-4
     )
     assert got.majority == crf_alone.majority
-    mixed = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4).assess(data)
+    mixed = SubRegWeigh.from_parts(
+        [collapsed], crf, k=2, n_samples=4, rest_on_crf=False
+    ).assess(data)
     assert mixed.learned_ == resting.learned_ and not mixed.rests_on_crf_
     assert not np.allclose(
         mixed.weigh_deterministic(data).deterministic_probability, got.deterministic_probability
