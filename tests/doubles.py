@@ -73,6 +73,21 @@ class ProjectsOfLabelStudio:
             raise LabelStudioUnavailable(f"Label Studio refused to read {project}: HTTP 404")
         return ""
 
+    def project_counts(self, project: int) -> dict:
+        type(self).asked.append(("counts", project))
+        return {
+            "label_config": NER_CONFIG,
+            "task_number": 40,
+            "num_tasks_with_annotations": 40,
+            "total_annotations_number": 40,
+        }
+
+    def annotated_tasks(self, project: int) -> int:
+        return 40
+
+    def whoami(self) -> str:
+        return "lead@example.com"
+
     def tasks_in_project(self, project: int, ids) -> set[int]:
         ids = {int(task) for task in ids}
         type(self).asked.append(("tasks", project, tuple(sorted(ids))))

@@ -39,7 +39,12 @@ SELECTED_PER_REQUEST = 200
 
 
 class LabelStudioUnavailable(RuntimeError):
-    """Label Studio could not be reached or refused a call, after retries."""
+    """Label Studio could not be reached or refused a call, after retries. ``status``: the HTTP
+    status of Label Studio's last answer (None when it did not answer)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class LabelStudioUnreachable(LabelStudioUnavailable):
@@ -181,7 +186,8 @@ class LabelStudioAPI:
                     and err.status_code != 429
                 ):
                     raise LabelStudioUnavailable(
-                        f"Label Studio refused to {what}: {_describe(err, bodies)}"
+                        f"Label Studio refused to {what}: {_describe(err, bodies)}",
+                        status=err.status_code,
                     ) from None
                 last = err
             except Exception as err:  # connection refused, timeouts, DNS...
@@ -194,7 +200,8 @@ class LabelStudioAPI:
                 time.sleep(delay)
         raise LabelStudioUnreachable(
             f"could not {what} at {self.url} after {self.retries + 1} attempts: "
-            f"{_describe(last, bodies)}"
+            f"{_describe(last, bodies)}",
+            status=getattr(last, "status_code", None),
         )
 
     def label_config(self, project: int) -> str:
@@ -203,6 +210,66 @@ class LabelStudioAPI:
             lambda: self.client.projects.get(id=project, request_options=ONCE),
         )
         return project_.label_config
+
+    def project_counts(self, project: int) -> dict:
+        """``project``'s labeling config and Label Studio's counts (``GET /api/projects/P``):
+        ``label_config``, ``task_number``, ``num_tasks_with_annotations`` (tasks with an
+        annotation that is not ground truth) and ``total_annotations_number`` (ground truth
+        included). Errors name the status only (the call carries the token)."""
+        project_ = self._call(
+            f"read project {project}",
+            lambda: self.client.projects.get(id=project, request_options=ONCE),
+            bodies=False,
+        )
+        return {
+            "label_config": project_.label_config,
+            "task_number": project_.task_number or 0,
+            "num_tasks_with_annotations": project_.num_tasks_with_annotations or 0,
+            "total_annotations_number": project_.total_annotations_number or 0,
+        }
+
+    def annotated_tasks(self, project: int) -> int:
+        """How many tasks of ``project`` hold an annotation that is not cancelled, ground truth
+        included (imported annotations are ground truth, which ``num_tasks_with_annotations``
+        leaves out): one Data Manager query with a filter, the tasks themselves not read."""
+        query = {
+            "filters": {
+                "conjunction": "and",
+                "items": [
+                    {
+                        "filter": "filter:tasks:total_annotations",
+                        "operator": "greater",
+                        "type": "Number",
+                        "value": 0,
+                    }
+                ],
+            }
+        }
+        found = self._call(
+            f"count the annotated tasks of project {project}",
+            lambda: self._raw(
+                "GET",
+                "api/tasks",
+                params={
+                    "project": project,
+                    "page_size": 1,
+                    "fields": "task_only",
+                    "query": json.dumps(query),
+                },
+            ),
+            bodies=False,
+        )
+        return int(found.get("total") or 0)
+
+    def whoami(self) -> str:
+        """The email (or username) of the token's user (``GET /api/current-user/whoami``);
+        errors name the status only."""
+        user = self._call(
+            "read the token's user",
+            lambda: self.client.users.whoami(request_options=ONCE),
+            bodies=False,
+        )
+        return user.email or user.username or str(user.id)
 
     def set_label_config(self, project: int, config: str) -> None:
         """Save ``config`` as ``project``'s labeling config (``PATCH /api/projects/P``). Only

@@ -4,9 +4,12 @@
 labeling config, a project's settings that do not work), with the message in the status line's
 reason phrase too: Label Studio shows a refused ``/setup`` only as ``400 Client Error: <reason> for
 url: ...``, never the body (see the Label Studio facts). 404 for a report that does not exist
-yet, 503 for what a retry later may fix (the job queue, the bound on projects, the webhook
-secret), werkzeug's own statuses (413, 405...) as they are, and 500 for anything else: logged
-with its traceback, answered with its type only.
+yet, 502 when the backend's own Label Studio address or token does not work
+(:class:`~backend.labelstudio.membership.LabelStudioRefused`: the sentence in the reason phrase,
+its ``<`` and ``>`` made brackets, since Label Studio strips what looks like a tag), 503 for
+what a retry later may fix (the job queue, the bound on projects, the webhook secret),
+werkzeug's own statuses (413, 405...) as they are, and 500 for anything else: logged with its
+traceback, answered with its type only.
 
 Only the map lives here. Each exception class lives where it is raised, in its own layer
 (:class:`~backend.web.inputs.BadRequest`, :class:`~backend.web.auth.Forbidden`,
@@ -26,7 +29,7 @@ from werkzeug.exceptions import HTTPException
 from backend.config.settings import SettingsError
 from backend.labelstudio import webhook_auth
 from backend.labelstudio.client import LabelStudioUnavailable
-from backend.labelstudio.membership import NotConnected
+from backend.labelstudio.membership import LabelStudioRefused, NotConnected
 from backend.labelstudio.tasks import ConfigError
 from backend.queue.runners import JobQueueUnavailable
 from backend.serving.report import ReportUnavailable
@@ -48,6 +51,16 @@ def reason_phrase(message: str) -> str:
     return text[: REASON_CHARS - 3] + "..." if len(text) > REASON_CHARS else text
 
 
+def refusal(code: int, sentence: str, **body):
+    """A JSON reply ``{"error": sentence, **body}`` with status ``code``, whose reason phrase is
+    ``sentence`` (what Label Studio 1.23 shows of a refused ``/setup`` or *Start Training*), with
+    ``<`` and ``>`` made brackets so that Label Studio's tag stripping keeps every word."""
+    response = jsonify(error=sentence, **body)
+    phrase = reason_phrase(sentence.replace("<", "(").replace(">", ")"))
+    response.status = f"{code} {phrase}"
+    return response
+
+
 def install(app: Flask) -> None:
     """Register the error map on ``app``."""
 
@@ -59,6 +72,11 @@ def install(app: Flask) -> None:
         response = jsonify(error=str(err))
         response.status = f"400 {reason_phrase(str(err)) or 'BAD REQUEST'}"
         return response
+
+    @app.errorhandler(LabelStudioRefused)
+    def bad_gateway(err):
+        logger.error("%s %s: 502: %s", request.method, request.path, err)
+        return refusal(502, str(err))
 
     @app.errorhandler(Forbidden)
     def forbidden(err):

@@ -16,13 +16,13 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from backend.config import project_settings
 from backend.config.settings import Settings, SettingsError
 from backend.labelstudio import membership, webhook_auth
-from backend.labelstudio.tasks import TaskRead, parse_label_config
+from backend.labelstudio.tasks import ConfigError, TaskRead, parse_label_config
 from backend.queue.runners import IDLE, QUEUED, RUNNING, JobQueueUnavailable
 from backend.serving import predictions
 from backend.serving import report as reports
 from backend.store import snapshot
 from backend.store.store import ProjectStore, disk_space, project_id, retrain_due
-from backend.web import auth, inputs
+from backend.web import auth, errors, inputs
 from backend.web.inputs import BadRequest
 from subregweigh.selftest import DEFAULT_NOISES, NOISES
 
@@ -132,11 +132,41 @@ def setup():
     # an unsupported config, or one of several labeling controls that the settings do not
     # choose between, fails at connect time
     parse_label_config(body.get("schema"), settings.controls_to_weigh)
+    # the backend's own address and token, checked once a minute per project (a 502 naming
+    # what is wrong: Label Studio shows it as the connection's error)
+    membership.require_credentials(_settings(), int(store.project))
+    refused = _start_refusal_still_true(store, settings.min_annotations)
+    if refused:  # the model card shows it: Label Studio clears a training's error on each GET
+        return errors.refusal(409, refused)
     if "extra_params" in body:
         if body["extra_params"]:  # they make the project's directory: is it Label Studio's?
             membership.require_exists(_settings(), store)
         _project_settings(store, body["extra_params"])
     return jsonify(model_version=predictions.model_version(_settings(), project))
+
+
+# Seconds after a refused Start Training during which /setup repeats the refusal (Label Studio
+# 1.23 keeps a refused training reply as the connection's error only until its next /setup).
+START_REFUSAL_SHOWN = 600.0
+
+
+def _start_refusal_still_true(store: ProjectStore, minimum: int) -> str | None:
+    """The sentence of the project's last refused *Start Training* (too few annotated tasks),
+    while it holds: refused within :data:`START_REFUSAL_SHOWN` s, nothing served, the
+    project's ``minimum`` (min_annotations) unchanged, and its annotations (Label Studio's
+    count, ground truth and several per task included, read by the credentials check) still
+    under it. Else None."""
+    refused = store.status().get("start_refused")
+    if not refused or time.time() - refused["at"] > START_REFUSAL_SHOWN:
+        return None
+    if store.current_version() is not None:
+        return None
+    counts = membership.checked_counts(_settings(), int(store.project))
+    if refused["minimum"] != minimum:
+        return None
+    if counts is None or counts["total_annotations_number"] >= minimum:
+        return None
+    return refused["sentence"]
 
 
 def _project_settings(store: ProjectStore, extra_params) -> None:
@@ -218,9 +248,50 @@ def webhook():
         reply["rescore"] = _jobs("rescore_runner").submit(store.project)
     if not train:
         return jsonify(status="counted", **reply), 202 if unwritten else 200
+    if event in TRAIN_NOW:  # the lead pressed Start Training: the reply is what they read
+        return _start_training(store, settings, reply)
     outcome = _jobs("runner").submit(store.project)
     logger.info("project %s: %s -> training %s", store.project, event, outcome)
     return jsonify(status=outcome, **reply), 201
+
+
+def _start_training(store: ProjectStore, settings: Settings, reply: dict):
+    """*Start Training*: the project read from Label Studio first (its config, how many tasks
+    are annotated), then a training started, or refused with a sentence. The sentence is the
+    reason phrase (Label Studio 1.23 keeps only that of a refused reply, as the connection's
+    error on its model card), the JSON body's ``message``, and ``start_reply`` in ``/status``:
+    409 too few annotated tasks, 400 a config the backend cannot weigh, 502 the backend's Label
+    Studio address or token not working (:class:`membership.LabelStudioRefused`), 201 started."""
+    project = int(store.project)
+    counts = membership.project_counts(_settings(), project)
+    try:
+        parse_label_config(counts["label_config"], settings.controls_to_weigh)
+    except ConfigError as err:
+        store.update_status(start_reply=f"refused: {err}")
+        raise BadRequest(f"refused: {err}") from None
+    annotated, minimum = counts["annotated"], settings.min_annotations
+    if annotated < minimum:
+        sentence = (
+            f"not started: {annotated} of {counts['task_number']} tasks are annotated; "
+            f"training starts at {minimum}"
+        )
+        store.update_status(
+            start_reply=sentence,
+            start_refused={"sentence": sentence, "at": time.time(), "minimum": minimum},
+        )
+        logger.info("project %s: START_TRAINING -> %s", store.project, sentence)
+        return errors.refusal(409, sentence, status="not started", message=sentence, **reply)
+    outcome = _jobs("runner").submit(store.project)
+    sentence = (
+        f"training started on {annotated} annotated tasks"
+        if outcome == "started"
+        else f"training {outcome}: {annotated} annotated tasks"
+    )
+    store.update_status(start_reply=sentence, start_refused=None)
+    logger.info("project %s: START_TRAINING -> %s", store.project, sentence)
+    response = jsonify(status=outcome, message=sentence, **reply)
+    response.status = f"201 {errors.reason_phrase(sentence)}"
+    return response
 
 
 def _reconciled(store: ProjectStore, jobs, running, why: str, **failed) -> tuple[dict, str]:

@@ -20,6 +20,7 @@ from flask import Flask
 from backend.config import logs
 from backend.config.settings import Settings
 from backend.jobs import refresh, rescore, selftest, training
+from backend.labelstudio import membership
 from backend.queue.runners import RQRunner, ThreadRunner
 from backend.store.store import ProjectStore
 from backend.web import auth, errors
@@ -65,7 +66,9 @@ def create_app(
     tasks scored with the current version, which then refresh it: the rescore job is given the
     refresh job, :func:`backend.jobs.refresh.refresh_project`) default to rq when
     ``settings.redis_url`` is set, else in-process threads; their jobs run with ``settings``
-    (on rq: its training part, see :mod:`backend.config.settings`).
+    (on rq: its training part, see :mod:`backend.config.settings`). Label Studio is asked once
+    whether it takes the backend's token (:func:`backend.labelstudio.membership.startup_check`:
+    one line in the log).
     """
     settings = settings or Settings.from_env()
     if runner is None:
@@ -98,5 +101,6 @@ def create_app(
         "rq" if isinstance(runner, RQRunner) else "in-process",
         settings.public(),
     )
+    membership.startup_check(settings)  # one line: the token works, or what to set
     _clean_debris(settings.model_dir)
     return app

@@ -14,4 +14,5 @@ def label_studio_projects(monkeypatch):
     """The stand-in's class: a test sets ``.projects`` to say which project holds which tasks."""
     fake = type("Projects", (ProjectsOfLabelStudio,), {"projects": None, "asked": []})
     monkeypatch.setattr("backend.labelstudio.membership.LabelStudioAPI", fake)
+    monkeypatch.setattr("backend.labelstudio.membership._checked", {})  # each test asks anew
     return fake

@@ -306,8 +306,16 @@ def test_webhook_start_training_submits(backend):
         headers=GOOD,
     )
     assert response.status_code == 201
-    assert response.get_json() == {"status": "started", "action": "START_TRAINING"}
+    # the stand-in Label Studio (tests.doubles) has 40 of 40 tasks annotated
+    sentence = "training started on 40 annotated tasks"
+    assert response.status == f"201 {sentence}"  # the reason phrase
+    assert response.get_json() == {
+        "status": "started",
+        "action": "START_TRAINING",
+        "message": sentence,
+    }
     assert runner.submitted == ["12"]
+    assert client.get("/status?project=12", headers=GOOD).get_json()["start_reply"] == sentence
 
 
 def test_webhook_bad_project_400(backend):

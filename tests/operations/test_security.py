@@ -239,7 +239,8 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
                 credentials=credentials,
                 expect=401,
             )
-        call(
+        # Label Studio does not answer: the connection is refused, naming the masked address
+        _, refused = call(
             "POST",
             "/setup",
             {
@@ -248,8 +249,9 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
                 "access_token": api_key,
                 "hostname": ls_url,
             },
-            expect=200,
+            expect=502,
         )
+        assert f"Label Studio at http://lsadmin:***@{ls_host} did not answer" in refused["error"]
         call("POST", "/setup", {"project": "1", "schema": IMAGE_CONFIG}, expect=400)
         call(
             "POST",
@@ -259,7 +261,10 @@ def test_secrets_never_in_logs_or_responses_real_processes(tmp_path, tiny_scout)
         )
         call("POST", "/predict", {"project": "1", "tasks": [task]}, expect=400)
         call("POST", "/webhook", {"action": "ANNOTATION_CREATED", "project": {"id": 1}}, expect=200)
-        call("POST", "/webhook", {"action": "START_TRAINING", "project": {"id": 1}}, expect=201)
+        # Start Training reads the project first: refused, as Label Studio does not answer
+        call("POST", "/webhook", {"action": "START_TRAINING", "project": {"id": 1}}, expect=502)
+        # the second change starts a retrain (SRW_RETRAIN_AFTER=2), which fails on the worker
+        call("POST", "/webhook", {"action": "ANNOTATION_CREATED", "project": {"id": 1}}, expect=201)
 
         # The job runs on the worker: Label Studio does not answer, so after its retries
         # (about 15 s of backoff) the training fails, and /status says why.
