@@ -59,7 +59,7 @@ from benchmarks import harness
 from benchmarks.baselines import align_proba, consistency_scores
 from subregweigh.build import build_scout, build_weigher, weigher_params
 from subregweigh.compare import CHANGE_KINDS, differs, span_changes
-from subregweigh.crf import mix_gold
+from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.memory import WordMemory
 from subregweigh.metrics import entity_recall
 from subregweigh.options import BY_NAME, SOFTMIN_TEMPERATURE
@@ -160,6 +160,16 @@ def parse_args(argv=None):
         "little of their training annotations, the deterministic score is the CRF's with the "
         "project's memory; the other setting is ranked too, on the same scouts "
         f"(default: {'on' if BY_NAME['rest_on_crf'].default else 'off'}, the product's)",
+    )
+    parser.add_argument(
+        "--crf-c2",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="C2",
+        help="also rank by the deterministic score with the CRF trained at each L2 penalty "
+        "(subregweigh.crf.FeatureTagger(c2=); the product's is "
+        f"{FeatureTagger().c2:g}), beside the same scouts (default: none)",
     )
     parser.add_argument(
         "--cache",
@@ -280,6 +290,11 @@ def policy_row(rest_on_crf: bool) -> str:
     return f"deterministic, rest_on_crf {'on' if rest_on_crf else 'off'}"
 
 
+def crf_c2_row(c2: float) -> str:
+    """The row of the deterministic score with the CRF trained at L2 penalty ``c2``."""
+    return f"deterministic, CRF c2 {c2:g}"
+
+
 def scout(args, seed: int) -> Scout:
     return build_scout(scout_options(args, seed), "ner", progress=False)
 
@@ -350,6 +365,24 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     scores_other = SubRegWeigh.from_parts(
         srw.scouts_, srw.crf_, learned=srw.learned_, **{**params, "rest_on_crf": other_policy}
     ).weigh_deterministic(examples, scout_proba=served.scout_proba)
+    scores = {
+        "deterministic": (served.score("deterministic"), train_s + served_s),
+        policy_row(other_policy): (
+            scores_other.score("deterministic"),
+            train_s + served_s,
+        ),
+    }
+    for c2 in args.crf_c2 if srw.crf_ is not None else ():  # another CRF, the same scouts
+        began = time.perf_counter()
+        penalized = SubRegWeigh.from_parts(
+            srw.scouts_, FeatureTagger(c2=c2).fit(training), learned=srw.learned_, **params
+        )
+        scores[crf_c2_row(c2)] = (
+            penalized.weigh_deterministic(examples, scout_proba=served.scout_proba).score(
+                "deterministic"
+            ),
+            train_s + served_s + time.perf_counter() - began,
+        )
     labels = srw.scout_.labels_
     members, proba_s = harness.timed(
         lambda: [align_proba(s.predict_proba(examples), s.labels_, labels) for s in srw.scouts_]
@@ -365,13 +398,6 @@ def run_one(args, size: str, seed: int, pair) -> dict:
 
         where = argparse.Namespace(**{**vars(args), "size": size})
         save_outputs(cache_file(where, seed), examples, labels, proba, train_s)
-    scores = {
-        "deterministic": (served.score("deterministic"), train_s + served_s),
-        policy_row(other_policy): (
-            scores_other.score("deterministic"),
-            train_s + served_s,
-        ),
-    }
     mean_proba = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
     scouts_gold = harness.word_gold(examples, labels, mean_proba)
     first_gold = harness.word_gold(examples, labels, proba)
