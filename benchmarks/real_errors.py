@@ -356,15 +356,19 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             first_trained["seconds"] = time.perf_counter() - started
         for other in scouts[1:]:
             other.fit(training)
+        first_trained["crf"] = crf  # as trained, before a resting weigher trains it again
         # what the scouts learned of the project's annotations, as the backend measures it
-        return SubRegWeigh.from_parts(scouts, crf, **params).assess(examples)
+        return SubRegWeigh.from_parts(scouts, crf, **params).assess(examples, trained_on=training)
 
     srw, train_s = harness.timed(train)
     served, served_s = harness.timed(srw.weigh_deterministic, examples)
     other_policy = not params["rest_on_crf"]  # the other setting, on the same parts
-    scores_other = SubRegWeigh.from_parts(
-        srw.scouts_, srw.crf_, learned=srw.learned_, **{**params, "rest_on_crf": other_policy}
-    ).weigh_deterministic(examples, scout_proba=served.scout_proba)
+    crf = first_trained["crf"]  # the CRF beside scouts that learned enough, and the early one
+    scores_other = (
+        SubRegWeigh.from_parts(srw.scouts_, crf, **{**params, "rest_on_crf": other_policy})
+        .assess(examples, scout_proba=served.scout_proba)
+        .weigh_deterministic(examples, scout_proba=served.scout_proba)
+    )
     scores = {
         "deterministic": (served.score("deterministic"), train_s + served_s),
         policy_row(other_policy): (
@@ -372,7 +376,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
             train_s + served_s,
         ),
     }
-    for c2 in args.crf_c2 if srw.crf_ is not None else ():  # another CRF, the same scouts
+    for c2 in args.crf_c2 if crf is not None else ():  # another CRF, the same scouts
         began = time.perf_counter()
         penalized = SubRegWeigh.from_parts(
             srw.scouts_, FeatureTagger(c2=c2).fit(training), learned=srw.learned_, **params
@@ -401,7 +405,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     mean_proba = [np.mean([m[i] for m in members], axis=0) for i in range(len(examples))]
     scouts_gold = harness.word_gold(examples, labels, mean_proba)
     first_gold = harness.word_gold(examples, labels, proba)
-    crf_gold = srw.crf_.gold_proba(examples) if srw.crf_ is not None else None
+    crf_gold = crf.gold_proba(examples) if crf is not None else None
     alone = "scout alone" if n_scouts == 1 else f"{n_scouts} scouts alone"
     if crf_gold is not None:  # what the CRF adds, and what it does alone
         scores[f"{alone} (no CRF)"] = (
@@ -425,16 +429,16 @@ def run_one(args, size: str, seed: int, pair) -> dict:
     memory = WordMemory.of(training) if args.memory else None  # what fit() would keep
     for strength in args.memory:  # the same scouts and CRF, the memory added
         remembering = SubRegWeigh.from_parts(
-            srw.scouts_, srw.crf_, memory, **{**params, "memory_strength": strength}
+            srw.scouts_, crf, memory, **{**params, "memory_strength": strength}
         )
         scores[f"deterministic, memory {strength:g}"] = harness.timed(
             lambda w=remembering: w.weigh_deterministic(
                 examples, scout_proba=served.scout_proba
             ).score("deterministic")
         )
-        if srw.crf_ is not None:  # what would serve where the scout learned too little
+        if crf is not None:  # what would serve where the scout learned too little
             crf_remembering = SubRegWeigh.from_parts(
-                [], srw.crf_, memory, **{**params, "memory_strength": strength}
+                [], crf, memory, **{**params, "memory_strength": strength}
             )
             scores[f"CRF alone, memory {strength:g}"] = harness.timed(
                 lambda w=crf_remembering: w.weigh_deterministic(examples).score("deterministic")

@@ -392,17 +392,21 @@ class FeatureTagger:
         examples: Sequence[Example],
         max_iterations: int | None | Literal["same"] = "same",
         meanwhile: Callable[[], object] | None = None,
+        c2: float | Literal["same"] = "same",
     ) -> FeatureTagger:
         """A new tagger of the same parameters and context projection, trained on ``examples``:
         the annotations as they stand now. The projection is fitted on the words' vectors
         alone, never on the tags, so that on the same texts this equals a :meth:`fit`; the
         texts this tagger has projected are not sent through the encoder again. This tagger
-        is left as it is. ``max_iterations``: the new tagger's (``"same"``: this one's).
-        ``meanwhile``: work to do while CRFsuite trains, as in :meth:`fit`."""
+        is left as it is. ``max_iterations``, ``c2``: the new tagger's (``"same"``: this
+        one's). ``meanwhile``: work to do while CRFsuite trains, as in :meth:`fit`."""
         self._check_params()
         fresh = copy.copy(self)
         if max_iterations != "same":
             fresh.max_iterations = max_iterations
+        if c2 != "same":
+            fresh.c2 = c2
+            fresh._check_params()
         fresh.__dict__.pop("model_", None)
         fresh._projected = self._cache()  # shared: the same texts project the same
         return fresh._train([ex for ex in examples if ex.words], meanwhile=meanwhile)
@@ -582,6 +586,7 @@ class FeatureTagger:
             "encoder": np.array(self.encoder or ""),
             "context_layer": np.array(-1 if self.context_layer is None else self.context_layer),
             "precision": np.array(self.precision),
+            "c2": np.array(float(self.c2)),  # a refresh's refit trains at the same penalty
         }
         if hasattr(self, "context_components_"):
             arrays |= {"mean": self.context_mean_, "components": self.context_components_}
@@ -593,8 +598,8 @@ class FeatureTagger:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FeatureTagger:
-        """A tagger from a file :meth:`save` wrote (its ``c2`` is not kept: the default is
-        shown)."""
+        """A tagger from a file :meth:`save` wrote (files written before its ``c2`` was kept:
+        the default)."""
         data = Path(path).read_bytes()
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:
             layer = int(saved["context_layer"])
@@ -605,6 +610,8 @@ class FeatureTagger:
             )
             if "precision" in saved:  # files of before it was kept: the default
                 tagger.precision = str(saved["precision"])
+            if "c2" in saved:
+                tagger.c2 = float(saved["c2"])
             tagger.model_ = saved["crfsuite"].tobytes()
             if "components" in saved:
                 tagger.context_mean_ = saved["mean"]

@@ -38,6 +38,7 @@ from subregweigh.options import (
     DEFAULT_P,
     DEFAULT_W_MIN,
     METHODS,
+    RESTING_CRF_C2,
     RESTING_MEMORY_STRENGTH,
     SOFTMIN_TEMPERATURE,
     default_scouts,
@@ -129,8 +130,10 @@ class SubRegWeigh:
         :data:`~subregweigh.learned.LEARNED_TOO_LITTLE` of its entities again), the
         "deterministic" score and its suggestions are the CRF's alone, updated by the project's
         memory at :data:`~subregweigh.options.RESTING_MEMORY_STRENGTH` (or ``memory_strength``
-        if stronger): a collapsed scout's doubts are noise, and it suggests no entity. The K
-        candidates and c/K stay the first scout's.
+        if stronger), the CRF trained again at L2 penalty
+        :data:`~subregweigh.options.RESTING_CRF_C2` (:meth:`assess`): a collapsed scout's
+        doubts are noise, and it suggests no entity. The K candidates and c/K stay the first
+        scout's.
 
     Attributes
     ----------
@@ -273,13 +276,18 @@ class SubRegWeigh:
         return self.memory_strength
 
     def assess(
-        self, examples: Sequence[Example], scout_proba: Sequence[np.ndarray] | None = None
+        self,
+        examples: Sequence[Example],
+        scout_proba: Sequence[np.ndarray] | None = None,
+        trained_on: Sequence[Example] | None = None,
     ) -> SubRegWeigh:
         """This fitted weigher with :attr:`learned_` measured on ``examples`` (the annotations
         its scouts trained on; NER), and, where it then :attr:`rests_on_crf_`, the memory of
-        ``examples``. ``scout_proba``: the scouts' :meth:`scout_proba` of ``examples`` when
-        already computed (else one pass of each scout). Classification: unchanged. Returns
-        self."""
+        ``examples`` and its CRF trained again at
+        :data:`~subregweigh.options.RESTING_CRF_C2` on ``trained_on`` (the examples the parts
+        trained on, ``examples`` by default; the texts' context vectors are not computed
+        again). ``scout_proba``: the scouts' :meth:`scout_proba` of ``examples`` when already
+        computed (else one pass of each scout). Classification: unchanged. Returns self."""
         self._check_fitted()
         if self.scout_.task != "ner":
             return self
@@ -288,6 +296,10 @@ class SubRegWeigh:
         learned = Learned.of_proba([ex.label for ex in examples], scout_proba, self.scout_.labels_)
         memory = self.memory_
         self._set_parts(self.scouts_, self.crf_, None, learned)
+        if self.rests_on_crf_ and self.crf_.c2 != RESTING_CRF_C2:
+            self.crf_ = self.crf_.refit(
+                examples if trained_on is None else trained_on, c2=RESTING_CRF_C2
+            )
         if self._strength():
             self.memory_ = memory if memory is not None else WordMemory.of(examples)
         return self

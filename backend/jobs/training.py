@@ -233,7 +233,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     proba = scouts_part.get("proba")
     if spec.task == "ner" and proba is None:
         proba = srw.scout_proba(annotated)
-    srw.assess(annotated, scout_proba=proba)
+    srw.assess(annotated, scout_proba=proba, trained_on=training)
     clock.lap("train")
     ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)

@@ -857,7 +857,7 @@ def test_the_parts_fitted_one_by_one_make_what_fit_makes(tiny_ner_data, sst2_tra
         scout.fit(data)
     parts = SubRegWeigh.from_parts(scouts, crf, k=2, n_samples=4).assess(data)
     srw.fit(data)
-    assert srw.crf_.model_ == crf.model_ and srw.learned_ == parts.learned_
+    assert srw.crf_.model_ == parts.crf_.model_ and srw.learned_ == parts.learned_
     assert all(torch.equal(_weights(a), _weights(b)) for a, b in zip(srw.scouts_, scouts))
     one, other = srw.weigh(data), parts.weigh(data)
     np.testing.assert_array_equal(one.deterministic_probability, other.deterministic_probability)
@@ -936,7 +936,7 @@ def test_a_refitted_crf_beside_the_kept_scout_part_weighs_as_a_fresh_crf(
     assert encoded == [] and srw.crf_.model_ == before  # no encoder pass; the old CRF kept
     assert refreshed.learned_ == srw.learned_  # what the scouts learned is theirs, kept
     fresh = SubRegWeigh.from_parts(
-        srw.scouts_, FeatureTagger().fit(now), learned=srw.learned_, k=2, n_samples=4
+        srw.scouts_, FeatureTagger(c2=srw.crf_.c2).fit(now), learned=srw.learned_, k=2, n_samples=4
     )
     np.testing.assert_allclose(
         got.deterministic_probability,
@@ -1046,10 +1046,12 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
     """Issue 59: a scout trained one step finds almost none of its training entities again.
     With ``rest_on_crf`` the deterministic score and its suggestions are then the CRF's with
     the project's memory, exactly as the CRF alone would serve them; without it, the scout's
-    noise is mixed in. What it learned is kept with the weigher and survives a refresh."""
+    noise is mixed in. The resting CRF is trained again at RESTING_CRF_C2, the CRF beside
+    scouts that learned enough left at its own penalty. What it learned is kept with the
+    weigher and survives a save, a load and a refresh, the resting CRF's penalty too."""
     from subregweigh.learned import LEARNED_FILE
     from subregweigh.memory import WordMemory
-    from subregweigh.options import RESTING_MEMORY_STRENGTH
+    from subregweigh.options import RESTING_CRF_C2, RESTING_MEMORY_STRENGTH
 
     data = list(tiny_ner_data[:40])
     collapsed = Scout(max_steps=1, progress=False).fit(data)
@@ -1059,18 +1061,23 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
     resting.assess(data)
     assert resting.learned_.too_little and resting.rests_on_crf_
     assert resting.memory_ is not None  # whatever memory_strength
+    assert crf.c2 != RESTING_CRF_C2 and resting.crf_.c2 == RESTING_CRF_C2 and crf.c2 == 0.3
     crf_alone = SubRegWeigh.from_parts(
-        [], crf, WordMemory.of(data), memory_strength=RESTING_MEMORY_STRENGTH
+        [],
+        FeatureTagger(c2=RESTING_CRF_C2).fit(data),
+        WordMemory.of(data),
+        memory_strength=RESTING_MEMORY_STRENGTH,
     ).weigh_deterministic(data)
     got = resting.weigh_deterministic(data)
     np.testing.assert_allclose(
         got.deterministic_probability, crf_alone.deterministic_probability, atol=1e-4
     )
     assert got.majority == crf_alone.majority
-    mixed = SubRegWeigh.from_parts(
-        [collapsed], crf, k=2, n_samples=4, rest_on_crf=False
-    ).assess(data)
+    mixed = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4, rest_on_crf=False).assess(
+        data
+    )
     assert mixed.learned_ == resting.learned_ and not mixed.rests_on_crf_
+    assert mixed.crf_ is crf  # scouts that are not rested on keep the CRF as trained
     assert not np.allclose(
         mixed.weigh_deterministic(data).deterministic_probability, got.deterministic_probability
     )
@@ -1078,13 +1085,20 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
     assert (tmp_path / "w" / LEARNED_FILE).is_file()
     loaded = SubRegWeigh.load(tmp_path / "w", k=2, n_samples=4, rest_on_crf=True)
     assert loaded.learned_ == resting.learned_ and loaded.rests_on_crf_
+    assert loaded.crf_.c2 == RESTING_CRF_C2  # kept in crf.npz
     np.testing.assert_allclose(
         loaded.weigh_deterministic(data[:5]).deterministic_probability,
         got.deterministic_probability[:5],
         atol=1e-3,
     )
-    refreshed = resting.refit_crf(data)
+    refreshed = loaded.refit_crf(data)
     assert refreshed.learned_ == resting.learned_ and refreshed.rests_on_crf_
+    assert refreshed.crf_.c2 == RESTING_CRF_C2
+    np.testing.assert_allclose(
+        refreshed.weigh_deterministic(data).deterministic_probability,
+        got.deterministic_probability,
+        atol=1e-3,
+    )
 
 
 def test_fit_measures_what_the_scouts_learned(tiny_ner_data):
