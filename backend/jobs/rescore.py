@@ -69,18 +69,18 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         _catch_up(api, store, version)
         written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
-            chosen = project_settings.effective(settings, store).controls_to_weigh
-            spec = parse_label_config(api.label_config(int(project)), chosen)
-            read = read_changed(api, store, spec, pending, settings)
-            write = _Once(partial(write_scores, api, store, settings, spec, read))
+            ours = project_settings.effective(settings, store)  # once per job
+            spec = parse_label_config(api.label_config(int(project)), ours.controls_to_weigh)
+            changed = read_changed(api, store, ours, spec, pending)  # parsed once
+            write = _Once(partial(write_scores, api, store, changed))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while
             # the changed tasks' own scores are computed and written
             if (
                 refresh is not None
-                and _labels_changed(store, version, read)
-                and not _training_due(store, settings)
+                and _labels_changed(store, version, changed.read)
+                and not _training_due(store, ours)
             ):
-                refreshed = _refresh(api, store, settings, spec, meanwhile=write, refresh=refresh)
+                refreshed = _refresh(api, store, ours, spec, meanwhile=write, refresh=refresh)
             written = write()
         slips = store.take_status("slips_pending")
         if not (pending or slips):
@@ -176,10 +176,9 @@ class _Once:
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
     """Whether a training runs or the changes counted so far start one: its versions replace
-    the one a refresh would make, and it needs the cores."""
+    the one a refresh would make, and it needs the cores. ``settings``: the project's."""
     status = store.status()
-    retrain_after = project_settings.effective(settings, store).retrain_after
-    return status.get("state") == "running" or retrain_due(status, retrain_after)
+    return status.get("state") == "running" or retrain_due(status, settings.retrain_after)
 
 
 def _refresh(
@@ -190,9 +189,10 @@ def _refresh(
     meanwhile: _Once,
     refresh: Refresh,
 ) -> dict:
-    """``refresh`` (:func:`backend.jobs.refresh.refresh_project`) with this job's rescore as its
-    ``meanwhile``: a failure of the refresh is logged and leaves the rescored version serving
-    (the next change tries again); one of the rescore fails the job, as without a refresh."""
+    """``refresh`` (:func:`backend.jobs.refresh.refresh_project`), with the project's
+    ``settings`` as this job derived them and its rescore as its ``meanwhile``: a failure of
+    the refresh is logged and leaves the rescored version serving (the next change tries
+    again); one of the rescore fails the job, as without a refresh."""
     try:
         return refresh(api, store, settings, spec, meanwhile=meanwhile)
     except Exception as err:
