@@ -63,6 +63,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         return {"rescored": 0}
     pending = store.take_status("rescore_pending")
     slips: dict = {}
+    judged: dict = {}  # the slips this job's decisions moved, handed back by read_changed
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
@@ -72,6 +73,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             ours = project_settings.effective(settings, store)  # once per job
             spec = parse_label_config(api.label_config(int(project)), ours.controls_to_weigh)
             changed = read_changed(api, store, ours, spec, pending)  # parsed once
+            judged = dict.fromkeys(sorted(changed.slips), 1)
             write = _Once(partial(write_scores, api, store, changed))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while
             # the changed tasks' own scores are computed and written
@@ -82,7 +84,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             ):
                 refreshed = _refresh(api, store, ours, spec, meanwhile=write, refresh=refresh)
             written = write()
-        slips = store.take_status("slips_pending")
+        slips = {**judged, **store.take_status("slips_pending")}  # + a training's
         if not (pending or slips):
             return {"rescored": 0}
         if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served
@@ -90,7 +92,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
-            slips_pending=lambda old: {**slips, **(old or {})},
+            slips_pending=lambda old: {**judged, **slips, **(old or {})},
         )
         logger.error(
             "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",

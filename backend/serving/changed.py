@@ -37,11 +37,15 @@ class ChangedTasks:
         The project's labeling config, parsed with ``settings.controls_to_weigh``.
     read : TaskRead
         The tasks as Label Studio listed them (annotators named) and as parsed.
+    slips : frozenset of str
+        The slips whose weight the decisions these tasks show changed
+        (:attr:`backend.review.reviews.Judged.slips`): the rescore rewrites their repeats.
     """
 
     settings: Settings
     spec: LabelingSpec
     read: TaskRead
+    slips: frozenset = frozenset()
 
 
 def rescore_tasks(
@@ -54,7 +58,11 @@ def rescore_tasks(
     the project does not hold (gone, or another project's) is skipped and logged.
     ``settings``: the project's (:func:`backend.config.project_settings.effective`)."""
     changed = read_changed(api, store, settings, spec, tasks)
-    return write_scores(api, store, changed)
+    written = write_scores(api, store, changed)
+    if changed.slips:  # their repeats are rewritten by the next rescore (a training's caller)
+        moved = dict.fromkeys(sorted(changed.slips), 1)
+        store.update_status(slips_pending=lambda pending: {**moved, **(pending or {})})
+    return written
 
 
 def read_changed(
@@ -84,9 +92,10 @@ def read_changed(
     if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
         snapshot.keep_tasks(store, wanted, read.items, read_at)
     version = store.current_version()
+    slips: frozenset = frozenset()
     if read.raw and version is not None:
-        reviews.decide(store, version, spec, read, allow_self=settings.self_review)
-    return ChangedTasks(settings, spec, read)
+        slips = reviews.judge(store, version, spec, read, allow_self=settings.self_review).slips
+    return ChangedTasks(settings, spec, read, slips)
 
 
 def write_scores(api: LabelStudioAPI, store: ProjectStore, changed: ChangedTasks) -> int:

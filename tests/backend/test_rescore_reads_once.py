@@ -15,7 +15,15 @@ from backend.labelstudio import tasks as task_reading
 from backend.review import reviews
 from backend.store.store import ProjectStore
 from tests.backend.test_backend_server import NER_CONFIG
-from tests.backend.test_reviews import MERKEL_PER, PROJECT, _at, _publish, _task
+from tests.backend.test_reviews import (
+    MERKEL_LOC,
+    MERKEL_PER,
+    PROJECT,
+    _at,
+    _decide,
+    _publish,
+    _task,
+)
 from tests.doubles import offline_settings
 
 # The tasks as the version scored them, and as Label Studio now lists them: task 1 confirmed by
@@ -81,3 +89,26 @@ def test_a_rescore_parses_each_task_once_and_derives_the_settings_once(tmp_path,
     written = {p["task"]: p["score"] for p in rescore.LabelStudioAPI.written}
     assert written == {1: 1.0, 3: 0.3}  # the confirmation serves score 1
     assert reviews.load(store)["decisions"]["1/11"]["decision"] == "confirmed"
+
+
+def test_the_slips_a_rescore_s_decisions_move_reach_their_repeats_not_the_status(
+    tmp_path, monkeypatch
+):
+    """Issue 60: the decisions queued their slips in status.json and the same rescore read them
+    back. Task 2 was fixed (Merkel PER -> LOC) before; the rescore of task 1, confirmed as PER,
+    weighs against that slip: its repeats (task 3 and task 2's stored annotation) are
+    rewritten as served, from the slips the decisions handed back, and the status carries
+    none."""
+    settings = offline_settings(tmp_path / "models", retrain_after=1000)
+    _publish(tmp_path / "models", SCORED, {1: [0.1], 2: [0.2], 3: [0.3, 0.9]})
+    store = ProjectStore(settings.model_dir, PROJECT)
+    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(4))])) == {"2/21": "fixed"}
+    assert "slips_pending" not in store.status()  # a decision queues nothing there
+    store.update_status(rescore_pending={"1": time.time()})
+    monkeypatch.setattr(rescore, "LabelStudioAPI", type("LS", (_LabelStudio,), {"written": []}))
+
+    assert rescore.rescore_project(str(PROJECT), settings)["rescored"] == 1
+
+    written = [p["task"] for p in rescore.LabelStudioAPI.written]
+    assert written[0] == 1 and sorted(written[1:]) == [2, 3]  # the repeats, after the task
+    assert "slips_pending" not in store.status()
