@@ -175,7 +175,7 @@ CLEANUP_VERSIONS = 4
 def _change_waits(store: ProjectStore) -> bool:
     """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
     refresh deletes the rest), so that an edit waits for one delete at most, not four."""
-    return bool(store.status().get("rescore_pending"))
+    return bool(store.inbox().rescore_pending)
 
 
 def _superseded(store: ProjectStore) -> int:

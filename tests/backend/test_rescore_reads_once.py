@@ -7,12 +7,14 @@ scores, the parser, the decisions and the served scores are the real ones."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from backend.config import project_settings
 from backend.jobs import rescore
 from backend.labelstudio import tasks as task_reading
 from backend.review import reviews
+from backend.store import inbox
 from backend.store.store import ProjectStore
 from tests.backend.test_backend_server import NER_CONFIG
 from tests.backend.test_reviews import (
@@ -112,3 +114,26 @@ def test_the_slips_a_rescore_s_decisions_move_reach_their_repeats_not_the_status
     written = [p["task"] for p in rescore.LabelStudioAPI.written]
     assert written[0] == 1 and sorted(written[1:]) == [2, 3]  # the repeats, after the task
     assert "slips_pending" not in store.status()
+
+
+def test_what_waits_is_in_the_inbox_and_status_json_carries_none_of_it(tmp_path, monkeypatch):
+    """Issue 60: status.json held the job inbox beside the UI status. After an annotation event
+    (the task waits for its rescore), a review and the rescore that reads it, status.json holds
+    no inbox key; what waits is in inbox.json, read as a typed Inbox."""
+    settings = offline_settings(tmp_path / "models", retrain_after=1000)
+    _publish(tmp_path / "models", SCORED, {1: [0.1], 2: [0.2], 3: [0.3, 0.9]})
+    store = ProjectStore(settings.model_dir, PROJECT)
+    store.note_event("1")
+    store.note_event("3")
+    on_disk = json.loads((store.root / "status.json").read_text())
+    assert on_disk["events_since_training"] == 2 and not inbox.KEYS & set(on_disk)
+    assert set(store.inbox().rescore_pending) == {"1", "3"}
+    assert set(json.loads((store.root / "inbox.json").read_text())) == {"rescore_pending"}
+    monkeypatch.setattr(rescore, "LabelStudioAPI", type("LS", (_LabelStudio,), {"written": []}))
+
+    assert rescore.rescore_project(str(PROJECT), settings)["rescored"] == 2
+
+    assert reviews.load(store)["decisions"]["1/11"]["decision"] == "confirmed"
+    on_disk = json.loads((store.root / "status.json").read_text())
+    assert "last_rescore" in on_disk and not inbox.KEYS & set(on_disk)
+    assert store.inbox() == inbox.Inbox()  # nothing waits: the rescore took its tasks

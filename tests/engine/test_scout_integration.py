@@ -1067,9 +1067,9 @@ def test_a_scout_that_learned_too_little_leaves_the_scores_to_the_crf_and_the_me
         got.deterministic_probability, crf_alone.deterministic_probability, atol=1e-4
     )
     assert got.majority == crf_alone.majority
-    mixed = SubRegWeigh.from_parts(
-        [collapsed], crf, k=2, n_samples=4, rest_on_crf=False
-    ).assess(data)
+    mixed = SubRegWeigh.from_parts([collapsed], crf, k=2, n_samples=4, rest_on_crf=False).assess(
+        data
+    )
     assert mixed.learned_ == resting.learned_ and not mixed.rests_on_crf_
     assert not np.allclose(
         mixed.weigh_deterministic(data).deterministic_probability, got.deterministic_probability
