@@ -503,13 +503,13 @@ class ProjectStore:
 
     def note_event(self, task: str | None = None, serving: bool = True) -> dict:
         """Count an annotation event (``events_since_training``) and, when it names the task
-        whose annotations changed, record that ``task`` waits to be rescored with the version
-        serving now (``rescore_pending``) and with the version of a training that read the
-        annotations before the change (``changed_since_fetch``, cleared when a training
-        starts). Both map the task to when its change arrived. One write of the status; on a
-        full disk the event is kept in this process and written when space returns (the result
-        has ``unwritten``). ``serving``: whether a version serves the project (else nothing
-        would rescore the task: only the count is kept)."""
+        whose annotations changed, record in the inbox (:meth:`inbox`) that ``task`` waits to be
+        rescored with the version serving now (``rescore_pending``) and with the version of a
+        training that read the annotations before the change (``changed_since_fetch``, cleared
+        when a training starts). Both map the task to when its change arrived. One write of the
+        status and the inbox; on a full disk the event is kept in this process and written when
+        space returns (the result has ``unwritten``). ``serving``: whether a version serves the
+        project (else nothing would rescore the task: only the count is kept)."""
         return self._change(
             Events(1, {task: time.time()} if task is not None else {}, serving=serving)
         )
