@@ -42,9 +42,9 @@ class SubRegWeighModel(LabelStudioMLBase):
 
     def predict(self, tasks, **kwargs) -> list[dict]:
         store = ProjectStore(self.settings.model_dir, self.project)
-        chosen = project_settings.effective(self.settings, store).controls_to_weigh
-        spec = parse_label_config(self.label_config, chosen)
-        return predictions.predict(self.settings, self.project, spec, TaskRead.of(tasks, spec))
+        settings = project_settings.effective(self.settings, store)
+        spec = parse_label_config(self.label_config, settings.controls_to_weigh)
+        return predictions.predict(settings, self.project, spec, TaskRead.of(tasks, spec))
 
     def fit(self, tasks=(), workdir=None, **kwargs) -> dict:
         """Train on the project's current annotations (fetched from Label Studio, not

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.jobs.phases import PhaseClock
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
@@ -64,8 +63,10 @@ def refresh_project(
     meanwhile: Callable[[], object] | None = None,
 ) -> dict:
     """Refresh the version serving ``store``'s project (see the module's docstring) and serve
-    the refreshed one. Returns ``{"refreshed": bool, ...}``: why not (``reason``), or the new
-    version, the tasks scored again and the seconds. Runs in the rescore job.
+    the refreshed one, with ``settings``, the project's as the rescore job derived them
+    (:func:`backend.config.project_settings.effective`). Returns ``{"refreshed": bool, ...}``:
+    why not (``reason``), or the new version, the tasks scored again and the seconds. Runs in
+    the rescore job.
 
     ``meanwhile``: the rescore of the changed tasks, run while CRFsuite trains on the other
     core (:meth:`SubRegWeigh.refit_crf`), so that the refresh does not wait for it; not run
@@ -74,7 +75,6 @@ def refresh_project(
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
     clock = PhaseClock()
-    settings = project_settings.effective(settings, store)
     base = store.current_version()
     reason = _not_refreshable(store, base, spec)
     if reason:
@@ -175,7 +175,7 @@ CLEANUP_VERSIONS = 4
 def _change_waits(store: ProjectStore) -> bool:
     """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
     refresh deletes the rest), so that an edit waits for one delete at most, not four."""
-    return bool(store.status().get("rescore_pending"))
+    return bool(store.inbox().rescore_pending)
 
 
 def _superseded(store: ProjectStore) -> int:

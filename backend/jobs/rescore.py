@@ -63,26 +63,28 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         return {"rescored": 0}
     pending = store.take_status("rescore_pending")
     slips: dict = {}
+    judged: dict = {}  # the slips this job's decisions moved, handed back by read_changed
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
         _catch_up(api, store, version)
         written, refreshed = 0, {}
         if pending:  # the decisions these tasks show add their fixes' slips
-            chosen = project_settings.effective(settings, store).controls_to_weigh
-            spec = parse_label_config(api.label_config(int(project)), chosen)
-            read = read_changed(api, store, spec, pending, settings)
-            write = _Once(partial(write_scores, api, store, settings, spec, read))
+            ours = project_settings.effective(settings, store)  # once per job
+            spec = parse_label_config(api.label_config(int(project)), ours.controls_to_weigh)
+            changed = read_changed(api, store, ours, spec, pending)  # parsed once
+            judged = dict.fromkeys(sorted(changed.slips), 1)
+            write = _Once(partial(write_scores, api, store, changed))
             # a save that changed no label refreshes nothing; a refresh trains its CRF while
             # the changed tasks' own scores are computed and written
             if (
                 refresh is not None
-                and _labels_changed(store, version, read)
-                and not _training_due(store, settings)
+                and _labels_changed(store, version, changed.read)
+                and not _training_due(store, ours)
             ):
-                refreshed = _refresh(api, store, settings, spec, meanwhile=write, refresh=refresh)
+                refreshed = _refresh(api, store, ours, spec, meanwhile=write, refresh=refresh)
             written = write()
-        slips = store.take_status("slips_pending")
+        slips = {**judged, **store.take_status("slips_pending")}  # + a training's
         if not (pending or slips):
             return {"rescored": 0}
         if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served
@@ -90,7 +92,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
-            slips_pending=lambda old: {**slips, **(old or {})},
+            slips_pending=lambda old: {**judged, **slips, **(old or {})},
         )
         logger.error(
             "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",
@@ -176,10 +178,9 @@ class _Once:
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
     """Whether a training runs or the changes counted so far start one: its versions replace
-    the one a refresh would make, and it needs the cores."""
+    the one a refresh would make, and it needs the cores. ``settings``: the project's."""
     status = store.status()
-    retrain_after = project_settings.effective(settings, store).retrain_after
-    return status.get("state") == "running" or retrain_due(status, retrain_after)
+    return status.get("state") == "running" or retrain_due(status, settings.retrain_after)
 
 
 def _refresh(
@@ -190,9 +191,10 @@ def _refresh(
     meanwhile: _Once,
     refresh: Refresh,
 ) -> dict:
-    """``refresh`` (:func:`backend.jobs.refresh.refresh_project`) with this job's rescore as its
-    ``meanwhile``: a failure of the refresh is logged and leaves the rescored version serving
-    (the next change tries again); one of the rescore fails the job, as without a refresh."""
+    """``refresh`` (:func:`backend.jobs.refresh.refresh_project`), with the project's
+    ``settings`` as this job derived them and its rescore as its ``meanwhile``: a failure of
+    the refresh is logged and leaves the rescored version serving (the next change tries
+    again); one of the rescore fails the job, as without a refresh."""
     try:
         return refresh(api, store, settings, spec, meanwhile=meanwhile)
     except Exception as err:

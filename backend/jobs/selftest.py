@@ -80,7 +80,7 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
             "message": f"weighing copies of {len(examples)} annotations with injected errors",
         }
     )
-    request = store.status().get("selftest_request") or {}
+    request = store.inbox().selftest_request or {}
     outcome = self_test(
         examples,
         spec.task,

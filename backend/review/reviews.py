@@ -30,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from backend.labelstudio.tasks import TaskRead
 from backend.review import decisions, served
@@ -52,7 +53,17 @@ from subregweigh.tags import entity_spans
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONFIRMED", "FIXED", "SELF_REVIEWED", "content_hash", "decide", "load", "review_inputs"]
+__all__ = [
+    "CONFIRMED",
+    "FIXED",
+    "SELF_REVIEWED",
+    "Judged",
+    "content_hash",
+    "decide",
+    "judge",
+    "load",
+    "review_inputs",
+]
 
 HISTORY = 1_000  # decisions kept in reviews.json's history, the newest
 
@@ -159,6 +170,24 @@ def stamp_saved(scores: Mapping[str, dict], times: Mapping[str, str], before=Non
                 record["saved"] = old[record.get("id")]
 
 
+@dataclass(frozen=True)
+class Judged:
+    """What one read of tasks decided (:func:`judge`).
+
+    Attributes
+    ----------
+    made : dict
+        ``"task/annotation"`` -> decision, of those it decided (:func:`decide`'s answer).
+    slips : frozenset of str
+        The slips (``"word\\0type"`` keys, :data:`backend.review.served.SLIP_SEP`) whose
+        weight the decisions changed: the tasks that repeat them are to be rewritten as served
+        (what the rescore does with them; empty when none moved).
+    """
+
+    made: dict
+    slips: frozenset
+
+
 def decide(
     store: ProjectStore,
     version: str,
@@ -166,12 +195,24 @@ def decide(
     read: TaskRead,
     allow_self: bool = False,
 ) -> dict[str, str]:
+    """:func:`judge`'s decisions alone: ``"task/annotation"`` -> decision."""
+    return judge(store, version, spec, read, allow_self).made
+
+
+def judge(
+    store: ProjectStore,
+    version: str,
+    spec,
+    read: TaskRead,
+    allow_self: bool = False,
+) -> Judged:
     """Judge every scored annotation of ``read`` (this project's tasks, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
     decision on it left (:func:`backend.review.decisions.outcome`; ``allow_self``: the project's
-    ``self_review``), and keep what they decide. Returns
-    ``"task/annotation"`` -> decision (:data:`~backend.review.decisions.WITHDRAWN` for a withdrawn
-    one). An annotation the version has not scored (newer) decides nothing: its rescore scores
+    ``self_review``), and keep what they decide. Returns a :class:`Judged`: ``"task/annotation"``
+    -> decision (:data:`~backend.review.decisions.WITHDRAWN` for a withdrawn one), and the slips
+    whose weight they changed, handed to the caller (the rescore), never queued in the status.
+    An annotation the version has not scored (newer) decides nothing: its rescore scores
     it."""
     scored = scored_annotations(store, version)
     judged = []
@@ -188,7 +229,7 @@ def decide(
                     decisions.judged(ex.id, ex, spec, record, raw.get(ex.id, {}), version)
                 )
     if not judged:
-        return {}
+        return Judged({}, frozenset())
     return _keep(store, judged, control=spec.review is not None, allow_self=allow_self)
 
 
@@ -202,12 +243,10 @@ def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) 
     return served_score(j["score"], repeats)
 
 
-def _keep(
-    store: ProjectStore, judged: list[dict], control: bool, allow_self: bool
-) -> dict[str, str]:
+def _keep(store: ProjectStore, judged: list[dict], control: bool, allow_self: bool) -> Judged:
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
-    current decision per annotation and a bounded history. Slips that start or stop counting
-    are queued for the rescore, which rewrites their repeats' predictions: every slip whose
+    current decision per annotation and a bounded history. Returns them with the slips that
+    start or stop counting, whose repeats' predictions the rescore rewrites: every slip whose
     weight the decisions changed (:func:`backend.review.served.slips`)."""
     made: dict[str, str] = {}
     with store.locked():
@@ -247,15 +286,12 @@ def _keep(
         if made:
             atomic_write_json(_path(store), reviews)
         weights = served.slips(reviews).counts
-    moved = {
+    moved = frozenset(
         served.SLIP_SEP.join(pair)
         for pair in {*fixed.counts, *weights}
         if fixed.counts.get(pair) != weights.get(pair)
-    }
-    if moved:  # the next rescore rewrites the predictions of the tasks that repeat them
-        new_slips = dict.fromkeys(sorted(moved), 1)
-        store.update_status(slips_pending=lambda pending: {**new_slips, **(pending or {})})
-    return made
+    )
+    return Judged(made, moved)  # the rescore rewrites the predictions of their repeats
 
 
 # --------------------------------------------------------------------------------- serving

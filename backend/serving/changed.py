@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
-from backend.config import project_settings
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
 from backend.labelstudio.tasks import TaskRead, name_annotators
@@ -22,6 +22,32 @@ from subregweigh.io.labelstudio import LabelingSpec
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ChangedTasks:
+    """The changed tasks of one job, read from Label Studio and parsed once, with what the job
+    reads them with: what its steps (the snapshot, the decisions, the changed-labels check, the
+    scores) share, so that none parses the tasks or derives the settings again.
+
+    Attributes
+    ----------
+    settings : Settings
+        The project's settings (:func:`backend.config.project_settings.effective`), derived
+        once by the job.
+    spec : LabelingSpec
+        The project's labeling config, parsed with ``settings.controls_to_weigh``.
+    read : TaskRead
+        The tasks as Label Studio listed them (annotators named) and as parsed.
+    slips : frozenset of str
+        The slips whose weight the decisions these tasks show changed
+        (:attr:`backend.review.reviews.Judged.slips`): the rescore rewrites their repeats.
+    """
+
+    settings: Settings
+    spec: LabelingSpec
+    read: TaskRead
+    slips: frozenset = frozenset()
+
+
 def rescore_tasks(
     api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
 ) -> int:
@@ -29,18 +55,24 @@ def rescore_tasks(
     decisions they show (:func:`read_changed`), score them with the current version (only
     what changed is computed, see :func:`predict`) and make each score the task's one
     prediction of that version (:func:`write_scores`). Returns how many were written; a task
-    the project does not hold (gone, or another project's) is skipped and logged."""
-    read = read_changed(api, store, spec, tasks, settings)
-    return write_scores(api, store, settings, spec, read)
+    the project does not hold (gone, or another project's) is skipped and logged.
+    ``settings``: the project's (:func:`backend.config.project_settings.effective`)."""
+    changed = read_changed(api, store, settings, spec, tasks)
+    written = write_scores(api, store, changed)
+    if changed.slips:  # their repeats are rewritten by the next rescore (a training's caller)
+        moved = dict.fromkeys(sorted(changed.slips), 1)
+        store.update_status(slips_pending=lambda pending: {**moved, **(pending or {})})
+    return written
 
 
 def read_changed(
-    api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec, tasks, settings: Settings
-) -> TaskRead:
-    """``tasks`` (ids) as Label Studio lists them within the project, annotators named, read
+    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, tasks
+) -> ChangedTasks:
+    """``tasks`` (ids) as Label Studio lists them within the project, annotators named, parsed
     once; the reviewers' decisions they show are kept (:func:`backend.review.reviews.decide`,
     with the project's ``self_review``), and for NER the tasks as they now stand
-    (:mod:`backend.store.snapshot`)."""
+    (:mod:`backend.store.snapshot`). ``settings``: the project's, as the job derived them
+    (:func:`backend.config.project_settings.effective`)."""
     wanted = sorted({int(task) for task in tasks})
     read_at = time.time()
     read = api.project_tasks(int(store.project), wanted)
@@ -60,19 +92,20 @@ def read_changed(
     if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
         snapshot.keep_tasks(store, wanted, read.items, read_at)
     version = store.current_version()
+    slips: frozenset = frozenset()
     if read.raw and version is not None:
-        allow_self = project_settings.effective(settings, store).self_review
-        reviews.decide(store, version, spec, read, allow_self=allow_self)
-    return read
+        slips = reviews.judge(store, version, spec, read, allow_self=settings.self_review).slips
+    return ChangedTasks(settings, spec, read, slips)
 
 
-def write_scores(
-    api: LabelStudioAPI, store: ProjectStore, settings: Settings, spec: LabelingSpec, read: TaskRead
-) -> int:
-    """Score the tasks ``read`` (:func:`read_changed`) with the current version and make each
+def write_scores(api: LabelStudioAPI, store: ProjectStore, changed: ChangedTasks) -> int:
+    """Score the tasks ``changed`` (:func:`read_changed`) with the current version and make each
     score the task's one prediction of that version; how many were written."""
+    read = changed.read
     with store.locked("writing"):  # not between a training's writes: one prediction per task
-        results = predict(settings, store.project, spec, read, from_label_studio=True)
+        results = predict(
+            changed.settings, store.project, changed.spec, read, from_label_studio=True
+        )
         written = [
             {"task": int(task["id"]), **result}
             for task, result in zip(read.raw, results, strict=True)

@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Sequence
 
-from backend.config import project_settings
 from backend.config.redact import printable
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import TaskRead, fingerprint, score_tasks
@@ -89,8 +88,8 @@ def predict(
 ) -> list[dict]:
     """One ``{"result", "score", "model_version"}`` per task of ``tasks`` (read once, by the
     caller: :meth:`TaskRead.of`), in order (no score, empty result for a task that cannot be
-    read, and for every task before the first training), with the project's settings
-    (:func:`backend.config.project_settings.effective`).
+    read, and for every task before the first training). ``settings``: the project's
+    (:func:`backend.config.project_settings.effective`), derived once by the caller.
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
     project by the backend itself). A caller's tasks are scored and served, never stored: only
@@ -100,8 +99,6 @@ def predict(
     (:func:`backend.review.reviews.stamp_saved`). A task Label Studio changes reaches the store
     through its webhook's rescore."""
     store = ProjectStore(settings.model_dir, project) if project else None
-    if store is not None:
-        settings = project_settings.effective(settings, store)
     broken: set[str] = set()
     while True:  # a version found corrupt is marked BROKEN; then the next newest serves
         try:

@@ -7,9 +7,11 @@
                                     (backend.serving.reference)
         <project>/
             CURRENT                 name of the version being served
-            status.json             state, last error, event counter, tasks changed since the
-                                    last scores, the versions written to Label Studio (see
-                                    ProjectStore.status, note_event)
+            status.json             state, last error, event counter, the versions written to
+                                    Label Studio (see ProjectStore.status)
+            inbox.json              what waits to be done: tasks changed since the last scores,
+                                    slips to rewrite, a self-test's request (backend.store.inbox;
+                                    ProjectStore.inbox, note_event)
             settings.json           the settings the project overrides (its Label Studio
                                     connection's extra parameters, backend.config.project_settings)
             reviews.json            reviewers' decisions (backend.review.reviews)
@@ -65,6 +67,7 @@ import shutil
 import time
 from pathlib import Path
 
+from backend.store import inbox as job_inbox
 from backend.store import unwritten
 from backend.store.disk import directory_mb, free_mb, no_space
 from backend.store.unwritten import Events, apply_change
@@ -407,6 +410,7 @@ class ProjectStore:
             status = {}
         if not isinstance(status, dict):
             status = {}
+        status = job_inbox.merged(self.root, status)
         changes = unwritten.kept_changes(self)
         for change in changes:
             apply_change(status, change)
@@ -414,7 +418,8 @@ class ProjectStore:
         return status, len(changes)
 
     def status(self) -> dict:
-        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot.
+        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot,
+        with the inbox's keys (:meth:`inbox`, from inbox.json) that hold something.
 
         With ``unwritten`` when this process keeps changes a full disk did not take (they are
         applied here already)."""
@@ -429,13 +434,19 @@ class ProjectStore:
         status["current_version"] = self.current_version()
         return status, n_kept
 
+    def inbox(self) -> job_inbox.Inbox:
+        """What waits to be done for the project (:class:`backend.store.inbox.Inbox`, from
+        inbox.json, with what a full disk kept in this process applied)."""
+        return job_inbox.Inbox.of(self.status())
+
     def _write_status(self, status: dict, n_kept: int) -> bool:
-        """Write ``status`` (which has the first ``n_kept`` kept changes applied); on success
-        forget those. False when the disk is full (the caller keeps its change)."""
+        """Write ``status`` (which has the first ``n_kept`` kept changes applied): the inbox's
+        keys to inbox.json first, the rest to status.json; on success forget those. False when
+        the disk is full (the caller keeps its change)."""
+        rest, waiting = job_inbox.split({k: v for k, v in status.items() if k != "unwritten"})
         try:
-            atomic_write_json(
-                self.root / "status.json", {k: v for k, v in status.items() if k != "unwritten"}
-            )
+            job_inbox.write(self.root, waiting)
+            atomic_write_json(self.root / "status.json", rest)
         except OSError as err:
             if not no_space(err):
                 raise
@@ -492,13 +503,13 @@ class ProjectStore:
 
     def note_event(self, task: str | None = None, serving: bool = True) -> dict:
         """Count an annotation event (``events_since_training``) and, when it names the task
-        whose annotations changed, record that ``task`` waits to be rescored with the version
-        serving now (``rescore_pending``) and with the version of a training that read the
-        annotations before the change (``changed_since_fetch``, cleared when a training
-        starts). Both map the task to when its change arrived. One write of the status; on a
-        full disk the event is kept in this process and written when space returns (the result
-        has ``unwritten``). ``serving``: whether a version serves the project (else nothing
-        would rescore the task: only the count is kept)."""
+        whose annotations changed, record in the inbox (:meth:`inbox`) that ``task`` waits to be
+        rescored with the version serving now (``rescore_pending``) and with the version of a
+        training that read the annotations before the change (``changed_since_fetch``, cleared
+        when a training starts). Both map the task to when its change arrived. One write of the
+        status and the inbox; on a full disk the event is kept in this process and written when
+        space returns (the result has ``unwritten``). ``serving``: whether a version serves the
+        project (else nothing would rescore the task: only the count is kept)."""
         return self._change(
             Events(1, {task: time.time()} if task is not None else {}, serving=serving)
         )

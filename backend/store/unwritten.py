@@ -64,7 +64,8 @@ def _bounded(pending: dict) -> dict:
 class Events:
     """``n`` annotation events (:meth:`ProjectStore.note_event`), ``tasks`` the tasks they changed
     -> when: one status change however many events a full disk keeps back. The tasks are kept
-    only where something will read them: ``rescore_pending`` while a version serves
+    only where something will read them, in the job inbox's keys (:mod:`backend.store.inbox`,
+    which the store writes to ``inbox.json``): ``rescore_pending`` while a version serves
     (``serving``), ``changed_since_fetch`` while a training runs; each at most
     :data:`MAX_PENDING`."""
 

@@ -208,7 +208,7 @@ def predict():
     settings = project_settings.effective(_settings(), _store(project))
     spec = parse_label_config(body["label_config"], settings.controls_to_weigh)
     start = time.perf_counter()
-    results = predictions.predict(_settings(), project, spec, TaskRead.of(tasks, spec))
+    results = predictions.predict(settings, project, spec, TaskRead.of(tasks, spec))
     logger.info(
         "project %s: /predict of %d tasks in %.2f s",
         project,

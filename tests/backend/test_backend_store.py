@@ -346,3 +346,21 @@ def test_killed_at_any_moment_of_publish_and_prune_only_complete_versions_are_li
         ]
         assert left == []
     assert listed  # the loop did publish
+
+
+def test_a_status_json_from_before_the_inbox_has_its_waiting_tasks_read_then_moved(tmp_path):
+    """Issue 60: status.json held the inbox's keys before inbox.json. They are read as the
+    inbox's, and the next write moves them there: none is lost, status.json keeps none."""
+    from backend.store import inbox
+
+    store = ProjectStore(tmp_path, 3)
+    store.root.mkdir(parents=True)
+    old = {"state": "idle", "events_since_training": 2, "rescore_pending": {"7": 1.0}}
+    (store.root / "status.json").write_text(json.dumps(old))
+    assert store.inbox().rescore_pending == {"7": 1.0}
+    store.note_event("8")
+    assert set(store.inbox().rescore_pending) == {"7", "8"}
+    on_disk = json.loads((store.root / "status.json").read_text())
+    assert on_disk["events_since_training"] == 3 and not inbox.KEYS & set(on_disk)
+    assert set(store.take_status("rescore_pending")) == {"7", "8"}
+    assert store.inbox() == inbox.Inbox()

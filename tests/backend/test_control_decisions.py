@@ -119,6 +119,10 @@ def _decide(spec, store, *tasks):
     return reviews.decide(store, store.current_version(), spec, TaskRead.of(tasks, spec))
 
 
+def _judge(spec, store, *tasks) -> reviews.Judged:
+    return reviews.judge(store, store.current_version(), spec, TaskRead.of(tasks, spec))
+
+
 def _served(store) -> dict:
     return reviews.served_scores(store, store.scores(store.current_version()))
 
@@ -261,11 +265,12 @@ def test_clearing_the_choice_withdraws_the_decision(ner):
     _decide(spec, store, _task(2, 21, MERKEL_LOC + [chose("wrong (fixed)")], _at(5)))
     assert set(_decisions(store)) == {"1/11", "2/21"}
     assert _decide(spec, store, _task(1, 11, MERKEL_PER, _at(7))) == {"1/11": "withdrawn"}
-    assert _decide(spec, store, _task(2, 21, MERKEL_LOC, _at(7))) == {"2/21": "withdrawn"}
+    withdrawn = _judge(spec, store, _task(2, 21, MERKEL_LOC, _at(7)))
+    assert withdrawn.made == {"2/21": "withdrawn"}
     assert _decisions(store) == {}
     assert _served(store)["1"]["score"] == 0.1  # the scout's again; the fix's slips gone
     assert reviews.fixed_slips(store).counts == {}
-    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
+    assert set(withdrawn.slips) == {"Angela Merkel\0PER"}
     assert [h[3] for h in reviews.load(store)["history"]][-2:] == ["withdrawn", "withdrawn"]
     assert reviews.review_inputs(store) is None
     assert _decide(spec, store, _task(1, 11, MERKEL_PER, _at(8))) == {}  # nothing to withdraw

@@ -17,7 +17,7 @@ import pytest
 
 from backend.review import reviews
 from subregweigh.report import review_summary
-from tests.backend.test_reviews import MERKEL_LOC, MERKEL_PER, _at, _decide, _task
+from tests.backend.test_reviews import MERKEL_LOC, MERKEL_PER, _at, _decide, _judge, _task
 from tests.backend.test_reviews import project as project  # noqa: F401  (the fixture)
 
 
@@ -44,15 +44,16 @@ def test_a_fix_reverted_to_the_original_labels_stops_counting_as_a_fix(project):
     _, store = project
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
     assert reviews.fixed_slips(store).counts  # Angela Merkel as PER moves up
-    assert _decide(store, _task(2, [(21, MERKEL_PER, _at(8))])) != {"2/21": "fixed"}
+    reverted = _judge(store, _task(2, [(21, MERKEL_PER, _at(8))]))
+    assert reverted.made != {"2/21": "fixed"}
     decision = reviews.load(store)["decisions"]["2/21"]
     assert decision["fixed"] is False and not decision.get("slips")
     assert reviews.fixed_slips(store).counts == {}
     assert "2" not in (reviews.review_inputs(store) or {}).get("tasks", [])
     history = [entry[3] for entry in reviews.load(store)["history"]]
     assert history.count("fixed") == 1
-    # the repeats the fix had moved up are rewritten as served now (queued for the rescore)
-    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
+    # the repeats the fix had moved up are rewritten as served now (handed to the rescore)
+    assert set(reverted.slips) == {"Angela Merkel\0PER"}
     # a confirmation of the original labels afterwards is a confirmation, not a fix
     assert _decide(store, _task(2, [(21, MERKEL_PER, _at(9))])) == {"2/21": "confirmed"}
     assert reviews.review_inputs(store)["fixed"] == [False]

@@ -116,6 +116,11 @@ def _decide(store: ProjectStore, *tasks: dict) -> dict:
     return reviews.decide(store, store.current_version(), SPEC, TaskRead.of(tasks, SPEC))
 
 
+def _judge(store: ProjectStore, *tasks: dict) -> reviews.Judged:
+    """The same, with the slips the decisions moved, handed to the rescore."""
+    return reviews.judge(store, store.current_version(), SPEC, TaskRead.of(tasks, SPEC))
+
+
 def _served(store: ProjectStore) -> dict:
     version = store.current_version()
     return reviews.served_scores(store, store.scores(version))
@@ -363,7 +368,8 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     fixes less the decided annotations that held it unchanged); the fixed annotation itself
     waits for its rescore."""
     _, store = project
-    assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(5))])) == {"2/21": "fixed"}
+    fixed = _judge(store, _task(2, [(21, MERKEL_LOC, _at(5))]))
+    assert fixed.made == {"2/21": "fixed"}
     decision = reviews.load(store)["decisions"]["2/21"]
     assert decision["slips"] == [["Angela Merkel", "PER"]]
     served = _served(store)
@@ -372,8 +378,10 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     assert served["3"]["score"] == pytest.approx(0.3 * 0.5)  # the least reliable of two
     assert served["2"]["score"] == 0.2 and "slip_repeats" not in served["2"]
     assert store.scores(store.current_version())["1"]["score"] == 0.1  # stored: the scout's
-    # queued for the rescore, which rewrites the repeats' predictions in Label Studio
-    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
+    # handed to the rescore, which rewrites the repeats' predictions in Label Studio; the
+    # status queues nothing
+    assert set(fixed.slips) == {"Angela Merkel\0PER"}
+    assert "slips_pending" not in store.status()
     # The report ranks as the queue does.
     records = annotation_records(
         store.scores(store.current_version()),
@@ -384,8 +392,8 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
         {"1": 0.1 * 0.5, "2": 0.2}
     )
     # A confirmation still wins: a reviewer who finds task 1 correct takes it off the queue.
-    store.take_status("slips_pending")
-    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(6))])) == {"1/11": "confirmed"}
+    confirmed = _judge(store, _task(1, [(11, MERKEL_PER, _at(6))]))
+    assert confirmed.made == {"1/11": "confirmed"}
     served = _served(store)
     assert served["1"]["score"] == 1.0
     # Its Angela Merkel as PER, seen and left standing, weighs against the slip: one fix less
@@ -396,7 +404,7 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     ]
     assert reviews.fixed_slips(store).counts == {}
     assert served["3"]["score"] == 0.3 and "slip_repeats" not in served["3"]
-    assert set(store.status()["slips_pending"]) == {"Angela Merkel\0PER"}
+    assert set(confirmed.slips) == {"Angela Merkel\0PER"}
     # A second fix of the slip outweighs the confirmation: task 3's other annotation, which
     # repeats it, moves up again (its fixed one waits for its rescore).
     fixed_31 = _task(3, [(31, MERKEL_LOC, _at(7)), (32, MERKEL_PER)])
@@ -419,9 +427,10 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
 
 def test_a_confirmation_records_no_slip(project):
     _, store = project
-    assert _decide(store, _task(1, [(11, MERKEL_PER, _at(5))])) == {"1/11": "confirmed"}
+    confirmed = _judge(store, _task(1, [(11, MERKEL_PER, _at(5))]))
+    assert confirmed.made == {"1/11": "confirmed"}
     assert reviews.fixed_slips(store).counts == {}
-    assert "slips_pending" not in store.status()
+    assert confirmed.slips == frozenset() and "slips_pending" not in store.status()
     assert _served(store)["2"]["score"] == 0.2
 
 

@@ -72,8 +72,9 @@ def _event(action: str, task: int | None = None) -> dict:
 
 
 def _on_disk(model_dir: Path) -> dict:
-    path = model_dir / "1" / "status.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """Project 1's status.json with its inbox.json (what waits: the pending rescores)."""
+    paths = [model_dir / "1" / "status.json", model_dir / "1" / "inbox.json"]
+    return {k: v for p in paths if p.exists() for k, v in json.loads(p.read_text()).items()}
 
 
 @pytest.fixture
@@ -212,8 +213,9 @@ def test_a_storm_of_events_on_a_full_disk_is_one_change_in_memory(tmp_path, monk
     assert store.write_unwritten()
     on_disk = json.loads((store.root / "status.json").read_text())
     assert on_disk["events_since_training"] == 1
-    assert set(on_disk["changed_since_fetch"]) == {"99"}
-    assert len(on_disk["rescore_pending"]) == 51
+    waiting = json.loads((store.root / "inbox.json").read_text())  # what waits: the inbox
+    assert set(waiting["changed_since_fetch"]) == {"99"}
+    assert len(waiting["rescore_pending"]) == 51
     assert "unwritten" not in on_disk and "unwritten" not in store.status()
 
 
