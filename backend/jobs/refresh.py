@@ -279,10 +279,11 @@ def _publish(
             if gone:  # deleted in Label Studio: they leave the store with this version
                 kept = {task: e for task, e in scores.items() if task not in gone}
                 atomic_write_json(staging / "scores.json", kept)
-            if store.current_version() != base:
-                store.discard(staging)
-                return False
-            store.publish(staging, version)
+            with store.locked("publishing"):  # a retrain's version may be published now
+                if store.current_version() != base:
+                    store.discard(staging)
+                    return False
+                store.publish(staging, version)
             return True
 
         if not serve_in_label_studio(api, store, store.project, version, scores, publish_here):

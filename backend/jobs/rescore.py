@@ -175,11 +175,14 @@ class _Once:
 
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
-    """Whether a training runs or the changes counted so far start one: its versions replace
-    the one a refresh would make, and it needs the cores."""
+    """Whether the changes counted so far start a training: its version replaces the one a
+    refresh would make, and it needs the cores. A training that runs already does not stop
+    the refresh: a retrain publishes no early version, so the version serving until the
+    retrain's is ready is refreshed after each change (a first training's early version is
+    not refreshable: :func:`backend.jobs.refresh._not_refreshable`)."""
     status = store.status()
     retrain_after = project_settings.effective(settings, store).retrain_after
-    return status.get("state") == "running" or retrain_due(status, retrain_after)
+    return retrain_due(status, retrain_after)
 
 
 def _refresh(

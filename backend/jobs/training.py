@@ -38,6 +38,7 @@ from backend.serving.weighers import engine, part_params, release_memory
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
+    CorruptVersion,
     ProjectStore,
     disk_full_message,
     disk_space,
@@ -148,6 +149,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
+    serving = full_version_serving(store)
     annotated = annotated_examples(items)
     if read.refusal:
         return {"message": read.refusal, "trained": False}
@@ -164,8 +166,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         settings.k,
         settings.n_samples,
     )
+    keeps = f"; version {serving} serves until the new one is ready" if serving else ""
     store.update_status(
-        message=f"training on {len(annotated)} annotations{beside}",
+        message=f"training on {len(annotated)} annotations{beside}{keeps}",
         early_version=None,
         early_seconds=None,
         early_scores=[],
@@ -219,10 +222,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     def score_beside_crf(scouts) -> None:  # while the CRF trains after the scouts
         scouts_part["proba"] = scouts.scout_proba(annotated)
 
-    srw = fit_in_stages(
+    srw = fit_in_stages(  # a retrain publishes no early version: the one serving is better
         engine(settings, spec),
         training,
-        publish_early,
+        None if serving else publish_early,
         part_params(settings),
         beside_crf=score_beside_crf,
     )
@@ -310,6 +313,22 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     }
 
 
+def full_version_serving(store: ProjectStore) -> str | None:
+    """The version serving ``store``'s project when it is a training's full version (not an
+    early one, a refresh of a full one counts), else None. A training that finds one is a
+    retrain: it publishes no early version (the CRF alone, a scout part-way ranks worse than
+    the full version it would replace), so the full version, with its rescores and refreshes
+    after each change, serves until the retrain's own full version is ready."""
+    current = store.current_version()
+    if current is None:
+        return None
+    try:
+        early = store.meta(current).get("early")
+    except CorruptVersion:  # unreadable: as a first training, which replaces it soonest
+        return None
+    return None if early else current
+
+
 # Tasks whose K candidates are weighed between two looks at whether a retrain is due.
 CANDIDATE_CHUNK = 250
 
@@ -368,9 +387,10 @@ def _crf_first(srw, n_examples: int) -> bool:
     return srw.crf_template() is not None and n_examples <= CRF_FIRST_EXAMPLES
 
 
-def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=None):
+def fit_in_stages(srw, examples, publish: Callable | None, params: dict, beside_crf=None):
     """Train the parts of ``srw`` (an unfitted SubRegWeigh) on ``examples`` as a sequence of
-    stages, calling ``publish(weigher, what)`` with each early version on the way:
+    stages, calling ``publish(weigher, what)`` with each early version on the way (None: a
+    retrain's, none; the CRF then trains after the scouts):
 
     1. the CRF, first when :func:`_crf_first`: published alone;
     2. the first scout: published part-way (:func:`_early_step`) when the CRF did not come
@@ -387,11 +407,13 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=Non
     from subregweigh.weigh import SubRegWeigh
 
     scouts, crf = srw.scout_templates(len(examples)), srw.crf_template()
-    crf_first = crf is not None and _crf_first(srw, len(examples))
+    crf_first = publish is not None and crf is not None and _crf_first(srw, len(examples))
     if crf_first:
         crf.fit(examples)
         publish(SubRegWeigh.from_parts([], crf, **params), "the CRF alone, while the scout trains")
-    early_step = _early_step(srw, len(examples), after_crf=crf_first)
+    early_step = None
+    if publish is not None:
+        early_step = _early_step(srw, len(examples), after_crf=crf_first)
     steps = scouts[0].training_steps(len(examples))
     beside = crf if crf_first else None
     for j, scout in enumerate(scouts):

@@ -82,7 +82,8 @@ def save_version(
         atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
         atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
-        store.publish(staging, version)
+        with store.locked("publishing"):  # not between a refresh's look and its publish
+            store.publish(staging, version)
     except BaseException:
         store.discard(staging)
         raise
