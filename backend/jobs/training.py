@@ -17,6 +17,7 @@ from backend.labelstudio.client import (
     LabelStudioUnavailable,
     until_reachable,
 )
+from backend.labelstudio.progress import ConnectionTitles, stage_text
 from backend.labelstudio.tasks import (
     annotated_examples,
     score_tasks,
@@ -63,9 +64,11 @@ def train_project(project: str, settings: Settings) -> dict:
     """
     store = ProjectStore(settings.model_dir, project)
     with budget.training_slot(lambda: store.update_status(message=budget.WAITING)):
+        titles = ConnectionTitles(settings, store)  # the stage, shown in Label Studio
         try:
-            return _train_project(project, settings)
+            return _train_project(project, settings, titles)
         finally:
+            titles.restore()
             release_memory()
 
 
@@ -88,7 +91,7 @@ def _what_serves(store: ProjectStore, before: str | None) -> str:
     )
 
 
-def _train_project(project: str, settings: Settings) -> dict:
+def _train_project(project: str, settings: Settings, titles: ConnectionTitles) -> dict:
     store = ProjectStore(settings.model_dir, project)
     store.clean_debris()  # what a killed training of this project left, before measuring
     space = disk_space(store)
@@ -105,16 +108,22 @@ def _train_project(project: str, settings: Settings) -> dict:
         )
         return {"message": message, "trained": False}
     before = store.current_version()
+    started = time.time()
+    # when this training's scores are expected: as long after its start as the last one's came
+    last_scores = store.status().get("scores_seconds") if before else None
+    due_at = started + last_scores if last_scores else None
     store.update_status(
         state="running",
-        started_at=time.time(),
+        started_at=started,
         message="fetching annotations",
         events_since_training=0,
         changed_since_fetch={},  # the fetch below reads every change made until now
     )
+    titles.show(stage_text(1, "reading annotations", due_at))
     try:  # with the project's settings, read now: a queued job uses the latest
         with budget.within(settings.training_seconds, settings.training_memory_mb):
-            result = _train(project, store, project_settings.effective(settings, store))
+            effective = project_settings.effective(settings, store)
+            result = _train(project, store, effective, titles, due_at)
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         if no_space(err):
@@ -139,7 +148,15 @@ def run_queued_training(project: str, training: dict) -> dict:
     return train_project(project, Settings.from_env(**training))
 
 
-def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+def _train(
+    project: str,
+    store: ProjectStore,
+    settings: Settings,
+    titles: ConnectionTitles,
+    due_at: float | None = None,
+) -> dict:
+    """The training's stages; ``titles`` shows each in Label Studio, with ``due_at`` (when
+    scores are expected, seconds since the epoch; None: not known)."""
     clock = PhaseClock()
     read_at = time.time()
     read = read_annotations(project, settings, "training")
@@ -167,6 +184,13 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         settings.n_samples,
     )
     keeps = f"; version {serving} serves until the new one is ready" if serving else ""
+    if serving:
+        what = "scout retrains, the last version serves"
+    elif _crf_first(engine(settings, spec), len(training)):
+        what = "CRF, then scout; first scores after the CRF"
+    else:
+        what = "scout"
+    titles.show(stage_text(2, what, due_at))
     store.update_status(
         message=f"training on {len(annotated)} annotations{beside}{keeps}",
         early_version=None,
@@ -233,6 +257,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
     # The same pass says what the scouts learned of the annotations (the version keeps it).
     store.update_status(message=f"scoring {n_annotated} tasks")
+    titles.show(stage_text(3, f"scoring {n_annotated} tasks", due_at))
     proba = scouts_part.get("proba")
     if spec.task == "ner" and proba is None:
         proba = srw.scout_proba(annotated)
@@ -285,6 +310,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(
         message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
     )
+    titles.show(stage_text(4, "K candidates; scores in Label Studio", None))
     full = _weigh_candidates(store, settings, srw, spec, items, ordinary)
     reviews.stamp_saved(full, saved)
     clock.lap("weigh")
