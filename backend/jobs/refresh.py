@@ -145,11 +145,10 @@ def refresh_project(
         seconds,
         clock,
     )
-    # after the refresh says it serves: the next change need not wait for the cleanup
-    if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
-        drop_superseded_predictions(
-            api, store, project, version, stop=partial(_change_waits, store)
-        )
+    # after the refresh says it serves: the next change need not wait for the cleanup. The
+    # version it replaced goes at once (a task shows one prediction of this backend); Label
+    # Studio takes seconds per version, so a change that waits stops it after one delete.
+    drop_superseded_predictions(api, store, project, version, stop=partial(_change_waits, store))
     return {"refreshed": True, **last}
 
 
@@ -166,22 +165,11 @@ def _timed(fn: Callable[[], object], into: dict) -> Callable[[], object]:
     return run
 
 
-# A refresh deletes the predictions of the versions it superseded once there are this many:
-# Label Studio 1.23 takes seconds to delete a version's predictions (some 4 s for 1,000 tasks),
-# which would hold up the rescore of the next change; a training deletes them all.
-CLEANUP_VERSIONS = 4
-
-
 def _change_waits(store: ProjectStore) -> bool:
     """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
-    refresh deletes the rest), so that an edit waits for one delete at most, not four."""
+    refresh deletes the rest), so that an edit waits for one delete at most (Label Studio 1.23
+    takes some 4 s to delete a version's predictions of 1,000 tasks)."""
     return bool(store.status().get("rescore_pending"))
-
-
-def _superseded(store: ProjectStore) -> int:
-    """How many versions this backend wrote to Label Studio that the store no longer keeps."""
-    kept = set(store.all_versions())
-    return sum(v not in kept for v in store.status().get("written_versions") or ())
 
 
 def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) -> str | None:

@@ -219,7 +219,6 @@ def _train(
             return
         clock.lap("early")
         published = {"version": version, "seconds": clock.total(), "what": what}
-        last_early = store.status().get("early_version")
         store.update_status(
             scores_in_label_studio=version,
             early_version=version,
@@ -229,8 +228,8 @@ def _train(
             message=f"early scores in Label Studio ({what}); training on",
         )
         # after the scores are in (Label Studio takes seconds to delete a version's
-        # predictions); the last early scores go too
-        drop_superseded_predictions(api, store, project, version, also=last_early)
+        # predictions); the last early scores go, as every older version does
+        drop_superseded_predictions(api, store, project, version)
         clock.lap("early")
         logger.info(
             "project %s: early scores of version %s in Label Studio (%s; %s)",

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from backend.labelstudio.progress import TITLE_MAX, progress_title
-from testbed.projects import trained_ner_backend
+from testbed.projects import retyped, trained_ner_backend
 from testbed.servers import require_label_studio
 
 pytestmark = pytest.mark.slow
@@ -101,3 +101,42 @@ def test_a_retrain_shows_its_stage_and_serves_the_full_version_until_its_own(tra
     assert connection["title"] == "subregweigh" and connection["state"] != "ER", connection
     assert status(ctx).get("progress") is None
     print(f"retrain: {len(set(stages))} stages shown: {sorted(set(stages))}")
+
+
+def test_after_two_refreshes_a_task_shows_one_prediction_of_this_backend(trained):
+    """Issue 61, item 4: two fixes, each refreshed into a new version; a few seconds after the
+    second, every task holds one prediction of this backend, the serving version's (its
+    superseded ones deleted as they are replaced, the store's older versions included)."""
+    ctx = trained
+    api = ctx.label_studio.api
+    tasks = api("GET", f"/api/tasks?project={ctx.project}&fields=all&page_size=100")["tasks"]
+    refreshed = []
+    for task in tasks[:2]:  # a fix, its refresh served, then the next
+        before = status(ctx)["current_version"]
+        (annotation,) = api("GET", f"/api/tasks/{task['id']}")["annotations"]
+        api(
+            "PATCH",
+            f"/api/annotations/{annotation['id']}",
+            {"result": retyped(annotation["result"])},
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            now = status(ctx)
+            refresh = now.get("last_refresh") or {}
+            if refresh.get("of") == before and refresh.get("version") == now["current_version"]:
+                break
+            assert time.monotonic() < deadline, f"no refresh\n{ctx.backend.log(60)}"
+            time.sleep(0.5)
+        refreshed.append(now["current_version"])
+    current = refreshed[-1]
+    deadline, started = time.monotonic() + 60, time.monotonic()
+    while True:
+        shown = {t["id"]: api("GET", f"/api/predictions?task={t['id']}") for t in tasks}
+        versions = {i: [p["model_version"] for p in ps] for i, ps in shown.items()}
+        if all(v == [current] for v in versions.values()):
+            break
+        assert time.monotonic() < deadline, {i: v for i, v in versions.items() if v != [current]}
+        time.sleep(1)
+    print(f"one prediction per task {time.monotonic() - started:.1f} s after the second refresh")
+    model_versions = api("GET", f"/api/projects/{ctx.project}/model-versions/")
+    assert model_versions == {current: len(tasks)}, model_versions
