@@ -24,7 +24,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from backend.config import project_settings
@@ -39,7 +38,7 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.review import reviews
-from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
+from backend.serving.publish import serve_in_label_studio
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
 from backend.serving.weighers import forget_versions, remember, weigher
@@ -145,10 +144,8 @@ def refresh_project(
         seconds,
         clock,
     )
-    # after the refresh says it serves: the next change need not wait for the cleanup. The
-    # version it replaced goes at once (a task shows one prediction of this backend); Label
-    # Studio takes seconds per version, so a change that waits stops it after one delete.
-    drop_superseded_predictions(api, store, project, version, stop=partial(_change_waits, store))
+    # the predictions of the version it replaced are deleted by the rescore job once its status
+    # says both served (backend.jobs.rescore._clean_up_after)
     return {"refreshed": True, **last}
 
 
@@ -163,13 +160,6 @@ def _timed(fn: Callable[[], object], into: dict) -> Callable[[], object]:
             into["seconds"] = round(time.perf_counter() - start, 3)
 
     return run
-
-
-def _change_waits(store: ProjectStore) -> bool:
-    """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
-    refresh deletes the rest), so that an edit waits for one delete at most (Label Studio 1.23
-    takes some 4 s to delete a version's predictions of 1,000 tasks)."""
-    return bool(store.status().get("rescore_pending"))
 
 
 def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) -> str | None:

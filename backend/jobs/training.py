@@ -167,6 +167,8 @@ def _train(
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
     serving = full_version_serving(store)
+    # a retrain: the version serving is refreshed after each change until this one's is saved
+    store.update_status(refresh_while_training=bool(serving))
     annotated = annotated_examples(items)
     if read.refusal:
         return {"message": read.refusal, "trained": False}
@@ -266,6 +268,7 @@ def _train(
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
+    store.update_status(refresh_while_training=False)  # a refresh now would be of the old one
     version = save_version(
         store,
         srw,

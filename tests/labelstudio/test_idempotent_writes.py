@@ -207,10 +207,10 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
 
 def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     """A refresh's deletes (seconds each in Label Studio) stop once a change waits for its
-    rescore (backend.jobs.refresh._change_waits): the change waits for one delete, not for all, and
+    rescore (backend.jobs.rescore._change_waits): the change waits for one delete, not for all, and
     the next call deletes the rest. Label Studio is real; the change lands from a wrapper
     around the first delete, where the webhook would record it."""
-    from backend.jobs.refresh import _change_waits
+    from backend.jobs.rescore import _change_waits
     from backend.serving.publish import drop_superseded_predictions
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
