@@ -140,3 +140,41 @@ def test_after_two_refreshes_a_task_shows_one_prediction_of_this_backend(trained
     print(f"one prediction per task {time.monotonic() - started:.1f} s after the second refresh")
     model_versions = api("GET", f"/api/projects/{ctx.project}/model-versions/")
     assert model_versions == {current: len(tasks)}, model_versions
+
+
+def test_a_fix_during_a_retrain_is_refreshed_into_the_version_serving(trained):
+    """Issue 61: while a retrain runs, the version serving keeps its refresh after each change:
+    a fix made once the retrain has read the annotations is refreshed into a new version of the
+    one serving, which serves, here and in Label Studio, while the retrain goes on; the
+    retrain's own version replaces it when ready."""
+    ctx = trained
+    api = ctx.label_studio.api
+    before = status(ctx)["current_version"]
+    task = api("GET", f"/api/tasks?project={ctx.project}&fields=all&page_size=100")["tasks"][5]
+    ctx.ls.ml.train(id=ctx.ml.id)
+    deadline = time.monotonic() + 120
+    while not status(ctx)["message"].startswith("training on"):  # the annotations are read
+        assert time.monotonic() < deadline, ctx.backend.log(60)
+        time.sleep(0.2)
+    (annotation,) = api("GET", f"/api/tasks/{task['id']}")["annotations"]
+    api("PATCH", f"/api/annotations/{annotation['id']}", {"result": retyped(annotation["result"])})
+    served_during, seen = set(), set()
+    deadline = time.monotonic() + 300
+    while True:
+        now = status(ctx)
+        _, versions, project_version = shown(ctx)
+        seen |= versions | {project_version}
+        if now["state"] == "running" and (now.get("last_refresh") or {}).get("of") == before:
+            if now["current_version"] == now["last_refresh"]["version"]:
+                served_during.add(now["current_version"])
+        refreshed = (now.get("last_refresh") or {}).get("version")
+        done = now["current_version"] not in (before, refreshed) and now["state"] == "idle"
+        if done and now["job"] == "idle":
+            break
+        assert now["state"] != "failed", now
+        assert time.monotonic() < deadline, f"no retrain\n{ctx.backend.log(80)}"
+        time.sleep(0.5)
+    (refreshed,) = served_during  # the refresh of the version serving, served while it ran
+    assert refreshed in seen, seen  # Label Studio had it as the project's model version
+    assert seen <= {before, refreshed, now["current_version"]}, seen  # and no early version
+    assert now["early_scores"] == []
