@@ -24,7 +24,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from backend.config.settings import Settings
@@ -38,7 +37,7 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.review import reviews
-from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
+from backend.serving.publish import serve_in_label_studio
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
 from backend.serving.weighers import forget_versions, remember, weigher
@@ -145,11 +144,8 @@ def refresh_project(
         seconds,
         clock,
     )
-    # after the refresh says it serves: the next change need not wait for the cleanup
-    if _superseded(store) >= CLEANUP_VERSIONS:  # Label Studio takes seconds per version
-        drop_superseded_predictions(
-            api, store, project, version, stop=partial(_change_waits, store)
-        )
+    # the predictions of the version it replaced are deleted by the rescore job once its status
+    # says both served (backend.jobs.rescore._clean_up_after)
     return {"refreshed": True, **last}
 
 
@@ -164,24 +160,6 @@ def _timed(fn: Callable[[], object], into: dict) -> Callable[[], object]:
             into["seconds"] = round(time.perf_counter() - start, 3)
 
     return run
-
-
-# A refresh deletes the predictions of the versions it superseded once there are this many:
-# Label Studio 1.23 takes seconds to delete a version's predictions (some 4 s for 1,000 tasks),
-# which would hold up the rescore of the next change; a training deletes them all.
-CLEANUP_VERSIONS = 4
-
-
-def _change_waits(store: ProjectStore) -> bool:
-    """Whether a change waits for its rescore: the refresh's deletes stop for it (the next
-    refresh deletes the rest), so that an edit waits for one delete at most, not four."""
-    return bool(store.inbox().rescore_pending)
-
-
-def _superseded(store: ProjectStore) -> int:
-    """How many versions this backend wrote to Label Studio that the store no longer keeps."""
-    kept = set(store.all_versions())
-    return sum(v not in kept for v in store.status().get("written_versions") or ())
 
 
 def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) -> str | None:
@@ -279,10 +257,11 @@ def _publish(
             if gone:  # deleted in Label Studio: they leave the store with this version
                 kept = {task: e for task, e in scores.items() if task not in gone}
                 atomic_write_json(staging / "scores.json", kept)
-            if store.current_version() != base:
-                store.discard(staging)
-                return False
-            store.publish(staging, version)
+            with store.locked("publishing"):  # a retrain's version may be published now
+                if store.current_version() != base:
+                    store.discard(staging)
+                    return False
+                store.publish(staging, version)
             return True
 
         if not serve_in_label_studio(api, store, store.project, version, scores, publish_here):

@@ -19,7 +19,7 @@ from backend.labelstudio.tasks import TaskRead, fingerprint, parse_label_config
 from backend.queue import budget
 from backend.review import reviews, served
 from backend.serving.changed import read_changed, write_scores
-from backend.serving.publish import serve_in_label_studio
+from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
 from backend.store.store import ProjectStore, retrain_due
 
 logger = logging.getLogger(__name__)
@@ -117,6 +117,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     if pending and refreshed.get("refreshed"):  # until it served, its cleanup not counted
         since_change = round(refreshed["finished_at"] - min(pending.values()), 3)
         store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
+    if refreshed.get("refreshed"):
+        _clean_up_after(api, store, refreshed["version"])
     logger.info(
         "project %s: %d changed tasks rescored in %.1f s%s",
         project,
@@ -125,6 +127,23 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         f", {since_change:.1f} s after the oldest change" if pending else "",
     )
     return {"rescored": written, "seconds": seconds}
+
+
+def _change_waits(store: ProjectStore) -> bool:
+    """Whether a change waits for its rescore: the cleanup after a refresh stops for it (the
+    next one deletes the rest), so that an edit waits for one delete at most (Label Studio 1.23
+    takes some 4 s to delete a version's predictions of 1,000 tasks)."""
+    return bool(store.inbox().rescore_pending)
+
+
+def _clean_up_after(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
+    """Delete the predictions of the versions the refreshed ``version`` supersedes (the one it
+    replaced, at once: a task shows one prediction of this backend), once the status says the
+    rescore and the refresh are done: the next change need not wait for the cleanup, and stops
+    it after one delete (:func:`_change_waits`)."""
+    drop_superseded_predictions(
+        api, store, store.project, version, stop=partial(_change_waits, store)
+    )
 
 
 def _catch_up(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
@@ -177,10 +196,18 @@ class _Once:
 
 
 def _training_due(store: ProjectStore, settings: Settings) -> bool:
-    """Whether a training runs or the changes counted so far start one: its versions replace
-    the one a refresh would make, and it needs the cores. ``settings``: the project's."""
+    """Whether a training runs whose versions replace the one a refresh would make, or the
+    changes counted so far start one (it needs the cores). ``settings``: the project's. A
+    retrain lets the refresh run until it publishes its own version (its status's
+    ``refresh_while_training``): a retrain publishes no early version, so the version serving
+    until the retrain's is ready is refreshed after each change. A first training's early
+    versions are not refreshable (:func:`backend.jobs.refresh._not_refreshable`), nor is a
+    training's own version while it weighs its K candidates: they would complete the version
+    the refresh replaced."""
     status = store.status()
-    return status.get("state") == "running" or retrain_due(status, settings.retrain_after)
+    if status.get("state") == "running" and not status.get("refresh_while_training"):
+        return True
+    return retrain_due(status, settings.retrain_after)
 
 
 def _refresh(

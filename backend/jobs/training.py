@@ -17,6 +17,7 @@ from backend.labelstudio.client import (
     LabelStudioUnavailable,
     until_reachable,
 )
+from backend.labelstudio.progress import ConnectionTitles, stage_text
 from backend.labelstudio.tasks import (
     annotated_examples,
     score_tasks,
@@ -38,6 +39,7 @@ from backend.serving.weighers import engine, part_params, release_memory
 from backend.store import snapshot
 from backend.store.disk import no_space
 from backend.store.store import (
+    CorruptVersion,
     ProjectStore,
     disk_full_message,
     disk_space,
@@ -62,9 +64,11 @@ def train_project(project: str, settings: Settings) -> dict:
     """
     store = ProjectStore(settings.model_dir, project)
     with budget.training_slot(lambda: store.update_status(message=budget.WAITING)):
+        titles = ConnectionTitles(settings, store)  # the stage, shown in Label Studio
         try:
-            return _train_project(project, settings)
+            return _train_project(project, settings, titles)
         finally:
+            titles.restore()
             release_memory()
 
 
@@ -87,7 +91,7 @@ def _what_serves(store: ProjectStore, before: str | None) -> str:
     )
 
 
-def _train_project(project: str, settings: Settings) -> dict:
+def _train_project(project: str, settings: Settings, titles: ConnectionTitles) -> dict:
     store = ProjectStore(settings.model_dir, project)
     store.clean_debris()  # what a killed training of this project left, before measuring
     space = disk_space(store)
@@ -104,16 +108,22 @@ def _train_project(project: str, settings: Settings) -> dict:
         )
         return {"message": message, "trained": False}
     before = store.current_version()
+    started = time.time()
+    # when this training's scores are expected: as long after its start as the last one's came
+    last_scores = store.status().get("scores_seconds") if before else None
+    due_at = started + last_scores if last_scores else None
     store.update_status(
         state="running",
-        started_at=time.time(),
+        started_at=started,
         message="fetching annotations",
         events_since_training=0,
         changed_since_fetch={},  # the fetch below reads every change made until now
     )
+    titles.show(stage_text(1, "reading annotations", due_at))
     try:  # with the project's settings, read now: a queued job uses the latest
         with budget.within(settings.training_seconds, settings.training_memory_mb):
-            result = _train(project, store, project_settings.effective(settings, store))
+            effective = project_settings.effective(settings, store)
+            result = _train(project, store, effective, titles, due_at)
     except Exception as err:
         message = redact(f"{type(err).__name__}: {err}", secrets_of(settings))
         if no_space(err):
@@ -138,7 +148,15 @@ def run_queued_training(project: str, training: dict) -> dict:
     return train_project(project, Settings.from_env(**training))
 
 
-def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
+def _train(
+    project: str,
+    store: ProjectStore,
+    settings: Settings,
+    titles: ConnectionTitles,
+    due_at: float | None = None,
+) -> dict:
+    """The training's stages; ``titles`` shows each in Label Studio, with ``due_at`` (when
+    scores are expected, seconds since the epoch; None: not known)."""
     clock = PhaseClock()
     read_at = time.time()
     read = read_annotations(project, settings, "training")
@@ -148,6 +166,9 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
+    serving = full_version_serving(store)
+    # a retrain: the version serving is refreshed after each change until this one's is saved
+    store.update_status(refresh_while_training=bool(serving))
     annotated = annotated_examples(items)
     if read.refusal:
         return {"message": read.refusal, "trained": False}
@@ -164,8 +185,16 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         settings.k,
         settings.n_samples,
     )
+    keeps = f"; version {serving} serves until the new one is ready" if serving else ""
+    if serving:
+        what = "scout retrains, the last version serves"
+    elif _crf_first(engine(settings, spec), len(training)):
+        what = "CRF, then scout; first scores after the CRF"
+    else:
+        what = "scout"
+    titles.show(stage_text(2, what, due_at))
     store.update_status(
-        message=f"training on {len(annotated)} annotations{beside}",
+        message=f"training on {len(annotated)} annotations{beside}{keeps}",
         early_version=None,
         early_seconds=None,
         early_scores=[],
@@ -192,7 +221,6 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             return
         clock.lap("early")
         published = {"version": version, "seconds": clock.total(), "what": what}
-        last_early = store.status().get("early_version")
         store.update_status(
             scores_in_label_studio=version,
             early_version=version,
@@ -202,8 +230,8 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
             message=f"early scores in Label Studio ({what}); training on",
         )
         # after the scores are in (Label Studio takes seconds to delete a version's
-        # predictions); the last early scores go too
-        drop_superseded_predictions(api, store, project, version, also=last_early)
+        # predictions); the last early scores go, as every older version does
+        drop_superseded_predictions(api, store, project, version)
         clock.lap("early")
         logger.info(
             "project %s: early scores of version %s in Label Studio (%s; %s)",
@@ -219,10 +247,10 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     def score_beside_crf(scouts) -> None:  # while the CRF trains after the scouts
         scouts_part["proba"] = scouts.scout_proba(annotated)
 
-    srw = fit_in_stages(
+    srw = fit_in_stages(  # a retrain publishes no early version: the one serving is better
         engine(settings, spec),
         training,
-        publish_early,
+        None if serving else publish_early,
         part_params(settings),
         beside_crf=score_beside_crf,
     )
@@ -230,6 +258,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     # ordinary segmentation's p(gold)): it goes to Label Studio first, the K candidates after.
     # The same pass says what the scouts learned of the annotations (the version keeps it).
     store.update_status(message=f"scoring {n_annotated} tasks")
+    titles.show(stage_text(3, f"scoring {n_annotated} tasks", due_at))
     proba = scouts_part.get("proba")
     if spec.task == "ner" and proba is None:
         proba = srw.scout_proba(annotated)
@@ -239,6 +268,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     scores = score_tasks(srw, spec, items, quick=True, ordinary=ordinary)
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
+    store.update_status(refresh_while_training=False)  # a refresh now would be of the old one
     version = save_version(
         store,
         srw,
@@ -282,6 +312,7 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
     store.update_status(
         message=f"scores in Label Studio; weighing K candidates of {len(items)} tasks"
     )
+    titles.show(stage_text(4, "K candidates; scores in Label Studio", None))
     full = _weigh_candidates(store, settings, srw, spec, items, ordinary)
     reviews.stamp_saved(full, saved)
     clock.lap("weigh")
@@ -308,6 +339,22 @@ def _train(project: str, store: ProjectStore, settings: Settings) -> dict:
         "doubtful_tasks": doubtful,
         "phase_seconds": clock.seconds,
     }
+
+
+def full_version_serving(store: ProjectStore) -> str | None:
+    """The version serving ``store``'s project when it is a training's full version (not an
+    early one, a refresh of a full one counts), else None. A training that finds one is a
+    retrain: it publishes no early version (the CRF alone, a scout part-way ranks worse than
+    the full version it would replace), so the full version, with its rescores and refreshes
+    after each change, serves until the retrain's own full version is ready."""
+    current = store.current_version()
+    if current is None:
+        return None
+    try:
+        early = store.meta(current).get("early")
+    except CorruptVersion:  # unreadable: as a first training, which replaces it soonest
+        return None
+    return None if early else current
 
 
 # Tasks whose K candidates are weighed between two looks at whether a retrain is due.
@@ -368,9 +415,10 @@ def _crf_first(srw, n_examples: int) -> bool:
     return srw.crf_template() is not None and n_examples <= CRF_FIRST_EXAMPLES
 
 
-def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=None):
+def fit_in_stages(srw, examples, publish: Callable | None, params: dict, beside_crf=None):
     """Train the parts of ``srw`` (an unfitted SubRegWeigh) on ``examples`` as a sequence of
-    stages, calling ``publish(weigher, what)`` with each early version on the way:
+    stages, calling ``publish(weigher, what)`` with each early version on the way (None: a
+    retrain's, none; the CRF then trains after the scouts):
 
     1. the CRF, first when :func:`_crf_first`: published alone;
     2. the first scout: published part-way (:func:`_early_step`) when the CRF did not come
@@ -387,11 +435,13 @@ def fit_in_stages(srw, examples, publish: Callable, params: dict, beside_crf=Non
     from subregweigh.weigh import SubRegWeigh
 
     scouts, crf = srw.scout_templates(len(examples)), srw.crf_template()
-    crf_first = crf is not None and _crf_first(srw, len(examples))
+    crf_first = publish is not None and crf is not None and _crf_first(srw, len(examples))
     if crf_first:
         crf.fit(examples)
         publish(SubRegWeigh.from_parts([], crf, **params), "the CRF alone, while the scout trains")
-    early_step = _early_step(srw, len(examples), after_crf=crf_first)
+    early_step = None
+    if publish is not None:
+        early_step = _early_step(srw, len(examples), after_crf=crf_first)
     steps = scouts[0].training_steps(len(examples))
     beside = crf if crf_first else None
     for j, scout in enumerate(scouts):

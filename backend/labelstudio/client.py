@@ -584,6 +584,34 @@ class LabelStudioAPI:
             if backend.url
         ]
 
+    def ml_connections(self, project: int) -> list[dict]:
+        """The ML connections of ``project`` as Label Studio keeps them (``GET /api/ml?project=P``:
+        ``id``, ``url``, ``title``, ``auth_method``, ``basic_auth_user``, ``extra_params``, ...)."""
+        listed = self._call(
+            f"list the ML connections of project {project}",
+            lambda: self._raw("GET", "api/ml", params={"project": project}),
+        )
+        return [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+
+    def ml_connection(self, connection: int) -> dict:
+        """One ML connection as Label Studio keeps it (``GET /api/ml/{id}``; Label Studio calls
+        its ``/setup`` first)."""
+        return self._call(
+            f"read ML connection {connection}",
+            lambda: self._raw("GET", f"api/ml/{connection}"),
+        )
+
+    def update_ml_connection(self, connection: int, body: Mapping) -> dict:
+        """``PATCH /api/ml/{id}`` with ``body``, which must carry the connection's ``url`` and
+        ``project`` (Label Studio 1.23 answers 500 without them) and its credentials: Label
+        Studio checks ``/health`` and ``/setup`` again before it saves. Errors name the status
+        only (the body may hold the basic-auth password)."""
+        return self._call(
+            f"update ML connection {connection}",
+            lambda: self._raw("PATCH", f"api/ml/{connection}", json=dict(body)),
+            bodies=False,
+        )
+
     def webhooks(self, project: int) -> list[dict]:
         """The webhooks of ``project`` (``GET /api/webhooks?project=P``): ``id``, ``url``,
         ``headers``, ``actions``."""

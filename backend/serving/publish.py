@@ -82,7 +82,8 @@ def save_version(
         atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
         atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
-        store.publish(staging, version)
+        with store.locked("publishing"):  # not between a refresh's look and its publish
+            store.publish(staging, version)
     except BaseException:
         store.discard(staging)
         raise
@@ -134,27 +135,29 @@ def drop_superseded_predictions(
     store: ProjectStore,
     project: str,
     served: str,
-    also: str | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Delete from Label Studio the predictions of this backend's versions that ``served``
-    supersedes: those the store no longer keeps, and the early scores of the training that
-    made ``served``. Each retraining writes a prediction per task, so without this a project's
-    predictions grow with every version, twice with early scores. Only versions this backend
-    wrote (its status's ``written_versions``) are deleted (``also``: a version to delete though the
-    store keeps it, the early scores ``served`` replaces): another backend's on the same project
-    (whatever its names), and imported ones, stay. ``stop``: asked before each version's delete
-    (Label Studio takes seconds for each); once it says so, the rest stay for a later call. A
-    failure is logged: the scores are served already."""
-    status = store.status()
-    kept = set(store.all_versions()) - {status.get("early_version"), also}
-    ours = set(status.get("written_versions") or ())
+    supersedes: every one it wrote before ``served`` (its status's ``written_versions``, in the
+    order written), whether the store keeps it or not: the early scores of ``served``'s
+    training, the versions before it and their refreshes. So a task shows one prediction of
+    this backend, the current one. Versions written after ``served`` stay (a training's, written
+    while a refresh cleans up), and so does the version serving here; one written before it that
+    serves here again (``served`` broken, the one before back) has its predictions written again
+    by the next rescore (:func:`backend.jobs.rescore._catch_up`). Only versions this backend
+    wrote are deleted: another backend's on the same project (whatever its names), and imported
+    ones, stay. ``stop``: asked before each version's delete (Label Studio takes seconds for
+    each); once it says so, the rest stay for a later call. A failure is logged: the scores
+    are served already."""
+    written = list(store.status().get("written_versions") or ())
+    # up to its last write: a version served again (after a broken one) supersedes those between
+    older = written[: len(written) - 1 - written[::-1].index(served)] if served in written else []
     deleted: list[str] = []
     try:
+        serving = store.current_version()
+        in_label_studio = api.model_versions(int(project)) if older else {}
         stale = [
-            version
-            for version in api.model_versions(int(project))
-            if version in ours and version != served and version not in kept
+            v for v in dict.fromkeys(older) if v not in (served, serving) and v in in_label_studio
         ]
         for version in stale:
             if stop is not None and stop():

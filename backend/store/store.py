@@ -378,7 +378,9 @@ class ProjectStore:
     @contextlib.contextmanager
     def locked(self, name: str = "status"):
         """An exclusive lock across processes sharing MODEL_DIR: ``"status"`` (status.json and
-        a version's scores.json), or ``"writing"`` (a version's predictions in Label Studio)."""
+        a version's scores.json), ``"writing"`` (a version's predictions in Label Studio), or
+        ``"publishing"`` (which version serves: a refresh's look at it and its publish, a
+        training's publish; taken inside ``"writing"``, never around it)."""
         if not self.root.is_dir():
             self._make_root()
         with open(self.root / (".lock" if name == "status" else f".{name}.lock"), "w") as lock:

@@ -239,3 +239,20 @@ def test_start_up_logs_one_line_naming_what_is_wrong(tmp_path, who_am_i, caplog)
     assert (
         line.levelname == "ERROR" and f"Label Studio at {url} did not answer" in line.getMessage()
     )
+
+
+def test_the_progress_title_is_bounded_keeps_its_stage_and_comes_off_whole():
+    """Issue 61: the connection's title while a project trains (backend.labelstudio.progress):
+    the stage whole, within TITLE_MAX characters, the lead's own title shortened first; the
+    progress (a killed training's too) comes off, leaving the lead's title as it was."""
+    from backend.labelstudio.progress import TITLE_MAX, base_title, progress_title, stage_text
+
+    stage = stage_text(2, "scout retrains, the last version serves", 0.0)
+    assert stage == "2/4: scout retrains, the last version serves; scores ~00:00:00 UTC"
+    shown = progress_title("subregweigh", stage)
+    assert shown == f"subregweigh [training {stage}]" and base_title(shown) == "subregweigh"
+    long = progress_title("NER of tweets, " * 10, stage)
+    assert len(long) == TITLE_MAX and long.endswith(f"… [training {stage}]")
+    assert progress_title(shown, "3/4: scoring") == "subregweigh [training 3/4: scoring]"
+    assert base_title("my [own] title") == "my [own] title"
+    assert len(progress_title("x", "y" * 300)) == TITLE_MAX

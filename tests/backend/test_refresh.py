@@ -182,3 +182,24 @@ def test_the_rescore_beside_the_refresh_runs_once_and_only_its_own_failure_fails
         assert outcome == {"refreshed": False, "reason": "RuntimeError: refresh"}
         assert once() == 3 and once() == 3
     assert runs == ["write"]
+
+
+def test_a_running_retrain_leaves_the_refresh_on_and_a_due_one_stops_it(tmp_path):
+    """Issue 61: a retrain publishes no early version, so the full version serving while it
+    runs is refreshed after each change, until the retrain saves its own; changes enough to
+    start the next training stop it (that training's version replaces whatever a refresh would
+    make), and so does a first training."""
+    from backend.config.settings import Settings
+    from backend.jobs import rescore
+
+    store = ProjectStore(tmp_path, 1)
+    settings = Settings(model_dir=str(tmp_path), retrain_after=10)
+    store.update_status(state="running", events_since_training=3, refresh_while_training=True)
+    assert rescore._training_due(store, settings) is False
+    store.update_status(events_since_training=10)
+    assert rescore._training_due(store, settings) is True
+    # a first training, or a retrain once it saves its own version: no refresh until it ends
+    store.update_status(events_since_training=3, refresh_while_training=False)
+    assert rescore._training_due(store, settings) is True
+    store.update_status(state="idle", events_since_training=2)
+    assert rescore._training_due(store, settings) is False

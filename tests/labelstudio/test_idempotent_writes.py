@@ -167,9 +167,10 @@ def _project_of(ls, title: str, n_tasks: int) -> tuple[int, list[int]]:
 
 def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tmp_path):
     """Serving a version deletes, in Label Studio, the predictions of this backend's versions
-    the store no longer keeps and of the training's superseded early scores; a version the
-    store keeps, the served one and other model versions (an import, another backend's named
-    as ours are: issue 42, item 7) stay."""
+    older than it: those the store no longer keeps, those it keeps (issue 61: a task shows one
+    prediction of this backend) and the training's superseded early scores; the served one, a
+    newer one of ours (a training's, written while a refresh cleans up) and other model
+    versions (an import, another backend's named as ours are: issue 42, item 7) stay."""
     from backend.serving.publish import drop_superseded_predictions
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
@@ -177,13 +178,13 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     ls = label_studio
     pid, tasks = _project_of(ls, "prune", 3)
     store = ProjectStore(tmp_path, pid)
-    gone, kept, early, served, theirs = (new_version_name() for _ in range(5))
+    gone, kept, early, served, newer, theirs = (new_version_name() for _ in range(6))
     for version in (kept, early, served):  # gone: pruned from the store already
         store.publish(store.staging_dir(), version)
     # what _serve_in_label_studio records of the versions this backend wrote
-    store.update_status(early_version=early, written_versions=[gone, kept, early, served])
+    store.update_status(early_version=early, written_versions=[gone, kept, early, served, newer])
     api = LabelStudioAPI(ls.url, ls.token, retries=0)
-    versions = (gone, kept, early, served, theirs, "imported-1")
+    versions = (gone, kept, early, served, newer, theirs, "imported-1")
     api.write_predictions(
         pid,
         [
@@ -198,18 +199,18 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     drop_superseded_predictions(api, store, str(pid), served)
 
     left = {v: n for v, n in api.model_versions(pid).items() if n}
-    assert left == {kept: 3, served: 3, theirs: 3, "imported-1": 3}
-    assert store.status()["written_versions"] == [kept, served]
+    assert left == {served: 3, newer: 3, theirs: 3, "imported-1": 3}
+    assert store.status()["written_versions"] == [served, newer]
     drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
     assert {v: n for v, n in api.model_versions(pid).items() if n} == left
 
 
 def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     """A refresh's deletes (seconds each in Label Studio) stop once a change waits for its
-    rescore (backend.jobs.refresh._change_waits): the change waits for one delete, not for all, and
+    rescore (backend.jobs.rescore._change_waits): the change waits for one delete, not for all, and
     the next call deletes the rest. Label Studio is real; the change lands from a wrapper
     around the first delete, where the webhook would record it."""
-    from backend.jobs.refresh import _change_waits
+    from backend.jobs.rescore import _change_waits
     from backend.serving.publish import drop_superseded_predictions
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name

@@ -9,6 +9,7 @@ first scout's scores are early ones).
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
 import numpy as np
@@ -55,14 +56,21 @@ class FailsTheFirstWrite:
         return {}
 
 
-def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeypatch, caplog):
-    tasks = conll_tasks(np.random.default_rng(0), 12)
+def _project(monkeypatch, api: type, seed: int) -> list[dict]:
+    """12 CoNLL++ tasks (ids 1 to 12) served by the Label Studio double ``api``, its records
+    empty; the tasks."""
+    tasks = conll_tasks(np.random.default_rng(seed), 12)
     for i, task in enumerate(tasks, 1):
         task["id"] = i
-    monkeypatch.setattr(FailsTheFirstWrite, "task_list", tasks)
-    monkeypatch.setattr(FailsTheFirstWrite, "writes", [])
-    monkeypatch.setattr(FailsTheFirstWrite, "served", [])
-    use_label_studio(monkeypatch, FailsTheFirstWrite)
+    monkeypatch.setattr(api, "task_list", tasks)
+    monkeypatch.setattr(api, "writes", [])
+    monkeypatch.setattr(api, "served", [])
+    use_label_studio(monkeypatch, api)
+    return tasks
+
+
+def test_a_failed_early_publication_does_not_fail_the_training(tmp_path, monkeypatch, caplog):
+    tasks = _project(monkeypatch, FailsTheFirstWrite, seed=0)
     settings = offline_settings(
         tmp_path / "models",
         epochs=1,
@@ -138,3 +146,65 @@ def test_the_stages_publish_on_the_way_and_end_where_fit_ends(tmp_path, monkeypa
         staged.weigh_deterministic(tiny_ner_data, scout_proba=beside[0]).deterministic_probability,
         staged.weigh_deterministic(tiny_ner_data).deterministic_probability,
     )
+
+
+class RecordsWrites(FailsTheFirstWrite):
+    """Label Studio's API for a project of CoNLL++ sentences; every prediction write lands and
+    is recorded, and so is each model version the project is switched to."""
+
+    def write_predictions(self, project, predictions):
+        type(self).writes.append(list(predictions))
+        return set()
+
+    def model_versions(self, project):
+        versions: dict = {}
+        for write in type(self).writes:
+            for p in write:
+                versions[p["model_version"]] = versions.get(p["model_version"], 0) + 1
+        return versions
+
+    def delete_model_version(self, project, version):
+        pass
+
+
+def test_a_retrain_publishes_no_early_version(tmp_path, monkeypatch):
+    """Issue 61: early versions (the CRF alone, here) are published on a first training only.
+    A retrain keeps the full version serving, here and in Label Studio, until its own full
+    version is ready: Label Studio is switched from one full version to the next, nothing
+    between, and the store never serves an early version."""
+    _project(monkeypatch, RecordsWrites, seed=1)
+    settings = offline_settings(
+        tmp_path / "models", epochs=1, k=2, n_samples=4, min_annotations=2, n_scouts=1
+    )  # with the CRF: 12 tasks are few enough for its scores to come first, alone
+    store = ProjectStore(tmp_path / "models", 7)
+    published: list[tuple[str, bool]] = []  # (version, early) of each version the store serves
+    real_publish = ProjectStore.publish
+
+    def publish(self, staging, version):
+        early = bool(json.loads((staging / "meta.json").read_text()).get("early"))
+        published.append((version, early))
+        return real_publish(self, staging, version)
+
+    monkeypatch.setattr(ProjectStore, "publish", publish)
+    backend = model_module.SubRegWeighModel(project="7", settings=settings)
+
+    first = backend.fit()
+    assert first["trained"] is True, first
+    (early, is_early), (full, _) = published  # a first training: the CRF's early version first
+    assert is_early and full == first["last_version"]
+    assert RecordsWrites.served == [early, full]
+    assert [e["what"] for e in store.status()["early_scores"]] == [
+        "the CRF alone, while the scout trains"
+    ]
+
+    published.clear()
+    RecordsWrites.served.clear()
+    RecordsWrites.writes.clear()
+    second = backend.fit()  # a retrain: the full version serves until the next one is ready
+    assert second["trained"] is True, second
+    assert published == [(second["last_version"], False)]
+    assert RecordsWrites.served == [second["last_version"]]
+    assert {p["model_version"] for w in RecordsWrites.writes for p in w} == {second["last_version"]}
+    status = store.status()
+    assert status["early_version"] is None and status["early_scores"] == []
+    assert store.current_version() == second["last_version"]

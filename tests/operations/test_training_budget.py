@@ -95,7 +95,7 @@ def test_trainings_of_one_process_take_turns_so_each_budget_is_its_own(tmp_path,
     settings = Settings(model_dir=str(tmp_path / "models"), training_memory_mb=500)
     running, overlap, waiting = [], [], []
 
-    def grows(project, store, effective):
+    def grows(project, store, effective, *_):
         running.append(project)
         overlap.append(len(running))
         held = np.ones(300 * 2**20, dtype=np.uint8)  # 300 MB, touched
