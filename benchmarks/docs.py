@@ -47,8 +47,8 @@ IMG = "img"  # the plots' folder in the site, beside the pages (docs/hooks.py ad
 # default is chosen
 HEADLINES = {  # stem -> its column in the README's table
     "real-errors-three-scouts": "CoNLL++",
-    "real-errors-tweets-0-rest-on-crf": "tweets, slot 0",
-    "real-errors-tweets-1-rest-on-crf": "tweets, slot 1",
+    "real-errors-tweets-0-resting-crf": "tweets, slot 0",
+    "real-errors-tweets-1-resting-crf": "tweets, slot 1",
 }
 # the README's rows: the product, its parts, cleanlab on the same scouts, the model-free orders
 README_ROWS = (
