@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,7 +88,40 @@ MODEL_FREE = ("consistency",)
 
 
 def parse_args(argv=None):
-    parser = harness.arguments(__doc__, name=None)
+    parser = build_parser(__doc__)
+    args = parser.parse_args(argv)
+    check_args(parser, args)
+    if args.name is None:
+        args.name = "real-errors" + ("" if args.data == "conllpp" else f"-{args.data}")
+        args.name += "" if args.sizes == ["all"] else "-" + "-".join(args.sizes)
+        args.name += run_suffix(args)
+    return args
+
+
+def run_suffix(args) -> str:
+    """What a result's default name adds for the settings it ran with."""
+    return (
+        (f"-scouts{args.ensemble}" if args.ensemble else "")
+        + (f"-plus-{args.add_train}-train" if args.add_train else "")
+        + (f"-{args.max_steps}-steps" if args.max_steps else "")
+        + (f"-min-{args.min_steps}-steps" if args.min_steps is not None else "")
+        + ("" if args.crf else "-no-crf")
+    )
+
+
+def check_args(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse (``parser.error``) settings that cannot run together."""
+    if args.add_train and args.folds:
+        parser.error("--add-train: OOF folds would train without the added sentences; --folds 0")
+    for size in args.sizes:
+        if size != "all" and not size.isdigit():
+            parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
+
+
+def build_parser(doc: str) -> argparse.ArgumentParser:
+    """This benchmark's arguments (``doc``: the help's description), here and in
+    benchmarks.real_errors_articles."""
+    parser = harness.arguments(doc, name=None)
     parser.add_argument(
         "--data",
         choices=DATA_SETS,
@@ -177,21 +211,7 @@ def parse_args(argv=None):
         help="keep each run's first scout's outputs here, where benchmarks.review_loop --cache "
         "finds them: the loop then reviews on the same scouts without training (default: none)",
     )
-    args = parser.parse_args(argv)
-    if args.add_train and args.folds:
-        parser.error("--add-train: OOF folds would train without the added sentences; --folds 0")
-    for size in args.sizes:
-        if size != "all" and not size.isdigit():
-            parser.error(f"--sizes takes 'all' or numbers, got {size!r}")
-    if args.name is None:
-        args.name = "real-errors" + ("" if args.data == "conllpp" else f"-{args.data}")
-        args.name += "" if args.sizes == ["all"] else "-" + "-".join(args.sizes)
-        args.name += f"-scouts{args.ensemble}" if args.ensemble else ""
-        args.name += f"-plus-{args.add_train}-train" if args.add_train else ""
-        args.name += f"-{args.max_steps}-steps" if args.max_steps else ""
-        args.name += f"-min-{args.min_steps}-steps" if args.min_steps is not None else ""
-        args.name += "" if args.crf else "-no-crf"
-    return args
+    return parser
 
 
 def add_scout_arguments(parser: argparse.ArgumentParser) -> None:
@@ -321,7 +341,43 @@ def missing_rank(quality, kinds) -> float:
     return float(np.median(missed)) if missed else float("nan")
 
 
+class Scored(NamedTuple):
+    """One run's scores: ``run`` (what it measured besides the rankings: its size, seed,
+    scouts, seconds...), the ranked ``examples`` and their ``flags`` (bool, shape (n,)), what
+    each one's correction changed (``kinds``: sets of :data:`CHANGE_KINDS`) and ``scores``
+    (name -> (quality, shape (n,), seconds))."""
+
+    run: dict
+    examples: list
+    flags: np.ndarray
+    kinds: list
+    scores: dict
+
+
 def run_one(args, size: str, seed: int, pair) -> dict:
+    """One run's result: :func:`score_run`'s ``run`` and its ``methods`` (:func:`methods_of`)."""
+    scored = score_run(args, size, seed, pair)
+    return {**scored.run, "methods": methods_of(scored.scores, scored.flags, scored.kinds)}
+
+
+def methods_of(scores: dict, flags, kinds) -> dict:
+    """Each score's ranking of the erroneous examples (``harness.ranking``, P@20, recall at
+    the number of errors by kind of change, the missed entities' median rank) and seconds."""
+    return {
+        name: {
+            **harness.ranking(quality, flags),
+            P_AT_20: harness.precision_at(quality, flags, 20),
+            **{f"recall_{k}": v for k, v in kind_recall(quality, flags, kinds).items()},
+            "missing_rank": missing_rank(quality, kinds),
+            "seconds": round(seconds, 2),
+        }
+        for name, (quality, seconds) in scores.items()
+    }
+
+
+def score_run(args, size: str, seed: int, pair) -> Scored:
+    """Train the product on ``size`` of ``pair``'s original annotations (``load_pair``'s
+    triple) with ``seed``, and score them by every method."""
     original, corrected, all_flags = pair
     pick = draw(size, seed, len(original))
     examples = [original[i] for i in pick]
@@ -484,17 +540,7 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         (name, (q, 0.0)) for name, q in harness.trivial_baselines(examples, "ner", seed).items()
     )
     scores["consistency"] = harness.timed(consistency_scores, examples, "ner")
-    methods = {
-        name: {
-            **harness.ranking(quality, flags),
-            P_AT_20: harness.precision_at(quality, flags, 20),
-            **{f"recall_{k}": v for k, v in kind_recall(quality, flags, kinds).items()},
-            "missing_rank": missing_rank(quality, kinds),
-            "seconds": round(seconds, 2),
-        }
-        for name, (quality, seconds) in scores.items()
-    }
-    return {
+    run = {
         "size": size,
         "n": len(examples),
         "seed": seed,
@@ -511,8 +557,8 @@ def run_one(args, size: str, seed: int, pair) -> dict:
         "cleanlab_vs_min_gold_max_diff": float(
             np.max(np.abs(in_sample - harness.lowest_gold(examples, labels, mean_proba)))
         ),
-        "methods": methods,
     }
+    return Scored(run, examples, flags, kinds, scores)
 
 
 METRICS = ("ap", "auroc", f"precision_at_{harness.TOP}", "r_precision", "seconds")
@@ -610,57 +656,72 @@ def markdown(result) -> str:
                 + ".",
                 "",
             ]
-        rows = []
-        for name, m in s["methods"].items():
-            kind = "product" if name in PRODUCT else "model-free" if name in MODEL_FREE else ""
-            rows.append(
-                [
-                    name + (f" ({kind})" if kind else ""),
-                    *(harness.pm(m[key]) if key in m else "" for key in METRICS[:4]),
-                    " / ".join(f"{m[f'recall_{k}']['mean']:.2f}" for k in CHANGE_KINDS),
-                    harness.pm(m[P_AT_20]) if P_AT_20 in m else "",
-                    harness.pm(m["missing_rank"]) if "missing_rank" in m else "",
-                    f"{m['seconds']['mean']:.0f}" if "seconds" in m else "",
-                ]
-            )
-        lines += harness.table(
-            [
-                "score",
-                "AP",
-                "AUROC",
-                f"P@{harness.TOP}",
-                "R-precision",
-                "recall@errors: " + " / ".join(CHANGE_KINDS),
-                "P@20",
-                "missed: median rank",
-                "s",
-            ],
-            rows,
-        )
+        lines += methods_table(s["methods"])
     lines += ["", *harness.footer(result)]
     if not result.get("complete", True):
         lines.append("INCOMPLETE: stopped before every run finished.")
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    harness.start(args.threads)
-    pair = load_pair(args.data)
-    command_line = harness.command(NAME, argv)
+def methods_table(methods: dict) -> list[str]:
+    """The table of :func:`summarize`'s ``methods`` of one size: a row per score."""
+    rows = []
+    for name, m in methods.items():
+        kind = "product" if name in PRODUCT else "model-free" if name in MODEL_FREE else ""
+        rows.append(
+            [
+                name + (f" ({kind})" if kind else ""),
+                *(harness.pm(m[key]) if key in m else "" for key in METRICS[:4]),
+                " / ".join(f"{m[f'recall_{k}']['mean']:.2f}" for k in CHANGE_KINDS),
+                harness.pm(m[P_AT_20]) if P_AT_20 in m else "",
+                harness.pm(m["missing_rank"]) if "missing_rank" in m else "",
+                f"{m['seconds']['mean']:.0f}" if "seconds" in m else "",
+            ]
+        )
+    return harness.table(
+        [
+            "score",
+            "AP",
+            "AUROC",
+            f"P@{harness.TOP}",
+            "R-precision",
+            "recall@errors: " + " / ".join(CHANGE_KINDS),
+            "P@20",
+            "missed: median rank",
+            "s",
+        ],
+        rows,
+    )
+
+
+def run_planned(
+    args, argv, name: str, pair, run=run_one, summary=summarize, page=markdown, extra=None
+):
+    """Every size and seed of ``args``: ``run(args, size, seed, pair)`` each, the result
+    (``summary`` of the runs, ``extra``'s fields) saved after each as ``page`` renders it,
+    and printed at the end; ``name``: the benchmark's module, for the command line."""
+    command_line = harness.command(name, argv)
     planned = [(size, seed) for size in args.sizes for seed in range(args.seeds)]
     runs = []
     for size, seed in planned:
-        runs.append(run_one(args, size, seed, pair))
+        runs.append(run(args, size, seed, pair))
         result = {
             **harness.stamp(command_line),
             "config": {**harness.config(args), "scouts": runs[0]["n_scouts"]},
             "complete": len(runs) == len(planned),
-            "summary": summarize(runs),
+            "summary": summary(runs),
+            **(extra or {}),
             "runs": runs,
         }
-        harness.save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+        harness.save(args.out, args.name, result, page(result))
+    print(page(result))
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    harness.start(args.threads)
+    run_planned(args, argv, NAME, load_pair(args.data))
     return 0
 
 

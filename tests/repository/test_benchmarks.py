@@ -564,6 +564,70 @@ def test_real_errors_ranks_every_score_against_conllpp(tmp_path):
     assert "2 scouts (seeds s, s+1000" in page
 
 
+def test_the_articles_are_conll_test_documents_whole():
+    """CoNLL-2003 test's 231 documents, each one task of its sentences in order; an article is
+    erroneous when a sentence of it is (its first -DOCSTART- moved to the end changes none)."""
+    from benchmarks import real_errors, real_errors_articles
+
+    original, corrected, flags = real_errors_articles.load_pair()
+    sentences, _, sentence_flags = real_errors.load_pair()
+    assert len(original) == 231 and int(flags.sum()) == 95
+    assert sum(len(a.words) for a in original) == sum(len(s.words) for s in sentences)
+    groups = real_errors_articles.articles(sentences)
+    assert [len(g) for g in groups] == [
+        len(g) for g in real_errors_articles.articles(harness.read_dataset("conllpp-test")[1])
+    ]
+    assert [i for g in groups for i in g] == list(range(len(sentences)))  # in order, no gap
+    first = groups[0]
+    assert original[0].words == tuple(w for i in first for w in sentences[i].words)
+    assert flags[0] == sentence_flags[first].any()
+    assert max(len(a.words) for a in original) == 797  # past the encoder's window
+
+
+def test_length_check_compares_the_shortest_third_with_the_longest():
+    from benchmarks.real_errors_articles import FLAG_BELOW, length_check
+    from subregweigh.example import Example
+
+    examples = [Example(str(n), ("w",) * n, ("O",) * n) for n in range(1, 7)]  # 1..6 words
+    flags = np.array([True, False, False, False, True, True])
+    quality = np.array([0.1, 0.9, 0.8, 0.7, 0.2, 0.6])
+    check = length_check(examples, {"deterministic": (quality, 0.0)}, flags)
+    short, long = check["shortest third"], check["longest third"]
+    assert (short["n"], short["words"], long["words"]) == (2, 1.5, 5.5)
+    assert (short["base_rate"], long["base_rate"]) == (0.5, 1.0)
+    assert short["scores"]["deterministic"]["ap"] == 1.0
+    assert np.isnan(long["scores"]["deterministic"]["ap"])  # only errors: no ranking
+    assert FLAG_BELOW == 0.5 and long["scores"]["deterministic"]["flag_rate"] == 0.5
+    assert short["scores"]["deterministic"]["flag_precision"] == 1.0
+
+
+@pytest.mark.slow
+def test_real_errors_articles_ranks_conll_articles_and_checks_length(tmp_path):
+    """The article-level benchmark at a tiny size: 12 articles, one epoch, one scout."""
+    from benchmarks import real_errors, real_errors_articles
+
+    argv = ["--sizes", "12", "--seeds", "1", "--epochs", "1", "--n-samples", "6", "-k", "3"]
+    argv += ["--out", str(tmp_path), "--threads", "1"]
+    result = _ran(real_errors_articles, argv, tmp_path, "real-errors-articles-12")
+    (run,) = result["runs"]
+    _, _, flags = real_errors_articles.load_pair()
+    picked = real_errors.draw("12", 0, len(flags))
+    assert run["n"] == 12 and run["n_errors"] == int(flags[picked].sum())
+    assert run["n_scouts"] == 1  # the product's number for a dozen tasks
+    assert {"deterministic", "cleanlab in-sample", "random", "length", "entity count"} <= set(
+        run["methods"]
+    )
+    assert "cleanlab OOF" not in run["methods"]  # --folds 0 by default
+    check = run["length_check"]
+    assert check["shortest third"]["n"] == check["longest third"]["n"] == 4
+    assert check["shortest third"]["words"] < check["longest third"]["words"]
+    for third in check.values():
+        assert set(third["scores"]) == set(real_errors_articles.LENGTH_CHECKED)
+        assert 0 <= third["scores"]["deterministic"]["flag_rate"] <= 1
+    page = (tmp_path / "real-errors-articles-12.md").read_text()
+    assert "Length check" in page and "Sentence level (real-errors-three-scouts" in page
+
+
 def test_review_loop_moves_the_same_convention_slip_up():
     from benchmarks.review_loop import found_after, reads_to_find, review
     from subregweigh.example import Example
