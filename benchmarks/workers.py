@@ -207,10 +207,12 @@ def run_round(ls: LabelStudioServer, n_workers: int, args, work: Path) -> dict:
         }
     seen = ok_lines(logs)
     for project, task_ids in projects:
-        stored = work / "models" / str(project) / "versions"
-        for version in versions[project]:
-            if (stored / version / "COMPLETE").exists():
-                check_predictions(ls, project, version, task_ids)
+        # the newest training's version serves, on every task; the ones it superseded left
+        # Label Studio (issue 61: a task shows one prediction of this backend)
+        *older, newest = versions[project]
+        check_predictions(ls, project, newest, task_ids)
+        for version in older:
+            check_predictions(ls, project, version, [])
     finished = [job for job in jobs if job["outcome"] == "finished"]
     return {
         "workers": n_workers,

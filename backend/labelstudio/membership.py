@@ -60,6 +60,11 @@ _checked_lock = threading.Lock()
 ASK_TIMEOUT = 2.0
 
 
+def request_api(settings: Settings) -> LabelStudioAPI:
+    """A client a request thread may use: one attempt, :data:`ASK_TIMEOUT` in all."""
+    return _api(settings)
+
+
 def _api(settings: Settings) -> LabelStudioAPI:
     return LabelStudioAPI(
         settings.label_studio_url,

@@ -280,6 +280,8 @@ def _start_training(store: ProjectStore, settings: Settings, reply: dict):
             start_refused={"sentence": sentence, "at": time.time(), "minimum": minimum},
         )
         logger.info("project %s: START_TRAINING -> %s", store.project, sentence)
+        # as a training would before its refusal: the annotation events must reach us
+        webhook_auth.authorize_webhooks(membership.request_api(settings), store.project, settings)
         return errors.refusal(409, sentence, status="not started", message=sentence, **reply)
     outcome = _jobs("runner").submit(store.project)
     sentence = (

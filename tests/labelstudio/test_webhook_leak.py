@@ -152,7 +152,8 @@ def test_a_second_backend_with_the_same_user_name_gets_neither_password_nor_toke
             assert after[f"{backend.url}/webhook"]["headers"] == {TOKEN_HEADER: token}
             assert after[f"{other_url}/webhook"]["headers"] == {}  # the password taken off
             assert after[f"{other_url}/webhook"]["is_active"]  # the rest as it was
-            _wait("the refused training", lambda: "only 1 annotated" in backend.log(200))
+            # refused at once (issue 61), the webhooks secured first
+            _wait("the refused training", lambda: "not started: 1 of 1 tasks" in backend.log(200))
 
             # An annotation change reaches our backend through basic auth with the token ...
             annotation = ls.api("GET", f"/api/projects/{pid}/tasks")[0]["annotations"][0]
