@@ -499,7 +499,8 @@ def stamp(command_line: str | None = None) -> dict:
 
 
 def footer(result: dict) -> list[str]:
-    """Markdown lines naming the command(s), machine, commit and date of ``result``."""
+    """Markdown lines naming the command(s), machine, commit and date of ``result``, and that it
+    is incomplete where its ``complete`` says so."""
     lines = []
     if "command" in result:
         lines.append(f"Command: `{result['command']}`")
@@ -517,6 +518,8 @@ def footer(result: dict) -> list[str]:
         changes = " with uncommitted changes" if result.get("uncommitted_changes") else ""
         lines.append(f"Commit: {result['commit']}{changes}.")
     lines.append(f"Date: {result['date']}.")
+    if not result.get("complete", True):
+        lines.append("INCOMPLETE: stopped before every run finished.")
     return lines
 
 

@@ -643,24 +643,27 @@ def markdown(result) -> str:
             f"{harness.pm(s['n_errors'], 1)} erroneous)",
             "",
         ]
-        if "training_recall" in s:
-            lines += [
-                "The first scout finds "
-                f"{harness.pm(s['training_recall'])} of the entities of its own training "
-                "annotations (exact span and type)"
-                + (
-                    f"; the product rested on the CRF in {s['rests_on_crf']} of {s['n_runs']} runs"
-                    if "rests_on_crf" in s
-                    else ""
-                )
-                + ".",
-                "",
-            ]
+        lines += learned_lines(s)
         lines += methods_table(s["methods"])
     lines += ["", *harness.footer(result)]
-    if not result.get("complete", True):
-        lines.append("INCOMPLETE: stopped before every run finished.")
     return "\n".join(lines) + "\n"
+
+
+def learned_lines(summary: dict) -> list[str]:
+    """The sentence of one size's :func:`summarize` on what the first scout learned of its own
+    training annotations and how often the product rested on the CRF (none without them)."""
+    if "training_recall" not in summary:
+        return []
+    rested = (
+        f"; the product rested on the CRF in {summary['rests_on_crf']} of {summary['n_runs']} runs"
+        if "rests_on_crf" in summary
+        else ""
+    )
+    return [
+        f"The first scout finds {harness.pm(summary['training_recall'])} of the entities of its "
+        f"own training annotations (exact span and type){rested}.",
+        "",
+    ]
 
 
 def methods_table(methods: dict) -> list[str]:

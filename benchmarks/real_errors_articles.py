@@ -214,13 +214,7 @@ def markdown(result) -> str:
             f"{harness.pm(s['base_rate'])}, {harness.pm(s['n_errors'], 1)} erroneous)",
             "",
         ]
-        if "training_recall" in s:
-            lines += [
-                f"The first scout finds {harness.pm(s['training_recall'])} of the entities of "
-                "its own training annotations (exact span and type); the product rested on "
-                f"the CRF in {s.get('rests_on_crf', 0)} of {s.get('n_runs', 0)} runs.",
-                "",
-            ]
+        lines += real_errors.learned_lines(s)
         lines += real_errors.methods_table(s["methods"])
         check = s["length_check"]
         lines += [
@@ -248,8 +242,6 @@ def markdown(result) -> str:
             f"{harness.pm(det['auroc'])}.",
         ]
     lines += ["", *harness.footer(result)]
-    if not result.get("complete", True):
-        lines.append("INCOMPLETE: stopped before every run finished.")
     return "\n".join(lines) + "\n"
 
 

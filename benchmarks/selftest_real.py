@@ -194,8 +194,6 @@ def markdown(result) -> str:
         ["data", "sentences", "erroneous", *CHANGE_KINDS], mix_rows, align="lrr" + "r" * 4
     )
     lines += ["", *harness.footer(result)]
-    if not result.get("complete", True):
-        lines.append("INCOMPLETE: stopped before every run finished.")
     return "\n".join(lines) + "\n"
 
 
