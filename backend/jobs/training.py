@@ -288,7 +288,7 @@ def _train(
         on_wait=lambda message: store.update_status(message=message),
     )
     # Changed before the fetch: scored above. After it: scored from what they were before.
-    changed = store.take_status("changed_since_fetch", "rescore_pending")
+    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
     if changed:
         rescore_tasks(api, store, settings, spec, changed)
     clock.lap("write")

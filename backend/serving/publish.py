@@ -115,7 +115,7 @@ def serve_in_label_studio(
     abandon it (its predictions are deleted again, nothing is switched). None: ``version``
     serves here already (a training's), and ``gone`` leaves its scores. Returns whether the
     version is now Label Studio's."""
-    store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
+    store.update_ledger(lambda ledger: ledger.written(version))
     with store.locked("writing"):
         gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
         if before_serving is not None and not before_serving(gone):
@@ -127,9 +127,6 @@ def serve_in_label_studio(
     return True
 
 
-WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
-
-
 def drop_superseded_predictions(
     api: LabelStudioAPI,
     store: ProjectStore,
@@ -138,27 +135,24 @@ def drop_superseded_predictions(
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Delete from Label Studio the predictions of this backend's versions that ``served``
-    supersedes: every one it wrote before ``served`` (its status's ``written_versions``, in the
-    order written), whether the store keeps it or not: the early scores of ``served``'s
-    training, the versions before it and their refreshes. So a task shows one prediction of
-    this backend, the current one. Versions written after ``served`` stay (a training's, written
-    while a refresh cleans up), and so does the version serving here; one written before it that
-    serves here again (``served`` broken, the one before back) has its predictions written again
-    by the next rescore (:func:`backend.jobs.rescore._catch_up`). Only versions this backend
-    wrote are deleted: another backend's on the same project (whatever its names), and imported
-    ones, stay. ``stop``: asked before each version's delete (Label Studio takes seconds for
-    each); once it says so, the rest stay for a later call. A failure is logged: the scores
-    are served already."""
-    written = list(store.status().get("written_versions") or ())
-    # up to its last write: a version served again (after a broken one) supersedes those between
-    older = written[: len(written) - 1 - written[::-1].index(served)] if served in written else []
+    supersedes: every one it wrote before ``served`` (its ledger,
+    :class:`backend.store.ledger.Ledger`, in the order written), whether the store keeps it or
+    not: the early scores of ``served``'s training, the versions before it and their refreshes.
+    So a task shows one prediction of this backend, the current one. Versions written after
+    ``served`` stay (a training's, written while a refresh cleans up), and so does the version
+    serving here; one written before it that serves here again (``served`` broken, the one
+    before back) has its predictions written again by the next rescore
+    (:func:`backend.jobs.rescore._catch_up`). Only versions this backend wrote are deleted:
+    another backend's on the same project (whatever its names), and imported ones, stay.
+    ``stop``: asked before each version's delete (Label Studio takes seconds for each); once it
+    says so, the rest stay for a later call. A failure is logged: the scores are served
+    already."""
+    older = store.ledger().superseded_by(served)
     deleted: list[str] = []
     try:
         serving = store.current_version()
         in_label_studio = api.model_versions(int(project)) if older else {}
-        stale = [
-            v for v in dict.fromkeys(older) if v not in (served, serving) and v in in_label_studio
-        ]
+        stale = [v for v in older if v != serving and v in in_label_studio]
         for version in stale:
             if stop is not None and stop():
                 break
@@ -167,8 +161,7 @@ def drop_superseded_predictions(
     except LabelStudioUnavailable as err:
         logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
     if deleted:
-        gone = set(deleted)
-        store.update_status(written_versions=lambda old: [v for v in (old or []) if v not in gone])
+        store.update_ledger(lambda ledger: ledger.without(deleted))
         logger.info(
             "project %s: deleted the predictions of superseded versions %s from Label Studio%s",
             project,
