@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.config.settings import Settings
@@ -59,20 +60,45 @@ def version_meta(
     }
 
 
-def save_version(
+@dataclass(frozen=True)
+class Staged:
+    """A new version's files in a staging directory of ``store``
+    (:meth:`~backend.store.store.ProjectStore.staging_dir`), not served yet: what
+    :func:`serve_version` makes the served one.
+
+    Attributes
+    ----------
+    store : ProjectStore
+        The project's store, which owns ``staging``.
+    staging : Path
+        The staging directory: the version's scouts (or their links), CRF, ``scores.json``,
+        ``meta.json``.
+    version : str
+        Its name (:func:`backend.store.versions.new_version_name`).
+    scores : dict
+        Task id -> stored entry: what ``scores.json`` holds, written to Label Studio as served.
+    """
+
+    store: ProjectStore
+    staging: Path
+    version: str
+    scores: dict
+
+
+def stage_version(
     store: ProjectStore,
     srw,
     scores: dict,
     meta_args: tuple,
     early: str | None = None,
     keep: Callable[[Path], object] | None = None,
-) -> str:
-    """Publish a new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
-    ``scores``, and serve it; its name.
+) -> Staged:
+    """A new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
+    ``scores``, staged (a training's; :func:`serve_version` serves it).
     ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
     an early version of a training is (its meta's ``early``; /status says so while it serves);
     ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
-    :mod:`backend.jobs.refresh` reads)."""
+    :mod:`backend.jobs.refresh` reads). A failure leaves no staging directory."""
     version = new_version_name()
     staging = store.staging_dir()
     try:
@@ -82,16 +108,78 @@ def save_version(
         atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
         atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
-        with store.locked("publishing"):  # not between a refresh's look and its publish
-            store.publish(staging, version)
     except BaseException:
         store.discard(staging)
         raise
+    return Staged(store, staging, version, scores)
+
+
+def serve_version(
+    api: LabelStudioAPI,
+    staged: Staged,
+    replacing: str | None = None,
+    write: Callable[[Callable[[], bool]], object] | None = None,
+) -> bool:
+    """The one way a staged version becomes the served one, here and in Label Studio (a
+    training's early and full versions, a refresh's); whether it did.
+
+    A training's (``replacing`` None) serves here first (:func:`serve_here`: /predict serves it
+    at once, Label Studio reachable or not), then its predictions are written
+    (:func:`serve_in_label_studio`) through ``write(serve)`` (None: at once; a training's full
+    version waits there until Label Studio is reachable,
+    :func:`backend.labelstudio.client.until_reachable`). A refresh's (``replacing``: the version
+    it refreshes) has its predictions written first and serves here once Label Studio has them,
+    unless a training's version replaced ``replacing`` meanwhile: then its predictions are
+    deleted again, nothing is served, and False. A failure before it serves here leaves no
+    staging directory."""
+    store = staged.store
+
+    def serve(before_serving=None) -> bool:
+        return serve_in_label_studio(
+            api, store, store.project, staged.version, staged.scores, before_serving
+        )
+
+    def once_in_label_studio(gone: set[str]) -> bool:
+        if gone:  # deleted in Label Studio: they leave the store with this version
+            kept = {task: e for task, e in staged.scores.items() if task not in gone}
+            atomic_write_json(staged.staging / "scores.json", kept)
+        return serve_here(staged, replacing)
+
+    try:
+        if replacing is not None:
+            return serve(once_in_label_studio)
+        serve_here(staged)
+    except BaseException:
+        store.discard(staged.staging)
+        raise
+    (write or _now)(serve)
+    return True
+
+
+def _now(serve: Callable[[], bool]) -> bool:
+    return serve()
+
+
+def serve_here(staged: Staged, replacing: str | None = None) -> bool:
+    """Make ``staged`` the version this backend serves (:meth:`ProjectStore.publish`, under the
+    ``"publishing"`` lock: not between a refresh's look at what serves and its publish), the
+    weighers cached of the others forgotten (:func:`backend.serving.weighers.forget_versions`);
+    with ``replacing``, only while that version still serves (else ``staged`` is discarded:
+    False). :func:`serve_version`'s step here; a test with no Label Studio calls it alone."""
+    store = staged.store
+    with store.locked("publishing"):
+        if replacing is not None and store.current_version() != replacing:
+            store.discard(staged.staging)
+            return False
+        store.publish(staged.staging, staged.version)
     logger.info(
-        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+        "project %s: published version %s (%d tasks scored)",
+        store.project,
+        staged.version,
+        len(staged.scores),
     )
-    forget_versions(store, keep=version)  # early scores are superseded
-    return version
+    forget_versions(store, keep=staged.version)  # early scores, and the version it refreshes
+    return True
 
 
 def serve_in_label_studio(
