@@ -177,6 +177,18 @@ class CrfStudy:
         the cached scout's p(gold) of them."""
         return [([self.original[i] for i in pick], pick, gold) for pick, gold in self.draws]
 
+    def intro(self, varied: str, seeds: int) -> str:
+        """The first sentences of the study's table: the set, its base rate, and what the rows
+        give (``varied``: what the CRF is trained with in each row; ``seeds``: the scouts')."""
+        from benchmarks.real_errors import halves_base_rate
+
+        return (
+            f"CoNLL-2003 test against CoNLL++. {halves_base_rate(self.flags)} The product's CRF "
+            f"trained on the whole set as annotated with {varied}: its own AP, and its mix with "
+            f"the cached scouts ({MEMBERS} scouts of {EPOCHS} epochs, mean ± sd over {seeds} "
+            "seeds)"
+        )
+
     def mix_on_draw(self, pick, scout_gold, crf_gold) -> dict[str, float]:
         """:func:`mix_ap_on_draw` of a CRF's p(gold) of the draw ``pick``."""
         examples = [self.original[i] for i in pick]

@@ -20,7 +20,6 @@ import numpy as np
 
 from benchmarks import harness
 from benchmarks.exploration import CRF_COLUMNS, crf_cells, crf_study, crf_study_parser, finish
-from benchmarks.real_errors import halves_base_rate
 from subregweigh.crf import FeatureTagger
 
 NAME = "crf-context-dims"
@@ -32,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("dims", nargs="+", type=int, help="context components; 0: none")
     args = parser.parse_args(argv)
     study = crf_study(args)
-    original, flags = study.original, study.flags
+    original = study.original
     rows = {}
     for dims in args.dims:
         crf_gold = FeatureTagger(context_dims=dims).fit(original).gold_proba(original)
@@ -54,20 +53,17 @@ def main(argv=None) -> int:
         args.name,
         argv,
         args,
-        markdown(rows, flags, args),
+        markdown(rows, study, args),
         rows={str(k): v for k, v in rows.items()},
     )
 
 
-def markdown(rows: dict, flags, args) -> list[str]:
+def markdown(rows: dict, study, args) -> list[str]:
     draws = f"{args.draws}-sentence draws" if args.draws else ""
     return [
         "## How many context components the CRF needs",
         "",
-        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
-        "trained on the whole set as annotated with each number of context components: its "
-        "own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean ± sd over "
-        f"{args.seeds} seeds)"
+        study.intro("each number of context components", args.seeds)
         + (
             f"; on {draws}, its mix with one cached scout per seed, and the refit's seconds "
             "there (CRFsuite alone, the projection kept: what a refresh waits for; the mean "

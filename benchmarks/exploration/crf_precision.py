@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from benchmarks import harness
 from benchmarks.exploration import CRF_COLUMNS, crf_cells, crf_study, crf_study_parser, finish
-from benchmarks.real_errors import halves_base_rate
 from subregweigh.crf import FeatureTagger, context_vectors
 from subregweigh.options import PRECISIONS
 
@@ -33,7 +32,7 @@ def main(argv=None) -> int:
     parser.add_argument("precisions", nargs="+", choices=PRECISIONS)
     args = parser.parse_args(argv)
     study = crf_study(args)
-    original, flags = study.original, study.flags
+    original = study.original
     _, train = harness.read_dataset("conll")
     rows = {}
     for precision in args.precisions:
@@ -51,18 +50,15 @@ def main(argv=None) -> int:
             row["drawn"] = harness.summarize_rows(drawn, ["AP whole"])
         rows[precision] = row
         print(f"{precision}: {row}", flush=True)
-    return finish("crf_precision", args.name, argv, args, markdown(rows, flags, args), rows=rows)
+    return finish("crf_precision", args.name, argv, args, markdown(rows, study, args), rows=rows)
 
 
-def markdown(rows: dict, flags, args) -> list[str]:
+def markdown(rows: dict, study, args) -> list[str]:
     draws = f"{args.draws}-sentence draws" if args.draws else ""
     return [
         "## The CRF's context vectors in bfloat16",
         "",
-        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
-        "trained on the whole set as annotated with its context vectors computed at each "
-        "precision: its own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean "
-        f"± sd over {args.seeds} seeds)"
+        study.intro("its context vectors computed at each precision", args.seeds)
         + (f"; on {draws}, its mix with one cached scout per seed" if draws else "")
         + ". Seconds: the vectors alone, on the whole set (3,453 sentences) and on CoNLL++ "
         "train (14,041), this machine.",
