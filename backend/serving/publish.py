@@ -1,5 +1,9 @@
-"""Publishing a version: its files in the store, its scores in Label Studio as the project's
-model version, and the predictions of the versions it supersedes deleted there."""
+"""Publishing a version, the one path for every new version (a training's early and full
+ones, a refresh's): staged (:func:`stage_version`, a refresh stages its own), made the served
+one here and in Label Studio (:func:`serve_version`: :func:`serve_here`, then or before
+:func:`serve_in_label_studio`, which records it in the ledger, :mod:`backend.store.ledger`), and
+the predictions of the versions it supersedes deleted there
+(:func:`drop_superseded_predictions`)."""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@
             tasks.json              the annotated tasks as last read, which a refresh trains on
                                     (NER, up to CRF_FIRST_EXAMPLES annotations;
                                     backend.store.snapshot)
-            .lock, .<name>.lock     the locks of ProjectStore.locked ("writing", "snapshot") and
-                                    of the in-process job runners (.training.lock, ...,
-                                    backend.queue.runners)
+            .lock, .<name>.lock     the locks of ProjectStore.locked ("writing", "publishing",
+                                    "snapshot") and of the in-process job runners
+                                    (.training.lock, ..., backend.queue.runners)
             versions/
                 .staging-*          a version being built, owned through its .lock's flock
                                     (backend.store.versions); .trash-*: one being removed
