@@ -15,8 +15,9 @@ import only those below it (tests/repository/test_layers.py holds the map, ``ALL
 * :mod:`backend.labelstudio`: the client of Label Studio's API, tasks and labeling configs
   read and results written, membership, the webhook's credential, the review control command.
 * :mod:`backend.config`: the settings, declared once, a project's own, redaction, logging.
-* :mod:`backend.store`: the projects' files under MODEL_DIR (versions, status, scores, the
-  tasks a refresh reads, what a full disk keeps in memory).
+* :mod:`backend.store`: the projects' files under MODEL_DIR (versions, status, the job inbox,
+  the ledger of written versions, scores, the tasks a refresh reads, what a full disk keeps in
+  memory).
 
 Nothing here imports ``model.py``, label-studio-ml's entry point, a thin adapter over
 :mod:`backend.serving.predictions` and :mod:`backend.jobs.training`; docs/design.md draws the

@@ -586,6 +586,11 @@ def summarize(runs) -> dict:
     return out
 
 
+def _where_set(cfg: dict, key: str, text: str) -> str:
+    """``text`` with ``cfg[key]`` in its ``{}`` where the run set ``key`` (not None); else ""."""
+    return text.format(cfg[key]) if cfg.get(key) is not None else ""
+
+
 def markdown(result) -> str:
     cfg, runs = result["config"], result["runs"]
     lines = [
@@ -604,11 +609,11 @@ def markdown(result) -> str:
             if cfg.get("slip_keys", "word") == "word"
             else ", a slip being a whole entity or a capitalised word outside them"
         )
-        + (
-            f"; a sentence's doubt times {cfg['sink']} per sentence read that held its most "
-            "doubted pair unchanged (`--sink`)"
-            if cfg.get("sink") is not None
-            else ""
+        + _where_set(
+            cfg,
+            "sink",
+            "; a sentence's doubt times {} per sentence read that held its most doubted pair "
+            "unchanged (`--sink`)",
         )
         + f"; learn: ReviewRanker(C={cfg.get('ranker_c', 0.05)}); "
         + (
@@ -618,16 +623,8 @@ def markdown(result) -> str:
         )
         + (
             "the scout's p(gold) averaged with a CRF's, half each (the product's default"
-            + (
-                f"; the CRF's L-BFGS capped at {cfg['crf_iterations']} iterations"
-                if cfg.get("crf_iterations") is not None
-                else ""
-            )
-            + (
-                f"; {cfg['crf_context_dims']} context components"
-                if cfg.get("crf_context_dims") is not None
-                else ""
-            )
+            + _where_set(cfg, "crf_iterations", "; the CRF's L-BFGS capped at {} iterations")
+            + _where_set(cfg, "crf_context_dims", "; {} context components")
             + "); "
             + (
                 f"refit-crf: the CRF refits every {cfg['refit_every']} round(s) until "
@@ -645,11 +642,7 @@ def markdown(result) -> str:
                     if cfg.get("refit_iterations") is not None
                     else ""
                 )
-                + (
-                    f", the refitted CRF's share {cfg['refit_share']}"
-                    if cfg.get("refit_share") is not None
-                    else ""
-                )
+                + _where_set(cfg, "refit_share", ", the refitted CRF's share {}")
                 + "; "
                 if "refit_every" in cfg
                 else ""

@@ -16,7 +16,7 @@ import numpy as np
 
 from subregweigh.io import read_conll, read_tsv
 from subregweigh.tags import entity_spans
-from testbed.servers import BackendServer, LabelStudioServer, http_json
+from testbed.servers import BackendServer, LabelStudioServer, http_json, require_label_studio
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # How often the waits below ask the backend: a training ends between two asks.
@@ -483,6 +483,18 @@ def trained_ner_backend(folder: Path, title: str, seed: int, n_tasks: int, n_wro
                 root=folder / "models" / str(project.id),
                 first=status["current_version"],
             )
+
+
+def trained_ner_module(
+    tmp_path_factory, title: str, seed: int, n_wrong: int = 0, n_tasks: int = 30
+):
+    """What a test module's ``trained`` fixture (module scope) yields from:
+    :func:`trained_ner_backend` in a folder of its own (skipped where Label Studio is not
+    installed, :func:`testbed.servers.require_label_studio`)."""
+    require_label_studio()
+    folder = tmp_path_factory.mktemp(title.replace(" ", "-"))
+    with trained_ner_backend(folder, title, seed=seed, n_tasks=n_tasks, n_wrong=n_wrong) as ctx:
+        yield ctx
 
 
 def team_project(ls_server, backend: BackendServer, auth: tuple | None = None, seed: int = 11):

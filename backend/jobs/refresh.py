@@ -37,10 +37,10 @@ from backend.labelstudio.tasks import (
     score_tasks,
 )
 from backend.review import reviews
-from backend.serving.publish import serve_in_label_studio
+from backend.serving.publish import Staged, serve_version
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
-from backend.serving.weighers import forget_versions, remember, weigher
+from backend.serving.weighers import remember, weigher
 from backend.store import snapshot
 from backend.store.store import ProjectStore
 from backend.store.versions import new_version_name
@@ -223,10 +223,11 @@ def _publish(
     n_tasks: int,
 ) -> str | None:
     """A new version of ``base``'s scouts (hard links; copies where the filesystem has none),
-    ``srw``'s refitted CRF and ``scores``, served: its predictions are in Label Studio before
-    it becomes the version serving (whoever reads the serving version finds them there), then
-    it is the project's model version. Its name, or None (nothing published, its predictions
-    deleted) when another version has replaced ``base`` meanwhile."""
+    ``srw``'s refitted CRF and ``scores``, staged, then served by the one publish path
+    (:func:`backend.serving.publish.serve_version`, replacing ``base``): its predictions are in
+    Label Studio before it becomes the version serving (whoever reads the serving version finds
+    them there), then it is the project's model version. Its name, or None (nothing published,
+    its predictions deleted) when another version has replaced ``base`` meanwhile."""
     version = new_version_name()
     staging = store.staging_dir()
     source = store.versions / base
@@ -250,24 +251,9 @@ def _publish(
             },
         }
         atomic_write_json(staging / "meta.json", meta)
-
-        def publish_here(gone: set[str]) -> bool:
-            """Serve the version here once Label Studio has its predictions, unless a
-            training's version replaced ``base`` meanwhile (it is newer)."""
-            if gone:  # deleted in Label Studio: they leave the store with this version
-                kept = {task: e for task, e in scores.items() if task not in gone}
-                atomic_write_json(staging / "scores.json", kept)
-            with store.locked("publishing"):  # a retrain's version may be published now
-                if store.current_version() != base:
-                    store.discard(staging)
-                    return False
-                store.publish(staging, version)
-            return True
-
-        if not serve_in_label_studio(api, store, store.project, version, scores, publish_here):
-            return None
     except BaseException:
         store.discard(staging)
         raise
-    forget_versions(store, keep=version)
+    if not serve_version(api, Staged(store, staging, version, scores), replacing=base):
+        return None
     return version

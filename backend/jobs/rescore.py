@@ -61,7 +61,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     version = store.current_version()
     if version is None:  # the first training scores them
         return {"rescored": 0}
-    pending = store.take_status("rescore_pending")
+    pending = store.take_inbox("rescore_pending")
     slips: dict = {}
     judged: dict = {}  # the slips this job's decisions moved, handed back by read_changed
     start = time.perf_counter()
@@ -84,7 +84,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             ):
                 refreshed = _refresh(api, store, ours, spec, meanwhile=write, refresh=refresh)
             written = write()
-        slips = {**judged, **store.take_status("slips_pending")}  # + a training's
+        slips = {**judged, **store.take_inbox("slips_pending")}  # + a training's
         if not (pending or slips):
             return {"rescored": 0}
         if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served

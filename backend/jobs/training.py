@@ -29,8 +29,8 @@ from backend.serving.changed import rescore_tasks
 from backend.serving.publish import (
     complete_version,
     drop_superseded_predictions,
-    save_version,
-    serve_in_label_studio,
+    serve_version,
+    stage_version,
     write_predictions,
 )
 from backend.serving.reference import reference_examples
@@ -208,8 +208,9 @@ def _train(
         scores = score_tasks(early, spec, items, quick=True)
         reviews.stamp_saved(scores, saved)
         try:
-            version = save_version(store, early, scores, version_meta_args, early=what)
-            serve_in_label_studio(api, store, project, version, scores)
+            staged = stage_version(store, early, scores, version_meta_args, early=what)
+            version = staged.version
+            serve_version(api, staged)
         except (LabelStudioUnavailable, OSError) as err:
             clock.lap("early")
             logger.warning(
@@ -269,26 +270,31 @@ def _train(
     reviews.stamp_saved(scores, saved)
     clock.lap("score")
     store.update_status(refresh_while_training=False)  # a refresh now would be of the old one
-    version = save_version(
+    staged = stage_version(
         store,
         srw,
         scores,
         version_meta_args,
         keep=lambda folder: save_scout_proba(folder, annotated, ordinary),
     )
+    version = staged.version
     clock.lap("save")
 
     learned = srw.learned_  # None for classification
     if learned is not None and learned.too_little:
         logger.warning("project %s: %s", project, learned.message())
     store.update_status(message="writing predictions to Label Studio")
-    until_reachable(  # the version serves here already: Label Studio must have it too
-        f"project {project}: the predictions of version {version}",
-        lambda: serve_in_label_studio(api, store, project, version, scores),
-        on_wait=lambda message: store.update_status(message=message),
+    serve_version(  # served here first: Label Studio must have it too, once reachable
+        api,
+        staged,
+        write=lambda serve: until_reachable(
+            f"project {project}: the predictions of version {version}",
+            serve,
+            on_wait=lambda message: store.update_status(message=message),
+        ),
     )
     # Changed before the fetch: scored above. After it: scored from what they were before.
-    changed = store.take_status("changed_since_fetch", "rescore_pending")
+    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
     if changed:
         rescore_tasks(api, store, settings, spec, changed)
     clock.lap("write")

@@ -1,11 +1,16 @@
-"""Publishing a version: its files in the store, its scores in Label Studio as the project's
-model version, and the predictions of the versions it supersedes deleted there."""
+"""Publishing a version, the one path for every new version (a training's early and full
+ones, a refresh's): staged (:func:`stage_version`, a refresh stages its own), made the served
+one here and in Label Studio (:func:`serve_version`: :func:`serve_here`, then or before
+:func:`serve_in_label_studio`, which records it in the ledger, :mod:`backend.store.ledger`), and
+the predictions of the versions it supersedes deleted there
+(:func:`drop_superseded_predictions`)."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.config.settings import Settings
@@ -59,20 +64,45 @@ def version_meta(
     }
 
 
-def save_version(
+@dataclass(frozen=True)
+class Staged:
+    """A new version's files in a staging directory of ``store``
+    (:meth:`~backend.store.store.ProjectStore.staging_dir`), not served yet: what
+    :func:`serve_version` makes the served one.
+
+    Attributes
+    ----------
+    store : ProjectStore
+        The project's store, which owns ``staging``.
+    staging : Path
+        The staging directory: the version's scouts (or their links), CRF, ``scores.json``,
+        ``meta.json``.
+    version : str
+        Its name (:func:`backend.store.versions.new_version_name`).
+    scores : dict
+        Task id -> stored entry: what ``scores.json`` holds, written to Label Studio as served.
+    """
+
+    store: ProjectStore
+    staging: Path
+    version: str
+    scores: dict
+
+
+def stage_version(
     store: ProjectStore,
     srw,
     scores: dict,
     meta_args: tuple,
     early: str | None = None,
     keep: Callable[[Path], object] | None = None,
-) -> str:
-    """Publish a new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
-    ``scores``, and serve it; its name.
+) -> Staged:
+    """A new version of ``srw``'s parts (a fitted SubRegWeigh, or a CRFWeigher) and
+    ``scores``, staged (a training's; :func:`serve_version` serves it).
     ``meta_args``: :func:`version_meta`'s arguments after the version's name; ``early``: what
     an early version of a training is (its meta's ``early``; /status says so while it serves);
     ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
-    :mod:`backend.jobs.refresh` reads)."""
+    :mod:`backend.jobs.refresh` reads). A failure leaves no staging directory."""
     version = new_version_name()
     staging = store.staging_dir()
     try:
@@ -82,16 +112,78 @@ def save_version(
         atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
         atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
-        with store.locked("publishing"):  # not between a refresh's look and its publish
-            store.publish(staging, version)
     except BaseException:
         store.discard(staging)
         raise
+    return Staged(store, staging, version, scores)
+
+
+def serve_version(
+    api: LabelStudioAPI,
+    staged: Staged,
+    replacing: str | None = None,
+    write: Callable[[Callable[[], bool]], object] | None = None,
+) -> bool:
+    """The one way a staged version becomes the served one, here and in Label Studio (a
+    training's early and full versions, a refresh's); whether it did.
+
+    A training's (``replacing`` None) serves here first (:func:`serve_here`: /predict serves it
+    at once, Label Studio reachable or not), then its predictions are written
+    (:func:`serve_in_label_studio`) through ``write(serve)`` (None: at once; a training's full
+    version waits there until Label Studio is reachable,
+    :func:`backend.labelstudio.client.until_reachable`). A refresh's (``replacing``: the version
+    it refreshes) has its predictions written first and serves here once Label Studio has them,
+    unless a training's version replaced ``replacing`` meanwhile: then its predictions are
+    deleted again, nothing is served, and False. A failure before it serves here leaves no
+    staging directory."""
+    store = staged.store
+
+    def serve(before_serving=None) -> bool:
+        return serve_in_label_studio(
+            api, store, store.project, staged.version, staged.scores, before_serving
+        )
+
+    def once_in_label_studio(gone: set[str]) -> bool:
+        if gone:  # deleted in Label Studio: they leave the store with this version
+            kept = {task: e for task, e in staged.scores.items() if task not in gone}
+            atomic_write_json(staged.staging / "scores.json", kept)
+        return serve_here(staged, replacing)
+
+    try:
+        if replacing is not None:
+            return serve(once_in_label_studio)
+        serve_here(staged)
+    except BaseException:
+        store.discard(staged.staging)
+        raise
+    (write or _now)(serve)
+    return True
+
+
+def _now(serve: Callable[[], bool]) -> bool:
+    return serve()
+
+
+def serve_here(staged: Staged, replacing: str | None = None) -> bool:
+    """Make ``staged`` the version this backend serves (:meth:`ProjectStore.publish`, under the
+    ``"publishing"`` lock: not between a refresh's look at what serves and its publish), the
+    weighers cached of the others forgotten (:func:`backend.serving.weighers.forget_versions`);
+    with ``replacing``, only while that version still serves (else ``staged`` is discarded:
+    False). :func:`serve_version`'s step here; a test with no Label Studio calls it alone."""
+    store = staged.store
+    with store.locked("publishing"):
+        if replacing is not None and store.current_version() != replacing:
+            store.discard(staged.staging)
+            return False
+        store.publish(staged.staging, staged.version)
     logger.info(
-        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+        "project %s: published version %s (%d tasks scored)",
+        store.project,
+        staged.version,
+        len(staged.scores),
     )
-    forget_versions(store, keep=version)  # early scores are superseded
-    return version
+    forget_versions(store, keep=staged.version)  # early scores, and the version it refreshes
+    return True
 
 
 def serve_in_label_studio(
@@ -115,7 +207,7 @@ def serve_in_label_studio(
     abandon it (its predictions are deleted again, nothing is switched). None: ``version``
     serves here already (a training's), and ``gone`` leaves its scores. Returns whether the
     version is now Label Studio's."""
-    store.update_status(written_versions=lambda old: [*(old or [])[-(WRITTEN_KEPT - 1) :], version])
+    store.update_ledger(lambda ledger: ledger.written(version))
     with store.locked("writing"):
         gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
         if before_serving is not None and not before_serving(gone):
@@ -127,9 +219,6 @@ def serve_in_label_studio(
     return True
 
 
-WRITTEN_KEPT = 100  # versions whose predictions this backend remembers writing, per project
-
-
 def drop_superseded_predictions(
     api: LabelStudioAPI,
     store: ProjectStore,
@@ -138,27 +227,24 @@ def drop_superseded_predictions(
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Delete from Label Studio the predictions of this backend's versions that ``served``
-    supersedes: every one it wrote before ``served`` (its status's ``written_versions``, in the
-    order written), whether the store keeps it or not: the early scores of ``served``'s
-    training, the versions before it and their refreshes. So a task shows one prediction of
-    this backend, the current one. Versions written after ``served`` stay (a training's, written
-    while a refresh cleans up), and so does the version serving here; one written before it that
-    serves here again (``served`` broken, the one before back) has its predictions written again
-    by the next rescore (:func:`backend.jobs.rescore._catch_up`). Only versions this backend
-    wrote are deleted: another backend's on the same project (whatever its names), and imported
-    ones, stay. ``stop``: asked before each version's delete (Label Studio takes seconds for
-    each); once it says so, the rest stay for a later call. A failure is logged: the scores
-    are served already."""
-    written = list(store.status().get("written_versions") or ())
-    # up to its last write: a version served again (after a broken one) supersedes those between
-    older = written[: len(written) - 1 - written[::-1].index(served)] if served in written else []
+    supersedes: every one it wrote before ``served`` (its ledger,
+    :class:`backend.store.ledger.Ledger`, in the order written), whether the store keeps it or
+    not: the early scores of ``served``'s training, the versions before it and their refreshes.
+    So a task shows one prediction of this backend, the current one. Versions written after
+    ``served`` stay (a training's, written while a refresh cleans up), and so does the version
+    serving here; one written before it that serves here again (``served`` broken, the one
+    before back) has its predictions written again by the next rescore
+    (:func:`backend.jobs.rescore._catch_up`). Only versions this backend wrote are deleted:
+    another backend's on the same project (whatever its names), and imported ones, stay.
+    ``stop``: asked before each version's delete (Label Studio takes seconds for each); once it
+    says so, the rest stay for a later call. A failure is logged: the scores are served
+    already."""
+    older = store.ledger().superseded_by(served)
     deleted: list[str] = []
     try:
         serving = store.current_version()
         in_label_studio = api.model_versions(int(project)) if older else {}
-        stale = [
-            v for v in dict.fromkeys(older) if v not in (served, serving) and v in in_label_studio
-        ]
+        stale = [v for v in older if v != serving and v in in_label_studio]
         for version in stale:
             if stop is not None and stop():
                 break
@@ -167,8 +253,7 @@ def drop_superseded_predictions(
     except LabelStudioUnavailable as err:
         logger.warning("project %s: superseded predictions stay in Label Studio: %s", project, err)
     if deleted:
-        gone = set(deleted)
-        store.update_status(written_versions=lambda old: [v for v in (old or []) if v not in gone])
+        store.update_ledger(lambda ledger: ledger.without(deleted))
         logger.info(
             "project %s: deleted the predictions of superseded versions %s from Label Studio%s",
             project,

@@ -8,24 +8,21 @@ rescore (``slips_pending``: a training's rescored tasks, or a failed rescore's),
 kinds a self-test was asked for (``selftest_request``). Each maps a task (or slip) to when it
 came.
 
-This module is the file's one writer. The store (:class:`backend.store.store.ProjectStore`)
-changes the inbox as it changes the status, under the same lock and with the same full-disk
-buffer (:mod:`backend.store.unwritten`: an annotation event's tasks land here): it reads the two
-files as one (:func:`merged`), and writes each its own keys (:func:`split`, :func:`write`), the
-inbox first, so that a change a full disk kept and applies again lands twice only where landing
-twice changes nothing (the inbox's merges), never in the status's counters.
+The store (:class:`backend.store.store.ProjectStore`) changes the inbox as it changes the status,
+under the same lock and with the same full-disk buffer (:mod:`backend.store.unwritten`: an
+annotation event's tasks land here), and writes it through :data:`FILE`
+(:class:`backend.store.keyfile.KeyFile`) before status.json, so that a change a full disk kept
+and applies again lands twice only where landing twice changes nothing (the inbox's merges),
+never in the status's counters. It reads the inbox apart (:meth:`ProjectStore.inbox`);
+its status (:meth:`ProjectStore.status`) carries none of these keys.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
-from subregweigh.io.atomic import atomic_write_json
-
-FILE = "inbox.json"
+from backend.store.keyfile import KeyFile
 
 
 @dataclass(frozen=True)
@@ -56,37 +53,10 @@ class Inbox:
         kept = {k: dict(v) for k, v in values.items() if k in KEYS and isinstance(v, dict)}
         return cls(**kept)
 
+    def waiting(self) -> dict:
+        """The keys that hold something, key -> value: what ``/status`` shows of the inbox."""
+        return {f.name: dict(value) for f in fields(self) if (value := getattr(self, f.name))}
+
 
 KEYS = frozenset(f.name for f in fields(Inbox))
-
-
-def read(root: Path) -> dict:
-    """inbox.json of the project directory ``root``: its keys ({} when there is none or it is
-    unreadable)."""
-    try:
-        value = json.loads((root / FILE).read_text())
-    except (FileNotFoundError, ValueError, OSError):
-        return {}
-    return {k: v for k, v in value.items() if k in KEYS} if isinstance(value, dict) else {}
-
-
-def merged(root: Path, status: dict) -> dict:
-    """``status`` (status.json as read) with the inbox's keys from inbox.json; those a
-    status.json written before the inbox still holds are read as the inbox's until its next
-    write moves them."""
-    return {**status, **read(root)}
-
-
-def split(status: dict) -> tuple[dict, dict]:
-    """``(status without the inbox's keys, the inbox's keys that hold something)``."""
-    rest = {k: v for k, v in status.items() if k not in KEYS}
-    inbox = {k: v for k, v in status.items() if k in KEYS and v}
-    return rest, inbox
-
-
-def write(root: Path, inbox: dict) -> None:
-    """Make ``inbox`` (:func:`split`'s) inbox.json, atomically; nothing is written when it holds
-    that already (an OSError, a full disk's included, reaches the caller)."""
-    if read(root) == inbox and ((root / FILE).exists() or not inbox):
-        return
-    atomic_write_json(root / FILE, inbox)
+FILE = KeyFile("inbox.json", KEYS)

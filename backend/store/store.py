@@ -7,20 +7,22 @@
                                     (backend.serving.reference)
         <project>/
             CURRENT                 name of the version being served
-            status.json             state, last error, event counter, the versions written to
-                                    Label Studio (see ProjectStore.status)
+            status.json             the status the UI reads: state, last error, event
+                                    counter, each job's last run (ProjectStore.status)
             inbox.json              what waits to be done: tasks changed since the last scores,
                                     slips to rewrite, a self-test's request (backend.store.inbox;
                                     ProjectStore.inbox, note_event)
+            ledger.json             the versions whose predictions this backend wrote to Label
+                                    Studio (backend.store.ledger; ProjectStore.ledger)
             settings.json           the settings the project overrides (its Label Studio
                                     connection's extra parameters, backend.config.project_settings)
             reviews.json            reviewers' decisions (backend.review.reviews)
             tasks.json              the annotated tasks as last read, which a refresh trains on
                                     (NER, up to CRF_FIRST_EXAMPLES annotations;
                                     backend.store.snapshot)
-            .lock, .<name>.lock     the locks of ProjectStore.locked ("writing", "snapshot") and
-                                    of the in-process job runners (.training.lock, ...,
-                                    backend.queue.runners)
+            .lock, .<name>.lock     the locks of ProjectStore.locked ("writing", "publishing",
+                                    "snapshot") and of the in-process job runners
+                                    (.training.lock, ..., backend.queue.runners)
             versions/
                 .staging-*          a version being built, owned through its .lock's flock
                                     (backend.store.versions); .trash-*: one being removed
@@ -65,9 +67,11 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from backend.store import inbox as job_inbox
+from backend.store import ledger as written_ledger
 from backend.store import unwritten
 from backend.store.disk import directory_mb, free_mb, no_space
 from backend.store.unwritten import Events, apply_change
@@ -143,6 +147,14 @@ def project_id(value) -> str:
     if not (text.isascii() and text.isdigit() and len(text) <= 20):
         raise ValueError(f"no valid project id in {str(value)[:40]!r}")
     return str(int(text))
+
+
+_APART = (job_inbox.FILE, written_ledger.FILE)  # files written before status.json, keys apart
+
+
+def _status_only(state: dict) -> dict:
+    """``state`` (a status as read, the inbox's and the ledger's keys with it) without them."""
+    return {k: v for k, v in state.items() if not any(k in part.keys for part in _APART)}
 
 
 class CorruptVersion(RuntimeError):
@@ -412,7 +424,8 @@ class ProjectStore:
             status = {}
         if not isinstance(status, dict):
             status = {}
-        status = job_inbox.merged(self.root, status)
+        for part in _APART:  # read over status.json: one written before them holds their keys
+            status.update(part.read(self.root))
         changes = unwritten.kept_changes(self)
         for change in changes:
             apply_change(status, change)
@@ -420,12 +433,13 @@ class ProjectStore:
         return status, len(changes)
 
     def status(self) -> dict:
-        """``{state, message, last_error, events_since_training, ...}``; read-only snapshot,
-        with the inbox's keys (:meth:`inbox`, from inbox.json) that hold something.
+        """``{state, message, last_error, events_since_training, ...}``: the status the UI
+        reads, a read-only snapshot; what waits (:meth:`inbox`) and the versions written
+        (:meth:`ledger`) are read apart.
 
         With ``unwritten`` when this process keeps changes a full disk did not take (they are
         applied here already)."""
-        return self._status()[0]
+        return _status_only(self._status()[0])
 
     def _status(self) -> tuple[dict, int]:
         status, n_kept = self._read_status()
@@ -439,15 +453,23 @@ class ProjectStore:
     def inbox(self) -> job_inbox.Inbox:
         """What waits to be done for the project (:class:`backend.store.inbox.Inbox`, from
         inbox.json, with what a full disk kept in this process applied)."""
-        return job_inbox.Inbox.of(self.status())
+        return job_inbox.Inbox.of(self._status()[0])
+
+    def ledger(self) -> written_ledger.Ledger:
+        """The versions whose predictions this backend wrote to Label Studio
+        (:class:`backend.store.ledger.Ledger`, from ledger.json, with what a full disk kept in
+        this process applied)."""
+        return written_ledger.Ledger.of(self._status()[0])
 
     def _write_status(self, status: dict, n_kept: int) -> bool:
         """Write ``status`` (which has the first ``n_kept`` kept changes applied): the inbox's
-        keys to inbox.json first, the rest to status.json; on success forget those. False when
-        the disk is full (the caller keeps its change)."""
-        rest, waiting = job_inbox.split({k: v for k, v in status.items() if k != "unwritten"})
+        keys to inbox.json and the ledger's to ledger.json first, the rest to status.json; on
+        success forget those. False when the disk is full (the caller keeps its change)."""
+        rest = {k: v for k, v in status.items() if k != "unwritten"}
+        apart = [(part, part.take(rest)) for part in _APART]
         try:
-            job_inbox.write(self.root, waiting)
+            for part, values in apart:
+                part.write(self.root, values)
             atomic_write_json(self.root / "status.json", rest)
         except OSError as err:
             if not no_space(err):
@@ -459,26 +481,46 @@ class ProjectStore:
         return True
 
     def update_status(self, when=None, **changes) -> dict:
-        """Merge ``changes`` into status.json under an exclusive lock; returns the result.
+        """Merge ``changes`` into status.json (and an inbox key's into inbox.json: one write
+        that starts a training and clears what waits for it) under an exclusive lock; returns
+        the status (:meth:`status`).
 
         A callable value is applied to the old value (``events_since_training=lambda n: n+1``).
         With ``when``, a predicate on the current status, nothing changes unless it holds: the
         check and the write happen under one lock. When the disk is full the change is kept in
         this process (see :mod:`backend.store.unwritten`) and the result says so (``unwritten``).
+        The ledger is not changed here (:meth:`update_ledger`).
         """
+        if written_ledger.KEYS & set(changes):
+            raise ValueError("the ledger of written versions changes through update_ledger")
         return self._change(changes, when)
+
+    def update_ledger(
+        self, change: Callable[[written_ledger.Ledger], written_ledger.Ledger]
+    ) -> written_ledger.Ledger:
+        """Make ``change(ledger)`` the ledger of written versions (:meth:`ledger`), under the
+        status's lock and full-disk buffer; returns it. Its one caller is
+        :mod:`backend.serving.publish`."""
+
+        def changed(old):
+            return list(
+                change(written_ledger.Ledger.of({"written_versions": old})).written_versions
+            )
+
+        self._change({"written_versions": changed})
+        return self.ledger()
 
     def _change(self, change, when=None) -> dict:
         try:
             with self.locked():
                 status, n_kept = self._status()
-                if when is not None and not when(status):
-                    return status
+                if when is not None and not when(_status_only(status)):
+                    return _status_only(status)
                 apply_change(status, change)
                 status["updated_at"] = time.time()
                 if not self._write_status(status, n_kept) and change:
                     unwritten.keep_change(self, change)
-                return unwritten.show_unwritten(self, status)
+                return _status_only(unwritten.show_unwritten(self, status))
         except OSError as err:  # no room even for the project's directory or its lock
             if not no_space(err):
                 raise
@@ -490,11 +532,13 @@ class ProjectStore:
                 unwritten.keep_change(self, change)
             return self.status()
 
-    def take_status(self, *keys: str) -> dict:
-        """Remove ``keys`` (dicts) from status.json and return the first one's value ({} if
-        absent), under one lock: what one job takes, no other job takes too. On a full disk
-        they are returned and stay where they were too (a task may be rescored twice; none is
-        lost)."""
+    def take_inbox(self, *keys: str) -> dict:
+        """Remove ``keys`` (the inbox's, :class:`backend.store.inbox.Inbox`) from the inbox and
+        return the first one's value ({} if absent), under one lock: what one job takes, no
+        other job takes too. On a full disk they are returned and stay where they were too (a
+        task may be rescored twice; none is lost)."""
+        if not set(keys) <= job_inbox.KEYS:
+            raise ValueError(f"not the inbox's: {', '.join(sorted(set(keys) - job_inbox.KEYS))}")
         with self.locked():
             status, n_kept = self._status()
             taken = [status.pop(key, None) or {} for key in keys]

@@ -348,6 +348,7 @@ def _status(value) -> dict:
             "message": "self-test failed",
         },
     )
+    status.update(store.inbox().waiting())  # what waits: the inbox's, apart from the status
     status["job"] = job
     status["is_training"] = job not in {IDLE, "unknown"}
     status["serving"] = predictions.serving(store, status["is_training"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import harness
@@ -73,6 +74,17 @@ def crf_quality(original, crf_gold, scout_golds, flags, parts) -> dict:
     }
 
 
+def mix_ap_on_draw(examples, scout_gold, crf_gold, flags) -> dict[str, float]:
+    """``{"AP whole": AP}``: the real-error AP on a draw's ``examples`` of the served score of a
+    CRF's p(gold) (``crf_gold``) mixed with a cached scout's (``scout_gold``), against the
+    draw's ``flags`` (shape (n,))."""
+    from subregweigh.crf import mix_gold
+    from subregweigh.options import SOFTMIN_TEMPERATURE
+
+    quality = harness.served_score(examples, mix_gold(scout_gold, crf_gold), SOFTMIN_TEMPERATURE)
+    return half_aps(quality, flags, {"whole": slice(None)})
+
+
 def crf_cells(row: dict) -> list[str]:
     """:data:`CRF_COLUMNS`' cells of a :func:`crf_quality` row."""
     mix = row["mix"]
@@ -82,6 +94,114 @@ def crf_cells(row: dict) -> list[str]:
         harness.pm(mix["AP first half"]),
         harness.pm(mix["AP second half"]),
     ]
+
+
+# The cached scouts a CRF study mixes with: an ensemble of MEMBERS scouts of EPOCHS epochs.
+MEMBERS, EPOCHS = 3, 3
+
+
+def ensemble_golds(args, original) -> list[list]:
+    """Per seed, the cached ensemble's p(gold) of every word of the whole set: the mean of
+    :data:`MEMBERS` scouts of :data:`EPOCHS` epochs (``args.cache``, ``args.seeds``)."""
+    import numpy as np
+
+    from benchmarks.review_loop import scout_outputs, whole_set_settings
+
+    settings = whole_set_settings(args.cache, EPOCHS)
+    out = []
+    for seed in range(args.seeds):
+        members = [scout_outputs(settings, seed, original, j) for j in range(MEMBERS)]
+        out.append([np.mean([m[0][i] for m in members], axis=0) for i in range(len(original))])
+    return out
+
+
+def drawn_golds(args, original) -> list[tuple]:
+    """Per seed, the indices of ``args.draws`` sentences drawn (the real-error benchmark's
+    draws) and one cached scout's p(gold) of every word of them, as the product trains one below
+    2,000 annotations."""
+    from benchmarks.real_errors import draw
+    from benchmarks.review_loop import scout_outputs, whole_set_settings
+
+    settings = whole_set_settings(args.cache, EPOCHS)
+    settings.size = str(args.draws)
+    out = []
+    for seed in range(args.seeds):
+        pick = draw(settings.size, seed, len(original))
+        gold, _, _ = scout_outputs(settings, seed, [original[i] for i in pick])
+        out.append((pick, gold))
+    return out
+
+
+def crf_study_parser(doc: str, name: str) -> argparse.ArgumentParser:
+    """:func:`cache_parser` with what a study of the product's CRF against the cached scouts
+    takes: ``--draws`` (also this many sentences drawn per seed), ``--threads``, ``--name``
+    (the result's stem, default ``name``); the study adds what it varies."""
+    parser = cache_parser(doc)
+    parser.add_argument("--draws", type=int, help="also this many sentences drawn per seed")
+    parser.add_argument("--threads", type=int, help="torch threads")
+    parser.add_argument("--name", default=name)
+    return parser
+
+
+@dataclass(frozen=True)
+class CrfStudy:
+    """What a CRF study scores against (:func:`crf_study`).
+
+    Attributes
+    ----------
+    original : list of Example
+        CoNLL-2003 test as annotated.
+    flags : ndarray of bool, shape (n,)
+        Which sentences CoNLL++ corrects.
+    parts : dict
+        The whole set and its halves as slices (:func:`real_error_halves`).
+    scouts : list
+        Per seed, the cached ensemble's p(gold) of every word (:func:`ensemble_golds`).
+    draws : list of (indices, p(gold))
+        Per seed, ``--draws`` sentences drawn and one cached scout's p(gold) of them
+        (:func:`drawn_golds`); [] without ``--draws``.
+    """
+
+    original: list
+    flags: object
+    parts: dict
+    scouts: list
+    draws: list
+
+    def quality(self, crf_gold) -> dict:
+        """:func:`crf_quality` of a CRF's p(gold) of every word of the whole set."""
+        return crf_quality(self.original, crf_gold, self.scouts, self.flags, self.parts)
+
+    def drawn(self):
+        """Per draw: ``(examples, pick, scout_gold)``, the drawn sentences, their indices and
+        the cached scout's p(gold) of them."""
+        return [([self.original[i] for i in pick], pick, gold) for pick, gold in self.draws]
+
+    def intro(self, varied: str, seeds: int) -> str:
+        """The first sentences of the study's table: the set, its base rate, and what the rows
+        give (``varied``: what the CRF is trained with in each row; ``seeds``: the scouts')."""
+        from benchmarks.real_errors import halves_base_rate
+
+        return (
+            f"CoNLL-2003 test against CoNLL++. {halves_base_rate(self.flags)} The product's CRF "
+            f"trained on the whole set as annotated with {varied}: its own AP, and its mix with "
+            f"the cached scouts ({MEMBERS} scouts of {EPOCHS} epochs, mean ± sd over {seeds} "
+            "seeds)"
+        )
+
+    def mix_on_draw(self, pick, scout_gold, crf_gold) -> dict[str, float]:
+        """:func:`mix_ap_on_draw` of a CRF's p(gold) of the draw ``pick``."""
+        examples = [self.original[i] for i in pick]
+        return mix_ap_on_draw(examples, scout_gold, crf_gold, self.flags[pick])
+
+
+def crf_study(args) -> CrfStudy:
+    """Start a CRF study (:func:`benchmarks.harness.start` with ``args.threads``) and read what
+    it scores against: the real-error set, the cached scouts, the draws."""
+    harness.start(args.threads)
+    original, flags, parts = real_error_halves()
+    draws = drawn_golds(args, original) if args.draws else []
+    return CrfStudy(original, flags, parts, ensemble_golds(args, original), draws)
 
 
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:

@@ -19,47 +19,27 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import harness
-from benchmarks.exploration import (
-    CRF_COLUMNS,
-    cache_parser,
-    crf_cells,
-    crf_quality,
-    half_aps,
-    real_error_halves,
-    save,
-)
-from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
-from benchmarks.real_errors import halves_base_rate
-from subregweigh.crf import FeatureTagger, mix_gold
-from subregweigh.options import SOFTMIN_TEMPERATURE
+from benchmarks.exploration import CRF_COLUMNS, crf_cells, crf_study, crf_study_parser, finish
+from subregweigh.crf import FeatureTagger
 
 NAME = "crf-context-dims"
 REFITS = 3
 
 
 def main(argv=None) -> int:
-    parser = cache_parser(__doc__)
+    parser = crf_study_parser(__doc__, NAME)
     parser.add_argument("dims", nargs="+", type=int, help="context components; 0: none")
-    parser.add_argument("--draws", type=int, help="also this many sentences drawn per seed")
-    parser.add_argument("--threads", type=int, help="torch threads")
-    parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)
-    harness.start(args.threads)
-    original, flags, parts = real_error_halves()
-    scouts = ensemble_golds(args, original)
-    draws = drawn_golds(args, original) if args.draws else []
+    study = crf_study(args)
+    original = study.original
     rows = {}
     for dims in args.dims:
         crf_gold = FeatureTagger(context_dims=dims).fit(original).gold_proba(original)
-        row = crf_quality(original, crf_gold, scouts, flags, parts)
+        row = study.quality(crf_gold)
         drawn, seconds = [], []
-        for pick, gold in draws:
-            examples = [original[i] for i in pick]
+        for examples, pick, gold in study.drawn():
             tagger = FeatureTagger(context_dims=dims).fit(examples)
-            quality = harness.served_score(
-                examples, mix_gold(gold, tagger.gold_proba(examples)), SOFTMIN_TEMPERATURE
-            )
-            drawn.append(half_aps(quality, flags[pick], {"whole": slice(None)}))
+            drawn.append(study.mix_on_draw(pick, gold, tagger.gold_proba(examples)))
             seconds.append(
                 float(np.median([harness.timed(tagger.refit, examples)[1] for _ in range(REFITS)]))
             )
@@ -68,27 +48,22 @@ def main(argv=None) -> int:
             row["refit s"] = float(np.mean(seconds))
         rows[dims] = row
         print(f"{dims} components: {row}", flush=True)
-    text = save(
+    return finish(
         "crf_context_dims",
         args.name,
         argv,
-        markdown(rows, flags, args),
-        source=str(args.cache),
+        args,
+        markdown(rows, study, args),
         rows={str(k): v for k, v in rows.items()},
     )
-    print(text)
-    return 0
 
 
-def markdown(rows: dict, flags, args) -> list[str]:
+def markdown(rows: dict, study, args) -> list[str]:
     draws = f"{args.draws}-sentence draws" if args.draws else ""
     return [
         "## How many context components the CRF needs",
         "",
-        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
-        "trained on the whole set as annotated with each number of context components: its "
-        "own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean ± sd over "
-        f"{args.seeds} seeds)"
+        study.intro("each number of context components", args.seeds)
         + (
             f"; on {draws}, its mix with one cached scout per seed, and the refit's seconds "
             "there (CRFsuite alone, the projection kept: what a refresh waits for; the mean "

@@ -22,26 +22,22 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 from seqeval.metrics import f1_score
 
 from benchmarks import harness
 from benchmarks.exploration import (
     CRF_COLUMNS,
-    cache_parser,
+    EPOCHS,
+    MEMBERS,
     crf_cells,
-    crf_quality,
-    half_aps,
-    real_error_halves,
-    save,
+    crf_study,
+    crf_study_parser,
+    finish,
 )
-from benchmarks.real_errors import draw, halves_base_rate
-from benchmarks.review_loop import scout_outputs, whole_set_settings
-from subregweigh.crf import FeatureTagger, mix_gold
-from subregweigh.options import SOFTMIN_TEMPERATURE
+from benchmarks.real_errors import halves_base_rate
+from subregweigh.crf import FeatureTagger
 
 NAME = "crf-iterations"
-MEMBERS, EPOCHS = 3, 3
 
 
 def capped(tagger: FeatureTagger, cap: int, examples) -> tuple[FeatureTagger, float]:
@@ -52,79 +48,43 @@ def capped(tagger: FeatureTagger, cap: int, examples) -> tuple[FeatureTagger, fl
     return harness.timed(template.refit, examples)
 
 
-def ensemble_golds(args, original) -> list[list[np.ndarray]]:
-    """Per seed, the cached ensemble's p(gold) of every word of the whole set: the mean of
-    :data:`MEMBERS` scouts of :data:`EPOCHS` epochs (``args.cache``, ``args.seeds``)."""
-    settings = whole_set_settings(args.cache, EPOCHS)
-    out = []
-    for seed in range(args.seeds):
-        members = [scout_outputs(settings, seed, original, j) for j in range(MEMBERS)]
-        out.append([np.mean([m[0][i] for m in members], axis=0) for i in range(len(original))])
-    return out
-
-
-def drawn_golds(args, original) -> list[tuple[np.ndarray, list]]:
-    """Per seed, the indices of ``args.draws`` sentences drawn (the real-error benchmark's
-    draws) and one cached scout's p(gold) of every word of them, as the product trains one below
-    2,000 annotations."""
-    settings = whole_set_settings(args.cache, EPOCHS)
-    settings.size = str(args.draws)
-    out = []
-    for seed in range(args.seeds):
-        pick = draw(settings.size, seed, len(original))
-        gold, _, _ = scout_outputs(settings, seed, [original[i] for i in pick])
-        out.append((pick, gold))
-    return out
-
-
-def draw_rows(args, original, flags) -> dict:
+def draw_rows(args, study) -> dict:
     """Per cap, the mix's AP on ``args.draws`` sentences drawn per seed (the real-error
     benchmark's draws), each with one scout of the product's epochs trained on the draw, as the
     product trains one below 2,000 annotations; mean ± sd over the seeds, and CRFsuite's mean
     seconds."""
     rows: dict = {cap: [] for cap in args.caps}
-    for seed, (pick, gold) in enumerate(drawn_golds(args, original)):
-        examples = [original[i] for i in pick]
+    for seed, (examples, pick, gold) in enumerate(study.drawn()):
         base = FeatureTagger(max_iterations=1).fit(examples)
         for cap in args.caps:
             tagger, seconds = capped(base, cap, examples)
-            quality = harness.served_score(
-                examples, mix_gold(gold, tagger.gold_proba(examples)), SOFTMIN_TEMPERATURE
-            )
-            row = {"seconds": seconds, **half_aps(quality, flags[pick], {"whole": slice(None)})}
+            row = {"seconds": seconds, **study.mix_on_draw(pick, gold, tagger.gold_proba(examples))}
             rows[cap].append(row)
             print(f"{args.draws} drawn, seed {seed}, cap {cap}: {row}", flush=True)
     return {cap: harness.summarize_rows(runs, list(runs[0])) for cap, runs in rows.items()}
 
 
 def main(argv=None) -> int:
-    parser = cache_parser(__doc__)
+    parser = crf_study_parser(__doc__, NAME)
     parser.add_argument("caps", nargs="+", type=int, help="iteration caps; 0: none")
-    parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--skip-train", action="store_true", help="the real-error rows alone")
-    parser.add_argument(
-        "--draws", type=int, help="also this many sentences drawn per seed, one scout each"
-    )
-    parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)
-    harness.start(args.threads)
-
-    original, flags, parts = real_error_halves()
-    scouts = ensemble_golds(args, original)
+    study = crf_study(args)
+    original, flags = study.original, study.flags
     base = FeatureTagger(max_iterations=1).fit(original)  # the projection alone
     real: dict = {}
     for cap in args.caps:
         tagger, seconds = capped(base, cap, original)
         row = {
             "seconds": seconds,
-            **crf_quality(original, tagger.gold_proba(original), scouts, flags, parts),
+            **study.quality(tagger.gold_proba(original)),
         }
         real[cap] = row
         print(f"real errors, cap {cap}: {row}", flush=True)
 
     drawn: dict = {}
     if args.draws:
-        drawn = draw_rows(args, original, flags)
+        drawn = draw_rows(args, study)
 
     large: dict = {}
     if not args.skip_train:
@@ -138,18 +98,16 @@ def main(argv=None) -> int:
             large[cap] = {"seconds": seconds, "dev F1": float(f1)}
             print(f"CoNLL++ train, cap {cap}: {large[cap]}", flush=True)
 
-    text = save(
+    return finish(
         "crf_iterations",
         args.name,
         argv,
+        args,
         markdown(real, drawn, large, flags, args),
-        source=str(args.cache),
         real_errors={str(k): v for k, v in real.items()},
         drawn={str(k): v for k, v in drawn.items()},
         conll_train={str(k): v for k, v in large.items()},
     )
-    print(text)
-    return 0
 
 
 def markdown(real: dict, drawn: dict, large: dict, flags, args) -> list[str]:

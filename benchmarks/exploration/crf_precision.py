@@ -16,19 +16,9 @@ seed's draw of that many sentences::
 from __future__ import annotations
 
 from benchmarks import harness
-from benchmarks.exploration import (
-    CRF_COLUMNS,
-    cache_parser,
-    crf_cells,
-    crf_quality,
-    half_aps,
-    real_error_halves,
-    save,
-)
-from benchmarks.exploration.crf_iterations import drawn_golds, ensemble_golds
-from benchmarks.real_errors import halves_base_rate
-from subregweigh.crf import FeatureTagger, context_vectors, mix_gold
-from subregweigh.options import PRECISIONS, SOFTMIN_TEMPERATURE
+from benchmarks.exploration import CRF_COLUMNS, crf_cells, crf_study, crf_study_parser, finish
+from subregweigh.crf import FeatureTagger, context_vectors
+from subregweigh.options import PRECISIONS
 
 NAME = "crf-precision"
 
@@ -38,17 +28,12 @@ def vector_seconds(texts, precision: str) -> float:
 
 
 def main(argv=None) -> int:
-    parser = cache_parser(__doc__)
+    parser = crf_study_parser(__doc__, NAME)
     parser.add_argument("precisions", nargs="+", choices=PRECISIONS)
-    parser.add_argument("--draws", type=int, help="also this many sentences drawn per seed")
-    parser.add_argument("--threads", type=int, help="torch threads")
-    parser.add_argument("--name", default=NAME)
     args = parser.parse_args(argv)
-    harness.start(args.threads)
-    original, flags, parts = real_error_halves()
+    study = crf_study(args)
+    original = study.original
     _, train = harness.read_dataset("conll")
-    scouts = ensemble_golds(args, original)
-    draws = drawn_golds(args, original) if args.draws else []
     rows = {}
     for precision in args.precisions:
         row = {
@@ -56,38 +41,24 @@ def main(argv=None) -> int:
             "vectors s 14041": vector_seconds([ex.words for ex in train], precision),
         }
         crf_gold = FeatureTagger(precision=precision).fit(original).gold_proba(original)
-        row |= crf_quality(original, crf_gold, scouts, flags, parts)
+        row |= study.quality(crf_gold)
         drawn = []
-        for pick, gold in draws:
-            examples = [original[i] for i in pick]
+        for examples, pick, gold in study.drawn():
             crf = FeatureTagger(precision=precision).fit(examples).gold_proba(examples)
-            quality = harness.served_score(examples, mix_gold(gold, crf), SOFTMIN_TEMPERATURE)
-            drawn.append(half_aps(quality, flags[pick], {"whole": slice(None)}))
+            drawn.append(study.mix_on_draw(pick, gold, crf))
         if drawn:
             row["drawn"] = harness.summarize_rows(drawn, ["AP whole"])
         rows[precision] = row
         print(f"{precision}: {row}", flush=True)
-    text = save(
-        "crf_precision",
-        args.name,
-        argv,
-        markdown(rows, flags, args),
-        source=str(args.cache),
-        rows=rows,
-    )
-    print(text)
-    return 0
+    return finish("crf_precision", args.name, argv, args, markdown(rows, study, args), rows=rows)
 
 
-def markdown(rows: dict, flags, args) -> list[str]:
+def markdown(rows: dict, study, args) -> list[str]:
     draws = f"{args.draws}-sentence draws" if args.draws else ""
     return [
         "## The CRF's context vectors in bfloat16",
         "",
-        f"CoNLL-2003 test against CoNLL++. {halves_base_rate(flags)} The product's CRF "
-        "trained on the whole set as annotated with its context vectors computed at each "
-        "precision: its own AP, and its mix with the cached scouts (3 scouts of 3 epochs, mean "
-        f"± sd over {args.seeds} seeds)"
+        study.intro("its context vectors computed at each precision", args.seeds)
         + (f"; on {draws}, its mix with one cached scout per seed" if draws else "")
         + ". Seconds: the vectors alone, on the whole set (3,453 sentences) and on CoNLL++ "
         "train (14,041), this machine.",

@@ -226,7 +226,7 @@ def test_selftest_is_queued_with_its_noise_and_shows_in_status(tmp_path):
     response = client.post("/selftest", json={"project": 5}, headers=GOOD)  # the default
     assert response.get_json()["noise"] == ["annotators"]
     assert selftests.submitted == ["5", "5"]
-    assert ProjectStore(tmp_path, 5).status()["selftest_request"]["noises"] == ["annotators"]
+    assert ProjectStore(tmp_path, 5).inbox().selftest_request["noises"] == ["annotators"]
     selftests.states["5"] = RUNNING
     assert client.get("/status?project=5", headers=GOOD).get_json()["selftest"]["job"] == RUNNING
 

@@ -377,7 +377,8 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
 
 
 def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_path):
-    from backend.store import snapshot
+    from backend.store import inbox, snapshot
+    from backend.store.inbox import Inbox
     from backend.store.store import ProjectStore
     from subregweigh.io.atomic import atomic_write_json
 
@@ -397,14 +398,13 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
         "action": "ANNOTATION_CREATED",
     }
     store = ProjectStore(tmp_path / "models", 5)
-    status = store.status()
-    assert status["events_since_training"] == 1
-    assert "changed_since_fetch" not in status and "rescore_pending" not in status
+    assert store.status()["events_since_training"] == 1
+    assert store.inbox() == Inbox()
     # While the first training runs: remembered for it, but nothing to rescore with.
     store.update_status(state="running")
     send("ANNOTATION_CREATED", task={"id": 100}, annotation={"id": 1})
     assert rescores.submitted == []
-    assert set(store.status()["changed_since_fetch"]) == {"100"}
+    assert set(store.inbox().changed_since_fetch) == {"100"}
 
     staging = store.staging_dir()
     atomic_write_json(staging / "scores.json", {})
@@ -414,9 +414,10 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     # An annotation without its nested task still names it.
     send("ANNOTATION_UPDATED", annotation={"id": 3, "task": 102})
     assert rescores.submitted == ["5", "5"]
-    status = store.status()
-    assert set(status["rescore_pending"]) == {"101", "102"}
-    assert set(status["changed_since_fetch"]) == {"100", "101", "102"}
+    waiting = store.inbox()
+    assert set(waiting.rescore_pending) == {"101", "102"}
+    assert set(waiting.changed_since_fetch) == {"100", "101", "102"}
+    assert not inbox.KEYS & set(store.status())  # the status the UI reads holds none of them
     # A deletion names no task; one without a usable task id is only counted. Either drops
     # the tasks kept for the refresh (backend.store.snapshot): the next refresh reads the project.
     snapshot.keep_project(store, [], read_at=0.0)
@@ -425,8 +426,8 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     assert snapshot.load(store) is None
     send("ANNOTATION_UPDATED", task={"id": "../7"}, annotation={"id": 4})
     assert rescores.submitted == ["5", "5"]
-    assert store.take_status("rescore_pending").keys() == {"101", "102"}
-    assert "rescore_pending" not in store.status() and store.take_status("rescore_pending") == {}
+    assert store.take_inbox("rescore_pending").keys() == {"101", "102"}
+    assert not store.inbox().rescore_pending and store.take_inbox("rescore_pending") == {}
     assert runner.submitted == []  # 6 changes of 100 before a retrain
 
 

@@ -531,7 +531,9 @@ def test_a_version_keeps_its_crf_and_serves_with_it(tmp_path, tiny_scout, tiny_n
     assert not weighers.engine(Settings(model_dir=str(tmp_path), crf=False), spec).crf
     store = ProjectStore(tmp_path, 1)
     trained = SubRegWeigh.from_parts([tiny_scout], FeatureTagger().fit(tiny_ner_data))
-    version = publish.save_version(store, trained, {}, (spec, settings, [], 0, 0))
+    staged = publish.stage_version(store, trained, {}, (spec, settings, [], 0, 0))
+    assert publish.serve_here(staged)  # the publish path's step here: no Label Studio
+    version = staged.version
     assert store.crf_file(version).is_file()
     expected = trained.weigh_deterministic(tiny_ner_data).deterministic_probability
     served = weighers.weigher(settings, store, version)
@@ -556,7 +558,9 @@ def test_a_version_of_the_crf_alone_serves(tmp_path, tiny_scout, tiny_ner_data):
     store = ProjectStore(tmp_path, 1)
     crf = FeatureTagger().fit(tiny_ner_data)
     alone = SubRegWeigh.from_parts([], crf)
-    version = publish.save_version(store, alone, {}, (spec, settings, [], 0, 0))
+    staged = publish.stage_version(store, alone, {}, (spec, settings, [], 0, 0))
+    assert publish.serve_here(staged)  # the publish path's step here: no Label Studio
+    version = staged.version
     assert store.n_scouts(version) == 0 and store.crf_file(version).is_file()
     assert "training" not in store.meta(version)
     served = weighers.weigher(settings, store, version)

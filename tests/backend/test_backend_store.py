@@ -362,5 +362,50 @@ def test_a_status_json_from_before_the_inbox_has_its_waiting_tasks_read_then_mov
     assert set(store.inbox().rescore_pending) == {"7", "8"}
     on_disk = json.loads((store.root / "status.json").read_text())
     assert on_disk["events_since_training"] == 3 and not inbox.KEYS & set(on_disk)
-    assert set(store.take_status("rescore_pending")) == {"7", "8"}
+    assert set(store.take_inbox("rescore_pending")) == {"7", "8"}
     assert store.inbox() == inbox.Inbox()
+
+
+def test_a_status_json_from_before_the_ledger_has_its_written_versions_read_then_moved(tmp_path):
+    """Issue 60: status.json held ``written_versions`` before ledger.json. They are read as
+    the ledger's, and the next write moves them there: none is lost, status.json keeps none,
+    and the status the UI reads shows neither the ledger nor the inbox."""
+    from backend.store import inbox, ledger
+
+    store = ProjectStore(tmp_path, 3)
+    store.root.mkdir(parents=True)
+    old = {"state": "idle", "written_versions": ["srw-1", "srw-2"], "slips_pending": {"a": 1}}
+    (store.root / "status.json").write_text(json.dumps(old))
+    assert store.ledger().written_versions == ("srw-1", "srw-2")
+    assert not (ledger.KEYS | inbox.KEYS) & set(store.status())
+    store.update_ledger(lambda written: written.written("srw-3"))
+    on_disk = json.loads((store.root / "status.json").read_text())
+    assert on_disk["state"] == "idle" and not (ledger.KEYS | inbox.KEYS) & set(on_disk)
+    assert json.loads((store.root / "ledger.json").read_text()) == {
+        "written_versions": ["srw-1", "srw-2", "srw-3"]
+    }
+    assert store.inbox().slips_pending == {"a": 1}
+    assert store.ledger().superseded_by("srw-3") == ["srw-1", "srw-2"]
+    assert store.ledger().superseded_by("srw-9") == []
+    with pytest.raises(ValueError, match="update_ledger"):
+        store.update_status(written_versions=[])  # the ledger has one way in
+    with pytest.raises(ValueError, match="not the inbox's: state"):
+        store.take_inbox("state")
+
+
+def test_the_ledger_keeps_the_newest_written_versions(tmp_path):
+    """The ledger keeps the last KEPT versions written; a version written again (served again
+    after a broken one) supersedes those between its writes."""
+    from backend.store.ledger import KEPT, Ledger
+
+    store = ProjectStore(tmp_path, 4)
+    for n in range(KEPT + 5):
+        store.update_ledger(lambda written, n=n: written.written(f"srw-{n:03d}"))
+    written = store.ledger().written_versions
+    assert len(written) == KEPT and written[0] == "srw-005" and written[-1] == f"srw-{KEPT + 4:03d}"
+    again = Ledger(("a", "b", "a", "c")).written("b")
+    assert again.superseded_by("b") == ["a", "c"] and again.without({"a"}).written_versions == (
+        "b",
+        "c",
+        "b",
+    )

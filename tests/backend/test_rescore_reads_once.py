@@ -105,7 +105,7 @@ def test_the_slips_a_rescore_s_decisions_move_reach_their_repeats_not_the_status
     _publish(tmp_path / "models", SCORED, {1: [0.1], 2: [0.2], 3: [0.3, 0.9]})
     store = ProjectStore(settings.model_dir, PROJECT)
     assert _decide(store, _task(2, [(21, MERKEL_LOC, _at(4))])) == {"2/21": "fixed"}
-    assert "slips_pending" not in store.status()  # a decision queues nothing there
+    assert not store.inbox().slips_pending  # a decision queues nothing there
     store.update_status(rescore_pending={"1": time.time()})
     monkeypatch.setattr(rescore, "LabelStudioAPI", type("LS", (_LabelStudio,), {"written": []}))
 
@@ -113,7 +113,7 @@ def test_the_slips_a_rescore_s_decisions_move_reach_their_repeats_not_the_status
 
     written = [p["task"] for p in rescore.LabelStudioAPI.written]
     assert written[0] == 1 and sorted(written[1:]) == [2, 3]  # the repeats, after the task
-    assert "slips_pending" not in store.status()
+    assert not store.inbox().slips_pending
 
 
 def test_what_waits_is_in_the_inbox_and_status_json_carries_none_of_it(tmp_path, monkeypatch):

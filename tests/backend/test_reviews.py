@@ -248,7 +248,7 @@ def test_a_webhook_body_never_decides(project):
     reply = client.post("/webhook", json=body, headers=GOOD).get_json()
     assert reply == {"status": "counted", "action": "ANNOTATION_UPDATED", "rescore": "started"}
     assert not (store.root / "reviews.json").exists()
-    assert set(store.status()["rescore_pending"]) == {"2"}
+    assert set(store.inbox().rescore_pending) == {"2"}
 
 
 def test_reviewers_deciding_at_once_lose_no_decision(project):
@@ -381,7 +381,7 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     # handed to the rescore, which rewrites the repeats' predictions in Label Studio; the
     # status queues nothing
     assert set(fixed.slips) == {"Angela Merkel\0PER"}
-    assert "slips_pending" not in store.status()
+    assert not store.inbox().slips_pending
     # The report ranks as the queue does.
     records = annotation_records(
         store.scores(store.current_version()),
@@ -430,7 +430,7 @@ def test_a_confirmation_records_no_slip(project):
     confirmed = _judge(store, _task(1, [(11, MERKEL_PER, _at(5))]))
     assert confirmed.made == {"1/11": "confirmed"}
     assert reviews.fixed_slips(store).counts == {}
-    assert confirmed.slips == frozenset() and "slips_pending" not in store.status()
+    assert confirmed.slips == frozenset() and not store.inbox().slips_pending
     assert _served(store)["2"]["score"] == 0.2
 
 

@@ -83,7 +83,7 @@ def test_pending_rescores_are_bounded(tmp_path, monkeypatch):
     for task in range(120):
         event = {"action": "ANNOTATION_CREATED", "project": {"id": 3}, "task": {"id": task}}
         assert client.post("/webhook", json=event, headers=GOOD).status_code == 200
-    pending = store.status()["rescore_pending"]
+    pending = store.inbox().rescore_pending
     assert set(pending) == {str(t) for t in range(70, 120)}  # the newest
     assert MAX_PENDING >= 1_000  # the shipped bound: a rescore's worth, not a project's
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable, _batches
+from backend.store.ledger import Ledger
 from testbed.projects import NER_CONFIG
 from testbed.servers import free_port
 
@@ -181,8 +182,9 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
     gone, kept, early, served, newer, theirs = (new_version_name() for _ in range(6))
     for version in (kept, early, served):  # gone: pruned from the store already
         store.publish(store.staging_dir(), version)
-    # what _serve_in_label_studio records of the versions this backend wrote
-    store.update_status(early_version=early, written_versions=[gone, kept, early, served, newer])
+    # what serve_in_label_studio records in the ledger of the versions this backend wrote
+    store.update_status(early_version=early)
+    store.update_ledger(lambda _: Ledger((gone, kept, early, served, newer)))
     api = LabelStudioAPI(ls.url, ls.token, retries=0)
     versions = (gone, kept, early, served, newer, theirs, "imported-1")
     api.write_predictions(
@@ -200,7 +202,7 @@ def test_a_served_version_deletes_the_predictions_it_supersedes(label_studio, tm
 
     left = {v: n for v, n in api.model_versions(pid).items() if n}
     assert left == {served: 3, newer: 3, theirs: 3, "imported-1": 3}
-    assert store.status()["written_versions"] == [served, newer]
+    assert store.ledger().written_versions == (served, newer)
     drop_superseded_predictions(api, store, str(pid), served)  # nothing more to delete
     assert {v: n for v, n in api.model_versions(pid).items() if n} == left
 
@@ -220,7 +222,7 @@ def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     store = ProjectStore(tmp_path, pid)
     *gone, served = (new_version_name() for _ in range(4))
     store.publish(store.staging_dir(), served)
-    store.update_status(written_versions=[*gone, served])
+    store.update_ledger(lambda _: Ledger((*gone, served)))
     api = LabelStudioAPI(ls.url, ls.token, retries=0)
     api.write_predictions(
         pid,
@@ -244,9 +246,9 @@ def test_the_deletes_stop_for_a_change_that_waits(label_studio, tmp_path):
     left = {v for v, n in api.model_versions(pid).items() if n}
     assert len(deletes) == 1 and deletes[0] not in left
     assert left == {*gone, served} - set(deletes)
-    assert store.status()["written_versions"] == [v for v in (*gone, served) if v not in deletes]
-    store.take_status("rescore_pending")  # the change's rescore took it
+    assert store.ledger().written_versions == tuple(v for v in (*gone, served) if v not in deletes)
+    store.take_inbox("rescore_pending")  # the change's rescore took it
     api.delete_model_version = real_delete
     drop_superseded_predictions(api, store, str(pid), served, stop=partial(_change_waits, store))
     assert {v for v, n in api.model_versions(pid).items() if n} == {served}
-    assert store.status()["written_versions"] == [served]
+    assert store.ledger().written_versions == (served,)

@@ -15,11 +15,7 @@ import time
 
 import pytest
 
-from testbed.projects import (
-    field,
-    trained_ner_backend,
-)
-from testbed.servers import require_label_studio
+from testbed.projects import field, trained_ner_module
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +24,7 @@ pytestmark = pytest.mark.slow
 def trained(tmp_path_factory):
     """A real Label Studio with a 30-task NER project (none wrong), our backend connected and
     trained once."""
-    require_label_studio()
-    folder = tmp_path_factory.mktemp("refresh")
-    with trained_ner_backend(folder, "refresh", seed=31, n_tasks=30, n_wrong=0) as ctx:
-        yield ctx
+    yield from trained_ner_module(tmp_path_factory, "refresh", seed=31)
 
 
 def annotated(ctx) -> dict[int, tuple[str, dict]]:

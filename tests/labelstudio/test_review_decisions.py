@@ -23,14 +23,10 @@ from testbed.projects import (
     retyped,
     serving_entry,
     serving_prediction,
-    trained_ner_backend,
+    trained_ner_module,
     wait_trained,
 )
-from testbed.servers import (
-    LS_PASSWORD,
-    LS_USERNAME,
-    require_label_studio,
-)
+from testbed.servers import LS_PASSWORD, LS_USERNAME
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +35,7 @@ pytestmark = pytest.mark.slow
 def trained(tmp_path_factory):
     """A real Label Studio with a 30-task NER project (3 wrong), our backend connected and
     trained once."""
-    require_label_studio()
-    folder = tmp_path_factory.mktemp("reviews")
-    with trained_ner_backend(folder, "review decisions", seed=29, n_tasks=30, n_wrong=3) as ctx:
-        yield ctx
+    yield from trained_ner_module(tmp_path_factory, "review decisions", seed=29, n_wrong=3)
 
 
 def queue(ctx) -> list[int]:

@@ -16,18 +16,14 @@ import time
 import pytest
 
 from backend.labelstudio.progress import TITLE_MAX, progress_title
-from testbed.projects import retyped, trained_ner_backend
-from testbed.servers import require_label_studio
+from testbed.projects import retyped, trained_ner_module
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    require_label_studio()
-    folder = tmp_path_factory.mktemp("progress")
-    with trained_ner_backend(folder, "progress", seed=41, n_tasks=30, n_wrong=0) as ctx:
-        yield ctx
+    yield from trained_ner_module(tmp_path_factory, "progress", seed=41)
 
 
 def status(ctx) -> dict:

@@ -207,7 +207,7 @@ def test_a_storm_of_events_on_a_full_disk_is_one_change_in_memory(tmp_path, monk
         assert store.status()["events_since_training"] == 1
         assert store.status()["unwritten"]["status_changes"] == 3
         # What a rescore takes on a full disk stays on disk too: rescored again, never lost.
-        assert set(store.take_status("rescore_pending")) == {str(i) for i in range(50)} | {"99"}
+        assert set(store.take_inbox("rescore_pending")) == {str(i) for i in range(50)} | {"99"}
     finally:
         disk.full = False
     assert store.write_unwritten()
