@@ -22,6 +22,7 @@ from backend.labelstudio.tasks import (
     fingerprint,
     parse_label_config,
     read_tasks,
+    weighed_controls,
 )
 from backend.review import reviews
 from backend.serving import predictions
@@ -157,16 +158,24 @@ def test_relations_are_left_alone():
     )
 
 
-def test_a_flag_beside_the_labels_needs_a_choice_and_names_both():
-    with pytest.raises(ConfigError) as err:
-        parse_label_config(NER_WITH_EXTRAS)
-    message = str(err.value)
-    assert message.startswith(
-        "the labeling config has two labeling controls, 'ner' (Labels) and 'flag' (Choices): "
-        "set weigh_controls=ner in the model's extra parameters"
+def test_a_flag_beside_the_labels_is_weighed_too_unless_one_is_chosen():
+    spec = parse_label_config(NER_WITH_EXTRAS)
+    assert spec.several and [(s.from_name, s.task) for s in spec.each()] == [
+        ("ner", "ner"),
+        ("flag", "classification"),
+    ]
+    ner, flag = spec.each()
+    assert ner == parse_label_config(NER_WITH_EXTRAS, ("ner",))  # each a one-control spec
+    assert flag == parse_label_config(NER_WITH_EXTRAS, ("flag",))
+    described = spec.controls()
+    assert [c["name"] for c in described["weighed"]] == ["ner", "flag"]
+    assert {c["name"] for c in described["ignored"]} == {"comment", "difficulty", "minutes", "seen"}
+    assert described["summary"].startswith(
+        "weighed: 'ner' (Labels) on 'text', 'flag' (Choices) on 'text'; left alone: 'comment'"
     )
-    assert "comment" not in message  # the TextArea, Rating, ... are no labeling controls
-    assert survives_tag_stripping(message)
+    said = weighed_controls(spec)
+    assert said == "two labeling controls, 'ner' (Labels) and 'flag' (Choices)"
+    assert survives_tag_stripping(said) and survives_tag_stripping(described["summary"])
 
 
 @pytest.mark.parametrize("chosen, task", [("ner", "ner"), ("flag", "classification")])
@@ -189,16 +198,19 @@ def test_weigh_controls_chooses_one(chosen, task):
     assert described["summary"].startswith(f"weighed: {chosen!r} ({spec.control.tag}) on 'text'")
 
 
-def test_two_labels_are_refused_by_name_until_one_is_chosen():
-    with pytest.raises(ConfigError) as err:
-        parse_label_config(TWO_LABELS)
-    message = str(err.value)
-    assert "two labeling controls, 'persons' (Labels) and 'places' (Labels)" in message
-    assert "weigh_controls=persons" in message
-    assert survives_tag_stripping(message)
+def test_two_labels_are_both_weighed_until_one_is_chosen():
+    spec = parse_label_config(TWO_LABELS)
+    assert [(s.from_name, s.labels) for s in spec.each()] == [
+        ("persons", ("PER",)),
+        ("places", ("LOC", "GPE")),
+    ]
+    said = "two labeling controls, 'persons' (Labels) and 'places' (Labels)"
+    assert weighed_controls(spec) == said
     spec = parse_label_config(TWO_LABELS, ("places",))
-    assert (spec.from_name, spec.labels) == ("places", ("LOC", "GPE"))
+    assert (spec.from_name, spec.labels, spec.several) == ("places", ("LOC", "GPE"), False)
     assert [c.name for c in spec.ignored] == ["persons"]
+    both = parse_label_config(TWO_LABELS, ("places", "persons"))  # in the order named
+    assert [s.from_name for s in both.each()] == ["places", "persons"]
 
 
 @pytest.mark.parametrize(
@@ -210,11 +222,7 @@ def test_two_labels_are_refused_by_name_until_one_is_chosen():
             "have (its labeling controls: 'ner' (Labels) and 'flag' (Choices))",
         ),
         (("comment",), "'comment' (TextArea) is not one"),
-        (
-            ("ner", "flag"),
-            "weigh_controls names two controls ('ner', 'flag'); subregweigh "
-            "weighs one labeling control per project for now",
-        ),
+        (("ner", "flag", "ner"), "weigh_controls names 'ner' twice"),
         (("srw_review",), "'srw_review', the review control"),
     ],
 )
