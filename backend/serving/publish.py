@@ -11,6 +11,7 @@ from pathlib import Path
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.review import reviews
+from backend.serving.controls import control_folder
 from backend.serving.weighers import forget_versions
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
@@ -74,23 +75,75 @@ def save_version(
     ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
     :mod:`backend.jobs.refresh` reads)."""
     version = new_version_name()
-    staging = store.staging_dir()
-    try:
+
+    def fill(staging: Path) -> dict:
         srw.save(staging)  # the engine's one layout: scouts and CRF (subregweigh.parts)
         if keep is not None:
             keep(staging)
-        atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
-        atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
+        return {**meta, "early": early} if early else meta
+
+    _publish(store, version, scores, fill)
+    logger.info(
+        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+    )
+    forget_versions(store, keep=version)  # early scores are superseded
+    return version
+
+
+def _publish(store: ProjectStore, version: str, scores: dict, fill: Callable[[Path], dict]):
+    """Build ``version`` in a staging directory (``fill(staging)`` writes its parts and returns
+    its meta), with ``scores``, and publish it; the staging directory goes on failure."""
+    staging = store.staging_dir()
+    try:
+        meta = fill(staging)
+        atomic_write_json(staging / "scores.json", scores)
+        atomic_write_json(staging / "meta.json", meta)
         with store.locked("publishing"):  # not between a refresh's look and its publish
             store.publish(staging, version)
     except BaseException:
         store.discard(staging)
         raise
+
+
+def save_controls_version(
+    store: ProjectStore, weighed: list, scores: dict, meta_args: tuple
+) -> str:
+    """Publish a version of several labeling controls and serve it; its name. ``weighed``:
+    ``(index, control spec, fitted SubRegWeigh, annotations)`` of each control trained, its
+    parts saved in ``controls/<index>`` (:func:`backend.serving.controls.control_folder`) and
+    described in the meta's ``weighers`` (control, folder, task, labels, annotations, what its
+    scouts learned); ``meta_args``: :func:`version_meta`'s after the name."""
+    version = new_version_name()
+
+    def fill(staging: Path) -> dict:
+        weighers = []
+        for index, control, srw, n_annotations in weighed:
+            folder = control_folder(staging, index)
+            srw.save(folder)
+            learned = srw.learned_
+            weighers.append(
+                {
+                    "control": control.from_name,
+                    "type": control.control.tag,
+                    "folder": str(folder.relative_to(staging)),
+                    "task": control.task,
+                    "labels": list(control.labels or ()),
+                    "n_annotations": n_annotations,
+                    "learned": learned.to_json() if learned is not None else None,
+                }
+            )
+        return {**version_meta(version, *meta_args), "weighers": weighers}
+
+    _publish(store, version, scores, fill)
     logger.info(
-        "project %s: published version %s (%d tasks scored)", store.project, version, len(scores)
+        "project %s: published version %s of %d labeling controls (%d tasks scored)",
+        store.project,
+        version,
+        len(weighed),
+        len(scores),
     )
-    forget_versions(store, keep=version)  # early scores are superseded
+    forget_versions(store, keep=version)
     return version
 
 

@@ -17,6 +17,7 @@ import pytest
 from testbed.projects import (
     ENGINE_ENV,
     TYPES,
+    classification_tasks,
     connect_model,
     field,
     import_tasks,
@@ -84,15 +85,15 @@ def test_a_project_with_a_comment_box_and_a_flag_weighs_its_labels(label_studio,
         project = ls.projects.create(title="team config", label_config=CONFIG)
         ids = import_tasks(ls, project.id, tasks)
 
-        # Two labeling controls and no choice: refused, naming both, nothing connected.
-        code, reply = connect_model(label_studio, project.id, backend.url, {})
+        # Two labeling controls and no choice: both would be weighed (test_several_controls_*
+        # below); a refused weigh_controls names what the config has, in words.
+        code, reply = connect_model(label_studio, project.id, backend.url, "weigh_controls=nope")
         assert code == 400, reply
         refusal = _refusal(reply)
-        assert "two labeling controls, 'label' (Labels) and 'flag' (Choices)" in refusal
-        assert "set weigh_controls=label in the model's extra parameters" in refusal
+        assert "its labeling controls: 'label' (Labels) and 'flag' (Choices)" in refusal
         assert label_studio.api("GET", f"/api/ml?project={project.id}") == []
 
-        # Chosen as the UI's connection form sends it (text): connects, trains, scores.
+        # One chosen, as the UI's connection form sends it (text): connects, trains, scores.
         code, ml = connect_model(label_studio, project.id, backend.url, "weigh_controls=label")
         assert code == 201, ml
         ls.ml.train(id=ml["id"])
@@ -157,3 +158,137 @@ def test_a_project_with_a_comment_box_and_a_flag_weighs_its_labels(label_studio,
         shown = field(prediction, "result")
         assert {r["from_name"] for r in shown} == {"label"} and len(shown) == len(labels)
         assert "confirmed by" in shown[0]["meta"]["text"][0]
+
+
+# NER on a task's body beside a document-level Choices on its second text (a title-and-body
+# project), with a comment box left alone; and two Choices on one text.
+NER_AND_REVIEW = (
+    '<View><Labels name="label" toName="text">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="text" value="$text"/><Text name="review" value="$review"/>'
+    '<Choices name="sentiment" toName="review" choice="single"><Choice value="negative"/>'
+    '<Choice value="positive"/></Choices><TextArea name="comment" toName="text"/></View>'
+)
+TWO_CHOICES = (
+    '<View><Text name="text" value="$text"/>'
+    '<Choices name="sentiment" toName="text" choice="single"><Choice value="negative"/>'
+    '<Choice value="positive"/></Choices>'
+    '<Choices name="tone" toName="text" choice="single"><Choice value="cold"/>'
+    '<Choice value="warm"/></Choices></View>'
+)
+TOP = 10  # a planted error of each control is among the served queue's first TOP of 50 tasks
+
+
+def _disjoint(wrong: set[int], other: set[int], n: int) -> dict[int, int]:
+    """A rotation of ``other``'s task order (index -> index) that puts none of its wrong tasks
+    on one of ``wrong``: each control's planted errors are tasks of their own."""
+    shift = next(s for s in range(n) if not {(i + s) % n for i in other} & wrong)
+    return {i: (i + shift) % n for i in range(n)}
+
+
+def _ner_and_review_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`ner_tasks` on ``text`` beside :func:`classification_tasks` on ``review``, one
+    annotation holding both controls' regions: the tasks, the NER errors', the sentiment's."""
+    ner, ner_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    cls, cls_wrong = classification_tasks(rng, N_TASKS, N_WRONG)
+    moved = _disjoint(ner_wrong, cls_wrong, N_TASKS)
+    by_index = {moved[i]: task for i, task in enumerate(cls)}
+    tasks = []
+    for i, task in enumerate(ner):
+        (choice,) = by_index[i]["annotations"][0]["result"]
+        result = [*task["annotations"][0]["result"], {**choice, "to_name": "review"}]
+        data = {**task["data"], "review": by_index[i]["data"]["text"]}
+        tasks.append({"data": data, "annotations": [{"result": result}]})
+    return tasks, ner_wrong, {moved[i] for i in cls_wrong}
+
+
+def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`classification_tasks` with a second Choices, ``tone`` (cold for negative, warm
+    for positive, as the text really is), flipped on other tasks than the sentiment."""
+    tasks, wrong = classification_tasks(rng, N_TASKS, N_WRONG)
+    annotated = [t["annotations"][0]["result"][0]["value"]["choices"][0] for t in tasks]
+    positive = [(said == "positive") != (i in wrong) for i, said in enumerate(annotated)]
+    tone_wrong = set(_disjoint(wrong, wrong, N_TASKS)[i] for i in wrong)
+    for i, task in enumerate(tasks):
+        warm = positive[i] != (i in tone_wrong)
+        task["annotations"][0]["result"].append(
+            {
+                "id": "t0",
+                "from_name": "tone",
+                "to_name": "text",
+                "type": "choices",
+                "value": {"choices": ["warm" if warm else "cold"]},
+            }
+        )
+    return tasks, wrong, tone_wrong
+
+
+def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict, said: str):
+    """Connect a project of ``config`` and ``tasks`` with no weigh_controls, train it, and
+    check that every control named in ``wrong`` (control -> the indices of its planted errors)
+    is weighed and has one of them among the served queue's first :data:`TOP`, its notes
+    naming the control, and that the status names the controls weighed as ``said``. The
+    backend's /status."""
+    env = {**ENGINE_ENV, **env, **label_studio.backend_env}
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = label_studio.sdk()
+        project = ls.projects.create(title="several controls", label_config=config)
+        ids = import_tasks(ls, project.id, tasks)
+        code, ml = connect_model(label_studio, project.id, backend.url, {})  # no choice made
+        assert code == 201, ml
+        ls.ml.train(id=ml["id"])
+        status = wait_trained(backend, project.id)
+        version = status["current_version"]
+        assert [c["name"] for c in status["controls"]["weighed"]] == list(wrong)
+        assert said in status["message"], status["message"]
+
+        predictions = {t: _prediction(ls, t, version) for t in ids}
+        scores = {t: field(p, "score") for t, p in predictions.items()}
+        queue = sorted(ids, key=lambda t: scores[t])
+        print(f"several controls: queue's first {TOP}:", [ids.index(t) for t in queue[:TOP]])
+        for control, planted in wrong.items():
+            at = sorted(queue.index(ids[i]) for i in planted)
+            print(f"  {control}: its planted errors at {at} of the queue")
+            assert at[0] < TOP, (control, at, backend.log(60))
+            top = [ids[i] for i in planted if queue.index(ids[i]) < TOP]
+            notes = [
+                note
+                for t in top
+                for r in field(predictions[t], "result")
+                if r["from_name"] == control
+                for note in (r.get("meta") or {}).get("text", ())
+            ]
+            assert notes and all(n.startswith(f"{control}: ") for n in notes), (control, notes)
+        for prediction in predictions.values():
+            assert {r["from_name"] for r in field(prediction, "result")} <= set(wrong)
+        return status
+
+
+@pytest.mark.slow
+def test_several_controls_ner_beside_a_document_choices_each_weighed(label_studio, tmp_path):
+    tasks, ner_wrong, cls_wrong = _ner_and_review_tasks(np.random.default_rng(11))
+    status = _weigh_several(
+        label_studio,
+        tmp_path,
+        NER_AND_REVIEW,
+        tasks,
+        {"label": ner_wrong, "sentiment": cls_wrong},
+        {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1"},
+        "two labeling controls, 'label' (Labels) and 'sentiment' (Choices) weighed",
+    )
+    assert [c["to_name"] for c in status["controls"]["weighed"]] == [["text"], ["review"]]
+    assert [c["name"] for c in status["controls"]["ignored"]] == ["comment"]
+
+
+@pytest.mark.slow
+def test_several_controls_two_choices_each_weighed(label_studio, tmp_path):
+    tasks, sentiment_wrong, tone_wrong = _two_choices_tasks(np.random.default_rng(12))
+    _weigh_several(
+        label_studio,
+        tmp_path,
+        TWO_CHOICES,
+        tasks,
+        {"sentiment": sentiment_wrong, "tone": tone_wrong},
+        {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "10", "SRW_LEARNING_RATE": "3e-3"},
+        "two labeling controls, 'sentiment' (Choices) and 'tone' (Choices) weighed",
+    )
