@@ -26,6 +26,7 @@ from backend.labelstudio.tasks import (
 )
 from backend.review import reviews
 from backend.serving import predictions
+from backend.serving.controls import fingerprints, merge_entries, read_each
 from backend.serving.publish import version_meta
 from backend.serving.report import project_report, render
 from backend.store.store import ProjectStore
@@ -464,6 +465,76 @@ def test_status_and_the_report_say_what_is_weighed_and_what_is_left_alone(tmp_pa
         "<th>left alone</th><td>flag (Choices), comment (TextArea), difficulty (Rating), "
         "minutes (Number), seen (DateTime)</td>"
     ) in page
+
+
+def _entries(spec, tasks: list[dict], score: float, note: str) -> dict:
+    """One control's stored entries of ``tasks`` as a training stores them (the real parser
+    and record writer), each at ``score`` with one region noted ``note``."""
+    table = {}
+    for item in read_tasks(tasks, spec).tasks:
+        records = [
+            annotation_record(ex, spec.task, score, {"majority": [list(ex.label)]}, 0)
+            for ex in item.examples
+        ]
+        region = {"from_name": spec.from_name, "to_name": "text", "meta": {"text": [note]}}
+        table[item.id] = {
+            "result": [region],
+            "score": score,
+            "fingerprint": fingerprint(item),
+            "reliability": {ex.id: 1.0 for ex in item.examples},
+            "probability": {ex.id: score for ex in item.examples},
+            "annotations": records,
+        }
+    return table
+
+
+def test_several_controls_merge_into_one_entry_at_the_lowest_score_naming_each_control(tmp_path):
+    spec = parse_label_config(NER_WITH_EXTRAS)  # 'ner' and 'flag' weighed
+    ner, flag = spec.each()
+    tasks = [_task(TEAM_ANNOTATION)]
+    merged = merge_entries(
+        spec,
+        [
+            _entries(ner, tasks, 0.8, "annotated as LOC (p 0.80)"),
+            _entries(flag, tasks, 0.12, "annotated unclear (p 0.12); the scout suggests fine"),
+        ],
+    )
+    entry = merged["1"]
+    assert entry["score"] == 0.12 and entry["controls"] == {"ner": 0.8, "flag": 0.12}
+    assert [r["meta"]["text"][0] for r in entry["result"]] == [
+        "ner: annotated as LOC (p 0.80)",
+        "flag: annotated unclear (p 0.12); the scout suggests fine",
+    ]
+    assert [(r["id"], r["control"]) for r in entry["annotations"]] == [
+        ("1/11", "ner"),
+        ("1/11", "flag"),
+    ]
+    assert entry["reliability"] == {"ner:1/11": 1.0, "flag:1/11": 1.0}
+    # the stored fingerprint is the one /predict computes, and changes with either control
+    (now,) = fingerprints(read_each(tasks, spec))
+    assert entry["fingerprint"] == now
+    other = [
+        r if r["from_name"] != "flag" else {**r, "value": {"choices": ["fine"]}}
+        for r in TEAM_ANNOTATION
+    ]
+    assert fingerprints(read_each([_task(other)], spec)) != [now]
+
+    # the report: the first control's page, and each control's own report
+    store = ProjectStore(tmp_path, 9)
+    staging = store.staging_dir()
+    atomic_write_json(staging / "scores.json", merged)
+    items = [i for i in read_tasks(tasks, spec).tasks if i]
+    meta = version_meta(VERSION, spec, Settings(model_dir=str(tmp_path)), items, 2)
+    atomic_write_json(staging / "meta.json", meta)
+    store.publish(staging, VERSION)
+    report = project_report(Settings(model_dir=str(tmp_path)), "9")
+    assert report["task"] == "ner" and [a["score"] for a in report["annotations"]] == [0.8]
+    parts = {p["control"]: p["report"] for p in report["per_control"]}
+    assert [parts["ner"]["task"], parts["flag"]["task"]] == ["ner", "classification"]
+    assert [a["score"] for a in parts["flag"]["annotations"]] == [0.12]
+    assert report["meta"]["controls"]["summary"].startswith(
+        "weighed: 'ner' (Labels) on 'text', 'flag' (Choices) on 'text'; left alone: 'comment'"
+    )
 
 
 # ----------------------------------------------------------------------------- the setting
