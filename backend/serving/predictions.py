@@ -49,6 +49,10 @@ def serving(store: ProjectStore, training: bool) -> dict:
         )
     if learned is not None and learned.too_little:
         message += f"; beware: {learned.message()}"
+    for part in store.meta(version).get("weighers") or ():  # several labeling controls
+        said = part.get("learned") or {}
+        if said.get("too_little"):
+            message += f"; beware, {part['control']!r}: {said.get('message')}"
     return {
         "version": version,
         "early": early or None,

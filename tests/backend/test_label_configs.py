@@ -525,11 +525,20 @@ def test_several_controls_merge_into_one_entry_at_the_lowest_score_naming_each_c
     atomic_write_json(staging / "scores.json", merged)
     items = [i for i in read_tasks(tasks, spec).tasks if i]
     meta = version_meta(VERSION, spec, Settings(model_dir=str(tmp_path)), items, 2)
+    learned = {"too_little": True, "message": "the scouts found 1 of 9 entities again"}
+    meta["weighers"] = [
+        {"control": "ner", "type": "Labels", "folder": "controls/0", "learned": learned},
+        {"control": "flag", "type": "Choices", "folder": "controls/1", "learned": None},
+    ]
     atomic_write_json(staging / "meta.json", meta)
     store.publish(staging, VERSION)
+    assert predictions.serving(store, training=False)["message"] == (
+        "a training's full version; beware, 'ner': the scouts found 1 of 9 entities again"
+    )
     report = project_report(Settings(model_dir=str(tmp_path)), "9")
     assert report["task"] == "ner" and [a["score"] for a in report["annotations"]] == [0.8]
     parts = {p["control"]: p["report"] for p in report["per_control"]}
+    assert [p["type"] for p in report["per_control"]] == ["Labels", "Choices"]
     assert [parts["ner"]["task"], parts["flag"]["task"]] == ["ner", "classification"]
     assert [a["score"] for a in parts["flag"]["annotations"]] == [0.12]
     assert report["meta"]["controls"]["summary"].startswith(
