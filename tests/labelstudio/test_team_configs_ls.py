@@ -1,14 +1,24 @@
-"""A project as a team makes it, through a real Label Studio 1.23 (issue 62): NER with a comment
-box (TextArea) and a quality flag (a Choices on the same text). Connecting without saying which
-labeling control to weigh is refused with a message that names both controls in words (what
-Label Studio shows of it is all of it); with ``weigh_controls=label`` in the connection's extra
-parameters the project connects, trains and gets scores, the predictions Label Studio stores
-hold regions of the weighed control alone, ``/status`` and the report say what is weighed and
-what is left alone, and a reviewer's save that changes only the comment and the flag confirms
-the labels scored (the prediction shown then is the annotation's own labels, no comment)."""
+"""Projects as teams make them, through a real Label Studio 1.23 (issue 62).
+
+NER with a comment box (TextArea) and a quality flag (a Choices on the same text), weighing the
+labels alone: a ``weigh_controls`` naming a control the config lacks is refused with a message
+that names its controls in words (what Label Studio shows of it is all of it); with
+``weigh_controls=label`` in the connection's extra parameters the project connects, trains and
+gets scores, the predictions Label Studio stores hold regions of the weighed control alone,
+``/status`` and the report say what is weighed and what is left alone, and a reviewer's save
+that changes only the comment and the flag confirms the labels scored (the prediction shown
+then is the annotation's own labels, no comment).
+
+Several labeling controls, each weighed with no setting: NER beside a document-level Choices on
+the same text, NER on the body beside a Choices on a second text, and two Choices on one text.
+Each control's planted errors have one among the served queue's first :data:`TOP` of 50 tasks,
+its notes naming the control; the report holds each control's; a fix of one control's error is
+rescored up. Each fails where several controls are refused (before issue 62's item 2).
+"""
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -178,6 +188,20 @@ TWO_CHOICES = (
     '<Choices name="tone" toName="text" choice="single"><Choice value="cold"/>'
     '<Choice value="warm"/></Choices></View>'
 )
+NER_AND_TOPIC = (
+    '<View><Labels name="label" toName="text">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="text" value="$text"/>'
+    '<Choices name="topic" toName="text" choice="single"><Choice value="sport"/>'
+    '<Choice value="other"/></Choices></View>'
+)
+# A CoNLL sentence's topic, as the tests annotate it: sport where it holds a score or one of
+# these words (the tennis results, the league tables), else other.
+SPORT = re.compile(
+    r"\b(\d+-\d+|beat|match|cup|league|soccer|cricket|tennis|golf|champion\w*|season|game|"
+    r"goals?|innings|wickets?|draw|round|open|race|win|won|victory|team|coach|player)\b",
+    re.IGNORECASE,
+)
 TOP = 10  # a planted error of each control is among the served queue's first TOP of 50 tasks
 
 
@@ -202,6 +226,27 @@ def _ner_and_review_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
         data = {**task["data"], "review": by_index[i]["data"]["text"]}
         tasks.append({"data": data, "annotations": [{"result": result}]})
     return tasks, ner_wrong, {moved[i] for i in cls_wrong}
+
+
+def _ner_and_topic_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`ner_tasks` with a document-level Choices on the same text, ``topic``
+    (:data:`SPORT`), flipped on other tasks than the NER errors: the tasks, the NER errors',
+    the topic's."""
+    tasks, ner_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    others = [i for i in range(N_TASKS) if i not in ner_wrong]
+    topic_wrong = {int(i) for i in rng.choice(others, N_WRONG, replace=False)}
+    for i, task in enumerate(tasks):
+        sport = bool(SPORT.search(task["data"]["text"])) != (i in topic_wrong)
+        task["annotations"][0]["result"].append(
+            {
+                "id": "topic",
+                "from_name": "topic",
+                "to_name": "text",
+                "type": "choices",
+                "value": {"choices": ["sport" if sport else "other"]},
+            }
+        )
+    return tasks, ner_wrong, topic_wrong
 
 
 def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
@@ -278,7 +323,8 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         control = list(wrong)[-1]
         fixed = ids[min(wrong[control], key=lambda i: queue.index(ids[i]))]
         (annotation,) = label_studio.api("GET", f"/api/tasks/{fixed}")["annotations"]
-        flip = {"negative": "positive", "positive": "negative", "cold": "warm", "warm": "cold"}
+        flip = {"negative": "positive", "cold": "warm", "sport": "other"}
+        flip |= {b: a for a, b in flip.items()}
         edited = [
             {**r, "value": {"choices": [flip[r["value"]["choices"][0]]]}}
             if r["from_name"] == control
@@ -309,6 +355,20 @@ def test_several_controls_ner_beside_a_document_choices_each_weighed(label_studi
     )
     assert [c["to_name"] for c in status["controls"]["weighed"]] == [["text"], ["review"]]
     assert [c["name"] for c in status["controls"]["ignored"]] == ["comment"]
+
+
+@pytest.mark.slow
+def test_several_controls_ner_and_a_document_choices_on_one_text(label_studio, tmp_path):
+    tasks, ner_wrong, topic_wrong = _ner_and_topic_tasks(np.random.default_rng(11))
+    _weigh_several(
+        label_studio,
+        tmp_path,
+        NER_AND_TOPIC,
+        tasks,
+        {"label": ner_wrong, "topic": topic_wrong},
+        {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1", "SRW_LEARNING_RATE": "3e-3"},
+        "two labeling controls, 'label' (Labels) and 'topic' (Choices) weighed",
+    )
 
 
 @pytest.mark.slow
