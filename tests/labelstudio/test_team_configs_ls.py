@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import pytest
+from label_studio_sdk.label_interface import LabelInterface
 
 from testbed.projects import (
     ENGINE_ENV,
@@ -341,45 +342,41 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         return status
 
 
+# The scout settings of a project of NER beside a Choices, and of two Choices.
+NER_BESIDE = {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1", "SRW_LEARNING_RATE": "3e-3"}
+CHOICES = {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "10", "SRW_LEARNING_RATE": "3e-3"}
+# name -> the tasks' maker and seed, the config, its controls, the settings, where each
+# control labels (its toName) and what the config leaves alone
+SEVERAL = {
+    "ner and a document choices on one text": (
+        _ner_and_topic_tasks, 11, NER_AND_TOPIC, ("label", "topic"), NER_BESIDE, "text text", ""
+    ),
+    "ner on a body beside a choices on a second text": (
+        _ner_and_review_tasks, 11, NER_AND_REVIEW, ("label", "sentiment"), NER_BESIDE,
+        "text review", "comment",
+    ),
+    "two choices on one text": (
+        _two_choices_tasks, 12, TWO_CHOICES, ("sentiment", "tone"), CHOICES, "text text", ""
+    ),
+}  # fmt: skip
+
+
 @pytest.mark.slow
-def test_several_controls_ner_beside_a_document_choices_each_weighed(label_studio, tmp_path):
-    tasks, ner_wrong, cls_wrong = _ner_and_review_tasks(np.random.default_rng(11))
+@pytest.mark.parametrize("case", list(SEVERAL))
+def test_several_controls_each_weighed(label_studio, tmp_path, case):
+    make, seed, config, names, env, targets, alone = SEVERAL[case]
+    tasks, *wrong = make(np.random.default_rng(seed))
+    interface = LabelInterface(config)
+    tags = [next(c.tag for c in interface.controls if c.name == name) for name in names]
+    said = " and ".join(f"{n!r} ({t})" for n, t in zip(names, tags, strict=True))
     status = _weigh_several(
         label_studio,
         tmp_path,
-        NER_AND_REVIEW,
+        config,
         tasks,
-        {"label": ner_wrong, "sentiment": cls_wrong},
-        {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1", "SRW_LEARNING_RATE": "3e-3"},
-        "two labeling controls, 'label' (Labels) and 'sentiment' (Choices) weighed",
+        dict(zip(names, wrong, strict=True)),
+        env,
+        f"two labeling controls, {said} weighed",
     )
-    assert [c["to_name"] for c in status["controls"]["weighed"]] == [["text"], ["review"]]
-    assert [c["name"] for c in status["controls"]["ignored"]] == ["comment"]
-
-
-@pytest.mark.slow
-def test_several_controls_ner_and_a_document_choices_on_one_text(label_studio, tmp_path):
-    tasks, ner_wrong, topic_wrong = _ner_and_topic_tasks(np.random.default_rng(11))
-    _weigh_several(
-        label_studio,
-        tmp_path,
-        NER_AND_TOPIC,
-        tasks,
-        {"label": ner_wrong, "topic": topic_wrong},
-        {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1", "SRW_LEARNING_RATE": "3e-3"},
-        "two labeling controls, 'label' (Labels) and 'topic' (Choices) weighed",
-    )
-
-
-@pytest.mark.slow
-def test_several_controls_two_choices_each_weighed(label_studio, tmp_path):
-    tasks, sentiment_wrong, tone_wrong = _two_choices_tasks(np.random.default_rng(12))
-    _weigh_several(
-        label_studio,
-        tmp_path,
-        TWO_CHOICES,
-        tasks,
-        {"sentiment": sentiment_wrong, "tone": tone_wrong},
-        {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "10", "SRW_LEARNING_RATE": "3e-3"},
-        "two labeling controls, 'sentiment' (Choices) and 'tone' (Choices) weighed",
-    )
+    assert [c["to_name"] for c in status["controls"]["weighed"]] == [[t] for t in targets.split()]
+    assert [c["name"] for c in status["controls"]["ignored"]] == alone.split()
