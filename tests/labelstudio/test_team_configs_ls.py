@@ -10,10 +10,11 @@ that changes only the comment and the flag confirms the labels scored (the predi
 then is the annotation's own labels, no comment).
 
 Several labeling controls, each weighed with no setting: NER beside a document-level Choices on
-the same text, NER on the body beside a Choices on a second text, and two Choices on one text.
+the same text, NER on the body beside a Choices on a second text, NER on a title and on the
+body (two Labels, two Texts), and two Choices on one text.
 Each control's planted errors have one among the served queue's first :data:`TOP` of 50 tasks,
 its notes naming the control; the report holds each control's; a fix of one control's error is
-rescored up. Each fails where several controls are refused (before issue 62's item 2).
+rescored up (where a Choices is weighed). Each fails where several controls are refused (before issue 62's item 2).
 """
 
 from __future__ import annotations
@@ -203,6 +204,13 @@ SPORT = re.compile(
     r"goals?|innings|wickets?|draw|round|open|race|win|won|victory|team|coach|player)\b",
     re.IGNORECASE,
 )
+TITLE_AND_BODY = (
+    '<View><Text name="title" value="$title"/><Labels name="title_label" toName="title">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="body" value="$body"/><Labels name="body_label" toName="body">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + "</Labels></View>"
+)
 TOP = 10  # a planted error of each control is among the served queue's first TOP of 50 tasks
 
 
@@ -248,6 +256,33 @@ def _ner_and_topic_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
             }
         )
     return tasks, ner_wrong, topic_wrong
+
+
+def _title_and_body_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """Two draws of :func:`ner_tasks`, one the task's title, the other its body, each labelled
+    by a Labels of its own, their errors on other tasks: the tasks, the title's errors, the
+    body's."""
+    titles, title_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    bodies, body_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    moved = _disjoint(title_wrong, body_wrong, N_TASKS)
+    body_of = {moved[i]: task for i, task in enumerate(bodies)}
+    tasks = []
+    for i, title in enumerate(titles):
+        body = body_of[i]
+        result = [
+            *({**r, "from_name": "title_label", "to_name": "title"} for r in _result(title)),
+            *(
+                {**r, "id": f"b{r['id']}", "from_name": "body_label", "to_name": "body"}
+                for r in _result(body)
+            ),
+        ]
+        data = {"title": title["data"]["text"], "body": body["data"]["text"]}
+        tasks.append({"data": data, "annotations": [{"result": result}]})
+    return tasks, title_wrong, {moved[i] for i in body_wrong}
+
+
+def _result(task: dict) -> list[dict]:
+    return task["annotations"][0]["result"]
 
 
 def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
@@ -322,6 +357,8 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         # The last control's worst planted error fixed (its choice set right, the other
         # controls' regions kept): rescored within the version, its score up.
         control = list(wrong)[-1]
+        if config.count("<Labels") == len(wrong):  # NER alone: the tests know no gold to fix
+            return status
         fixed = ids[min(wrong[control], key=lambda i: queue.index(ids[i]))]
         (annotation,) = label_studio.api("GET", f"/api/tasks/{fixed}")["annotations"]
         flip = {"negative": "positive", "cold": "warm", "sport": "other"}
@@ -354,6 +391,10 @@ SEVERAL = {
     "ner on a body beside a choices on a second text": (
         _ner_and_review_tasks, 11, NER_AND_REVIEW, ("label", "sentiment"), NER_BESIDE,
         "text review", "comment",
+    ),
+    "ner on a title and ner on the body": (
+        _title_and_body_tasks, 13, TITLE_AND_BODY, ("title_label", "body_label"),
+        {"SRW_EPOCHS": "6"}, "title body", "",
     ),
     "two choices on one text": (
         _two_choices_tasks, 12, TWO_CHOICES, ("sentiment", "tone"), CHOICES, "text text", ""
