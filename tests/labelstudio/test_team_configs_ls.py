@@ -14,7 +14,8 @@ the same text, NER on the body beside a Choices on a second text, NER on a title
 body (two Labels, two Texts), and two Choices on one text.
 Each control's planted errors have one among the served queue's first :data:`TOP` of 50 tasks,
 its notes naming the control; the report holds each control's; a fix of one control's error is
-rescored up (where a Choices is weighed). Each fails where several controls are refused (before issue 62's item 2).
+rescored up (where a Choices is weighed). Each fails where several controls are refused
+(before issue 62's item 2).
 """
 
 from __future__ import annotations
