@@ -367,16 +367,16 @@ SETTINGS: tuple[Setting, ...] = (
         "weigh_controls",
         str,
         "",
-        "the labeling control to weigh, by its name in the labeling config, where the config "
-        "has several Labels or Choices controls on a Text (empty: its only one); every other "
-        "control (a comment box, a quality flag, ...) is left alone. One name: weighing several "
-        "controls at once is not built yet",
+        "the labeling controls to weigh, by their names in the labeling config, where the "
+        "config has several Labels or Choices controls on a Text (empty: every one of them, "
+        "each with its own scouts, a task scored by its least reliable annotation of any); "
+        "every other control (a comment box, a rating, ...) is left alone",
         "SRW_WEIGH_CONTROLS",
         ("--weigh-controls",),
         group="labeling",
-        # names separated by commas, none blank: a list, so that several can be weighed later
+        # names separated by commas, none blank
         pattern=r"\s*[\w.:-][\w .:-]{0,99}(,\s*[\w.:-][\w .:-]{0,99})*",
-        rule="control names separated by commas (one, for now; each at most 100 letters, digits, "
+        rule="control names separated by commas (each at most 100 letters, digits, "
         "spaces and . _ : -), or empty",
         training=True,
         per_project=True,
@@ -559,8 +559,8 @@ class Settings:
 
     @property
     def controls_to_weigh(self) -> tuple[str, ...]:
-        """SRW_WEIGH_CONTROLS as names, in order (``()``: the labeling config's only labeling
-        control), for :func:`backend.labelstudio.tasks.parse_label_config`."""
+        """SRW_WEIGH_CONTROLS as names, in order (``()``: every labeling control of the
+        labeling config), for :func:`backend.labelstudio.tasks.parse_label_config`."""
         return tuple(name.strip() for name in self.weigh_controls.split(",") if name.strip())
 
     @property

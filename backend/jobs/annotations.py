@@ -6,7 +6,7 @@ import one another."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
@@ -36,6 +36,9 @@ class ProjectRead:
         Why the job cannot start yet (too few annotations); None when it can.
     saved : dict
         When each annotation was saved (:func:`backend.review.reviews.saved_times`).
+    raw : list, default []
+        The tasks as read (annotators named), for a project weighing several controls, which
+        reads them once per control.
     """
 
     api: LabelStudioAPI
@@ -44,6 +47,7 @@ class ProjectRead:
     n_annotated: int
     refusal: str | None
     saved: dict
+    raw: list = field(default_factory=list)
 
 
 def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead:
@@ -57,6 +61,12 @@ def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead
     log_warnings(project, parsed.warnings)
     items = [item for item in parsed.tasks if item is not None]
     n_annotated = sum(bool(item.examples) for item in items)
+    if spec.several:  # annotated in any control
+        per_control = [read_tasks(tasks, control).tasks for control in spec.each()[1:]]
+        n_annotated = sum(
+            any(item is not None and item.examples for item in readings)
+            for readings in zip(parsed.tasks, *per_control, strict=True)
+        )
     refusal = None
     if n_annotated < settings.min_annotations:
         refusal = (
@@ -64,4 +74,12 @@ def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead
             f"{settings.min_annotations} (SRW_MIN_ANNOTATIONS, or the project's min_annotations)"
         )
         logger.info("project %s: %s", project, refusal)
-    return ProjectRead(api, spec, items, n_annotated, refusal, reviews.saved_times(tasks))
+    return ProjectRead(
+        api,
+        spec,
+        items,
+        n_annotated,
+        refusal,
+        reviews.saved_times(tasks),
+        list(tasks) if spec.several else [],
+    )

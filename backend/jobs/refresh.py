@@ -166,6 +166,8 @@ def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) 
     """Why the version serving now cannot be refreshed, or None."""
     if base is None:
         return "no version yet"
+    if spec.several or store.meta(base).get("weighers"):
+        return "several labeling controls: each trains again with the next training"
     if spec.task != "ner":
         return "classification: no CRF"
     if store.meta(base).get("early"):

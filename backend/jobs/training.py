@@ -21,15 +21,18 @@ from backend.labelstudio.progress import ConnectionTitles, stage_text
 from backend.labelstudio.tasks import (
     annotated_examples,
     score_tasks,
+    weighed_controls,
 )
 from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.queue import budget
 from backend.review import reviews
 from backend.serving.changed import rescore_tasks
+from backend.serving.controls import merge_entries, read_each
 from backend.serving.publish import (
     complete_version,
     drop_superseded_predictions,
     serve_version,
+    stage_controls_version,
     stage_version,
     write_predictions,
 )
@@ -162,7 +165,7 @@ def _train(
     read = read_annotations(project, settings, "training")
     api, spec, items, saved = read.api, read.spec, read.items, read.saved
     n_annotated = read.n_annotated
-    if spec.task == "ner":  # what a refresh reads (classification has none)
+    if spec.task == "ner" and not spec.several:  # what a refresh reads (none of these else)
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
@@ -172,6 +175,8 @@ def _train(
     annotated = annotated_examples(items)
     if read.refusal:
         return {"message": read.refusal, "trained": False}
+    if spec.several:
+        return _train_controls(project, store, settings, titles, read, clock, due_at)
     reference = reference_examples(settings, spec)
     training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
     beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
@@ -336,6 +341,99 @@ def _train(
     )
     if learned is not None and learned.too_little:  # said where the lead looks
         message += f"; beware: {learned.message()}"
+    logger.info("project %s: %s (%s)", project, message, clock)
+    return {
+        "message": message,
+        "trained": True,
+        "last_version": version,
+        "annotated_tasks": n_annotated,
+        "doubtful_tasks": doubtful,
+        "phase_seconds": clock.seconds,
+    }
+
+
+def _train_controls(project, store, settings, titles, read, clock, due_at) -> dict:
+    """The training of a project weighing several labeling controls (issue 62): per control, a
+    weigher of its own (scouts, and a CRF for NER) trained on that control's annotations alone
+    and scored with it, K candidates included; the tasks' entries merged
+    (:func:`backend.serving.controls.merge_entries`: a task at its least reliable annotation of
+    any control) and published once, as one version of every control's parts
+    (:func:`backend.serving.publish.stage_controls_version`). No early version, no reference
+    corpus (it would label one control) and no refresh: a change is rescored, and the next
+    training trains every control again."""
+    api, spec = read.api, read.spec
+    store.update_status(refresh_while_training=False)
+    said = weighed_controls(spec)
+    if settings.reference:
+        logger.warning(
+            "project %s: the reference %s is not used: this project weighs %s",
+            project,
+            settings.reference,
+            said,
+        )
+    controls = spec.each()
+    reads = read_each(read.raw, spec)
+    per_control, weighed = [], []
+    for index, (control, control_read) in enumerate(zip(controls, reads, strict=True)):
+        items = control_read.items
+        annotated = annotated_examples(items)
+        if not annotated:
+            logger.warning(
+                "project %s: %s has no annotations: not weighed", project, control.control
+            )
+            per_control.append({})
+            continue
+        what = f"{control.control}, {index + 1} of {len(controls)} controls"
+        store.update_status(message=f"training {what} on {len(annotated)} annotations")
+        titles.show(stage_text(2, what, due_at))
+        logger.info("project %s: training %s on %d annotations", project, what, len(annotated))
+        srw = fit_in_stages(engine(settings, control), annotated, None, part_params(settings))
+        proba = srw.scout_proba(annotated) if control.task == "ner" else None
+        srw.assess(annotated, scout_proba=proba, trained_on=annotated)
+        clock.lap("train")
+        titles.show(stage_text(3, f"scoring {what}", due_at))
+        ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
+        per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
+        clock.lap("weigh")
+        weighed.append((index, control, srw, len(annotated)))
+        if srw.learned_ is not None and srw.learned_.too_little:
+            logger.warning("project %s: %s: %s", project, control.control, srw.learned_.message())
+    scores = merge_entries(spec, per_control)
+    reviews.stamp_saved(scores, read.saved)
+    n_annotations = sum(n for *_, n in weighed)
+    staged = stage_controls_version(
+        store, weighed, scores, (spec, settings, read.items, n_annotations, 0)
+    )
+    version = staged.version
+    clock.lap("save")
+    store.update_status(message="writing predictions to Label Studio")
+    titles.show(stage_text(4, "writing predictions", None))
+    serve_version(  # served here first: Label Studio must have it too, once reachable
+        api,
+        staged,
+        write=lambda serve: until_reachable(
+            f"project {project}: the predictions of version {version}",
+            serve,
+            on_wait=lambda message: store.update_status(message=message),
+        ),
+    )
+    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
+    if changed:
+        rescore_tasks(api, store, settings, spec, changed)
+    clock.lap("write")
+    store.update_status(
+        scores_in_label_studio=version,
+        scores_seconds=clock.total(),
+        phase_seconds=dict(clock.seconds),
+    )
+    drop_superseded_predictions(api, store, project, version)
+    clock.lap("complete")
+    n_annotated = read.n_annotated
+    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
+    message = (
+        f"version {version}: {said} weighed; {n_annotated} annotated tasks, {doubtful} with "
+        f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
+    )
     logger.info("project %s: %s (%s)", project, message, clock)
     return {
         "message": message,

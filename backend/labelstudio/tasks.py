@@ -1,9 +1,10 @@
 """Label Studio projects and tasks <-> the engine's examples and results.
 
 A labeling config is read with label-studio-sdk (:func:`parse_label_config`) into the engine's
-:class:`~subregweigh.io.labelstudio.LabelingSpec` of the one control weighed: a ``Labels``
+:class:`~subregweigh.io.labelstudio.LabelingSpec` of the controls weighed: each a ``Labels``
 (NER, character spans) or a ``Choices`` (classification; ``choice="multiple"`` for multi-label)
-on a ``Text``, the config's only one or the one the project's ``weigh_controls`` names. Every
+on a ``Text``, every one of the config's or those the project's ``weigh_controls`` names (with
+several, each is weighed on its own: ``LabelingSpec.each``). Every
 other control (a comment box, a rating, a quality flag, ...) is left alone, and the review
 control (``Choices name="srw_review"``) holds decisions, never labels. Tasks are read by the
 engine's Label Studio parser, the one the command line uses on exports, so a task gives the same
@@ -18,7 +19,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -95,17 +96,18 @@ def _off_text(control: Control, kinds: Mapping[str, str]) -> str:
 
 
 def parse_label_config(config: str, weigh: Sequence[str] = ()) -> LabelingSpec:
-    """Parse ``config`` with label-studio-sdk into the spec of the one control it weighs;
-    raise :class:`ConfigError` when it has none, or several and ``weigh`` chooses none.
+    """Parse ``config`` with label-studio-sdk into the spec of the controls it weighs; raise
+    :class:`ConfigError` when it has none, or ``weigh`` names one it cannot weigh.
 
     A weighable control is a ``Labels`` or ``Choices`` (:data:`WEIGHABLE`) that labels one
-    ``Text`` object. ``weigh`` (the project's ``weigh_controls``, in order; one name for now)
-    names the one to weigh; empty: the config's only weighable control. Every other control of
-    the config (comment boxes, ratings, a flag's ``Choices``, the weighable controls not chosen,
-    controls on other objects) is left alone: the spec's ``ignored`` lists them and reading
-    tasks skips their regions. The review control
-    (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``Choices`` on a Text) is named by
-    the spec's ``review`` and is never a label."""
+    ``Text`` object. ``weigh`` (the project's ``weigh_controls``, in order) names those to
+    weigh; empty: every weighable control of the config. With several, the spec is the first
+    one's and its ``others`` hold the rest, each weighed on its own
+    (:meth:`~subregweigh.io.labelstudio.LabelingSpec.each`). Every other control of the config
+    (comment boxes, ratings, a flag's ``Choices`` not named, controls on other objects) is left
+    alone: the spec's ``ignored`` lists them and reading tasks skips their regions. The review
+    control (:data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`, a ``Choices`` on a Text) is
+    named by the spec's ``review`` and is never a label."""
     from label_studio_sdk.label_interface import LabelInterface
 
     if not config or (isinstance(config, str) and not config.strip()):
@@ -116,7 +118,6 @@ def parse_label_config(config: str, weigh: Sequence[str] = ()) -> LabelingSpec:
         interface = LabelInterface(config)
     except Exception as err:
         raise ConfigError(f"the labeling config is not valid XML: {_xml_problem(err)}") from None
-    texts = {o.name: o for o in interface.objects if o.tag == "Text"}
     kinds = {o.name: o.tag for o in interface.objects}
     controls = [_control(c) for c in interface.controls]
     review = _review_control(controls, kinds)
@@ -125,8 +126,18 @@ def parse_label_config(config: str, weigh: Sequence[str] = ()) -> LabelingSpec:
         for c in controls
         if c.tag in WEIGHABLE and c.name != REVIEW_CONTROL and not _off_text(c, kinds)
     ]
-    chosen = _chosen(controls, weighable, tuple(weigh), kinds)
-    text = texts[chosen.to_name[0]]
+    specs = [
+        _spec(interface, chosen, controls, review)
+        for chosen in _chosen(controls, weighable, tuple(weigh), kinds)
+    ]
+    first, *others = specs
+    return replace(first, others=tuple(others)) if others else first
+
+
+def _spec(interface, chosen: Control, controls: list[Control], review) -> LabelingSpec:
+    """The spec of the one control ``chosen``; every other control but the review control is
+    among its ``ignored``."""
+    text = next(o for o in interface.objects if o.name == chosen.to_name[0])
     if not text.value or not text.value.startswith("$"):
         raise ConfigError(
             f'the Text {text.name!r} that {chosen} labels needs value="$field", naming the '
@@ -170,9 +181,8 @@ def _chosen(
     weighable: list[Control],
     weigh: tuple[str, ...],
     kinds: Mapping[str, str],
-) -> Control:
-    """The control to weigh: the one ``weigh`` names, else the only weighable one."""
-    choose = f"set {SETTING}=NAME in the model's extra parameters (Settings > Model) to choose"
+) -> list[Control]:
+    """The controls to weigh: those ``weigh`` names, in its order, else every weighable one."""
     if weigh:
         by_name = {c.name: c for c in controls}
         for name in weigh:
@@ -191,20 +201,12 @@ def _chosen(
                 raise ConfigError(
                     f"{SETTING} names {name!r}: subregweigh weighs {SUPPORTED}; {why}"
                 )
-        if len(weigh) > 1:
-            raise ConfigError(
-                f"{SETTING} names {_count(len(weigh), 'control')} ({', '.join(map(repr, weigh))});"
-                " subregweigh weighs one labeling control per project for now: name one of them"
-            )
-        return by_name[weigh[0]]
-    if len(weighable) == 1:
-        return weighable[0]
+        if len(set(weigh)) < len(weigh):
+            twice = next(name for name in weigh if weigh.count(name) > 1)
+            raise ConfigError(f"{SETTING} names {twice!r} twice: name each control once")
+        return [by_name[name] for name in weigh]
     if weighable:
-        example = choose.replace("NAME", weighable[0].name)
-        raise ConfigError(
-            f"the labeling config has {_count(len(weighable), 'labeling control')}, "
-            f"{_listed(weighable)}: {example}; the others are left alone"
-        )
+        return weighable
     aside = [_off_text(c, kinds) for c in controls if c.tag in WEIGHABLE]
     has = "; ".join(a for a in aside if a) or (
         f"its controls: {_listed(controls)}" if controls else "it has no controls"
@@ -215,6 +217,15 @@ def _chosen(
         else ""
     )
     raise ConfigError(f"subregweigh weighs {SUPPORTED}; this config has none: {has}{reserved}")
+
+
+def weighed_controls(spec: LabelingSpec) -> str:
+    """The controls ``spec`` weighs, in words that survive Label Studio's display: ``"two
+    labeling controls, 'ner' (Labels) and 'topic' (Choices)"``, or ``"'ner' (Labels)"``."""
+    weighed = [s.control for s in spec.each()]
+    if len(weighed) == 1:
+        return str(weighed[0])
+    return f"{_count(len(weighed), 'labeling control')}, {_listed(weighed)}"
 
 
 # What one task may cost the backend to read and weigh (issue 58: a saved annotation of 5,000

@@ -115,18 +115,23 @@ def load(store: ProjectStore) -> dict:
 
 
 def _scored_index(scores: dict) -> dict[str, dict]:
-    return {
-        record["id"]: {
-            "hash": content_hash(record),
-            "score": float(record["score"]),
-            "labels": record_labels(record),
-            "saved": record.get("saved"),  # the baseline a save is judged against (decide)
-            **{k: record[k] for k in ("words", "tags") if k in record},  # NER: a fix's slips
-        }
-        for entry in scores.values()
-        for record in entry.get("annotations") or ()
-        if isinstance(record, dict) and "id" in record and "score" in record
-    }
+    # A project weighing several labeling controls keeps a record per annotation and control
+    # (backend.serving.controls): an annotation's decisions are judged on its first control's.
+    index: dict[str, dict] = {}
+    for entry in scores.values():
+        for record in entry.get("annotations") or ():
+            if isinstance(record, dict) and "id" in record and "score" in record:
+                index.setdefault(
+                    record["id"],
+                    {
+                        "hash": content_hash(record),
+                        "score": float(record["score"]),
+                        "labels": record_labels(record),
+                        "saved": record.get("saved"),  # the baseline a save is judged against
+                        **{k: record[k] for k in ("words", "tags") if k in record},  # NER slips
+                    },
+                )
+    return index
 
 
 SCORED_CACHED = 8  # versions whose scored annotations a process keeps

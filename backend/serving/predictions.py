@@ -11,7 +11,8 @@ from backend.config.redact import printable
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import TaskRead, fingerprint, score_tasks
 from backend.review import reviews, served
-from backend.serving.weighers import weigher
+from backend.serving.controls import fingerprints, read_each, read_subset, score_several
+from backend.serving.weighers import control_weighers, weigher
 from backend.store.store import CorruptVersion, ProjectStore
 from subregweigh.io.labelstudio import LabelingSpec
 from subregweigh.learned import learned_in
@@ -48,6 +49,10 @@ def serving(store: ProjectStore, training: bool) -> dict:
         )
     if learned is not None and learned.too_little:
         message += f"; beware: {learned.message()}"
+    for part in store.meta(version).get("weighers") or ():  # several labeling controls
+        said = part.get("learned") or {}
+        if said.get("too_little"):
+            message += f"; beware, {part['control']!r}: {said.get('message')}"
     return {
         "version": version,
         "early": early or None,
@@ -129,14 +134,29 @@ def _predict(
         return [{"result": [], "model_version": UNTRAINED} for _ in tasks.raw]
     stored = store.scores(version)
     parsed = tasks.parsed
-    stale = [
-        item
-        for item in parsed.tasks
-        if item is not None and stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
-    ]
+    several = spec.several or bool(store.meta(version).get("weighers"))
+    if several:  # one weigher per control (backend.serving.controls)
+        reads = read_each(tasks.raw, spec)
+        prints = fingerprints(reads)
+        stale_at = [
+            i
+            for i, (item, now) in enumerate(zip(parsed.tasks, prints, strict=True))
+            if item is not None and stored.get(item.id, {}).get("fingerprint") != now
+        ]
+        stale = [parsed.tasks[i] for i in stale_at]
+    else:
+        stale = [
+            item
+            for item in parsed.tasks
+            if item is not None and stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+        ]
     if stale:
         start = time.perf_counter()
-        fresh = score_tasks(weigher(settings, store, version), spec, stale)
+        if several:
+            only = [read_subset(read, stale_at) for read in reads]
+            fresh = score_several(control_weighers(settings, store, version), spec, only)
+        else:
+            fresh = score_tasks(weigher(settings, store, version), spec, stale)
         note = "; a caller's tasks: served, not stored"
         if from_label_studio:
             reviews.stamp_saved(fresh, reviews.saved_times(tasks.raw), before=stored)

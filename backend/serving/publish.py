@@ -16,6 +16,7 @@ from pathlib import Path
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.review import reviews
+from backend.serving.controls import control_folder
 from backend.serving.weighers import forget_versions
 from backend.store.disk import no_space
 from backend.store.store import ProjectStore
@@ -104,18 +105,64 @@ def stage_version(
     ``keep(folder)`` writes what else the version keeps (the scouts' distributions that
     :mod:`backend.jobs.refresh` reads). A failure leaves no staging directory."""
     version = new_version_name()
-    staging = store.staging_dir()
-    try:
+
+    def fill(staging: Path) -> dict:
         srw.save(staging)  # the engine's one layout: scouts and CRF (subregweigh.parts)
         if keep is not None:
             keep(staging)
-        atomic_write_json(staging / "scores.json", scores)
         meta = version_meta(version, *meta_args, srw.scouts_[0] if srw.scouts_ else None)
-        atomic_write_json(staging / "meta.json", {**meta, "early": early} if early else meta)
+        return {**meta, "early": early} if early else meta
+
+    return _staged(store, version, scores, fill)
+
+
+def _staged(
+    store: ProjectStore, version: str, scores: dict, fill: Callable[[Path], dict]
+) -> Staged:
+    """``version`` built in a staging directory (``fill(staging)`` writes its parts and returns
+    its meta), with ``scores``; the staging directory goes on failure."""
+    staging = store.staging_dir()
+    try:
+        meta = fill(staging)
+        atomic_write_json(staging / "scores.json", scores)
+        atomic_write_json(staging / "meta.json", meta)
     except BaseException:
         store.discard(staging)
         raise
     return Staged(store, staging, version, scores)
+
+
+def stage_controls_version(
+    store: ProjectStore, weighed: list, scores: dict, meta_args: tuple
+) -> Staged:
+    """A version of several labeling controls, staged (:func:`serve_version` serves it).
+    ``weighed``: ``(index, control spec, fitted SubRegWeigh, annotations)`` of each control
+    trained, its parts saved in ``controls/<index>``
+    (:func:`backend.serving.controls.control_folder`) and described in the meta's ``weighers``
+    (control, folder, task, labels, annotations, what its scouts learned); ``meta_args``:
+    :func:`version_meta`'s after the name."""
+    version = new_version_name()
+
+    def fill(staging: Path) -> dict:
+        weighers = []
+        for index, control, srw, n_annotations in weighed:
+            folder = control_folder(staging, index)
+            srw.save(folder)
+            learned = srw.learned_
+            weighers.append(
+                {
+                    "control": control.from_name,
+                    "type": control.control.tag,
+                    "folder": str(folder.relative_to(staging)),
+                    "task": control.task,
+                    "labels": list(control.labels or ()),
+                    "n_annotations": n_annotations,
+                    "learned": learned.to_json() if learned is not None else None,
+                }
+            )
+        return {**version_meta(version, *meta_args), "weighers": weighers}
+
+    return _staged(store, version, scores, fill)
 
 
 def serve_version(

@@ -74,22 +74,49 @@ def project_report(
     def task_url(task: str) -> str:
         return f"{base}/projects/{project}/data?task={task}"
 
-    return build_report(
-        AnnotationTable.from_records(records, [f"task {r['task']}" for r in records]),
-        threshold=threshold,
-        top=top,
-        expected_error_rate=expected_error_rate,
-        meta={
+    def table(rows: list[dict]) -> AnnotationTable:
+        return AnnotationTable.from_records(rows, [f"task {r['task']}" for r in rows])
+
+    shared = {
+        "threshold": threshold,
+        "top": top,
+        "expected_error_rate": expected_error_rate,
+        "task_url": task_url if base else None,
+    }
+    extras = {
+        "meta": {
             "project": project,
             **store.meta(version),
             "version": version,
             "project_settings": project_settings.shown(settings, store),
         },
-        selftest=selftest if selftest.get("results") else None,
-        task_url=task_url if base else None,
-        reviews=reviews.review_inputs(store),
-        learned=learned_in(store.versions / version),
-    )
+        "selftest": selftest if selftest.get("results") else None,
+        "reviews": reviews.review_inputs(store),
+        "learned": learned_in(store.versions / version),
+    }
+    by_control = _by_control(records)
+    if not by_control:
+        return build_report(table(records), **shared, **extras)
+    # several labeling controls: the page is the first control's (decisions judge it), and
+    # per_control holds each control's report, per label and per annotator
+    first = next(iter(by_control))
+    report = build_report(table(by_control[first]), **shared, **extras)
+    types = {p["control"]: p.get("type") for p in extras["meta"].get("weighers") or ()}
+    report["per_control"] = [
+        {"control": name, "type": types.get(name), "report": build_report(table(rows), **shared)}
+        for name, rows in by_control.items()
+    ]
+    return report
+
+
+def _by_control(records: list[dict]) -> dict[str, list[dict]]:
+    """A project of several labeling controls' records, by control, in the order stored
+    (``{}`` for a project of one control: its records name none)."""
+    out: dict[str, list[dict]] = {}
+    for record in records:
+        if "control" in record:
+            out.setdefault(record["control"], []).append(record)
+    return out
 
 
 def render(report: dict, project: str) -> str:

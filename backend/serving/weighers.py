@@ -54,13 +54,15 @@ def engine(settings: Settings, spec: LabelingSpec):
     return build_weigher(options(settings, spec), spec.task, spec.multi_label, progress=False)
 
 
-_weighers: OrderedDict[tuple[str, str], object] = OrderedDict()  # (project dir, version)
+# (project dir, version), or (project dir, version, sub-folder) for one control's of several
+_weighers: OrderedDict[tuple, object] = OrderedDict()
 
 _weighers_lock = threading.Lock()
 
 
-def weigher(settings: Settings, store: ProjectStore, version: str):
-    """The fitted SubRegWeigh of ``version``, loaded at most once per process; the
+def weigher(settings: Settings, store: ProjectStore, version: str, part: str = ""):
+    """The fitted SubRegWeigh of ``version`` (``part``: of its sub-folder, one control's of a
+    version of several, :func:`control_weighers`), loaded at most once per process; the
     :data:`CACHED_MODELS` most recently used stay loaded.
 
     Raises :class:`CorruptVersion` when its files do not load (the caller marks it BROKEN).
@@ -69,14 +71,14 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
     from subregweigh.parts import saved_scouts
     from subregweigh.weigh import SubRegWeigh
 
-    key = (str(store.root.resolve()), version)
+    key = (str(store.root.resolve()), version, *((part,) if part else ()))
     with _weighers_lock:  # one load at a time: concurrent requests wait for it, not repeat it
         if key in _weighers:
             _weighers.move_to_end(key)
             return _weighers[key]
         start = time.perf_counter()
         store.verify(version)
-        folder = store.versions / version
+        folder = store.versions / version / part if part else store.versions / version
         if not saved_scouts(folder) and not crf_path(folder).is_file():
             raise CorruptVersion(version, "it holds neither a scout nor a CRF")
         try:
@@ -99,6 +101,19 @@ def weigher(settings: Settings, store: ProjectStore, version: str):
             len(_weighers),
         )
         return srw
+
+
+def control_weighers(settings: Settings, store: ProjectStore, version: str) -> dict:
+    """Control name -> the fitted weigher of each control ``version`` weighs: a version of
+    several controls' (its meta's ``weighers``, each control's sub-folder), else the version's
+    one weigher under the name of the control it weighed. Raises :class:`CorruptVersion` as
+    :func:`weigher` does."""
+    meta = store.meta(version)
+    parts = meta.get("weighers")
+    if not parts:
+        weighed = (meta.get("controls") or {}).get("weighed") or [{}]
+        return {weighed[0].get("name", ""): weigher(settings, store, version)}
+    return {p["control"]: weigher(settings, store, version, p["folder"]) for p in parts}
 
 
 def remember(store: ProjectStore, version: str, srw) -> None:

@@ -35,7 +35,7 @@ import functools
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 from xml.sax.saxutils import quoteattr
@@ -118,6 +118,10 @@ class LabelingSpec:
         not chosen), left alone: their regions are skipped without a warning. Regions of a
         control neither weighed nor listed here are skipped too, with one warning naming
         their types (an export read without its config lists none).
+    others : tuple of LabelingSpec, default ()
+        Where the project weighs several labeling controls (issue 62): the other controls
+        weighed, each its own spec (with this one among its ``ignored``); this spec is the
+        first. ``()``: this control alone is weighed. :meth:`each` gives every control's spec.
     """
 
     task: Task
@@ -128,6 +132,7 @@ class LabelingSpec:
     multi_label: bool = True
     review: str | None = None
     ignored: tuple[Control, ...] = ()
+    others: tuple[LabelingSpec, ...] = ()
 
     @property
     def control(self) -> Control:
@@ -135,20 +140,37 @@ class LabelingSpec:
         tag = "Labels" if self.task == "ner" else "Choices"
         return Control(self.from_name, tag, (self.to_name,) if self.to_name else ())
 
+    def each(self) -> tuple[LabelingSpec, ...]:
+        """Every control weighed, each as a spec of its own (without :attr:`others`): this
+        one alone for a project weighing one control."""
+        if not self.others:
+            return (self,)
+        return (replace(self, others=()), *self.others)
+
+    @property
+    def several(self) -> bool:
+        """Whether the project weighs several labeling controls (:attr:`others`)."""
+        return bool(self.others)
+
     def controls(self) -> dict:
         """Which controls are weighed and which are left alone, for JSON (``/status``, the
         report): ``{"weighed": [control], "ignored": [control, ...], "review": name or None,
-        "summary": words}``, each control :meth:`Control.as_dict`; ``weighed`` is a list (one
-        control today), ``summary`` says it all in one line."""
-        on = f" on {self.to_name!r}" if self.to_name else ""
-        summary = f"weighed: {self.control}{on}; left alone: " + (
-            ", ".join(map(str, self.ignored)) or "no other control"
+        "summary": words}``, each control :meth:`Control.as_dict`; ``weighed`` lists every control
+        :meth:`each` weighs, ``summary`` says it all in one line."""
+        weighed = [spec.control for spec in self.each()]
+        ignored = [c for c in self.ignored if c not in weighed]
+
+        def on(spec: LabelingSpec) -> str:
+            return f"{spec.control} on {spec.to_name!r}" if spec.to_name else str(spec.control)
+
+        summary = f"weighed: {', '.join(on(spec) for spec in self.each())}; left alone: " + (
+            ", ".join(map(str, ignored)) or "no other control"
         )
         if self.review:
             summary += f"; the review control: {self.review!r}"
         return {
-            "weighed": [self.control.as_dict()],
-            "ignored": [c.as_dict() for c in self.ignored],
+            "weighed": [c.as_dict() for c in weighed],
+            "ignored": [c.as_dict() for c in ignored],
             "review": self.review,
             "summary": summary,
         }

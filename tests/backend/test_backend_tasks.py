@@ -114,12 +114,14 @@ def test_image_config_rejected_with_reason():
     assert "<" not in message and ">" not in message  # Label Studio strips tags from messages
 
 
-def test_two_controls_rejected_naming_both():
-    with pytest.raises(ConfigError) as err:
-        parse_label_config(TWO_CONTROLS)
-    message = str(err.value)
-    assert "two labeling controls, 'label' (Labels) and 'sentiment' (Choices)" in message
-    assert "set weigh_controls=label" in message
+def test_two_controls_are_each_weighed():
+    spec = parse_label_config(TWO_CONTROLS)
+    assert [(s.from_name, s.task) for s in spec.each()] == [
+        ("label", "ner"),
+        ("sentiment", "classification"),
+    ]
+    assert [c.name for c in spec.each()[0].ignored] == ["sentiment"]
+    assert [c.name for c in spec.each()[1].ignored] == ["label"]
 
 
 def test_labels_not_pointing_to_the_text_rejected():

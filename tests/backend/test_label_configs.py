@@ -22,9 +22,11 @@ from backend.labelstudio.tasks import (
     fingerprint,
     parse_label_config,
     read_tasks,
+    weighed_controls,
 )
 from backend.review import reviews
 from backend.serving import predictions
+from backend.serving.controls import fingerprints, merge_entries, read_each
 from backend.serving.publish import version_meta
 from backend.serving.report import project_report, render
 from backend.store.store import ProjectStore
@@ -157,16 +159,24 @@ def test_relations_are_left_alone():
     )
 
 
-def test_a_flag_beside_the_labels_needs_a_choice_and_names_both():
-    with pytest.raises(ConfigError) as err:
-        parse_label_config(NER_WITH_EXTRAS)
-    message = str(err.value)
-    assert message.startswith(
-        "the labeling config has two labeling controls, 'ner' (Labels) and 'flag' (Choices): "
-        "set weigh_controls=ner in the model's extra parameters"
+def test_a_flag_beside_the_labels_is_weighed_too_unless_one_is_chosen():
+    spec = parse_label_config(NER_WITH_EXTRAS)
+    assert spec.several and [(s.from_name, s.task) for s in spec.each()] == [
+        ("ner", "ner"),
+        ("flag", "classification"),
+    ]
+    ner, flag = spec.each()
+    assert ner == parse_label_config(NER_WITH_EXTRAS, ("ner",))  # each a one-control spec
+    assert flag == parse_label_config(NER_WITH_EXTRAS, ("flag",))
+    described = spec.controls()
+    assert [c["name"] for c in described["weighed"]] == ["ner", "flag"]
+    assert {c["name"] for c in described["ignored"]} == {"comment", "difficulty", "minutes", "seen"}
+    assert described["summary"].startswith(
+        "weighed: 'ner' (Labels) on 'text', 'flag' (Choices) on 'text'; left alone: 'comment'"
     )
-    assert "comment" not in message  # the TextArea, Rating, ... are no labeling controls
-    assert survives_tag_stripping(message)
+    said = weighed_controls(spec)
+    assert said == "two labeling controls, 'ner' (Labels) and 'flag' (Choices)"
+    assert survives_tag_stripping(said) and survives_tag_stripping(described["summary"])
 
 
 @pytest.mark.parametrize("chosen, task", [("ner", "ner"), ("flag", "classification")])
@@ -189,16 +199,19 @@ def test_weigh_controls_chooses_one(chosen, task):
     assert described["summary"].startswith(f"weighed: {chosen!r} ({spec.control.tag}) on 'text'")
 
 
-def test_two_labels_are_refused_by_name_until_one_is_chosen():
-    with pytest.raises(ConfigError) as err:
-        parse_label_config(TWO_LABELS)
-    message = str(err.value)
-    assert "two labeling controls, 'persons' (Labels) and 'places' (Labels)" in message
-    assert "weigh_controls=persons" in message
-    assert survives_tag_stripping(message)
+def test_two_labels_are_both_weighed_until_one_is_chosen():
+    spec = parse_label_config(TWO_LABELS)
+    assert [(s.from_name, s.labels) for s in spec.each()] == [
+        ("persons", ("PER",)),
+        ("places", ("LOC", "GPE")),
+    ]
+    said = "two labeling controls, 'persons' (Labels) and 'places' (Labels)"
+    assert weighed_controls(spec) == said
     spec = parse_label_config(TWO_LABELS, ("places",))
-    assert (spec.from_name, spec.labels) == ("places", ("LOC", "GPE"))
+    assert (spec.from_name, spec.labels, spec.several) == ("places", ("LOC", "GPE"), False)
     assert [c.name for c in spec.ignored] == ["persons"]
+    both = parse_label_config(TWO_LABELS, ("places", "persons"))  # in the order named
+    assert [s.from_name for s in both.each()] == ["places", "persons"]
 
 
 @pytest.mark.parametrize(
@@ -210,11 +223,7 @@ def test_two_labels_are_refused_by_name_until_one_is_chosen():
             "have (its labeling controls: 'ner' (Labels) and 'flag' (Choices))",
         ),
         (("comment",), "'comment' (TextArea) is not one"),
-        (
-            ("ner", "flag"),
-            "weigh_controls names two controls ('ner', 'flag'); subregweigh "
-            "weighs one labeling control per project for now",
-        ),
+        (("ner", "flag", "ner"), "weigh_controls names 'ner' twice"),
         (("srw_review",), "'srw_review', the review control"),
     ],
 )
@@ -456,6 +465,85 @@ def test_status_and_the_report_say_what_is_weighed_and_what_is_left_alone(tmp_pa
         "<th>left alone</th><td>flag (Choices), comment (TextArea), difficulty (Rating), "
         "minutes (Number), seen (DateTime)</td>"
     ) in page
+
+
+def _entries(spec, tasks: list[dict], score: float, note: str) -> dict:
+    """One control's stored entries of ``tasks`` as a training stores them (the real parser
+    and record writer), each at ``score`` with one region noted ``note``."""
+    table = {}
+    for item in read_tasks(tasks, spec).tasks:
+        records = [
+            annotation_record(ex, spec.task, score, {"majority": [list(ex.label)]}, 0)
+            for ex in item.examples
+        ]
+        region = {"from_name": spec.from_name, "to_name": "text", "meta": {"text": [note]}}
+        table[item.id] = {
+            "result": [region],
+            "score": score,
+            "fingerprint": fingerprint(item),
+            "reliability": {ex.id: 1.0 for ex in item.examples},
+            "probability": {ex.id: score for ex in item.examples},
+            "annotations": records,
+        }
+    return table
+
+
+def test_several_controls_merge_into_one_entry_at_the_lowest_score_naming_each_control(tmp_path):
+    spec = parse_label_config(NER_WITH_EXTRAS)  # 'ner' and 'flag' weighed
+    ner, flag = spec.each()
+    tasks = [_task(TEAM_ANNOTATION)]
+    merged = merge_entries(
+        spec,
+        [
+            _entries(ner, tasks, 0.8, "annotated as LOC (p 0.80)"),
+            _entries(flag, tasks, 0.12, "annotated unclear (p 0.12); the scout suggests fine"),
+        ],
+    )
+    entry = merged["1"]
+    assert entry["score"] == 0.12 and entry["controls"] == {"ner": 0.8, "flag": 0.12}
+    assert [r["meta"]["text"][0] for r in entry["result"]] == [
+        "ner: annotated as LOC (p 0.80)",
+        "flag: annotated unclear (p 0.12); the scout suggests fine",
+    ]
+    assert [(r["id"], r["control"]) for r in entry["annotations"]] == [
+        ("1/11", "ner"),
+        ("1/11", "flag"),
+    ]
+    assert entry["reliability"] == {"ner:1/11": 1.0, "flag:1/11": 1.0}
+    # the stored fingerprint is the one /predict computes, and changes with either control
+    (now,) = fingerprints(read_each(tasks, spec))
+    assert entry["fingerprint"] == now
+    other = [
+        r if r["from_name"] != "flag" else {**r, "value": {"choices": ["fine"]}}
+        for r in TEAM_ANNOTATION
+    ]
+    assert fingerprints(read_each([_task(other)], spec)) != [now]
+
+    # the report: the first control's page, and each control's own report
+    store = ProjectStore(tmp_path, 9)
+    staging = store.staging_dir()
+    atomic_write_json(staging / "scores.json", merged)
+    items = [i for i in read_tasks(tasks, spec).tasks if i]
+    meta = version_meta(VERSION, spec, Settings(model_dir=str(tmp_path)), items, 2)
+    learned = {"too_little": True, "message": "the scouts found 1 of 9 entities again"}
+    meta["weighers"] = [
+        {"control": "ner", "type": "Labels", "folder": "controls/0", "learned": learned},
+        {"control": "flag", "type": "Choices", "folder": "controls/1", "learned": None},
+    ]
+    atomic_write_json(staging / "meta.json", meta)
+    store.publish(staging, VERSION)
+    assert predictions.serving(store, training=False)["message"] == (
+        "a training's full version; beware, 'ner': the scouts found 1 of 9 entities again"
+    )
+    report = project_report(Settings(model_dir=str(tmp_path)), "9")
+    assert report["task"] == "ner" and [a["score"] for a in report["annotations"]] == [0.8]
+    parts = {p["control"]: p["report"] for p in report["per_control"]}
+    assert [p["type"] for p in report["per_control"]] == ["Labels", "Choices"]
+    assert [parts["ner"]["task"], parts["flag"]["task"]] == ["ner", "classification"]
+    assert [a["score"] for a in parts["flag"]["annotations"]] == [0.12]
+    assert report["meta"]["controls"]["summary"].startswith(
+        "weighed: 'ner' (Labels) on 'text', 'flag' (Choices) on 'text'; left alone: 'comment'"
+    )
 
 
 # ----------------------------------------------------------------------------- the setting

@@ -1,22 +1,36 @@
-"""A project as a team makes it, through a real Label Studio 1.23 (issue 62): NER with a comment
-box (TextArea) and a quality flag (a Choices on the same text). Connecting without saying which
-labeling control to weigh is refused with a message that names both controls in words (what
-Label Studio shows of it is all of it); with ``weigh_controls=label`` in the connection's extra
-parameters the project connects, trains and gets scores, the predictions Label Studio stores
-hold regions of the weighed control alone, ``/status`` and the report say what is weighed and
-what is left alone, and a reviewer's save that changes only the comment and the flag confirms
-the labels scored (the prediction shown then is the annotation's own labels, no comment)."""
+"""Projects as teams make them, through a real Label Studio 1.23 (issue 62).
+
+NER with a comment box (TextArea) and a quality flag (a Choices on the same text), weighing the
+labels alone: a ``weigh_controls`` naming a control the config lacks is refused with a message
+that names its controls in words (what Label Studio shows of it is all of it); with
+``weigh_controls=label`` in the connection's extra parameters the project connects, trains and
+gets scores, the predictions Label Studio stores hold regions of the weighed control alone,
+``/status`` and the report say what is weighed and what is left alone, and a reviewer's save
+that changes only the comment and the flag confirms the labels scored (the prediction shown
+then is the annotation's own labels, no comment).
+
+Several labeling controls, each weighed with no setting: NER beside a document-level Choices on
+the same text, NER on the body beside a Choices on a second text, NER on a title and on the
+body (two Labels, two Texts), and two Choices on one text.
+Each control's planted errors have one among the served queue's first :data:`TOP` of 50 tasks,
+its notes naming the control; the report holds each control's; a fix of one control's error is
+rescored up (where a Choices is weighed). Each fails where several controls are refused
+(before issue 62's item 2).
+"""
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
 import pytest
+from label_studio_sdk.label_interface import LabelInterface
 
 from testbed.projects import (
     ENGINE_ENV,
     TYPES,
+    classification_tasks,
     connect_model,
     field,
     import_tasks,
@@ -84,15 +98,15 @@ def test_a_project_with_a_comment_box_and_a_flag_weighs_its_labels(label_studio,
         project = ls.projects.create(title="team config", label_config=CONFIG)
         ids = import_tasks(ls, project.id, tasks)
 
-        # Two labeling controls and no choice: refused, naming both, nothing connected.
-        code, reply = connect_model(label_studio, project.id, backend.url, {})
+        # Two labeling controls and no choice: both would be weighed (test_several_controls_*
+        # below); a refused weigh_controls names what the config has, in words.
+        code, reply = connect_model(label_studio, project.id, backend.url, "weigh_controls=nope")
         assert code == 400, reply
         refusal = _refusal(reply)
-        assert "two labeling controls, 'label' (Labels) and 'flag' (Choices)" in refusal
-        assert "set weigh_controls=label in the model's extra parameters" in refusal
+        assert "its labeling controls: 'label' (Labels) and 'flag' (Choices)" in refusal
         assert label_studio.api("GET", f"/api/ml?project={project.id}") == []
 
-        # Chosen as the UI's connection form sends it (text): connects, trains, scores.
+        # One chosen, as the UI's connection form sends it (text): connects, trains, scores.
         code, ml = connect_model(label_studio, project.id, backend.url, "weigh_controls=label")
         assert code == 201, ml
         ls.ml.train(id=ml["id"])
@@ -157,3 +171,254 @@ def test_a_project_with_a_comment_box_and_a_flag_weighs_its_labels(label_studio,
         shown = field(prediction, "result")
         assert {r["from_name"] for r in shown} == {"label"} and len(shown) == len(labels)
         assert "confirmed by" in shown[0]["meta"]["text"][0]
+
+
+# NER on a task's body beside a document-level Choices on its second text (a title-and-body
+# project), with a comment box left alone; and two Choices on one text. The scout settings are
+# the project's, shared by its controls: a head on the frozen encoder (classification only)
+# needs 3e-3 to learn from 50 tasks, and the NER scout still ranks its errors at it.
+NER_AND_REVIEW = (
+    '<View><Labels name="label" toName="text">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="text" value="$text"/><Text name="review" value="$review"/>'
+    '<Choices name="sentiment" toName="review" choice="single"><Choice value="negative"/>'
+    '<Choice value="positive"/></Choices><TextArea name="comment" toName="text"/></View>'
+)
+TWO_CHOICES = (
+    '<View><Text name="text" value="$text"/>'
+    '<Choices name="sentiment" toName="text" choice="single"><Choice value="negative"/>'
+    '<Choice value="positive"/></Choices>'
+    '<Choices name="tone" toName="text" choice="single"><Choice value="cold"/>'
+    '<Choice value="warm"/></Choices></View>'
+)
+NER_AND_TOPIC = (
+    '<View><Labels name="label" toName="text">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="text" value="$text"/>'
+    '<Choices name="topic" toName="text" choice="single"><Choice value="sport"/>'
+    '<Choice value="other"/></Choices></View>'
+)
+# A CoNLL sentence's topic, as the tests annotate it: sport where it holds a score or one of
+# these words (the tennis results, the league tables), else other.
+SPORT = re.compile(
+    r"\b(\d+-\d+|beat|match|cup|league|soccer|cricket|tennis|golf|champion\w*|season|game|"
+    r"goals?|innings|wickets?|draw|round|open|race|win|won|victory|team|coach|player)\b",
+    re.IGNORECASE,
+)
+TITLE_AND_BODY = (
+    '<View><Text name="title" value="$title"/><Labels name="title_label" toName="title">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + '</Labels><Text name="body" value="$body"/><Labels name="body_label" toName="body">'
+    + "".join(f'<Label value="{t}"/>' for t in TYPES)
+    + "</Labels></View>"
+)
+TOP = 10  # a planted error of each control is among the served queue's first TOP of 50 tasks
+
+
+def _disjoint(wrong: set[int], other: set[int], n: int) -> dict[int, int]:
+    """A rotation of ``other``'s task order (index -> index) that puts none of its wrong tasks
+    on one of ``wrong``: each control's planted errors are tasks of their own."""
+    shift = next(s for s in range(n) if not {(i + s) % n for i in other} & wrong)
+    return {i: (i + shift) % n for i in range(n)}
+
+
+def _ner_and_review_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`ner_tasks` on ``text`` beside :func:`classification_tasks` on ``review``, one
+    annotation holding both controls' regions: the tasks, the NER errors', the sentiment's."""
+    ner, ner_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    cls, cls_wrong = classification_tasks(rng, N_TASKS, N_WRONG)
+    moved = _disjoint(ner_wrong, cls_wrong, N_TASKS)
+    by_index = {moved[i]: task for i, task in enumerate(cls)}
+    tasks = []
+    for i, task in enumerate(ner):
+        (choice,) = by_index[i]["annotations"][0]["result"]
+        result = [*task["annotations"][0]["result"], {**choice, "to_name": "review"}]
+        data = {**task["data"], "review": by_index[i]["data"]["text"]}
+        tasks.append({"data": data, "annotations": [{"result": result}]})
+    return tasks, ner_wrong, {moved[i] for i in cls_wrong}
+
+
+def _ner_and_topic_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`ner_tasks` with a document-level Choices on the same text, ``topic``
+    (:data:`SPORT`), flipped on other tasks than the NER errors: the tasks, the NER errors',
+    the topic's."""
+    tasks, ner_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    others = [i for i in range(N_TASKS) if i not in ner_wrong]
+    topic_wrong = {int(i) for i in rng.choice(others, N_WRONG, replace=False)}
+    for i, task in enumerate(tasks):
+        sport = bool(SPORT.search(task["data"]["text"])) != (i in topic_wrong)
+        task["annotations"][0]["result"].append(
+            {
+                "id": "topic",
+                "from_name": "topic",
+                "to_name": "text",
+                "type": "choices",
+                "value": {"choices": ["sport" if sport else "other"]},
+            }
+        )
+    return tasks, ner_wrong, topic_wrong
+
+
+def _title_and_body_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """Two draws of :func:`ner_tasks`, one the task's title, the other its body, each labelled
+    by a Labels of its own, their errors on other tasks: the tasks, the title's errors, the
+    body's."""
+    titles, title_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    bodies, body_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
+    moved = _disjoint(title_wrong, body_wrong, N_TASKS)
+    body_of = {moved[i]: task for i, task in enumerate(bodies)}
+    tasks = []
+    for i, title in enumerate(titles):
+        body = body_of[i]
+        result = [
+            *({**r, "from_name": "title_label", "to_name": "title"} for r in _result(title)),
+            *(
+                {**r, "id": f"b{r['id']}", "from_name": "body_label", "to_name": "body"}
+                for r in _result(body)
+            ),
+        ]
+        data = {"title": title["data"]["text"], "body": body["data"]["text"]}
+        tasks.append({"data": data, "annotations": [{"result": result}]})
+    return tasks, title_wrong, {moved[i] for i in body_wrong}
+
+
+def _result(task: dict) -> list[dict]:
+    return task["annotations"][0]["result"]
+
+
+def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
+    """:func:`classification_tasks` with a second Choices, ``tone`` (cold for negative, warm
+    for positive, as the text really is), flipped on other tasks than the sentiment."""
+    tasks, wrong = classification_tasks(rng, N_TASKS, N_WRONG)
+    annotated = [t["annotations"][0]["result"][0]["value"]["choices"][0] for t in tasks]
+    positive = [(said == "positive") != (i in wrong) for i, said in enumerate(annotated)]
+    tone_wrong = set(_disjoint(wrong, wrong, N_TASKS)[i] for i in wrong)
+    for i, task in enumerate(tasks):
+        warm = positive[i] != (i in tone_wrong)
+        task["annotations"][0]["result"].append(
+            {
+                "id": "t0",
+                "from_name": "tone",
+                "to_name": "text",
+                "type": "choices",
+                "value": {"choices": ["warm" if warm else "cold"]},
+            }
+        )
+    return tasks, wrong, tone_wrong
+
+
+def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict, said: str):
+    """Connect a project of ``config`` and ``tasks`` with no weigh_controls, train it, and
+    check that every control named in ``wrong`` (control -> the indices of its planted errors)
+    is weighed and has one of them among the served queue's first :data:`TOP`, its notes
+    naming the control, and that the status names the controls weighed as ``said``. The
+    backend's /status."""
+    env = {**ENGINE_ENV, **env, **label_studio.backend_env}
+    with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
+        ls = label_studio.sdk()
+        project = ls.projects.create(title="several controls", label_config=config)
+        ids = import_tasks(ls, project.id, tasks)
+        code, ml = connect_model(label_studio, project.id, backend.url, {})  # no choice made
+        assert code == 201, ml
+        ls.ml.train(id=ml["id"])
+        status = wait_trained(backend, project.id)
+        version = status["current_version"]
+        assert [c["name"] for c in status["controls"]["weighed"]] == list(wrong)
+        assert said in status["message"], status["message"]
+
+        predictions = {t: _prediction(ls, t, version) for t in ids}
+        scores = {t: field(p, "score") for t, p in predictions.items()}
+        queue = sorted(ids, key=lambda t: scores[t])
+        print(f"several controls: queue's first {TOP}:", [ids.index(t) for t in queue[:TOP]])
+        for control, planted in wrong.items():
+            at = sorted(queue.index(ids[i]) for i in planted)
+            print(f"  {control}: its planted errors at {at} of the queue")
+            assert at[0] < TOP, (control, at, backend.log(60))
+            top = [ids[i] for i in planted if queue.index(ids[i]) < TOP]
+            notes = [
+                note
+                for t in top
+                for r in field(predictions[t], "result")
+                if r["from_name"] == control
+                for note in (r.get("meta") or {}).get("text", ())
+            ]
+            assert notes and all(n.startswith(f"{control}: ") for n in notes), (control, notes)
+        for prediction in predictions.values():
+            assert {r["from_name"] for r in field(prediction, "result")} <= set(wrong)
+
+        # The report: each control's own, per label and per annotator, every annotation in it.
+        code, report = backend.get(f"/report.json?project={project.id}")
+        assert code == 200, report
+        per_control = {part["control"]: part["report"] for part in report["per_control"]}
+        assert list(per_control) == list(wrong)
+        for control, part in per_control.items():
+            assert len(part["annotations"]) == len(ids), control
+            assert part["labels"] and part["annotators"], control
+
+        # The last control's worst planted error fixed (its choice set right, the other
+        # controls' regions kept): rescored within the version, its score up.
+        control = list(wrong)[-1]
+        if config.count("<Labels") == len(wrong):  # NER alone: the tests know no gold to fix
+            return status
+        fixed = ids[min(wrong[control], key=lambda i: queue.index(ids[i]))]
+        (annotation,) = label_studio.api("GET", f"/api/tasks/{fixed}")["annotations"]
+        flip = {"negative": "positive", "cold": "warm", "sport": "other"}
+        flip |= {b: a for a, b in flip.items()}
+        edited = [
+            {**r, "value": {"choices": [flip[r["value"]["choices"][0]]]}}
+            if r["from_name"] == control
+            else r
+            for r in annotation["result"]
+        ]
+        label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", {"result": edited})
+        deadline = time.monotonic() + 120
+        while field(_prediction(ls, fixed, version), "score") <= scores[fixed]:
+            assert time.monotonic() < deadline, backend.log(80)
+            time.sleep(0.5)
+        print(f"  {control}: a fixed error's score {scores[fixed]:.3f} ->", end=" ")
+        print(f"{field(_prediction(ls, fixed, version), 'score'):.3f}")
+        return status
+
+
+# The scout settings of a project of NER beside a Choices, and of two Choices.
+NER_BESIDE = {"SRW_EPOCHS": "6", "SRW_FREEZE_ENCODER": "1", "SRW_LEARNING_RATE": "3e-3"}
+CHOICES = {"SRW_FREEZE_ENCODER": "1", "SRW_EPOCHS": "10", "SRW_LEARNING_RATE": "3e-3"}
+# name -> the tasks' maker and seed, the config, its controls, the settings, where each
+# control labels (its toName) and what the config leaves alone
+SEVERAL = {
+    "ner and a document choices on one text": (
+        _ner_and_topic_tasks, 11, NER_AND_TOPIC, ("label", "topic"), NER_BESIDE, "text text", ""
+    ),
+    "ner on a body beside a choices on a second text": (
+        _ner_and_review_tasks, 11, NER_AND_REVIEW, ("label", "sentiment"), NER_BESIDE,
+        "text review", "comment",
+    ),
+    "ner on a title and ner on the body": (
+        _title_and_body_tasks, 13, TITLE_AND_BODY, ("title_label", "body_label"),
+        {"SRW_EPOCHS": "6"}, "title body", "",
+    ),
+    "two choices on one text": (
+        _two_choices_tasks, 12, TWO_CHOICES, ("sentiment", "tone"), CHOICES, "text text", ""
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(SEVERAL))
+def test_several_controls_each_weighed(label_studio, tmp_path, case):
+    make, seed, config, names, env, targets, alone = SEVERAL[case]
+    tasks, *wrong = make(np.random.default_rng(seed))
+    interface = LabelInterface(config)
+    tags = [next(c.tag for c in interface.controls if c.name == name) for name in names]
+    said = " and ".join(f"{n!r} ({t})" for n, t in zip(names, tags, strict=True))
+    status = _weigh_several(
+        label_studio,
+        tmp_path,
+        config,
+        tasks,
+        dict(zip(names, wrong, strict=True)),
+        env,
+        f"two labeling controls, {said} weighed",
+    )
+    assert [c["to_name"] for c in status["controls"]["weighed"]] == [[t] for t in targets.split()]
+    assert [c["name"] for c in status["controls"]["ignored"]] == alone.split()
