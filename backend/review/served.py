@@ -13,6 +13,10 @@
   :func:`subregweigh.review.slip_keys`), as often as that slip's weight: the fixes that changed it
   less the decided annotations that held it unchanged (:func:`subregweigh.review.net_slips`), so a
   convention reviewers keep confirming stops moving its repeats up.
+* A **decided copy** (:mod:`backend.review.copies`: a task of the same text or entity string a
+  reviewer confirmed or fixed) that labels a task otherwise halves the task's served score, once
+  per such copy (``contradicted``), so that a decision on one copy moves up those that
+  contradict it.
 
 The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
 engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
