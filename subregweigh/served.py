@@ -7,6 +7,10 @@ annotation's score, pure.
   counted by :func:`subregweigh.review.slip_repeats` as often as each slip's net weight,
   :func:`subregweigh.review.net_slips`) is served at its score times :data:`SLIP_BOOST` per
   repeat (:func:`slip_factor`), so the same convention slip moves up the queue.
+* An annotation of a task whose copies disagree with it (the same text, or an entity string,
+  labelled otherwise: :mod:`subregweigh.copies`) is halved too, once per copy a reviewer
+  decided (confirmed or fixed) that labels it otherwise (:func:`subregweigh.copies.contradicted`):
+  a decision on one copy moves the others that contradict it up the queue.
 * A task is served at the lowest of its annotations' served scores (:func:`task_score`).
 
 The Label Studio backend serves these scores over its kept decisions (``backend.review.served``),
@@ -35,14 +39,18 @@ def slip_factor(repeats, boost: float = SLIP_BOOST):
     return boost**repeats
 
 
-def served_score(score, repeats=0, confirmed=False, boost: float = SLIP_BOOST):
+def served_score(score, repeats=0, confirmed=False, boost: float = SLIP_BOOST, contradicted=0):
     """The score an annotation is served with: :data:`CONFIRMED_SCORE` once ``confirmed``, else
-    ``score`` times :func:`slip_factor` of its ``repeats``. A float for one annotation; an array,
-    elementwise, where any argument is one."""
-    if np.ndim(score) or np.ndim(repeats) or np.ndim(confirmed):
-        out = np.asarray(score, dtype=float) * slip_factor(np.asarray(repeats), boost)
+    ``score`` times :func:`slip_factor` of its ``repeats`` plus ``contradicted``, the decided
+    copies that label its task otherwise (:func:`subregweigh.copies.contradicted`; 0 by
+    default). A float for one annotation; an array, elementwise, where any argument is one."""
+    if np.ndim(score) or np.ndim(repeats) or np.ndim(confirmed) or np.ndim(contradicted):
+        times = np.asarray(repeats) + np.asarray(contradicted)
+        out = np.asarray(score, dtype=float) * slip_factor(times, boost)
         return np.where(confirmed, CONFIRMED_SCORE, out)
-    return CONFIRMED_SCORE if confirmed else float(score) * slip_factor(repeats, boost)
+    if confirmed:
+        return CONFIRMED_SCORE
+    return float(score) * slip_factor(repeats + contradicted, boost)
 
 
 def task_score(served: Iterable[float]) -> float:

@@ -17,7 +17,7 @@ from backend.labelstudio.client import (
 )
 from backend.labelstudio.tasks import TaskRead, fingerprint, parse_label_config
 from backend.queue import budget
-from backend.review import reviews, served
+from backend.review import copies, reviews, served
 from backend.serving.changed import read_changed, write_scores
 from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
 from backend.store.store import ProjectStore, retrain_due
@@ -72,6 +72,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         if pending:  # the decisions these tasks show add their fixes' slips
             ours = project_settings.effective(settings, store)  # once per job
             spec = parse_label_config(api.label_config(int(project)), ours.controls_to_weigh)
+            linked_before = copies.copies_view(store, version)  # the copies before the changes
             changed = read_changed(api, store, ours, spec, pending)  # parsed once
             judged = dict.fromkeys(sorted(changed.slips), 1)
             write = _Once(partial(write_scores, api, store, changed))
@@ -89,6 +90,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             return {"rescored": 0}
         if slips and not refreshed.get("refreshed"):  # a refresh wrote every task as served
             _move_up_repeats(api, store, version, slips, skip=pending)
+        if pending and not refreshed.get("refreshed"):
+            _rewrite_copies(api, store, version, pending, linked_before)
     except Exception as err:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
@@ -243,6 +246,24 @@ def run_queued_rescore(project: str, training: dict, refresh: Refresh | None = N
     return rescore_project(project, Settings.from_env(**training), refresh)
 
 
+def _replace_served(api: LabelStudioAPI, store: ProjectStore, version: str, shown: Mapping) -> None:
+    """Make each of ``shown`` (task id -> served entry) its task's one prediction of
+    ``version``."""
+    with store.locked("writing"):  # one prediction per task and version, as a rescore's
+        api.replace_predictions(
+            int(store.project),
+            [
+                {
+                    "task": int(task),
+                    "result": e["result"],
+                    "score": e["score"],
+                    "model_version": version,
+                }
+                for task, e in shown.items()
+            ],
+        )
+
+
 def _move_up_repeats(
     api: LabelStudioAPI, store: ProjectStore, version: str, slips: Mapping, skip: Mapping
 ) -> int:
@@ -262,19 +283,7 @@ def _move_up_repeats(
     if not repeats:
         return 0
     shown = reviews.served_scores(store, repeats)
-    with store.locked("writing"):  # one prediction per task and version, as a rescore's
-        api.replace_predictions(
-            int(store.project),
-            [
-                {
-                    "task": int(task),
-                    "result": e["result"],
-                    "score": e["score"],
-                    "model_version": version,
-                }
-                for task, e in shown.items()
-            ],
-        )
+    _replace_served(api, store, version, shown)
     logger.info(
         "project %s: %d tasks repeat a slip whose fix was made or undone (%s): rewritten as served",
         store.project,
@@ -282,3 +291,51 @@ def _move_up_repeats(
         ", ".join(f"{w} as {t}" for w, t in sorted(new)[:5]),
     )
     return len(repeats)
+
+
+def _by_id(task: str):
+    return (len(task), task)  # Label Studio's ids are numbers: in their order
+
+
+# A rescore rewrites the copies of its changed tasks, at most this many (an entity string in
+# thousands of tasks): the rest take their notes and scores at the next refresh or training.
+MAX_COPIES_REWRITTEN = 1_000
+
+
+def _rewrite_copies(
+    api: LabelStudioAPI,
+    store: ProjectStore,
+    version: str,
+    changed: Mapping,
+    before: copies.Copies,
+) -> int:
+    """Rewrite, as served, the predictions of the tasks linked to the ``changed`` ones (the
+    same text, or an entity string: :func:`backend.review.copies.linked_tasks`), before the
+    changes (``before``) or after them: a decision on one copy moves those that contradict it
+    up the queue at once, and their notes name what the changed task now says (a fix
+    suggested). At most :data:`MAX_COPIES_REWRITTEN`; how many were written."""
+    after = copies.copies_view(store, version)
+    targets = copies.linked_tasks(before, changed) | copies.linked_tasks(after, changed)
+    if not targets:
+        return 0
+    whole = store.scores(version)
+    chosen = sorted((t for t in targets if t in whole and t not in changed), key=_by_id)
+    if len(chosen) > MAX_COPIES_REWRITTEN:
+        logger.info(
+            "project %s: %d copies of the changed tasks; the first %d rewritten now",
+            store.project,
+            len(chosen),
+            MAX_COPIES_REWRITTEN,
+        )
+        chosen = chosen[:MAX_COPIES_REWRITTEN]
+    if not chosen:
+        return 0
+    shown = reviews.served_scores(store, {t: whole[t] for t in chosen}, whole=whole, index=after)
+    _replace_served(api, store, version, shown)
+    logger.info(
+        "project %s: %d copies of the changed tasks rewritten as served: %s",
+        store.project,
+        len(chosen),
+        ", ".join(f"task {t} {shown[t]['score']:.3f}" for t in chosen[:10]),
+    )
+    return len(chosen)

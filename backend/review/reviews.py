@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from backend.labelstudio.tasks import TaskRead
-from backend.review import decisions, served
+from backend.review import copies, decisions, served
 from backend.review.decisions import (
     CONFIRMED,
     COUNTED,
@@ -335,13 +335,47 @@ def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[
     }
 
 
-def served_scores(store: ProjectStore, scores: Mapping[str, dict]) -> dict[str, dict]:
-    """``scores`` (task id -> stored prediction) as served
-    (:func:`backend.review.served.served_entry`)."""
-    confirmed, fixed = serving_state(store)
-    return {
-        task: served.served_entry(task, entry, confirmed, fixed) for task, entry in scores.items()
-    }
+@dataclass(frozen=True)
+class Serving:
+    """What serving a version's predictions needs, from one read of reviews.json: the
+    confirmed contents (:func:`backend.review.served.confirmed`), the fixed slips
+    (:func:`backend.review.served.slips`) and the copies that disagree with what reviewers
+    decided of them (:func:`backend.review.copies.state`)."""
+
+    confirmed: dict
+    slips: served.Slips
+    copies: copies.CopiesState
+
+
+def serving(store: ProjectStore, scores: Mapping[str, dict], index=None) -> Serving:
+    """:class:`Serving` for ``scores`` (a version's stored predictions, all of them: which
+    copies are decided is read there); ``index``: :func:`backend.review.copies.index` of them
+    where the caller has it (:data:`backend.review.copies.copies_view`), else built here."""
+    kept = load(store)
+    linked = index if index is not None else copies.index(scores)
+    return Serving(served.confirmed(kept), served.slips(kept), copies.state(linked, scores, kept))
+
+
+def serve(task: str, entry: dict, state: Serving) -> dict:
+    """``entry`` (``task``'s stored prediction) as served: the reviewers' decisions applied
+    (:func:`backend.review.served.served_entry`, the decided copies that contradict it among
+    them) and a note naming its copies that disagree (:func:`backend.review.copies.with_notes`)."""
+    contradicted = state.copies.contradicted.get(task, 0)
+    out = served.served_entry(task, entry, state.confirmed, state.slips, contradicted)
+    return copies.with_notes(task, out, state.copies)
+
+
+def served_scores(
+    store: ProjectStore,
+    scores: Mapping[str, dict],
+    whole: Mapping[str, dict] | None = None,
+    index=None,
+) -> dict[str, dict]:
+    """``scores`` (task id -> stored prediction) as served (:func:`serve`). ``whole``: the
+    version's scores ``scores`` is a part of (None: ``scores`` is all of them), where its copies
+    are found; ``index``: their :func:`backend.review.copies.index`, if the caller has it."""
+    state = serving(store, whole if whole is not None else scores, index)
+    return {task: serve(task, entry, state) for task, entry in scores.items()}
 
 
 # --------------------------------------------------------------------------------- report

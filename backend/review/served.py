@@ -13,6 +13,10 @@
   :func:`subregweigh.review.slip_keys`), as often as that slip's weight: the fixes that changed it
   less the decided annotations that held it unchanged (:func:`subregweigh.review.net_slips`), so a
   convention reviewers keep confirming stops moving its repeats up.
+* A **decided copy** (:mod:`backend.review.copies`: a task of the same text or entity string a
+  reviewer confirmed or fixed) that labels a task otherwise halves the task's served score, once
+  per such copy (``contradicted``), so that a decision on one copy moves up those that
+  contradict it.
 
 The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
 engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
@@ -106,20 +110,25 @@ def record_repeats(task: str, record: Mapping, fixed: Slips | None) -> int:
     return slip_repeats(record, fixed.counts)
 
 
-def _score(record: Mapping, is_confirmed: bool, repeats: int) -> float:
-    return policy_score(record["score"], repeats, is_confirmed)
+def _score(record: Mapping, is_confirmed: bool, repeats: int, contradicted: int = 0) -> float:
+    return policy_score(record["score"], repeats, is_confirmed, contradicted=contradicted)
 
 
 def served_score(
-    task: str, record: Mapping, confirmed: Mapping | set, fixed: Slips | None = None
+    task: str,
+    record: Mapping,
+    confirmed: Mapping | set,
+    fixed: Slips | None = None,
+    contradicted: int = 0,
 ) -> float:
     """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
     confirmed its content (``confirmed``: :func:`confirmed`, or its keys), else its stored
     score times :data:`~subregweigh.served.SLIP_BOOST` per repeat of a fixed slip, as often as its
-    weight."""
+    weight, and per decided copy of its task that labels it otherwise (``contradicted``,
+    :func:`subregweigh.copies.contradicted`)."""
     if content_key(task, record) in confirmed:
         return 1.0
-    return _score(record, False, record_repeats(task, record, fixed))
+    return _score(record, False, record_repeats(task, record, fixed), contradicted)
 
 
 def confirmed_note(decision: Mapping) -> str:
@@ -140,25 +149,35 @@ def confirmed_result(decision: Mapping) -> list[dict]:
     return [{"meta": note, **region, "score": 1.0} for region in decision.get("result") or ()]
 
 
-def served_entry(task: str, entry: dict, confirmed: Mapping, fixed: Slips | None = None) -> dict:
+def served_entry(
+    task: str,
+    entry: dict,
+    confirmed: Mapping,
+    fixed: Slips | None = None,
+    contradicted: int = 0,
+) -> dict:
     """``entry`` (a stored prediction) as served: each annotation whose current content a
     reviewer confirmed counts as score 1; each other one's score is multiplied by
     :data:`~subregweigh.served.SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere
-    (``fixed``), so the same convention slip moves up the queue; the task's score is the lowest of
+    (``fixed``), so the same convention slip moves up the queue, and for every decided copy of
+    the task that labels it otherwise (``contradicted``: :mod:`backend.review.copies`); the
+    task's score is the lowest of
     its annotations'. When every annotation is confirmed, the result is the confirmed annotation's
     own (:func:`confirmed_result`; empty for a decision made before decisions kept it: the
     scout's suggestion is never shown as confirmed). A copy when anything changes; the stored
     entry is never modified."""
     records = entry.get("annotations") or ()
-    if not records or not (confirmed or (fixed and fixed.counts)):
+    if not records or not (confirmed or (fixed and fixed.counts) or contradicted):
         return entry
     keys = [content_key(task, r) for r in records]
     mine = [key in confirmed for key in keys]
     repeats = [0 if ok else record_repeats(task, r, fixed) for r, ok in zip(records, mine)]
-    if not any(mine) and not any(repeats):
+    if not any(mine) and not any(repeats) and not contradicted:
         return entry
-    score = task_score(_score(r, ok, n) for r, ok, n in zip(records, mine, repeats))
+    score = task_score(_score(r, ok, n, contradicted) for r, ok, n in zip(records, mine, repeats))
     out = {**entry, "score": score, "confirmed": sum(mine)}
+    if contradicted:
+        out["contradicted"] = contradicted
     if any(repeats):
         out["slip_repeats"] = sum(repeats)
     if all(mine):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from backend.config.redact import printable
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import TaskRead, fingerprint, score_tasks
-from backend.review import reviews, served
+from backend.review import copies, reviews
 from backend.serving.controls import fingerprints, read_each, read_subset, score_several
 from backend.serving.weighers import control_weighers, weigher
 from backend.store.store import CorruptVersion, ProjectStore
@@ -172,15 +172,16 @@ def _predict(
             note,
         )
     log_warnings(store.project, parsed.warnings)
-    # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up
-    confirmed, slips = reviews.serving_state(store)
+    # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up, and so do
+    # the copies that contradict a decided one (their notes name each other)
+    state = reviews.serving(store, stored, copies.copies_view(store, version))
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None
         if entry is None:
             out.append({"result": [], "model_version": version})
         else:
-            entry = served.served_entry(item.id, entry, confirmed, slips)
+            entry = reviews.serve(item.id, entry, state)
             out.append(
                 {"result": entry["result"], "score": entry["score"], "model_version": version}
             )
