@@ -150,6 +150,8 @@ def with_notes(task: str, entry: dict, copies: CopiesState) -> dict:
             ),
             result[0],
         )
+        if "controls" in entry:  # several controls weighed: each note names its control
+            said = f"{where.get('from_name')}: {said}"
         meta = dict(where.get("meta") or {})
         meta["text"] = [*(meta.get("text") or ()), said]
         where["meta"] = meta

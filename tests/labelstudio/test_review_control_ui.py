@@ -386,9 +386,10 @@ def test_clearing_the_choice_withdraws_the_decision(review, reviewer):
     reviewer.click_choice("correct")  # clicked again: no choice
     reviewer.update(task, None)
     wait(ctx, lambda: not current(project, task), f"task {task}'s decision was not withdrawn")
+    # its stored score again, or lower where a copy a reviewer decided contradicts it (issue 61)
     wait(
         ctx,
-        lambda: served(ctx, project, task) == pytest.approx(stored(ctx, project, task)),
+        lambda: served(ctx, project, task) <= stored(ctx, project, task) + 1e-9,
         "the withdrawn confirmation still serves score 1",
     )
     assert served(ctx, project, task) < 1.0
