@@ -24,7 +24,14 @@ from backend.labelstudio.review_control import add_review_control
 from scripts.screenshot_data_manager import configure_view
 from subregweigh.io.labelstudio import REASON_FIELD, REVIEW_CONTROL
 from testbed.browser import Page, require_chromium
-from testbed.projects import ENGINE_ENV, NER_CONFIG, create_users, ner_tasks, wait_trained
+from testbed.projects import (
+    ENGINE_ENV,
+    NER_CONFIG,
+    create_users,
+    ner_tasks,
+    retyped_region,
+    wait_trained,
+)
 from testbed.servers import (
     LS_PASSWORD,
     LS_USERNAME,
@@ -69,15 +76,7 @@ def lab(tmp_path_factory):
             annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
             seed = 29
             tasks, wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
-            gold, _ = ner_tasks(np.random.default_rng(seed), 30, 0)
-            fix = sorted(wrong)[0]  # ner_tasks retypes every other wrong entity: a type to fix
-            (region, right), *_ = [
-                (r, g["value"]["labels"][0])
-                for r, g in zip(
-                    tasks[fix]["annotations"][0]["result"], gold[fix]["annotations"][0]["result"]
-                )
-                if r["value"]["labels"] != g["value"]["labels"]
-            ]
+            fix, region, right = retyped_region(seed, tasks, wrong, 30)
             for task in tasks:
                 for a in task["annotations"]:
                     a["completed_by"] = annotator
@@ -198,6 +197,13 @@ class Reviewer:
         page.wait_for(f"{UPDATE}.disabled === true", 30)
         self.clicks = 0
 
+    def open_and_read(self, task_id: int) -> str:
+        """Open the task (:meth:`open`); its reason, asserted shown with no click."""
+        reason = data(self.ctx, task_id)[REASON_FIELD]
+        self.open(task_id)
+        assert self.shown(reason), f"task {task_id}: {reason!r} is not on the labeling view"
+        return reason
+
     def shown(self, text: str) -> bool:
         """Whether ``text`` is a header of the view, drawn inside the viewport."""
         return self.page.evaluate(
@@ -231,9 +237,7 @@ def test_the_reason_shows_without_a_click_and_a_confirm_takes_two(lab, reviewer)
     ctx = lab
     reserved = {ctx.fix[0]}
     top = next(t for t in queue(ctx) if t not in reserved and not decisions(ctx, t))
-    reason = data(ctx, top)[REASON_FIELD]
-    reviewer.open(top)
-    assert reviewer.shown(reason), f"task {top}: {reason!r} is not on the labeling view"
+    reviewer.open_and_read(top)
 
     reviewer.click(_choice("correct"))
     reviewer.update()
@@ -256,9 +260,7 @@ def test_a_fix_of_one_region_type_counted(lab, reviewer):
     with the control a save decides only with a choice)."""
     ctx = lab
     task_id, region, right = ctx.fix
-    reason = data(ctx, task_id)[REASON_FIELD]
-    reviewer.open(task_id)
-    assert reviewer.shown(reason), f"task {task_id}: {reason!r} is not on the labeling view"
+    reviewer.open_and_read(task_id)
 
     reviewer.click(f"document.querySelector('.htx-highlight[data-start=\"{region['start']}\"]')")
     reviewer.click(
