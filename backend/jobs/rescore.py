@@ -120,8 +120,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
     if refreshed.get("refreshed"):
         _clean_up_after(api, store, refreshed["version"])
-    # why each changed task is flagged, in its data (the project's write_reason; bounded)
-    write_reasons(api, store, project_settings.effective(settings, store), first=pending)
+    if pending:  # why each changed task is flagged, in its data (write_reason; bounded)
+        write_reasons(api, store, ours, first=pending)
     logger.info(
         "project %s: %d changed tasks rescored in %.1f s%s",
         project,

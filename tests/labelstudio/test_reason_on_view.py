@@ -284,3 +284,21 @@ def test_a_fix_of_one_region_type_counted(lab, reviewer):
     )
     print(f"clicks for a fix of one region's type: {reviewer.clicks}")
     assert reviewer.clicks == 4  # measured; issue 61 asks for at most FIX_CLICKS
+
+
+def test_a_task_without_a_reason_shows_no_placeholder(lab, reviewer):
+    """Where no reason is written (``write_reason`` off, or not yet), the header is empty."""
+    ctx = lab
+    task_id = ctx.ids[-2]
+    before = data(ctx, task_id)
+    api = LabelStudioAPI(ctx.label_studio.url, ctx.label_studio.token, retries=0)
+    api.set_task_data(task_id, {k: v for k, v in before.items() if k != REASON_FIELD})
+    try:
+        reviewer.open(task_id)
+        texts = reviewer.page.evaluate(
+            "[...document.querySelectorAll('h1,h2,h3,h4,h5,h6')].map(h => h.textContent)"
+        )
+        body = reviewer.page.evaluate("document.body.innerText")
+        assert "srw_reason" not in body and not any("score " in t for t in texts), texts
+    finally:
+        api.set_task_data(task_id, before)
