@@ -289,26 +289,7 @@ def _train(
     learned = srw.learned_  # None for classification
     if learned is not None and learned.too_little:
         logger.warning("project %s: %s", project, learned.message())
-    store.update_status(message="writing predictions to Label Studio")
-    serve_version(  # served here first: Label Studio must have it too, once reachable
-        api,
-        staged,
-        write=lambda serve: until_reachable(
-            f"project {project}: the predictions of version {version}",
-            serve,
-            on_wait=lambda message: store.update_status(message=message),
-        ),
-    )
-    # Changed before the fetch: scored above. After it: scored from what they were before.
-    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
-    if changed:
-        rescore_tasks(api, store, settings, spec, changed)
-    clock.lap("write")
-    store.update_status(
-        scores_in_label_studio=version,
-        scores_seconds=clock.total(),
-        phase_seconds=dict(clock.seconds),  # so far; the job's end gives them all
-    )
+    _serve_full(api, store, settings, spec, staged, clock)
     # After the scores are in: Label Studio 1.23 takes seconds to delete a version's
     # predictions (some 15 s for 3,000 tasks' early scores), and the queue needs none of it.
     drop_superseded_predictions(api, store, project, version)  # timed in the next phase:
@@ -409,26 +390,8 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
     )
     version = staged.version
     clock.lap("save")
-    store.update_status(message="writing predictions to Label Studio")
     titles.show(stage_text(4, "writing predictions", None))
-    serve_version(  # served here first: Label Studio must have it too, once reachable
-        api,
-        staged,
-        write=lambda serve: until_reachable(
-            f"project {project}: the predictions of version {version}",
-            serve,
-            on_wait=lambda message: store.update_status(message=message),
-        ),
-    )
-    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
-    if changed:
-        rescore_tasks(api, store, settings, spec, changed)
-    clock.lap("write")
-    store.update_status(
-        scores_in_label_studio=version,
-        scores_seconds=clock.total(),
-        phase_seconds=dict(clock.seconds),
-    )
+    _serve_full(api, store, settings, spec, staged, clock)
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
     n_annotated = read.n_annotated
@@ -575,3 +538,29 @@ def _what(scout, scouts, beside=None) -> str:
     of = f" of scout 1 of {len(scouts)}" if len(scouts) > 1 else ""
     with_crf = ", with the CRF" if beside is not None else ""
     return f"{scout.n_passes_:.2f} passes{of}, {scout.n_steps_} steps{with_crf}"
+
+
+def _serve_full(api, store: ProjectStore, settings, spec, staged, clock) -> None:
+    """A training's full version served here first, then in Label Studio once reachable (it
+    waits there, saying so); the changes that came meanwhile rescored: those before the fetch
+    were scored with it, those after it from what they were before."""
+    project, version = store.project, staged.version
+    store.update_status(message="writing predictions to Label Studio")
+    serve_version(
+        api,
+        staged,
+        write=lambda serve: until_reachable(
+            f"project {project}: the predictions of version {version}",
+            serve,
+            on_wait=lambda message: store.update_status(message=message),
+        ),
+    )
+    changed = store.take_inbox("changed_since_fetch", "rescore_pending")
+    if changed:
+        rescore_tasks(api, store, settings, spec, changed)
+    clock.lap("write")
+    store.update_status(
+        scores_in_label_studio=version,
+        scores_seconds=clock.total(),
+        phase_seconds=dict(clock.seconds),  # so far; the job's end gives them all
+    )
