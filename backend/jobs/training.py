@@ -314,23 +314,8 @@ def _train(
     if gone:  # deleted since the training read them
         store.drop_scores(version, gone)
     clock.lap("complete")
-    scores = full
-    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
-    message = (
-        f"version {version}: {n_annotated} annotated tasks weighed, {doubtful} with "
-        f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
-    )
-    if learned is not None and learned.too_little:  # said where the lead looks
-        message += f"; beware: {learned.message()}"
-    logger.info("project %s: %s (%s)", project, message, clock)
-    return {
-        "message": message,
-        "trained": True,
-        "last_version": version,
-        "annotated_tasks": n_annotated,
-        "doubtful_tasks": doubtful,
-        "phase_seconds": clock.seconds,
-    }
+    beware = learned.message() if learned is not None and learned.too_little else None
+    return _trained(project, version, full, n_annotated, clock, beware=beware)
 
 
 def _train_controls(project, store, settings, titles, read, clock, due_at) -> dict:
@@ -391,21 +376,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
     _serve_full(api, store, settings, spec, staged, clock)
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
-    n_annotated = read.n_annotated
-    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
-    message = (
-        f"version {version}: {said} weighed; {n_annotated} annotated tasks, {doubtful} with "
-        f"score < 0.5; {len(scores) - n_annotated} pre-annotated"
-    )
-    logger.info("project %s: %s (%s)", project, message, clock)
-    return {
-        "message": message,
-        "trained": True,
-        "last_version": version,
-        "annotated_tasks": n_annotated,
-        "doubtful_tasks": doubtful,
-        "phase_seconds": clock.seconds,
-    }
+    return _trained(project, version, scores, read.n_annotated, clock, weighed=said)
 
 
 def full_version_serving(store: ProjectStore) -> str | None:
@@ -561,3 +532,38 @@ def _serve_full(api, store: ProjectStore, settings, spec, staged, clock) -> None
         scores_seconds=clock.total(),
         phase_seconds=dict(clock.seconds),  # so far; the job's end gives them all
     )
+
+
+def _trained(
+    project: str,
+    version: str,
+    scores: dict,
+    n_annotated: int,
+    clock,
+    weighed: str | None = None,
+    beware: str | None = None,
+) -> dict:
+    """A finished training's outcome, logged: its version, how many of its ``scores``' annotated
+    tasks score under 0.5, how many are pre-annotated. ``weighed``: the controls, said in words
+    (several weighed); ``beware``: what the lead must know (the scouts learned too little)."""
+    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
+    head = (
+        f"{weighed} weighed; {n_annotated} annotated tasks"
+        if weighed
+        else f"{n_annotated} annotated tasks weighed"
+    )
+    message = (
+        f"version {version}: {head}, {doubtful} with score < 0.5; "
+        f"{len(scores) - n_annotated} pre-annotated"
+    )
+    if beware:  # said where the lead looks
+        message += f"; beware: {beware}"
+    logger.info("project %s: %s (%s)", project, message, clock)
+    return {
+        "message": message,
+        "trained": True,
+        "last_version": version,
+        "annotated_tasks": n_annotated,
+        "doubtful_tasks": doubtful,
+        "phase_seconds": clock.seconds,
+    }

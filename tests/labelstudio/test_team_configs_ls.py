@@ -247,15 +247,7 @@ def _ner_and_topic_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
     topic_wrong = {int(i) for i in rng.choice(others, N_WRONG, replace=False)}
     for i, task in enumerate(tasks):
         sport = bool(SPORT.search(task["data"]["text"])) != (i in topic_wrong)
-        task["annotations"][0]["result"].append(
-            {
-                "id": "topic",
-                "from_name": "topic",
-                "to_name": "text",
-                "type": "choices",
-                "value": {"choices": ["sport" if sport else "other"]},
-            }
-        )
+        _result(task).append(_choice("topic", "topic", "sport" if sport else "other"))
     return tasks, ner_wrong, topic_wrong
 
 
@@ -286,24 +278,27 @@ def _result(task: dict) -> list[dict]:
     return task["annotations"][0]["result"]
 
 
+def _choice(region_id: str, control: str, choice: str) -> dict:
+    """A region of the Choices ``control`` on the task's ``text``, choosing ``choice``."""
+    return {
+        "id": region_id,
+        "from_name": control,
+        "to_name": "text",
+        "type": "choices",
+        "value": {"choices": [choice]},
+    }
+
+
 def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
     """:func:`classification_tasks` with a second Choices, ``tone`` (cold for negative, warm
     for positive, as the text really is), flipped on other tasks than the sentiment."""
     tasks, wrong = classification_tasks(rng, N_TASKS, N_WRONG)
-    annotated = [t["annotations"][0]["result"][0]["value"]["choices"][0] for t in tasks]
+    annotated = [_result(t)[0]["value"]["choices"][0] for t in tasks]
     positive = [(said == "positive") != (i in wrong) for i, said in enumerate(annotated)]
     tone_wrong = set(_disjoint(wrong, wrong, N_TASKS)[i] for i in wrong)
     for i, task in enumerate(tasks):
         warm = positive[i] != (i in tone_wrong)
-        task["annotations"][0]["result"].append(
-            {
-                "id": "t0",
-                "from_name": "tone",
-                "to_name": "text",
-                "type": "choices",
-                "value": {"choices": ["warm" if warm else "cold"]},
-            }
-        )
+        _result(task).append(_choice("t0", "tone", "warm" if warm else "cold"))
     return tasks, wrong, tone_wrong
 
 
