@@ -3,11 +3,12 @@
 
 Starts a real Label Studio 1.23.2 and our backend on 127.0.0.1 in a temp dir, creates the NER
 test project of testbed/projects.py (50 CoNLL sentences, 5 deliberately wrong annotations),
-trains the backend through Label Studio, adds the review control to the project's config as a
+connects it with ``write_reason`` on (why each task is flagged, in its data) and trains the
+backend through Label Studio, adds the review control to the project's config as a
 lead does (``python -m backend.labelstudio.review_control PROJECT --apply``), sorts the Data Manager
 by prediction score, and in headless Chromium opens the first task of the queue whose annotation is
 right (the scouts doubt it all the same) and clicks *correct*: the photograph is of that moment,
-before *Update* (so nothing is decided).
+before *Update* (so nothing is decided). The control's header shows the task's reason.
 
 Run from the repository root (1 to 2 minutes on 2 CPU cores)::
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from backend.labelstudio import review_control
 from scripts.screenshot_data_manager import configure_view
+from subregweigh.io.labelstudio import REASON_FIELD
 from testbed.browser import (
     CHROMIUM,
     Page,
@@ -100,7 +102,7 @@ def main() -> None:
         tasks, wrong = ner_tasks(np.random.default_rng(7))
         project = ls.projects.create(title="CoNLL-2003 NER: review", label_config=NER_CONFIG)
         task_ids = import_tasks(ls, project.id, tasks)
-        connect_and_train(ls, project.id, backend.url)
+        connect_and_train(ls, project.id, backend.url, extra_params={"write_reason": True})
         status = wait_trained(backend, project.id)
         print(f"project {project.id}: model version {status['current_version']}")
         add_control(ls_server, project.id)
@@ -109,6 +111,12 @@ def main() -> None:
         wrong_ids = {task_ids[i] for i in wrong}
         task = next(t for t in queue if t not in wrong_ids)
         print(f"task {task}, right as annotated, is number {queue.index(task) + 1} of the queue")
+        deadline = time.monotonic() + 120
+        while REASON_FIELD not in (data := ls_server.api("GET", f"/api/tasks/{task}")["data"]):
+            if time.monotonic() > deadline:
+                sys.exit(f"screenshot_review_control: task {task} has no {REASON_FIELD} in data")
+            time.sleep(1)
+        print(f"its reason: {data[REASON_FIELD]}")
 
         with screenshot_file(args.out) as partial:
             shoot(ls_server.url, project.id, task, partial)

@@ -114,6 +114,22 @@ def ner_tasks(rng, n_tasks: int = N_TASKS, n_wrong: int = N_WRONG) -> tuple[list
     return tasks, set(wrong)
 
 
+def retyped_region(seed: int, tasks: list[dict], wrong: set[int], n_tasks: int):
+    """The first of ``wrong`` (``tasks, wrong = ner_tasks(default_rng(seed), n_tasks, ...)``)
+    whose entity is retyped, as ``(index, region, right label)``: a region's type to fix. The
+    same sentences drawn without errors say the right label."""
+    gold, _ = ner_tasks(np.random.default_rng(seed), n_tasks, 0)
+    fix = sorted(wrong)[0]  # ner_tasks retypes the first wrong one (every other one)
+    (region, right), *_ = [
+        (r, g["value"]["labels"][0])
+        for r, g in zip(
+            tasks[fix]["annotations"][0]["result"], gold[fix]["annotations"][0]["result"]
+        )
+        if r["value"]["labels"] != g["value"]["labels"]
+    ]
+    return fix, region, right
+
+
 def _annotated_task(ex, spans) -> dict:
     """A task of sentence ``ex`` with one annotation: the entities ``spans``."""
     return {"data": {"text": " ".join(ex.words)}, "annotations": [{"result": _regions(ex, spans)}]}

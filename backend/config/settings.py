@@ -442,6 +442,19 @@ SETTINGS: tuple[Setting, ...] = (
         group="review",
         per_project=True,
     ),
+    Setting(
+        "write_reason",
+        bool,
+        False,
+        "write why each task is flagged (the served note's first sentence, at most 240 "
+        "characters) into the task's data field srw_reason, which the review control's header "
+        "and a Data Manager column show; no other data field is changed; off: task data is "
+        "never written",
+        "SRW_WRITE_REASON",
+        ("--write-reason",),
+        group="review",
+        per_project=True,
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -20,6 +20,7 @@ from backend.queue import budget
 from backend.review import copies, reviews, served
 from backend.serving.changed import read_changed, write_scores
 from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
+from backend.serving.reasons import write_reasons
 from backend.store.store import ProjectStore, retrain_due
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
     if refreshed.get("refreshed"):
         _clean_up_after(api, store, refreshed["version"])
+    if pending:  # why each changed task is flagged, in its data (write_reason; bounded)
+        write_reasons(api, store, ours, first=pending)
     logger.info(
         "project %s: %d changed tasks rescored in %.1f s%s",
         project,

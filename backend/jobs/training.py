@@ -36,6 +36,7 @@ from backend.serving.publish import (
     stage_version,
     write_predictions,
 )
+from backend.serving.reasons import write_reasons
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import save_scout_proba
 from backend.serving.weighers import engine, part_params, release_memory
@@ -293,6 +294,7 @@ def _train(
     # predictions (some 15 s for 3,000 tasks' early scores), and the queue needs none of it.
     drop_superseded_predictions(api, store, project, version)  # timed in the next phase:
     # the phases before scores_seconds must add up to no more than it
+    write_reasons(api, store, settings)  # why each is flagged, in its data (write_reason)
     logger.info(
         "project %s: the review queue is sorted by version %s's scores (%s); weighing K "
         "candidates of %d tasks",
@@ -313,6 +315,7 @@ def _train(
         gone = write_predictions(api, project, version, new)
     if gone:  # deleted since the training read them
         store.drop_scores(version, gone)
+    write_reasons(api, store, settings)  # those the K candidates changed, and the rest
     clock.lap("complete")
     beware = learned.message() if learned is not None and learned.too_little else None
     return _trained(project, version, full, n_annotated, clock, beware=beware)

@@ -535,6 +535,14 @@ class LabelStudioAPI:
             ),
         )
 
+    def set_task_data(self, task: int, data: Mapping) -> None:
+        """Save ``data`` as task ``task``'s data (``PATCH /api/tasks/ID``; Label Studio 1.23
+        replaces the data whole, and keeps the task's annotations and predictions)."""
+        self._call(
+            f"write the data of task {task}",
+            lambda: self._raw("PATCH", f"api/tasks/{task}", json={"data": dict(data)}),
+        )
+
     def _raw(self, method: str, path: str, **kwargs):
         """A request the SDK has no method for, through its own client (auth, base URL); the
         answer's JSON, or ApiError as the SDK raises it."""

@@ -54,12 +54,19 @@ _NON_SPACE = re.compile(r"\S+")  # the words of str.split(), with their offsets
 # label (parse_tasks and infer_spec skip its regions).
 REVIEW_CONTROL = "srw_review"
 REVIEW_CHOICES = ("correct", "wrong (fixed)", "unsure")
+# The task data field where the backend writes why a task is flagged (its ``write_reason``
+# setting; off by default): the review control's header shows it on the labeling view. Never a
+# task's text: reading a task's only string field leaves it out.
+REASON_FIELD = "srw_reason"
 
 
 def review_control_xml(to_name: str) -> str:
-    """The config snippet of the review control, for the ``<Text name=to_name>`` it sits by."""
+    """The config snippet of the review control, for the ``<Text name=to_name>`` it sits by: a
+    ``<Header>`` showing the task's :data:`REASON_FIELD` (empty where the backend writes none;
+    it has no ``name``, so Label Studio asks no task for the field), then the ``<Choices>``."""
     choices = "".join(f'<Choice value="{value}"/>' for value in REVIEW_CHOICES)
     return (
+        f'<Header value="${REASON_FIELD}" size="5"/>'
         f'<Choices name="{REVIEW_CONTROL}" toName={quoteattr(to_name)} choice="single" '
         f'showInline="true">{choices}</Choices>'
     )
@@ -340,7 +347,9 @@ def _text(item: dict, data_key: str | None, where: str) -> str:
         if not isinstance(text, str):
             raise DataError(f"{where}: data[{data_key!r}] is {type(text).__name__}, not text")
     else:
-        fields = [key for key, value in data.items() if isinstance(value, str)]
+        fields = [
+            key for key, value in data.items() if isinstance(value, str) and key != REASON_FIELD
+        ]
         if len(fields) > 1:
             raise DataError(
                 f"{where}: data has several text fields ({', '.join(map(repr, fields))}); pass "

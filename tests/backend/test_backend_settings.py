@@ -289,9 +289,9 @@ def test_settings_are_the_declaration():
     assert set(TRAINING) <= set(PER_PROJECT)
     assert {"k", "n_samples", "n_scouts", "crf", "epochs", "min_annotations"} <= set(TRAINING)
     assert "max_request_mb" not in TRAINING  # each machine's own
-    # what users face (the 26th: self_review, issue 58; the 27th: weigh_controls, issue 62); the
-    # lab's switches are the engine's
-    assert len(SETTINGS) <= 27
+    # what users face (the 26th: self_review, issue 58; the 27th: weigh_controls, issue 62; the
+    # 28th: write_reason, issue 61); the lab's switches are the engine's
+    assert len(SETTINGS) <= 28
     assert set(SECRETS) == {"label_studio_api_key", "basic_auth_pass", "webhook_secret"}
 
 

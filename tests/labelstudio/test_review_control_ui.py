@@ -33,6 +33,7 @@ from testbed.projects import (
     classification_tasks,
     create_users,
     ner_tasks,
+    retyped_region,
     serving_entry,
     serving_prediction,
     wait_trained,
@@ -98,21 +99,11 @@ def review(tmp_path_factory):
             annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
             seed = 29
             ner, ner_wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
-            # the same sentences, every annotation right (the first draw picks the sentences)
-            gold, _ = ner_tasks(np.random.default_rng(seed), 30, 0)
             # one task annotated without any region, though its sentence has entities
             bare = next(i for i in range(len(ner)) if i not in ner_wrong)
             ner[bare]["annotations"][0]["result"] = []
-            # a task with an entity retyped (ner_tasks retypes every other wrong one), its
-            # region and the label that region should have
-            fix = sorted(ner_wrong)[0]
-            (region, right), *_ = [
-                (r, g["value"]["labels"][0])
-                for r, g in zip(
-                    ner[fix]["annotations"][0]["result"], gold[fix]["annotations"][0]["result"]
-                )
-                if r["value"]["labels"] != g["value"]["labels"]
-            ]
+            # a task with an entity retyped, its region and the label that region should have
+            fix, region, right = retyped_region(seed, ner, ner_wrong, 30)
             cls, cls_wrong = classification_tasks(np.random.default_rng(5), 24, 3)
             projects = {}
             for kind, config, tasks in [("ner", NER_CONFIG, ner), ("cls", CLS_CONFIG, cls)]:
