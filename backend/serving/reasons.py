@@ -43,10 +43,13 @@ _LINK = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)  # s3://, gs://, htt
 
 
 def _note(region: Mapping) -> str:
+    """A region's note in one line: the first sentence of each of its ``meta.text`` entries
+    (the scout's, then those added after it, e.g. the copies'), its full stop dropped, joined
+    by "; "."""
     text = (region.get("meta") or {}).get("text")
-    if isinstance(text, list):
-        text = " ".join(str(t) for t in text)
-    return text.strip() if isinstance(text, str) else ""
+    entries = text if isinstance(text, list) else [text]
+    said = (first_sentence(t).removesuffix(".") for t in entries if isinstance(t, str))
+    return "; ".join(s for s in said if s)
 
 
 def first_sentence(note: str) -> str:
@@ -65,7 +68,8 @@ def reason(entry: Mapping) -> str:
     ``score 0.04: "Paris": annotated as ORG (p 0.04); the scout says LOC (p 0.94)``: the
     served score, then the first sentence of the note of the lowest-scored region that has
     one (for NER the region's words first, where the notes differ; ``(+2 more on the
-    prediction's regions)`` when others have notes too). Without any note: that the scout
+    prediction's regions)`` when others have notes too). A task whose every annotation a
+    reviewer decided says who decided it and when. Without any note: that the scout
     agrees with the annotation, or (unannotated) that the score is the scout's own agreement.
     """
     score = entry.get("score")
@@ -75,16 +79,23 @@ def reason(entry: Mapping) -> str:
         for i, r in enumerate(entry.get("result") or ())
         if isinstance(r, Mapping) and _note(r)
     ]
-    if noted:
+    records = entry.get("annotations") or ()
+    if records and entry.get("confirmed") == len(records):  # every annotation decided
+        # who decided, as each region's first note says (:func:`confirmed_note`), not the
+        # notes added after it: a confirmed task's copies are flagged on the copies
+        first = next((r for r in entry.get("result") or () if isinstance(r, Mapping)), {})
+        said = (first.get("meta") or {}).get("text") or ["confirmed by a reviewer"]
+        text = first_sentence(str(said[0]))
+    elif noted:
         _, _, region = min(noted, key=lambda n: n[:2])
-        text = first_sentence(_note(region))
+        text = _note(region)
         if len({_note(r) for *_, r in noted}) > 1:  # notes that differ: say which region
             words = (region.get("value") or {}).get("text")
             if region.get("type") == "labels" and isinstance(words, str) and words:
                 text = f"{json.dumps(words, ensure_ascii=False)}: {text}"
             if len(noted) > 1:
                 text += f" (+{len(noted) - 1} more on the prediction's regions)"
-    elif entry.get("annotations"):
+    elif records:
         text = "the scout agrees with the annotation"
     else:
         text = "not annotated: the scout's own prediction, scored by how often its copies agree"

@@ -26,7 +26,7 @@ def test_the_lowest_scored_noted_region_gives_the_reason_with_its_words():
         [0.94, 0.81],
     )
     assert reason(entry) == (
-        'score 0.04: "Reuters": not annotated. (+1 more on the prediction\'s regions)'
+        'score 0.04: "Reuters": not annotated (+1 more on the prediction\'s regions)'
     )
     entry = ner_entry(["annotated as ORG (p 0.04); the scout says LOC (p 0.94)", None], [0.1, 0.9])
     assert reason(entry) == "score 0.04: annotated as ORG (p 0.04); the scout says LOC (p 0.94)"
@@ -39,10 +39,27 @@ def test_a_confirmed_task_says_who_confirmed_it_once():
         "decision": "confirmed",
         "result": ner_entry(None, None)["result"],
     }
-    entry = {"result": confirmed_result(decision), "score": 1.0, "annotations": [{}]}
+    entry = {
+        "result": confirmed_result(decision),
+        "score": 1.0,
+        "annotations": [{}],
+        "confirmed": 1,
+    }
+    entry["result"][1]["meta"]["text"].append("task 11 labels 'Reuters' as PER")  # a copy's
     text = reason(entry)
     assert text.startswith("score 1.00: confirmed by lead@example.com on 2026-12-03")
-    assert "Paris" not in text and "more" not in text
+    assert "Paris" not in text and "more" not in text and "task 11" not in text
+    assert reason({**entry, "result": []}) == "score 1.00: confirmed by a reviewer"
+
+
+def test_the_notes_a_region_gathered_read_as_one_line_each_its_first_sentence():
+    """A region's ``meta.text`` holds the scout's note and those added after it (a copy that
+    disagrees): each is a clause of the reason, not run into the one before."""
+    entry = ner_entry(["annotated as ORG (p 0.04); the CRF says LOC. More.", None], [0.1, 0.9])
+    entry["result"][0]["meta"]["text"].append("task 11 labels 'Paris' as LOC")
+    assert reason(entry) == (
+        "score 0.04: annotated as ORG (p 0.04); the CRF says LOC; task 11 labels 'Paris' as LOC"
+    )
 
 
 def test_no_note_and_no_annotation_say_so():

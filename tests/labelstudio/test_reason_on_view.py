@@ -250,7 +250,8 @@ def test_the_reason_shows_without_a_click_and_a_confirm_takes_two(lab, reviewer)
     # the reason follows the decision: the next job writes who confirmed it
     _wait(
         lambda: data(ctx, top)[REASON_FIELD].startswith(f"score 1.00: confirmed by {LS_USERNAME}"),
-        f"task {top}'s reason does not say it was confirmed: {data(ctx, top)[REASON_FIELD]!r}",
+        f"task {top}'s reason does not say it was confirmed",
+        log=lambda: f"{data(ctx, top)[REASON_FIELD]!r}\n{ctx.backend.log(60)}",
     )
 
 
