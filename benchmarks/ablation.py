@@ -32,10 +32,9 @@ from benchmarks.harness import (
     NOISE,
     SEEDS,
     arguments,
-    corrupt,
     document,
-    load,
-    mean_sd,
+    mean_base_rate,
+    noisy_sample,
     pm,
     ranking,
     seeded_main,
@@ -103,8 +102,7 @@ def weigh_variant(scout, noisy, corrupted, method, p, args, seed) -> dict:
 
 
 def run_seed(args, seed) -> dict:
-    task, examples = load(args.dataset, args.examples, seed)
-    noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
+    task, noisy, corrupted = noisy_sample(args.dataset, args.examples, args.noise, args.rate, seed)
     scout, scout_s = timed(
         Scout(task=task, epochs=args.epochs, random_state=seed, progress=False).fit, noisy
     )
@@ -138,7 +136,7 @@ def summarize(runs) -> dict:
 def markdown(result) -> str:
     cfg = result["config"]
     summary = result["summary"]
-    base = mean_sd([r["base_rate"] for r in result["runs"]])
+    base = mean_base_rate(result["runs"])
     lines = [
         f"## Ablation: {cfg['dataset']}, {cfg['noise']} noise {cfg['rate']:.0%}, "
         f"{cfg['examples']} examples, K={cfg['k']}, N={cfg['n_samples']}",

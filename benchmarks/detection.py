@@ -74,13 +74,12 @@ from benchmarks.harness import (
     cleanlab_out_of_fold,
     command,
     config,
-    corrupt,
     earlier_result,
     figure,
     footer,
-    load,
     lowest_gold,
     machine,
+    noisy_sample,
     pm,
     ranking,
     save,
@@ -206,8 +205,7 @@ def frozen_embeddings(args) -> bool | None:
 
 def run_one(args, size: int, seed: int) -> dict:
     """One (size, seed) run: every method's ranking metrics and wall time."""
-    task, examples = load(args.dataset, size, seed)
-    noisy, corrupted = corrupt(examples, task, args.noise, args.rate, seed)
+    task, noisy, corrupted = noisy_sample(args.dataset, size, args.noise, args.rate, seed)
     scout = Scout(
         model=args.model,
         task=task,

@@ -73,6 +73,7 @@ from benchmarks.harness import (
     corrupt,
     document,
     load,
+    mean_base_rate,
     mean_sd,
     now,
     pm,
@@ -455,7 +456,7 @@ def markdown(result) -> str:
     lines += table(header, rows, align="ll" + "r" * (len(header) - 2))
     if runs:
         per_seed = {r["seed"]: r for r in runs}  # the same subset and noise in every run
-        base = mean_sd([r["base_rate"] for r in per_seed.values()])
+        base = mean_base_rate(list(per_seed.values()))
         corrupted = mean_sd([r["n_corrupted"] for r in per_seed.values()])
         lines += [
             "",

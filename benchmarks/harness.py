@@ -15,6 +15,7 @@ Data and noise
     ``sample(examples, n, seed)``         a seeded random subset of n, in file order
     ``load(dataset, n, seed)``            (task, ``sample`` of the data set)
     ``NOISE``, ``corrupt(...)``           noise kinds (sentence, paper, flip) -> (noisy, flags)
+    ``noisy_sample(dataset, n, noise, rate, seed)``  (task, noisy, flags): ``load``, ``corrupt``
     ``SEEDS``                             the default number of seeds (runs use 0..SEEDS-1)
 Scores and metrics (a *quality* score: lower = more doubtful)
     ``ranking(quality, flags)``           AP, AUROC, precision in the top 50, R-precision
@@ -30,6 +31,7 @@ Scores and metrics (a *quality* score: lower = more doubtful)
     ``timed_cpu(fn, *args, **kwargs)``    (fn's result, wall seconds, CPU seconds)
 Summaries, tables, plots
     ``mean_sd(values)``, ``pm(stat)``     {"mean", "sd", "n"}, and "0.512 ± 0.034"
+    ``mean_base_rate(runs)``              mean_sd of the runs' base rates
     ``summarize_rows(rows, keys)``        mean_sd of each key present in every row
     ``table(header, rows, align)``        markdown table lines
     ``figure(path)``                      context manager: matplotlib axes saved to path (PNG)
@@ -153,6 +155,13 @@ def corrupt(examples, task: str, noise: str, rate: float, seed: int):
     if noise == "paper":
         return inject_ner_noise(examples, rate, random_state=seed)
     return inject_sentence_noise(examples, rate, task=task, random_state=seed)
+
+
+def noisy_sample(dataset: str, n: int, noise: str, rate: float, seed: int):
+    """``(task, noisy examples, corrupted flags)``: :func:`load`'s ``n`` examples of ``dataset``
+    drawn with ``seed``, given :func:`corrupt`'s ``noise`` at ``rate`` with the same seed."""
+    task, examples = load(dataset, n, seed)
+    return (task, *corrupt(examples, task, noise, rate, seed))
 
 
 # ----------------------------------------------------------------------------- scores, metrics
@@ -280,6 +289,11 @@ def pm(stat: dict, digits: int = 3) -> str:
     if stat["n"] > 1:
         return f"{stat['mean']:.{digits}f} ± {stat['sd']:.{digits}f}"
     return f"{stat['mean']:.{digits}f}"
+
+
+def mean_base_rate(runs: Sequence[dict]) -> dict:
+    """:func:`mean_sd` of the runs' ``base_rate`` (the share of corrupted examples)."""
+    return mean_sd([r["base_rate"] for r in runs])
 
 
 def summarize_rows(rows: Sequence[dict], keys: Sequence[str]) -> dict:

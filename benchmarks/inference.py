@@ -38,9 +38,8 @@ from benchmarks.harness import (
     arguments,
     command,
     config,
-    corrupt,
     document,
-    load,
+    noisy_sample,
     ranking,
     report,
     stamp,
@@ -142,8 +141,7 @@ def main(argv=None) -> int:
     start(None)  # --threads here is a list: each weighing sets its own
     command_line = command("inference", argv)
     torch.set_num_threads(args.threads[0])
-    _, examples = load("conll", args.examples, args.seed)
-    noisy, corrupted = corrupt(examples, "ner", "sentence", 0.15, args.seed)
+    _, noisy, corrupted = noisy_sample("conll", args.examples, "sentence", 0.15, args.seed)
     scout = Scout(random_state=args.seed, progress=False).fit(noisy)
     params = dict(n_samples=args.n_samples, k=args.k, random_state=args.seed, progress=False)
     candidates = SubRegWeigh.from_parts([scout], **params).candidates(noisy)

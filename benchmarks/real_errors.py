@@ -636,17 +636,19 @@ def markdown(result) -> str:
         "with its run's seed). Lower score = more doubtful.",
     ]
     for size, s in result["summary"].items():
-        lines += [
-            "",
+        lines += size_section(
+            s,
             f"### {'The whole set' if size == 'all' else f'{size} sentences'} "
             f"({s['n']} sentences, base rate {harness.pm(s['base_rate'])}, "
             f"{harness.pm(s['n_errors'], 1)} erroneous)",
-            "",
-        ]
-        lines += learned_lines(s)
-        lines += methods_table(s["methods"])
-    lines += ["", *harness.footer(result)]
-    return "\n".join(lines) + "\n"
+        )
+    return harness.document(lines, result)
+
+
+def size_section(summary: dict, heading: str) -> list[str]:
+    """The markdown of one size's :func:`summarize`: ``heading``, what the first scout learned
+    (:func:`learned_lines`) and the scores' table (:func:`methods_table`)."""
+    return ["", heading, "", *learned_lines(summary), *methods_table(summary["methods"])]
 
 
 def learned_lines(summary: dict) -> list[str]:

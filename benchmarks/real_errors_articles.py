@@ -207,15 +207,12 @@ def markdown(result) -> str:
         "doubtful.",
     ]
     for size, s in result["summary"].items():
-        lines += [
-            "",
+        lines += real_errors.size_section(
+            s,
             f"### {'Every article' if size == 'all' else f'{size} articles'} ({s['n']} "
             f"articles, median {s['median_words']['mean']:.0f} words, base rate "
             f"{harness.pm(s['base_rate'])}, {harness.pm(s['n_errors'], 1)} erroneous)",
-            "",
-        ]
-        lines += real_errors.learned_lines(s)
-        lines += real_errors.methods_table(s["methods"])
+        )
         check = s["length_check"]
         lines += [
             "",
@@ -241,8 +238,7 @@ def markdown(result) -> str:
             f"the deterministic score's AP {harness.pm(det['ap'])}, AUROC "
             f"{harness.pm(det['auroc'])}.",
         ]
-    lines += ["", *harness.footer(result)]
-    return "\n".join(lines) + "\n"
+    return harness.document(lines, result)
 
 
 def main(argv=None) -> int:

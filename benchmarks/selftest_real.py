@@ -193,8 +193,7 @@ def markdown(result) -> str:
     lines += harness.table(
         ["data", "sentences", "erroneous", *CHANGE_KINDS], mix_rows, align="lrr" + "r" * 4
     )
-    lines += ["", *harness.footer(result)]
-    return "\n".join(lines) + "\n"
+    return harness.document(lines, result)
 
 
 def main(argv=None) -> int:

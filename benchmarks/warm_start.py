@@ -37,10 +37,10 @@ import numpy as np
 from benchmarks.harness import (
     SEEDS,
     arguments,
-    corrupt,
     document,
-    load,
+    mean_base_rate,
     mean_sd,
+    noisy_sample,
     pm,
     ranking,
     seeded_main,
@@ -92,8 +92,7 @@ def timed_fit(scout: Scout, examples) -> tuple[Scout, dict]:
 
 
 def run_seed(args, seed: int) -> dict:
-    _, examples = load("conll", args.examples, seed)
-    noisy, corrupted = corrupt(examples, "ner", "sentence", 0.15, seed)
+    _, noisy, corrupted = noisy_sample("conll", args.examples, "sentence", 0.15, seed)
     first = args.examples - args.steps * args.change
 
     def scout(**params) -> Scout:
@@ -161,7 +160,7 @@ def summarize(runs) -> dict:
 
 def markdown(result) -> str:
     cfg, summary = result["config"], result["summary"]
-    base = mean_sd([r["base_rate"] for r in result["runs"]])
+    base = mean_base_rate(result["runs"])
     first = cfg["examples"] - cfg["steps"] * cfg["change"]
     lines = [
         f"## Warm-start retraining: CoNLL-2003, {cfg['examples']} sentences, 15% with one error",

@@ -160,6 +160,8 @@ class CrfStudy:
     draws : list of (indices, p(gold))
         Per seed, ``--draws`` sentences drawn and one cached scout's p(gold) of them
         (:func:`drawn_golds`); [] without ``--draws``.
+    draw_size : int
+        ``--draws``: the sentences of a draw (0: none drawn).
     """
 
     original: list
@@ -167,6 +169,12 @@ class CrfStudy:
     parts: dict
     scouts: list
     draws: list
+    draw_size: int = 0
+
+    @property
+    def draws_name(self) -> str:
+        """The draws in words, ``"1000-sentence draws"``; "" without them."""
+        return f"{self.draw_size}-sentence draws" if self.draw_size else ""
 
     def quality(self, crf_gold) -> dict:
         """:func:`crf_quality` of a CRF's p(gold) of every word of the whole set."""
@@ -177,16 +185,22 @@ class CrfStudy:
         the cached scout's p(gold) of them."""
         return [([self.original[i] for i in pick], pick, gold) for pick, gold in self.draws]
 
-    def intro(self, varied: str, seeds: int) -> str:
+    def intro(self, varied: str, seeds: int, on_draws: str = "") -> str:
         """The first sentences of the study's table: the set, its base rate, and what the rows
-        give (``varied``: what the CRF is trained with in each row; ``seeds``: the scouts')."""
+        give (``varied``: what the CRF is trained with in each row; ``seeds``: the scouts'),
+        then, with draws, the CRF's mix on them with one scout, and ``on_draws``."""
         from benchmarks.real_errors import halves_base_rate
 
+        drawn = (
+            f"; on {self.draws_name}, its mix with one cached scout per seed{on_draws}"
+            if self.draw_size
+            else ""
+        )
         return (
             f"CoNLL-2003 test against CoNLL++. {halves_base_rate(self.flags)} The product's CRF "
             f"trained on the whole set as annotated with {varied}: its own AP, and its mix with "
             f"the cached scouts ({MEMBERS} scouts of {EPOCHS} epochs, mean ± sd over {seeds} "
-            "seeds)"
+            f"seeds){drawn}"
         )
 
     def mix_on_draw(self, pick, scout_gold, crf_gold) -> dict[str, float]:
@@ -201,7 +215,7 @@ def crf_study(args) -> CrfStudy:
     harness.start(args.threads)
     original, flags, parts = real_error_halves()
     draws = drawn_golds(args, original) if args.draws else []
-    return CrfStudy(original, flags, parts, ensemble_golds(args, original), draws)
+    return CrfStudy(original, flags, parts, ensemble_golds(args, original), draws, args.draws or 0)
 
 
 def save(module: str, stem: str, argv, lines: list[str], **fields) -> str:

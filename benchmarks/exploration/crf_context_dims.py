@@ -59,26 +59,25 @@ def main(argv=None) -> int:
 
 
 def markdown(rows: dict, study, args) -> list[str]:
-    draws = f"{args.draws}-sentence draws" if args.draws else ""
+    refits = (
+        ", and the refit's seconds there (CRFsuite alone, the projection kept: what a refresh "
+        f"waits for; the mean over the draws of the median of {REFITS}), this machine"
+    )
     return [
         "## How many context components the CRF needs",
         "",
-        study.intro("each number of context components", args.seeds)
-        + (
-            f"; on {draws}, its mix with one cached scout per seed, and the refit's seconds "
-            "there (CRFsuite alone, the projection kept: what a refresh waits for; the mean "
-            f"over the draws of the median of {REFITS}), this machine"
-            if draws
-            else ""
-        )
-        + ".",
+        study.intro("each number of context components", args.seeds, on_draws=refits) + ".",
         "",
         *harness.table(
             ["context components", *CRF_COLUMNS]
-            + ([f"mix AP, {draws}", "refit s"] if draws else []),
+            + ([f"mix AP, {study.draws_name}", "refit s"] if study.draw_size else []),
             [
                 [str(dims), *crf_cells(row)]
-                + ([harness.pm(row["drawn"]["AP whole"]), f"{row['refit s']:.2f}"] if draws else [])
+                + (
+                    [harness.pm(row["drawn"]["AP whole"]), f"{row['refit s']:.2f}"]
+                    if study.draw_size
+                    else []
+                )
                 for dims, row in rows.items()
             ],
         ),

@@ -54,22 +54,20 @@ def main(argv=None) -> int:
 
 
 def markdown(rows: dict, study, args) -> list[str]:
-    draws = f"{args.draws}-sentence draws" if args.draws else ""
     return [
         "## The CRF's context vectors in bfloat16",
         "",
         study.intro("its context vectors computed at each precision", args.seeds)
-        + (f"; on {draws}, its mix with one cached scout per seed" if draws else "")
         + ". Seconds: the vectors alone, on the whole set (3,453 sentences) and on CoNLL++ "
         "train (14,041), this machine.",
         "",
         *harness.table(
             ["precision", *CRF_COLUMNS]
-            + ([f"mix AP, {draws}"] if draws else [])
+            + ([f"mix AP, {study.draws_name}"] if study.draw_size else [])
             + ["vectors s, 3,453", "vectors s, 14,041"],
             [
                 [precision, *crf_cells(row)]
-                + ([harness.pm(row["drawn"]["AP whole"])] if draws else [])
+                + ([harness.pm(row["drawn"]["AP whole"])] if study.draw_size else [])
                 + [f"{row['vectors s whole set']:.1f}", f"{row['vectors s 14041']:.1f}"]
                 for precision, row in rows.items()
             ],

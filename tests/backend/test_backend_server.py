@@ -77,12 +77,17 @@ def _call(client, method, path, body, headers=None):
     return client.post(path, json=body, headers=headers)
 
 
-def _refused(client, path: str, **request) -> str:
-    """POST ``request`` (``json=`` or ``data=``) to ``path`` as the right user: it answers 400;
-    its error message."""
+def _answer(client, path: str, status: int, **request) -> dict:
+    """POST ``request`` (``json=`` or ``data=``) to ``path`` as the right user: it answers
+    ``status``; its JSON body."""
     response = client.post(path, headers=GOOD, **request)
-    assert response.status_code == 400
-    return response.get_json()["error"]
+    assert response.status_code == status, response.get_json()
+    return response.get_json()
+
+
+def _refused(client, path: str, **request) -> str:
+    """:func:`_answer` 400: its error message."""
+    return _answer(client, path, 400, **request)["error"]
 
 
 # ----------------------------------------------------------------------------- auth
@@ -154,19 +159,14 @@ def test_setup_bad_requests(backend, body, fragment):
 
 def test_setup_ner_config_untrained(backend):
     _, client, _ = backend
-    response = client.post(
-        "/setup",
-        json={
-            "project": "1.1700000000",
-            "schema": NER_CONFIG,
-            "hostname": "http://localhost:8080",
-            "access_token": "tok",
-            "extra_params": "",
-        },
-        headers=GOOD,
-    )
-    assert response.status_code == 200
-    assert response.get_json() == {"model_version": "subregweigh-untrained"}
+    setup = {
+        "project": "1.1700000000",
+        "schema": NER_CONFIG,
+        "hostname": "http://localhost:8080",
+        "access_token": "tok",
+        "extra_params": "",
+    }
+    assert _answer(client, "/setup", 200, json=setup) == {"model_version": "subregweigh-untrained"}
 
 
 def test_setup_reports_published_version(backend, tmp_path):
@@ -215,18 +215,13 @@ def test_predict_bad_requests(backend, body, fragment):
 def test_predict_before_training_empty_results_in_order(backend):
     _, client, _ = backend
     tasks = [_task(30), _task(10, "Paris"), {"id": 20, "data": {"other": "x"}}, _task(40, "")]
-    response = client.post(
-        "/predict",
-        json={
-            "project": "1.1700000000",
-            "label_config": NER_CONFIG,
-            "tasks": tasks,
-            "params": {"login": None, "password": None, "context": None},
-        },
-        headers=GOOD,
-    )
-    assert response.status_code == 200
-    body = response.get_json()
+    request = {
+        "project": "1.1700000000",
+        "label_config": NER_CONFIG,
+        "tasks": tasks,
+        "params": {"login": None, "password": None, "context": None},
+    }
+    body = _answer(client, "/predict", 200, json=request)
     assert body["model_version"] == "subregweigh-untrained"
     assert body["results"] == [{"result": [], "model_version": "subregweigh-untrained"}] * len(
         tasks
@@ -235,11 +230,8 @@ def test_predict_before_training_empty_results_in_order(backend):
 
 def test_predict_no_tasks(backend):
     _, client, _ = backend
-    response = client.post(
-        "/predict", json={"project": "1", "label_config": NER_CONFIG, "tasks": []}, headers=GOOD
-    )
-    assert response.status_code == 200
-    assert response.get_json()["results"] == []
+    request = {"project": "1", "label_config": NER_CONFIG, "tasks": []}
+    assert _answer(client, "/predict", 200, json=request)["results"] == []
 
 
 def test_each_route_caps_its_body_with_413_before_reading_it(backend):
@@ -287,11 +279,8 @@ def test_webhook_unknown_action_400(backend):
 @pytest.mark.parametrize("action", ["PROJECT_UPDATED", "TASKS_CREATED", "TASKS_DELETED"])
 def test_webhook_ignored_actions(backend, action):
     _, client, runner = backend
-    response = client.post(
-        "/webhook", json={"action": action, "project": {"id": 1, "title": "p"}}, headers=GOOD
-    )
-    assert response.status_code == 200
-    assert response.get_json() == {"status": "ignored", "action": action}
+    event = {"action": action, "project": {"id": 1, "title": "p"}}
+    assert _answer(client, "/webhook", 200, json=event) == {"status": "ignored", "action": action}
     assert runner.submitted == []
 
 
@@ -346,18 +335,16 @@ def test_webhook_annotation_events_counted_until_retrain_after(backend):
     _, client, runner = backend
     events = ["ANNOTATION_CREATED", "ANNOTATION_UPDATED"]
     for i, action in enumerate(events):  # retrain_after=3: the first two are only counted
-        response = client.post(
-            "/webhook",
-            json={
-                "action": action,
-                "project": {"id": 5},
-                "task": {"id": 100 + i},
-                "annotation": {"id": 200 + i, "result": []},
-            },
-            headers=GOOD,
-        )
-        assert response.status_code == 200
-        assert response.get_json() == {"status": "counted", "action": action}
+        event = {
+            "action": action,
+            "project": {"id": 5},
+            "task": {"id": 100 + i},
+            "annotation": {"id": 200 + i, "result": []},
+        }
+        assert _answer(client, "/webhook", 200, json=event) == {
+            "status": "counted",
+            "action": action,
+        }
         assert runner.submitted == []
         status = client.get("/status?project=5", headers=GOOD).get_json()
         assert status["events_since_training"] == i + 1
@@ -386,11 +373,9 @@ def test_annotation_changes_are_queued_for_a_rescore_once_a_version_serves(tmp_p
     rescores = app.extensions["subregweigh"]["rescore_runner"]
 
     def send(action, **body):
-        response = client.post(
-            "/webhook", json={"action": action, "project": {"id": 5}, **body}, headers=GOOD
+        return _answer(
+            client, "/webhook", 200, json={"action": action, "project": {"id": 5}, **body}
         )
-        assert response.status_code == 200, response.get_json()
-        return response.get_json()
 
     # Before the first training, with none running: counted; no task kept (nothing reads it).
     assert send("ANNOTATION_CREATED", task={"id": 99}, annotation={"id": 1}) == {

@@ -211,6 +211,17 @@ def region(start, end, label, from_name="label", rid="r1"):
     }
 
 
+def choices(*values, from_name="sentiment", to_name="review", **extra):
+    """A Choices region choosing ``values``, of SINGLE_CHOICE's control unless told."""
+    return {
+        "from_name": from_name,
+        "to_name": to_name,
+        "type": "choices",
+        "value": {"choices": list(values)},
+        **extra,
+    }
+
+
 def ner_task(task_id=1, annotations=(), text=TEXT, **extra):
     task = {
         "id": task_id,
@@ -296,28 +307,8 @@ def test_unknown_choice_skips_that_annotation_with_warning():
         "id": 7,
         "data": {"sentence": "great film"},
         "annotations": [
-            annotation(
-                40,
-                [
-                    {
-                        "from_name": "sentiment",
-                        "to_name": "review",
-                        "type": "choices",
-                        "value": {"choices": ["neutral"]},
-                    }
-                ],
-            ),
-            annotation(
-                41,
-                [
-                    {
-                        "from_name": "sentiment",
-                        "to_name": "review",
-                        "type": "choices",
-                        "value": {"choices": ["positive"]},
-                    }
-                ],
-            ),
+            annotation(40, [choices("neutral")]),
+            annotation(41, [choices("positive")]),
         ],
     }
     item, warnings = task_examples(task, SINGLE)
@@ -413,19 +404,7 @@ def test_classification_single_and_multi():
     single = {
         "id": 19,
         "data": {"sentence": "A fine, moving film."},
-        "annotations": [
-            annotation(
-                100,
-                [
-                    {
-                        "from_name": "sentiment",
-                        "to_name": "review",
-                        "type": "choices",
-                        "value": {"choices": ["positive"]},
-                    }
-                ],
-            )
-        ],
+        "annotations": [annotation(100, [choices("positive")])],
     }
     item = task_examples(single, SINGLE)[0]
     assert item.examples[0].label == ("positive",)
@@ -437,17 +416,7 @@ def test_classification_single_and_multi():
         "id": 20,
         "data": {"text": "Election results and a football match"},
         "annotations": [
-            annotation(
-                101,
-                [
-                    {
-                        "from_name": "topic",
-                        "to_name": "text",
-                        "type": "choices",
-                        "value": {"choices": ["sports", "politics"]},
-                    }
-                ],
-            )
+            annotation(101, [choices("sports", "politics", from_name="topic", to_name="text")])
         ],
     }
     assert task_examples(multi, MULTI)[0].examples[0].label == ("politics", "sports")
@@ -457,19 +426,7 @@ def test_two_choices_in_a_single_choice_config_skipped():
     task = {
         "id": 21,
         "data": {"sentence": "meh"},
-        "annotations": [
-            annotation(
-                102,
-                [
-                    {
-                        "from_name": "sentiment",
-                        "to_name": "review",
-                        "type": "choices",
-                        "value": {"choices": ["positive", "negative"]},
-                    }
-                ],
-            )
-        ],
+        "annotations": [annotation(102, [choices("positive", "negative")])],
     }
     item, warnings = task_examples(task, SINGLE)
     assert not item.examples
@@ -543,20 +500,7 @@ def test_fingerprint_classification_label_change():
         return {
             "id": 33,
             "data": {"sentence": "ok"},
-            "annotations": [
-                annotation(
-                    204,
-                    [
-                        {
-                            "id": "x",
-                            "from_name": "sentiment",
-                            "to_name": "review",
-                            "type": "choices",
-                            "value": {"choices": [choice]},
-                        }
-                    ],
-                )
-            ],
+            "annotations": [annotation(204, [choices(choice, id="x")])],
         }
 
     assert _fp(task("positive"), SINGLE) != _fp(task("negative"), SINGLE)

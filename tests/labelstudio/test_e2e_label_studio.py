@@ -145,14 +145,15 @@ def test_label_studio_end_to_end(label_studio, jobs, project_kind, tmp_path):
 @contextlib.contextmanager
 def _trained(label_studio, tmp_path, title, tasks, env=None):
     """A backend with ENGINE_ENV (and ``env``) and a new NER project of ``tasks`` connected to
-    it, its training started: ``(ls, backend, project, task ids)``."""
+    it, its training started and waited for: ``(ls, backend, project, task ids, the trained
+    status)``."""
     env = {**ENGINE_ENV, **(env or {}), **label_studio.backend_env}
     with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
         ls = label_studio.sdk()
         project = ls.projects.create(title=title, label_config=NER_CONFIG)
         ids = import_tasks(ls, project.id, tasks)
         connect_and_train(ls, project.id, backend.url)
-        yield ls, backend, project, ids
+        yield ls, backend, project, ids, wait_trained(backend, project.id)
 
 
 def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_path):
@@ -170,8 +171,8 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
         backend,
         project,
         ids,
+        status,
     ):
-        status = wait_trained(backend, project.id)
         version = status["current_version"]
 
         assert status["scores_in_label_studio"] == version
@@ -206,6 +207,14 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
             assert 0 <= annotation["reliability"] <= 1 and 0 <= annotation["probability"] <= 1
 
 
+def _final_and_early(status: dict) -> tuple[str, str]:
+    """A finished training's final and early versions, the early one published first and the
+    final one's scores the ones in Label Studio."""
+    final, early = status["current_version"], status["early_version"]
+    assert early and early < final and status["scores_in_label_studio"] == final
+    return final, early
+
+
 def _served_and_early_scores(ls, project, versions, final: str, early: str):
     """``(scores, early_scores)``: task id -> the score of its one prediction in Label Studio,
     which must be ``final``'s, and the ``early`` version's stored score of those tasks."""
@@ -229,11 +238,9 @@ def test_a_ner_training_publishes_its_crf_s_scores_while_the_scout_trains(label_
         backend,
         project,
         ids,
+        status,
     ):
-        status = wait_trained(backend, project.id)
-        final, early = status["current_version"], status["early_version"]
-
-        assert early and early < final and status["scores_in_label_studio"] == final
+        final, early = _final_and_early(status)
         versions = tmp_path / "models" / str(project.id) / "versions"
         assert sorted(
             p.name for p in (versions / early).iterdir() if p.name.startswith(("scout", "crf"))
@@ -258,11 +265,8 @@ def test_an_ensemble_publishes_its_first_scout_s_scores_then_its_own(label_studi
     tasks, _ = ner_tasks(np.random.default_rng(12), 30, 3)
     # 4 steps a scout (2 batches, 2 epochs), far below twice backend.jobs.training.EARLY_STEPS
     env = {**PLUMBING_ENV, "SRW_SCOUTS": "2"}
-    with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, backend, project, ids):
-        status = wait_trained(backend, project.id)
-        final, early = status["current_version"], status["early_version"]
-
-        assert early and early < final and status["scores_in_label_studio"] == final
+    with _trained(label_studio, tmp_path, "ensemble", tasks, env) as (ls, _, project, ids, status):
+        final, early = _final_and_early(status)
         assert ls.projects.get(id=project.id).model_version == final
         assert 0 < status["early_seconds"] < status["scores_seconds"]
         versions = tmp_path / "models" / str(project.id) / "versions"

@@ -222,20 +222,29 @@ def _disjoint(wrong: set[int], other: set[int], n: int) -> dict[int, int]:
     return {i: (i + shift) % n for i in range(n)}
 
 
+def _beside(
+    wrong: set[int], others: list[dict], others_wrong: set[int]
+) -> tuple[list[dict], set[int]]:
+    """``others`` reordered (:func:`_disjoint`) to stand beside tasks whose wrong ones are
+    ``wrong``, the i-th beside the i-th, no two wrong ones together: the reordered tasks, and
+    where their wrong ones stand now."""
+    moved = _disjoint(wrong, others_wrong, N_TASKS)
+    by_index = {moved[i]: task for i, task in enumerate(others)}
+    return [by_index[i] for i in range(N_TASKS)], {moved[i] for i in others_wrong}
+
+
 def _ner_and_review_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
     """:func:`ner_tasks` on ``text`` beside :func:`classification_tasks` on ``review``, one
     annotation holding both controls' regions: the tasks, the NER errors', the sentiment's."""
     ner, ner_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
-    cls, cls_wrong = classification_tasks(rng, N_TASKS, N_WRONG)
-    moved = _disjoint(ner_wrong, cls_wrong, N_TASKS)
-    by_index = {moved[i]: task for i, task in enumerate(cls)}
+    reviews, review_wrong = _beside(ner_wrong, *classification_tasks(rng, N_TASKS, N_WRONG))
     tasks = []
-    for i, task in enumerate(ner):
-        (choice,) = by_index[i]["annotations"][0]["result"]
+    for task, review in zip(ner, reviews):
+        (choice,) = review["annotations"][0]["result"]
         result = [*task["annotations"][0]["result"], {**choice, "to_name": "review"}]
-        data = {**task["data"], "review": by_index[i]["data"]["text"]}
+        data = {**task["data"], "review": review["data"]["text"]}
         tasks.append({"data": data, "annotations": [{"result": result}]})
-    return tasks, ner_wrong, {moved[i] for i in cls_wrong}
+    return tasks, ner_wrong, review_wrong
 
 
 def _ner_and_topic_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
@@ -256,12 +265,9 @@ def _title_and_body_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
     by a Labels of its own, their errors on other tasks: the tasks, the title's errors, the
     body's."""
     titles, title_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
-    bodies, body_wrong = ner_tasks(rng, N_TASKS, N_WRONG)
-    moved = _disjoint(title_wrong, body_wrong, N_TASKS)
-    body_of = {moved[i]: task for i, task in enumerate(bodies)}
+    bodies, body_wrong = _beside(title_wrong, *ner_tasks(rng, N_TASKS, N_WRONG))
     tasks = []
-    for i, title in enumerate(titles):
-        body = body_of[i]
+    for title, body in zip(titles, bodies):
         result = [
             *({**r, "from_name": "title_label", "to_name": "title"} for r in _result(title)),
             *(
@@ -271,7 +277,7 @@ def _title_and_body_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
         ]
         data = {"title": title["data"]["text"], "body": body["data"]["text"]}
         tasks.append({"data": data, "annotations": [{"result": result}]})
-    return tasks, title_wrong, {moved[i] for i in body_wrong}
+    return tasks, title_wrong, body_wrong
 
 
 def _result(task: dict) -> list[dict]:
