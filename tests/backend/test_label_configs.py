@@ -9,6 +9,7 @@ annotation_templates/natural-language-processing/*/config.yml), as a new project
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -544,6 +545,12 @@ def test_several_controls_merge_into_one_entry_at_the_lowest_score_naming_each_c
     assert report["meta"]["controls"]["summary"].startswith(
         "weighed: 'ner' (Labels) on 'text', 'flag' (Choices) on 'text'; left alone: 'comment'"
     )
+    page = " ".join(html.unescape(render(report, "9")).split())  # each control, in words
+    assert "2 labeling controls weighed, each on its own: 'ner' (Labels), 'flag' (Choices)" in page
+    for i, name in enumerate(("'ner' (Labels)", "'flag' (Choices)"), 1):
+        assert f'id="label-table-{i}"' in page and f'id="annotator-table-{i}"' in page
+        assert f"Per label: where the scout's majority disagrees, control {name}" in page
+    assert 'id="label-table"' not in page
 
 
 # ----------------------------------------------------------------------------- the setting
