@@ -9,7 +9,9 @@ differently, linked; pure functions over one :class:`Labelled` per task, by hash
 
 :func:`find_copies` groups the tasks by each key (a text, an entity string) in one pass, and
 keeps the groups holding two labels or more (:class:`CopyGroup`): its cost is the number of
-tasks and annotated entities, never the number of pairs. :func:`links` reads one task's links
+tasks and annotated entities, never the number of pairs; a project of several labeling
+controls finds each control's copies apart and joins them (:func:`by_control`), each group
+naming its control. :func:`links` reads one task's links
 from its groups, naming at most :data:`MAX_NAMED` other tasks per group and counting the rest;
 :func:`contradicted` counts, for each task, the decided copies (a reviewer confirmed or fixed
 them) that label it otherwise, the number the served score halves by
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from subregweigh.example import Task
@@ -77,11 +79,18 @@ class CopyGroup:
         Task id -> what it labels the key as: for ``"text"`` the sorted distinct labels of
         its annotations (each a tuple: tags or classes), for ``"entity"`` the sorted entity
         types its annotations give the string. At least two distinct values.
+    task : {"ner", "classification"}, default "ner"
+        What the labels are: IOB2 tag sequences or classes.
+    control : str or None, default None
+        The labeling control whose labels these are, in a project of several
+        (:func:`by_control`); None for one.
     """
 
     kind: Kind
     key: str
     values: dict[str, tuple]
+    task: Task = "ner"
+    control: str | None = None
     by_value: dict[tuple, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -101,15 +110,14 @@ class Copies:
 
     Attributes
     ----------
-    kind : {"ner", "classification"}
     groups : tuple of CopyGroup
-        Every group of two labels or more, texts first, then entity strings.
+        Every group of two labels or more, texts first, then entity strings (several controls:
+        each control's in turn, :func:`by_control`).
     of_task : dict
         Task id -> the indices in ``groups`` of the groups it is in; a task linked to nothing
         is not a key.
     """
 
-    kind: Task
     groups: tuple[CopyGroup, ...]
     of_task: dict[str, tuple[int, ...]]
 
@@ -161,20 +169,37 @@ def find_copies(tasks: Sequence[Labelled], kind: Task) -> Copies:
                 for string, etype in _entities(item.words, tags):
                     strings[string][item.task].add(etype)
     groups = [
-        CopyGroup(TEXT, key, values)
+        CopyGroup(TEXT, key, values, kind)
         for key, values in texts.items()
         if len(set(values.values())) > 1
     ]
     groups += [
-        CopyGroup(ENTITY, key, {t: tuple(sorted(types)) for t, types in by_task.items()})
+        CopyGroup(ENTITY, key, {t: tuple(sorted(types)) for t, types in by_task.items()}, kind)
         for key, by_task in strings.items()
         if len({frozenset(types) for types in by_task.values()}) > 1
     ]
+    return _indexed(groups)
+
+
+def _indexed(groups: Sequence[CopyGroup]) -> Copies:
     of_task: dict[str, list[int]] = defaultdict(list)
     for g, group in enumerate(groups):
         for task in group.values:
             of_task[task].append(g)
-    return Copies(kind, tuple(groups), {t: tuple(gs) for t, gs in of_task.items()})
+    return Copies(tuple(groups), {t: tuple(gs) for t, gs in of_task.items()})
+
+
+def by_control(per_control: Mapping[str, Copies]) -> Copies:
+    """The copies of a project of several labeling controls, from each control's
+    (:func:`find_copies` over that control's labels alone): every group kept, naming its
+    control, so that two tasks disagree only where one control labels them otherwise."""
+    return _indexed(
+        [
+            replace(group, control=control)
+            for control, copies in per_control.items()
+            for group in copies.groups
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------ decisions
@@ -248,12 +273,15 @@ class Link:
     entity : str or None
         NER: the entity string the link is about (for a text link, the first entity where the
         first task named differs): where a prediction shows the note.
+    control : str or None
+        The labeling control the copies disagree on (:attr:`CopyGroup.control`).
     """
 
     kind: Kind
     named: tuple[Other, ...]
     more: int
     entity: str | None = None
+    control: str | None = None
 
 
 def _task_order(task: str):
@@ -325,21 +353,21 @@ def links(
         named = fresh[:MAX_NAMED]
         if not named:
             continue
-        others = tuple(_other(copies, group, task, t, decided.get(t)) for t in named)
+        others = tuple(_other(group, task, t, decided.get(t)) for t in named)
         # the group's others named by an earlier link are not "more" either
         before = sum(group.values.get(t, mine) != mine for t in named_already)
         named_already.update(named)
         entity = group.key if group.kind == ENTITY else others[0].entity
         more = group.others(task) - len(named) - before
-        out.append(Link(group.kind, others, more, entity))
+        out.append(Link(group.kind, others, more, entity, group.control))
         if len(out) == max_links:
             break
     return tuple(out)
 
 
-def _other(copies: Copies, group: CopyGroup, task: str, other: str, decision) -> Other:
+def _other(group: CopyGroup, task: str, other: str, decision) -> Other:
     value = group.values[other]
-    if copies.kind != "ner":
+    if group.task != "ner":
         labels = tuple(sorted({label for labels in value for label in labels}))
         return Other(other, None, labels, decision)
     if group.kind == ENTITY:

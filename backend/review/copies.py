@@ -15,7 +15,7 @@ version's stored predictions and the reviewers' decisions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from backend.review.decisions import CONFIRMED, FIXED
@@ -25,8 +25,7 @@ from subregweigh import copies as engine
 from subregweigh.copies import Copies, Labelled
 
 
-def _labelled(task: str, entry: Mapping) -> Labelled | None:
-    records = [r for r in entry.get("annotations") or () if isinstance(r, Mapping)]
+def _labelled(task: str, records: Sequence[Mapping]) -> Labelled | None:
     if not records:
         return None
     first = records[0]
@@ -44,9 +43,26 @@ def _labelled(task: str, entry: Mapping) -> Labelled | None:
 def index(scores: Mapping[str, dict]) -> Copies:
     """The copies that disagree among ``scores`` (task id -> stored prediction, its
     ``annotations`` records: NER ``words`` and ``tags``, classification ``text`` and ``label``
-    or ``labels``)."""
-    items = [item for task, entry in scores.items() if (item := _labelled(task, entry))]
-    ner = any("words" in (entry.get("annotations") or [{}])[0] for entry in scores.values())
+    or ``labels``). A project of several labeling controls (records naming their ``control``,
+    :func:`backend.serving.controls.merge_entries`) finds each control's apart
+    (:func:`subregweigh.copies.by_control`): two tasks disagree where one control labels them
+    otherwise, never by one control's labels against another's."""
+    per_control: dict[str | None, dict[str, list[Mapping]]] = {}
+    for task, entry in scores.items():
+        for record in entry.get("annotations") or ():
+            if isinstance(record, Mapping):
+                control = record.get("control")
+                per_control.setdefault(control, {}).setdefault(task, []).append(record)
+    found = {control: _find(records) for control, records in per_control.items()}
+    if set(found) <= {None}:  # one control: its records name none
+        return found.get(None) or engine.find_copies([], "classification")
+    return engine.by_control({c: copies for c, copies in found.items() if c is not None})
+
+
+def _find(records: Mapping[str, list[Mapping]]) -> Copies:
+    """The copies among one control's records (task id -> its records)."""
+    items = [item for task, rs in records.items() if (item := _labelled(task, rs))]
+    ner = any("words" in rs[0] for rs in records.values())
     return engine.find_copies(items, "ner" if ner else "classification")
 
 
@@ -139,21 +155,28 @@ def with_notes(task: str, entry: dict, copies: CopiesState) -> dict:
     if not found:
         return entry
     result = [dict(region) for region in entry["result"]]
+    noted: list[str] = []
     for link in found:
         said = engine.link_note(link)
+        # several controls: the note goes on a region of the link's control, and names it
+        mine = [r for r in result if link.control is None or r.get("from_name") == link.control]
+        if not mine:
+            continue
+        noted.extend(other.task for other in link.named)
         where = next(
             (
                 r
-                for r in result
+                for r in mine
                 if link.entity is not None
                 and _normalised((r.get("value") or {}).get("text")) == link.entity
             ),
-            result[0],
+            mine[0],
         )
-        if "controls" in entry:  # several controls weighed: each note names its control
-            said = f"{where.get('from_name')}: {said}"
+        if link.control is not None:
+            said = f"{link.control}: {said}"
         meta = dict(where.get("meta") or {})
         meta["text"] = [*(meta.get("text") or ()), said]
         where["meta"] = meta
-    named = [other.task for link in found for other in link.named]
-    return {**entry, "result": result, "copies": named}
+    if not noted:
+        return entry
+    return {**entry, "result": result, "copies": noted}

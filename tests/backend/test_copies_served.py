@@ -103,3 +103,56 @@ def test_a_fix_is_suggested_to_its_copies(store):
         "task 2, the same text, was fixed to label 'Angela Merkel' as PER by a reviewer: "
         "suggested here"
     )
+
+
+# ------------------------------------------------------------ several labeling controls (62)
+
+WORDS = ["Angela", "Merkel", "met", "Reuters"]
+TAGS = ["B-PER", "I-PER", "O", "B-ORG"]
+
+
+def _several(task: int, topic: str, tone: str) -> dict:
+    """A stored entry of a project weighing 'ner' (Labels), 'topic' and 'tone' (Choices), as
+    backend.serving.controls.merge_entries makes it: records and regions naming their control."""
+    text = " ".join(WORDS)
+    return {
+        "score": 0.5,
+        "annotations": [
+            {"id": task, "words": WORDS, "tags": TAGS, "score": 0.5, "control": "ner"},
+            {"id": task, "text": text, "label": topic, "score": 0.5, "control": "topic"},
+            {"id": task, "text": text, "label": tone, "score": 0.5, "control": "tone"},
+        ],
+        "result": [
+            {"from_name": "ner", "type": "labels", "value": {"text": "Angela Merkel"}},
+            {"from_name": "ner", "type": "labels", "value": {"text": "Reuters"}},
+            {"from_name": "topic", "type": "choices", "value": {"choices": [topic]}},
+            {"from_name": "tone", "type": "choices", "value": {"choices": [tone]}},
+        ],
+        "controls": {"ner": 0.5, "topic": 0.5, "tone": 0.5},
+    }
+
+
+def test_several_controls_link_copies_by_one_control_at_a_time():
+    """Two tasks of the same text and entities, one control labelling them otherwise: linked
+    on that control alone, its note on that control's region and naming it; one control's
+    labels are never read against another's."""
+    from backend.review.copies import CopiesState, index, with_notes
+
+    scores = {"1": _several(1, "politics", "formal"), "2": _several(2, "sports", "formal")}
+    linked = index(scores)
+    assert [(g.control, g.kind, g.key) for g in linked.groups] == [
+        ("topic", "text", "Angela Merkel met Reuters")
+    ]
+    served = with_notes("1", scores["1"], CopiesState(linked))
+    by_control = {r["from_name"]: (r.get("meta") or {}).get("text") for r in served["result"]}
+    assert by_control == {
+        "ner": None,
+        "topic": ["topic: task 2, the same text, is annotated sports"],
+        "tone": None,
+    }
+    assert served["copies"] == ["2"]
+    # the same topic, another tone: the tone's copies, not a mix of both controls' classes
+    scores = {"1": _several(1, "sports", "formal"), "2": _several(2, "sports", "casual")}
+    served = with_notes("2", scores["2"], CopiesState(index(scores)))
+    notes = [t for r in served["result"] for t in (r.get("meta") or {}).get("text", ())]
+    assert notes == ["tone: task 1, the same text, is annotated formal"]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from subregweigh import copies
-from subregweigh.copies import Labelled, contradicted, find_copies, links, note
+from subregweigh.copies import Labelled, by_control, contradicted, find_copies, links, note
 from subregweigh.served import SLIP_BOOST, served_score
 from subregweigh.tags import entity_spans
 
@@ -215,3 +215,33 @@ def test_each_decided_copy_halves_the_served_score(n):
     assert served_score(0.8, confirmed=True, contradicted=n) == 1.0
     got = served_score([0.8, 0.4], contradicted=[n, 0])
     assert got.tolist() == pytest.approx([0.8 * SLIP_BOOST**n, 0.4])
+
+
+def test_copies_by_control_keep_each_controls_groups_apart():
+    """Each control's copies found over its labels alone, joined: a group names its control
+    and its kind of labels, and a task's links say which control they are about."""
+    words = ("Raw", "Illest", "is", "here")
+    ner = find_copies(
+        [
+            Labelled("1", words, (("B-PER", "I-PER", "O", "O"),)),
+            Labelled("2", words, (("B-ORG", "I-ORG", "O", "O"),)),
+        ],
+        "ner",
+    )
+    topic = find_copies(
+        [Labelled("1", words, (("music",),)), Labelled("3", words, (("sports",),))],
+        "classification",
+    )
+    joined = by_control({"ner": ner, "topic": topic})
+    assert [(g.control, g.task, g.kind) for g in joined.groups] == [
+        ("ner", "ner", "text"),
+        ("ner", "ner", "entity"),
+        ("topic", "classification", "text"),
+    ]
+    assert joined.of_task == {"1": (0, 1, 2), "2": (0, 1), "3": (2,)}
+    found = links(joined, "1")
+    assert [(link.control, [o.task for o in link.named]) for link in found] == [
+        ("ner", ["2"]),
+        ("topic", ["3"]),
+    ]
+    assert note(found[1:]) == "task 3, the same text, is annotated sports"
