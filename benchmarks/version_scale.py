@@ -25,11 +25,16 @@ versions share:
 * ``crf``: the same with q the share of tasks the CRF's own tagging (Viterbi) labels otherwise
   than their annotation: the CRF's estimate of the error rate;
 * ``scouts``: the same with q the share of tasks the scouts' own tagging (the argmax of their
-  mean distribution) labels otherwise.
+  mean distribution) labels otherwise;
+* ``served``: the same with q the share of tasks the version's served tagging labels otherwise
+  (``WeighResult.majority``: the most probable tags of the mixture p(gold) is read from, the
+  scouts' with the CRF's, or the CRF's with the memory where the product rests on it; what it
+  suggests instead).
 
 Reported per calibration, mean ± sd over the seeds: each version's q and its share under 0.5
 against the true base rate (the share of erroneous sentences), the Jaccard of two versions'
-under-0.5 sets and the overlap of their 20 lowest (A against the retrain, A against the grown),
+under-0.5 sets (beside a chance level: two random sets of the same sizes) and the overlap of
+their 20 lowest (A against the retrain, A against the grown),
 the spread of the 20 lowest scores (the highest less the lowest), and the AP, which a monotone
 map leaves as it is (asserted).
 
@@ -56,7 +61,7 @@ LOWEST = 20  # the lowest scores compared: the issue's "top 20"
 RETRAIN_SEED = 500  # a retrain's seed is s + RETRAIN_SEED
 VERSIONS = ("A", "retrain", "grown")
 PAIRS = (("A", "retrain"), ("A", "grown"))
-CALIBRATIONS = ("none", "estimate", "crf", "scouts")
+CALIBRATIONS = ("none", "estimate", "crf", "scouts", "served")
 
 
 def parse_args(argv=None):
@@ -119,6 +124,7 @@ def train_version(args, examples, seed: int) -> dict:
         "estimate": float(np.mean(1.0 - score)),
         "crf": disagreement(examples, srw.crf_.predict(examples)) if srw.crf_ else None,
         "scouts": disagreement(examples, scouts_tagging),
+        "served": disagreement(examples, served.majority),
     }
     calibrated = {
         name: score if name == "none" else quantile_map(score, q[name])
@@ -145,6 +151,14 @@ def lowest(score, k: int = LOWEST) -> np.ndarray:
 def jaccard(a: set, b: set) -> float:
     """|a & b| / |a | b|; 1 when both are empty."""
     return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def chance_jaccard(a: int, b: int, n: int) -> float:
+    """About the Jaccard of two independent random subsets of sizes ``a`` and ``b`` of ``n``
+    (their expected intersection ``a b / n`` over the expected union); 1 when both are empty:
+    a larger flagged set overlaps more by chance alone."""
+    shared = a * b / n
+    return shared / (a + b - shared) if a + b else 1.0
 
 
 def run_one(args, data: str, seed: int, pair) -> dict:
@@ -185,6 +199,10 @@ def run_one(args, data: str, seed: int, pair) -> dict:
             **{f"share_{v}": share[v] for v in VERSIONS},
             "share_error": float(np.mean([abs(share[v] - base) for v in VERSIONS])),
             **{f"jaccard_{b}": jaccard(under[a], under[b]) for a, b in PAIRS},
+            **{
+                f"chance_{b}": chance_jaccard(len(under[a]), len(under[b]), len(truth))
+                for a, b in PAIRS
+            },
             **{f"overlap_{b}": len(low[a] & low[b]) / LOWEST for a, b in PAIRS},
             "spread": float(np.mean([spread[v] for v in VERSIONS])),
             "lowest_max": float(np.mean([np.sort(scores[v])[LOWEST - 1] for v in VERSIONS])),
@@ -214,6 +232,8 @@ KEYS = (
     "share_error",
     "jaccard_retrain",
     "jaccard_grown",
+    "chance_retrain",
+    "chance_grown",
     "overlap_retrain",
     "overlap_grown",
     "spread",
@@ -247,6 +267,7 @@ HEADER = (
     "share < 0.5: A / retrain / grown",
     "mean abs(share - base rate)",
     "Jaccard under 0.5: retrain / grown",
+    "by chance: retrain / grown",
     "20 lowest shared: retrain / grown",
     "spread of the 20 lowest",
     "20th lowest",
@@ -286,6 +307,7 @@ def markdown(result) -> str:
                     " / ".join(f"{m[f'share_{v}']['mean']:.3f}" for v in VERSIONS),
                     harness.pm(m["share_error"]),
                     " / ".join(harness.pm(m[f"jaccard_{v}"], 2) for v in VERSIONS[1:]),
+                    " / ".join(f"{m[f'chance_{v}']['mean']:.2f}" for v in VERSIONS[1:]),
                     " / ".join(harness.pm(m[f"overlap_{v}"], 2) for v in VERSIONS[1:]),
                     harness.pm(m["spread"]),
                     harness.pm(m["lowest_max"]),
