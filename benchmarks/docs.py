@@ -92,6 +92,7 @@ TITLES = {
     "scaling": "Scaling: Start Training to scores",
     "selftest_projects": "Self-test on the test projects",
     "training_step": "Training step",
+    "version_scale": "Scores of successive versions on one scale",
     "warm_start": "Warm-start retraining",
     "workers": "Several rq workers on one queue",
 }

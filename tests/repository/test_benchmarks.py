@@ -797,3 +797,63 @@ def test_selftest_real_puts_the_self_test_beside_the_real_errors(tmp_path):
     for kind, change in kinds.items():
         assert ANNOTATOR_MIX[kind] == pytest.approx((tweets[change] + conll[change]) / 2, abs=5e-4)
     assert "The mix of real errors" in (tmp_path / "selftest-real.md").read_text()
+
+
+def test_version_scale_maps_a_version_s_quantile_to_the_threshold_and_keeps_its_order():
+    from benchmarks.version_scale import THRESHOLD, quantile_map
+
+    score = np.array([0.2, 0.3, 0.3, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.99])
+    mapped = quantile_map(score, 0.3)
+    # strictly increasing through (0, 0), (t, 0.5), (1, 1): the order and its ties stay
+    assert np.array_equal(np.argsort(mapped, kind="stable"), np.argsort(score, kind="stable"))
+    assert mapped[1] == mapped[2] and (np.diff(mapped[2:]) > 0).all()
+    assert 0.0 <= mapped.min() and mapped.max() <= 1.0
+    assert quantile_map(np.array([0.0, 1.0]), 0.5).tolist() == [0.0, 1.0]
+    # the 0.3-quantile (0.51, between the third and the fourth) goes to 0.5: three stay under
+    assert mapped[1] == pytest.approx(0.3 / 0.51 * THRESHOLD)
+    assert mapped[3] == pytest.approx(THRESHOLD + (0.6 - 0.51) / 0.49 * THRESHOLD)
+    assert (mapped < THRESHOLD).sum() == 3
+    assert (quantile_map(score, 0.5) < THRESHOLD).sum() == 5
+    # q at the ends: nothing under 0.5, or all but the highest
+    assert (quantile_map(score, 0.0) < THRESHOLD).sum() == 0
+    assert (quantile_map(score, 1.0) < THRESHOLD).sum() == 9
+
+
+def test_version_scale_measures_agreement_and_its_chance_level():
+    from benchmarks.version_scale import chance_jaccard, disagreement, jaccard, lowest
+    from subregweigh.example import Example
+
+    assert jaccard({1, 2, 3}, {2, 3, 4}) == 0.5 and jaccard(set(), set()) == 1.0
+    # two random sets of a tenth of 300 share about 3 of their 57
+    assert chance_jaccard(30, 30, 300) == pytest.approx(3 / 57)
+    assert chance_jaccard(300, 300, 300) == 1.0 and chance_jaccard(0, 0, 300) == 1.0
+    assert lowest(np.array([0.5, 0.1, 0.1, 0.9]), 2).tolist() == [1, 2]
+    examples = [Example("a", ("x", "y"), ("B-PER", "O")), Example("b", ("z",), ("O",))]
+    assert disagreement(examples, [("B-PER", "O"), ("B-LOC",)]) == 0.5
+
+
+@pytest.mark.slow
+def test_version_scale_trains_three_versions_and_keeps_the_ap(tmp_path):
+    """The version benchmark at a tiny size: 40 CoNLL sentences, one epoch, one seed; the AP
+    of every calibration is the raw one (the benchmark asserts it too)."""
+    from benchmarks import version_scale
+    from benchmarks.real_errors import load_pair
+
+    argv = ["--data", "conllpp", "--size", "40", "--seeds", "1", "--epochs", "1"]
+    argv += ["--out", str(tmp_path), "--threads", "1"]
+    result = _ran(version_scale, argv, tmp_path, "version-scale")
+    (run,) = result["runs"]
+    _, _, flags = load_pair("conllpp")
+    picked = harness.sample_indices(len(flags), 40, 0)
+    assert (run["n"], run["n_grown"]) == (40, 44)
+    assert run["base_rate"] == pytest.approx(flags[picked].mean())
+    calibrations = run["calibrations"]
+    assert set(calibrations) == set(version_scale.CALIBRATIONS)
+    aps = {m["ap"] for m in calibrations.values()}
+    assert len(aps) == 1  # a monotone map per version: the same ranking
+    # the rank overlaps do not depend on the map; a quantile's share under 0.5 is about its q
+    assert len({m["overlap_grown"] for m in calibrations.values()}) == 1
+    estimate = calibrations["estimate"]
+    assert abs(estimate["share_A"] - estimate["q_A"]) <= 1 / 40 + 1e-9
+    assert set(run["seconds"]) == set(version_scale.VERSIONS)
+    assert "| estimate |" in (tmp_path / "version-scale.md").read_text()
