@@ -14,7 +14,9 @@ replayed event and a record scored from a caller's tasks (``/predict``) decide n
 
 ``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
 once lose nothing, and lives outside the versions: decisions survive restarts and retrains. It
-is bounded: one current decision per annotation (keyed ``<task>/<annotation>``, with the hash of
+is bounded: one current decision per annotation (keyed ``<task>/<annotation>``; of a project
+weighing several labeling controls, one per annotation and control, keyed
+``<task>/<annotation>/<control>`` and naming its ``control``; each with the hash of
 the content it decided, :func:`content_hash`, so a confirmation never applies once the labels
 change), each with its reviewer, the time Label Studio saved it, and each reviewer's latest
 decision on that annotation (``reviewers``: agreement in the report); and the last
@@ -449,7 +451,8 @@ def review_inputs(
     annotations were served with when decided), ``fixed`` (any of them fixed), ``labels`` (what
     they held); plus ``tasks``. For :func:`subregweigh.report.reviewer_summary`, ``decisions``:
     ``{"item", "reviewer", "decision"}`` lists, each reviewer's latest decision on each
-    annotation. None before any decision.
+    annotation (and control, of several: ``"task/annotation/<control>"``). None before any
+    decision.
 
     ``control``: of a project weighing several labeling controls, that control's decisions
     alone (a decision naming no control is the ``first`` control's); None: every decision."""
