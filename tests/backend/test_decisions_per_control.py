@@ -35,7 +35,7 @@ from backend.review import reviews
 from backend.review.decisions import content_hash
 from backend.serving.controls import merge_entries
 from backend.serving.publish import version_meta
-from backend.serving.report import annotation_records, project_report
+from backend.serving.report import annotation_records, project_report, render
 from backend.store.store import ProjectStore
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import REVIEW_CONTROL, review_control_xml
@@ -87,7 +87,7 @@ def _task(task_id, result, saved=SCORED_AT, by=5):
     by user ``by`` at ``saved``."""
     return {
         "id": task_id,
-        "data": {"text": TEXT},
+        "data": {"text": f"{TEXT} {task_id}"},  # texts of their own: no copies
         "annotations": [
             {
                 "id": task_id * 10 + 1,
@@ -320,7 +320,10 @@ def test_the_report_counts_each_controls_decisions_and_reviewers(by_save):
     parts = {p["control"]: p["report"]["reviews"] for p in report["per_control"]}
     assert _reviewed(parts["ner"]) == (2, 2, 0)
     assert _reviewed(parts["topic"]) == (2, 1, 1)
-    assert _reviewed(report["reviews"]) == (2, 2, 0)  # the page is the first control's
+    assert _reviewed(report["reviews"]) == (2, 2, 0)  # the page's: the first control's
+    assert (
+        "the reviewers' decisions and the most doubtful tasks below are the first control's ('ner')"
+    ) in " ".join(render(report, str(PROJECT)).split())
     by_reviewer = {r["reviewer"]: r for r in parts["topic"]["reviewers"]}
     assert (by_reviewer["user 5"]["fixed"], by_reviewer["user 6"]["confirmed"]) == (1, 1)
     # the annotations as served: task 1's labels confirmed (1), its topic as stored
