@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from backend.review.decisions import CONFIRMED, FIXED
-from backend.review.served import content_key
+from backend.review.served import decided_key, first_control, found
 from backend.store.scores_view import ScoresView
 from subregweigh import copies as engine
 from subregweigh.copies import Copies, Labelled
@@ -94,11 +94,11 @@ class CopiesState:
 
 
 def decisions_by_content(reviews: Mapping) -> dict[str, str]:
-    """``"task/annotation/hash"`` -> ``"confirmed"`` or ``"fixed"``: each annotation content a
-    reviewer confirmed or saved as the fix (a reverted fix, *unsure* and a self-review say
-    nothing of its copies)."""
+    """Content key (``"task/annotation/hash"``, :func:`backend.review.served.decided_key`) ->
+    ``"confirmed"`` or ``"fixed"``: each annotation content a reviewer confirmed or saved as the
+    fix (a reverted fix, *unsure* and a self-review say nothing of its copies)."""
     return {
-        f"{d['task']}/{d['annotation']}/{d['hash']}": d["decision"]
+        decided_key(d): d["decision"]
         for d in reviews["decisions"].values()
         if d.get("decision") in (CONFIRMED, FIXED) and d.get("hash")
     }
@@ -117,7 +117,8 @@ def state(copies: Copies, scores: Mapping[str, dict], reviews: Mapping) -> Copie
         if task not in copies.of_task or task not in scores:
             continue
         records = scores[task].get("annotations") or ()
-        made = [by_content.get(content_key(task, r)) for r in records]
+        first = first_control(scores[task])
+        made = [by_content.get(found(by_content, task, r, first)) for r in records]
         if made and all(made):
             decided[task] = FIXED if FIXED in made else CONFIRMED
     return CopiesState(

@@ -32,6 +32,14 @@ which then stops counting as one.
 :func:`judged` reads one annotation beside what the serving version scored; :func:`outcome`
 gives the annotation's new decision from it and its current one. :mod:`backend.review.reviews` keeps
 them.
+
+A project weighing **several labeling controls** (issue 62) is judged **per control**: each
+control's record of an annotation is read and decided on its own, and the decision names its
+control (``control``; a decision kept before decisions named theirs is the first control's,
+:func:`annotation_key`). A save fixes the controls whose labels it changed and confirms the
+others; with the review control, *correct* confirms every control's record, and *wrong (fixed)*
+fixes those whose labels changed against what was scored and confirms the others
+(:func:`beside_fixes`).
 """
 
 from __future__ import annotations
@@ -55,6 +63,15 @@ CHOSEN = dict(zip(REVIEW_CHOICES, (CONFIRMED, FIXED, UNSURE)))
 COUNTED = (CONFIRMED, FIXED)
 BY_CONTROL, BY_SAVE = "control", "save"
 _CONTENT = ("words", "tags", "text", "label", "labels")
+
+
+def annotation_key(annotation: str, control: str | None = None) -> str:
+    """Where ``reviews.json`` keeps the decision on ``annotation`` (``"task/annotation"``): that
+    id for a project weighing one control; ``"task/annotation/<control>"`` for one control's
+    record of a project weighing several (a decision kept under the bare id, naming no control,
+    is the first control's). Task and annotation ids are numbers, so the control's name may
+    hold anything."""
+    return annotation if control is None else f"{annotation}/{control}"
 
 
 def content_hash(record: Mapping) -> str:
@@ -121,11 +138,21 @@ def own_regions(annotation: Mapping, from_name: str) -> list[dict]:
     ]
 
 
-def judged(key: str, ex: Example, spec, record: Mapping, annotation: Mapping, version: str) -> dict:
+def judged(
+    key: str,
+    ex: Example,
+    spec,
+    record: Mapping,
+    annotation: Mapping,
+    version: str,
+    control: str | None = None,
+) -> dict:
     """What Label Studio's ``annotation`` (read into ``ex``) is beside the ``record`` the
     version scored: its content, when and by whom it was saved, its review choice where the
     config has the control, and (NER) the slips a fix of it makes and the convention pairs the
-    scored annotation held (:func:`subregweigh.review.convention_pairs`)."""
+    scored annotation held (:func:`subregweigh.review.convention_pairs`). ``spec``: the control
+    weighed (one of :meth:`~subregweigh.io.labelstudio.LabelingSpec.each`); ``control``: its
+    name where the project weighs several (None: one, the decision names none)."""
     task, ann = key.split("/", 1)
     slips, pairs = [], []
     if "words" in record and "tags" in record:
@@ -149,9 +176,30 @@ def judged(key: str, ex: Example, spec, record: Mapping, annotation: Mapping, ve
         "labels": record["labels"],
         "version": version,
     }
+    if control is not None:
+        out["control"] = control
     if spec.review:
         out["choice"] = review_choice(annotation, spec.review)
     return out
+
+
+def beside_fixes(judged: list[dict]) -> list[dict]:
+    """``judged`` (:func:`judged`, several controls' records of the same annotations, a
+    project with the review control) with each *wrong (fixed)* kept for the controls whose
+    labels changed against what was scored: each other control's record of that annotation is
+    marked ``as_scored``, which the choice confirms (:func:`outcome`). Where no control's labels
+    changed, the choice stands for every one of them, as for a project of one control: nothing
+    says which was wrong. In place; returns ``judged``."""
+    fixes = [j for j in judged if CHOSEN.get(j.get("choice")) == FIXED]
+    changed: dict[str, set] = {}
+    for j in fixes:
+        if j["hash"] != j["scored_hash"]:
+            changed.setdefault(f"{j['task']}/{j['annotation']}", set()).add(j.get("control"))
+    for j in fixes:
+        mine = changed.get(f"{j['task']}/{j['annotation']}")
+        if mine and j.get("control") not in mine:
+            j["as_scored"] = True
+    return judged
 
 
 def vouched_save(j: Mapping) -> bool:
@@ -190,6 +238,8 @@ def _by_control(j: Mapping, prior: Mapping) -> str | None:
     decision = CHOSEN.get(j["choice"])
     if decision is None:
         return None  # a choice the control does not define: nothing to read
+    if decision == FIXED and j.get("as_scored"):
+        decision = CONFIRMED  # another control's labels were the fix (beside_fixes)
     last = when(prior.get("saved_at"))
     if mine and last is not None and when(j["saved_at"]) <= last:
         return None  # read before
@@ -253,6 +303,7 @@ def outcome(
         "chosen": chosen,
         "by": BY_CONTROL if control else BY_SAVE,
         **{k: j[k] for k in ("task", "annotation", "hash", "saved_at", "reviewer")},
+        **({"control": j["control"]} if j.get("control") is not None else {}),
         **({"self": True} if j.get("self") else {}),
         "score": first.get("score", seen),
         **{k: first.get(k, j[k]) for k in ("labels", "version")},

@@ -14,7 +14,9 @@ replayed event and a record scored from a caller's tasks (``/predict``) decide n
 
 ``reviews.json`` is written atomically under the project's lock, so two reviewers deciding at
 once lose nothing, and lives outside the versions: decisions survive restarts and retrains. It
-is bounded: one current decision per annotation (keyed ``<task>/<annotation>``, with the hash of
+is bounded: one current decision per annotation (keyed ``<task>/<annotation>``; of a project
+weighing several labeling controls, one per annotation and control, keyed
+``<task>/<annotation>/<control>`` and naming its ``control``; each with the hash of
 the content it decided, :func:`content_hash`, so a confirmation never applies once the labels
 change), each with its reviewer, the time Label Studio saved it, and each reviewer's latest
 decision on that annotation (``reviewers``: agreement in the report); and the last
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ from backend.review.decisions import (
     FIXED,
     SELF_REVIEWED,
     WITHDRAWN,
+    annotation_key,
     content_hash,
 )
 from backend.store.scores_view import ScoresView
@@ -80,16 +84,23 @@ def record_labels(record: Mapping) -> list[str]:
     return sorted(record.get("labels") or []) or [NONE_LABEL["classification"]]
 
 
+# a key of the earlier layout: "<decision>:task/annotation/hash" (keys now start with the task)
+_EARLIER = re.compile(r"[a-z]+:")
+
+
 def _path(store: ProjectStore):
     return store.root / "reviews.json"
 
 
 def load(store: ProjectStore) -> dict:
     """``reviews.json``: ``{"decisions": {"task/annotation": its current decision},
-    "history": [[time, task, annotation, decision], ...]}`` (the last :data:`HISTORY`); empty
-    when there is none (or it is unreadable: logged, and rewritten by the next decision). A
-    file of the earlier layout (one entry per decision and content) reads as its latest
-    decision per annotation."""
+    "history": [[time, task, annotation, decision, reviewer], ...]}`` (the last
+    :data:`HISTORY`); empty when there is none (or it is unreadable: logged, and rewritten by
+    the next decision). A project weighing several controls keys each control's decision
+    ``"task/annotation/<control>"`` (:func:`backend.review.decisions.annotation_key`), each
+    history entry naming its control last. A file of the earlier layout (one entry per decision
+    and content, keyed ``"<decision>:task/annotation/hash"``) reads as its latest decision per
+    annotation."""
     try:
         value = json.loads(_path(store).read_text())
     except FileNotFoundError:
@@ -100,7 +111,7 @@ def load(store: ProjectStore) -> dict:
     if not isinstance(value, dict):
         value = {}
     decisions = value.get("decisions") if isinstance(value.get("decisions"), dict) else {}
-    if any(":" in key for key in decisions):  # the earlier layout: the latest per annotation
+    if any(_EARLIER.match(key) for key in decisions):  # the earlier layout: the latest each
         latest: dict[str, dict] = {}
         for d in sorted(decisions.values(), key=lambda d: d.get("last_at", 0)):
             key = f"{d['task']}/{d['annotation']}"
@@ -116,13 +127,13 @@ def load(store: ProjectStore) -> dict:
 
 def _scored_index(scores: dict) -> dict[str, dict]:
     # A project weighing several labeling controls keeps a record per annotation and control
-    # (backend.serving.controls): an annotation's decisions are judged on its first control's.
+    # (backend.serving.controls), each judged on its own: keyed as its decision is kept.
     index: dict[str, dict] = {}
     for entry in scores.values():
         for record in entry.get("annotations") or ():
             if isinstance(record, dict) and "id" in record and "score" in record:
                 index.setdefault(
-                    record["id"],
+                    annotation_key(record["id"], record.get("control")),
                     {
                         "hash": content_hash(record),
                         "score": float(record["score"]),
@@ -135,7 +146,8 @@ def _scored_index(scores: dict) -> dict[str, dict]:
 
 
 SCORED_CACHED = 8  # versions whose scored annotations a process keeps
-# scored_annotations(store, version): ``"task/annotation"`` -> ``{"hash", "score", "labels",
+# scored_annotations(store, version): ``"task/annotation"`` (``"task/annotation/<control>"`` for
+# a record of several controls) -> ``{"hash", "score", "labels",
 # "saved"}`` (and NER's words and tags) of every annotation ``version`` scored, kept per process
 # until scores.json changes (:class:`backend.store.scores_view.ScoresView`): what a rescore judges
 # its decisions against.
@@ -218,68 +230,117 @@ def judge(
     -> decision (:data:`~backend.review.decisions.WITHDRAWN` for a withdrawn one), and the slips
     whose weight they changed, handed to the caller (the rescore), never queued in the status.
     An annotation the version has not scored (newer) decides nothing: its rescore scores
-    it."""
+    it.
+
+    A project weighing several labeling controls (``spec.others``) is judged per control: each
+    control's reading of ``read.raw`` against that control's scored record, its decision named
+    ``"task/annotation/<control>"`` (with the review control, a *wrong (fixed)* fixes the
+    controls whose labels changed and confirms the others:
+    :func:`backend.review.decisions.beside_fixes`)."""
     scored = scored_annotations(store, version)
+    controls = spec.each()
+    several = len(controls) > 1
     judged = []
-    for task, item in read.pairs():
-        raw = {
-            f"{task['id']}/{a.get('id')}": a
-            for a in task.get("annotations") or ()
-            if isinstance(a, Mapping)
-        }
-        for ex in item.examples if item else ():
-            record = scored.get(ex.id)
-            if record is not None:
-                judged.append(
-                    decisions.judged(ex.id, ex, spec, record, raw.get(ex.id, {}), version)
+    for i, control in enumerate(controls):
+        name = control.from_name if several else None
+        if i == 0:
+            # a version of one control names none; of several, each record names its own
+            wanted = (name, None) if several else (None, control.from_name)
+        else:
+            wanted = (name,)
+        for task, item in (read if i == 0 else TaskRead.of(read.raw, control)).pairs():
+            raw = {
+                f"{task['id']}/{a.get('id')}": a
+                for a in task.get("annotations") or ()
+                if isinstance(a, Mapping)
+            }
+            for ex in item.examples if item else ():
+                record = next(
+                    (r for n in wanted if (r := scored.get(annotation_key(ex.id, n)))), None
                 )
+                if record is not None:
+                    annotation = raw.get(ex.id, {})
+                    judged.append(
+                        decisions.judged(ex.id, ex, control, record, annotation, version, name)
+                    )
     if not judged:
         return Judged({}, frozenset())
-    return _keep(store, judged, control=spec.review is not None, allow_self=allow_self)
+    if several and spec.review is not None:
+        decisions.beside_fixes(judged)
+    first = controls[0].from_name if several else None
+    return _keep(store, judged, spec.review is not None, allow_self, first)
 
 
-def _seen(j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips) -> float:
-    """The score the reviewer saw: the annotation's as the queue served it before this save
-    (1 if confirmed, its slips' repeats applied), not the stored one."""
-    key = f"{j['task']}/{j['annotation']}/{j['scored_hash']}"
-    if key in confirmed:
+def _seen(
+    j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips, first: str | None
+) -> float:
+    """The score the reviewer saw: the annotation's (its control's record, of several) as the
+    queue served it before this save (1 if confirmed, its slips' repeats applied), not the
+    stored one."""
+    key, control = served.decided_key(j, "scored_hash"), j.get("control")
+    if served.held(confirmed, key, control, first):
         return 1.0
-    repeats = 0 if key in fixed.fixed else served.slip_repeats(record, fixed.counts)
+    replaced = served.held(fixed.fixed, key, control, first)
+    repeats = 0 if replaced else served.slip_repeats(record, fixed.counts)
     return served_score(j["score"], repeats)
 
 
-def _keep(store: ProjectStore, judged: list[dict], control: bool, allow_self: bool) -> Judged:
+def _prior(kept: Mapping, key: str, j: Mapping, first: str | None) -> tuple[dict, str | None]:
+    """The current decision on ``j``'s record (``{}`` for none), and where an earlier one lies
+    that is to move to ``key``: a decision of the ``first`` control kept before decisions named
+    their control, under the bare ``"task/annotation"``."""
+    if key in kept or j.get("control") is None or j["control"] != first:
+        return kept.get(key) or {}, None
+    bare = f"{j['task']}/{j['annotation']}"
+    earlier = kept.get(bare)
+    if isinstance(earlier, dict) and earlier.get("control") is None:
+        return earlier, bare
+    return {}, None
+
+
+def _keep(
+    store: ProjectStore,
+    judged: list[dict],
+    control: bool,
+    allow_self: bool,
+    first: str | None = None,
+) -> Judged:
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
-    current decision per annotation and a bounded history. Returns them with the slips that
-    start or stop counting, whose repeats' predictions the rescore rewrites: every slip whose
-    weight the decisions changed (:func:`backend.review.served.slips`)."""
+    current decision per annotation (and control, of several: ``first`` names the first) and a
+    bounded history. Returns them with the slips that start or stop counting, whose repeats'
+    predictions the rescore rewrites: every slip whose weight the decisions changed
+    (:func:`backend.review.served.slips`)."""
     made: dict[str, str] = {}
     with store.locked():
         reviews = load(store)
         confirmed, fixed = served.confirmed(reviews), served.slips(reviews)  # as served so far
         now = time.time()
         for j in judged:
-            key = f"{j['task']}/{j['annotation']}"
-            prior = reviews["decisions"].get(key) or {}
-            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed)
+            key = annotation_key(f"{j['task']}/{j['annotation']}", j.get("control"))
+            prior, earlier = _prior(reviews["decisions"], key, j, first)
+            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed, first)
             new = decisions.outcome(j, prior, control, seen, allow_self)
             if new is None:
                 continue
+            if earlier is not None:
+                reviews["decisions"].pop(earlier, None)  # kept under its control's key now
             if new["decision"] == WITHDRAWN:
                 reviews["decisions"].pop(key, None)
             else:
                 new.update(at=prior.get("at", now), last_at=now, count=prior.get("count", 0) + 1)
                 reviews["decisions"][key] = new
-            reviews["history"] = [
-                *reviews["history"][-(HISTORY - 1) :],
-                [round(now, 3), j["task"], j["annotation"], new["decision"], j["reviewer"]],
-            ]
+            entry = [round(now, 3), j["task"], j["annotation"], new["decision"], j["reviewer"]]
+            if j.get("control") is not None:
+                entry.append(j["control"])
+            reviews["history"] = [*reviews["history"][-(HISTORY - 1) :], entry]
             made[key] = new["decision"]
             logger.info(
-                "project %s: annotation %s of task %s %s by %s%s (served at %.3f with version %s)",
+                "project %s: annotation %s of task %s %s%s by %s%s (served at %.3f with "
+                "version %s)",
                 store.project,
                 j["annotation"],
                 j["task"],
+                f"({j['control']}) " if j.get("control") is not None else "",
                 new["decision"],
                 j["reviewer"],
                 f", its annotator (would have {new['chosen']})"
@@ -381,15 +442,25 @@ def served_scores(
 # --------------------------------------------------------------------------------- report
 
 
-def review_inputs(store: ProjectStore) -> dict | None:
+def review_inputs(
+    store: ProjectStore, control: str | None = None, first: str | None = None
+) -> dict | None:
     """The decisions as the report takes them. For
     :func:`subregweigh.report.review_summary`, one item per task with a confirmation or a fix
     (*unsure* and reverted fixes say nothing of a flag): ``score`` (the lowest score its
     annotations were served with when decided), ``fixed`` (any of them fixed), ``labels`` (what
     they held); plus ``tasks``. For :func:`subregweigh.report.reviewer_summary`, ``decisions``:
     ``{"item", "reviewer", "decision"}`` lists, each reviewer's latest decision on each
-    annotation. None before any decision."""
-    kept = load(store)["decisions"].values()
+    annotation (and control, of several: ``"task/annotation/<control>"``). None before any
+    decision.
+
+    ``control``: of a project weighing several labeling controls, that control's decisions
+    alone (a decision naming no control is the ``first`` control's); None: every decision."""
+    kept = [
+        d
+        for d in load(store)["decisions"].values()
+        if control is None or d.get("control", first) == control
+    ]
     tasks: dict[str, dict] = {}
     items, who, what = [], [], []
     for d in kept:
@@ -397,7 +468,7 @@ def review_inputs(store: ProjectStore) -> dict | None:
         if d.get("decision") == SELF_REVIEWED or not each:  # an annotator's own, apart
             each.setdefault(d.get("reviewer", ""), d["decision"])
         for reviewer, decision in each.items():
-            items.append(f"{d['task']}/{d['annotation']}")
+            items.append(annotation_key(f"{d['task']}/{d['annotation']}", d.get("control")))
             who.append(reviewer)
             what.append(decision)
         if d.get("decision") not in COUNTED:

@@ -17,6 +17,10 @@
   reviewer confirmed or fixed) that labels a task otherwise halves the task's served score, once
   per such copy (``contradicted``), so that a decision on one copy moves up those that
   contradict it.
+* A project weighing **several labeling controls** keeps a record per annotation and control,
+  and a decision per record (it names its ``control``; one naming none is the first control's,
+  :func:`found`): a task whose every control's record is confirmed serves 1; one with a control
+  fixed and the others unreviewed serves as a fix does, its lowest record's score.
 
 The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
 engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
@@ -48,18 +52,59 @@ HELD = (CONFIRMED, FIXED, REVERTED)
 SLIP_SEP = "\0"  # joins (text, type) into a status key
 
 
+def _key(task, annotation, digest, control: str | None = None) -> str:
+    key = f"{task}/{annotation}/{digest}"
+    return key if control is None else f"{key}/{control}"
+
+
 def content_key(task: str, record: Mapping) -> str:
     """``"task/annotation/hash"``: a stored annotation record's content, as confirmations are
-    keyed (:func:`confirmed`)."""
-    return f"{task}/{str(record['id']).split('/')[-1]}/{content_hash(record)}"
+    keyed (:func:`confirmed`); ``"task/annotation/hash/<control>"`` for a record of one of
+    several controls (it names its ``control``)."""
+    return _key(task, str(record["id"]).split("/")[-1], content_hash(record), record.get("control"))
+
+
+def decided_key(decision: Mapping, digest_key: str = "hash") -> str:
+    """The content key (:func:`content_key`) of what ``decision`` (one of ``reviews.json``'s)
+    decided: its ``hash`` (or ``digest_key``), of its control where it names one."""
+    return _key(
+        decision["task"], decision["annotation"], decision.get(digest_key), decision.get("control")
+    )
+
+
+def first_control(entry: Mapping) -> str | None:
+    """The first control of a stored entry of several controls (its ``controls``, in the
+    order weighed), where a decision naming no control belongs; None for one control."""
+    return next(iter(entry.get("controls") or ()), None)
+
+
+def found(keys, task: str, record: Mapping, first: str | None = None) -> str | None:
+    """The key under which ``keys`` (a mapping or set of content keys) holds ``record``'s
+    content, or None: its own (:func:`content_key`), or, for a record of the ``first`` control
+    (:func:`first_control`), the key of a decision that names no control (kept before decisions
+    named theirs: it decided the first control's labels)."""
+    return held(keys, content_key(task, record), record.get("control"), first)
+
+
+def held(keys, key: str, control: str | None, first: str | None = None) -> str | None:
+    """:func:`found` for a content ``key`` already made, of the record of ``control``."""
+    if not keys:
+        return None
+    if key in keys:
+        return key
+    if control is not None and control == first:
+        plain = key[: -len(control) - 1]
+        if plain in keys:
+            return plain
+    return None
 
 
 def confirmed(reviews: Mapping) -> dict[str, dict]:
-    """``"task/annotation/hash"`` -> its decision, of every annotation content a reviewer
-    vouched for (:func:`backend.review.decisions.vouched`: confirmed, or fixed through the review
-    control): served as fully reliable."""
+    """Content key (:func:`decided_key`) -> its decision, of every annotation content a
+    reviewer vouched for (:func:`backend.review.decisions.vouched`: confirmed, or fixed through
+    the review control): served as fully reliable."""
     return {
-        f"{d['task']}/{d['annotation']}/{d['hash']}": d
+        decided_key(d): d
         for d in reviews["decisions"].values()
         if vouched(d.get("decision"), d.get("by") == BY_CONTROL)
     }
@@ -87,7 +132,7 @@ def slips(reviews: Mapping) -> Slips:
     for d in reviews["decisions"].values():
         counting = bool(d.get("slips")) and d.get("fixed", True)
         if counting:
-            fixed.add(f"{d['task']}/{d['annotation']}/{d.get('scored_hash')}")
+            fixed.add(decided_key(d, "scored_hash"))
         held = d.get("pairs") or () if d.get("decision") in HELD else ()
         if counting or held:
             decided.append((held, d["slips"] if counting else ()))
@@ -102,10 +147,13 @@ def slip_repeats(record: Mapping, counts: Mapping) -> int:
     return review.slip_repeats(record["words"], record["tags"], counts)
 
 
-def record_repeats(task: str, record: Mapping, fixed: Slips | None) -> int:
+def record_repeats(
+    task: str, record: Mapping, fixed: Slips | None, first: str | None = None
+) -> int:
     """How often the annotation ``record`` of ``task`` repeats a fixed slip; 0 for one a fix
-    replaced (its rescore is on its way)."""
-    if fixed is None or not fixed.counts or content_key(task, record) in fixed.fixed:
+    replaced (its rescore is on its way). ``first``: the task's first control
+    (:func:`first_control`), None for one control."""
+    if fixed is None or not fixed.counts or found(fixed.fixed, task, record, first):
         return 0
     return slip_repeats(record, fixed.counts)
 
@@ -120,24 +168,28 @@ def served_score(
     confirmed: Mapping | set,
     fixed: Slips | None = None,
     contradicted: int = 0,
+    first: str | None = None,
 ) -> float:
     """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
     confirmed its content (``confirmed``: :func:`confirmed`, or its keys), else its stored
     score times :data:`~subregweigh.served.SLIP_BOOST` per repeat of a fixed slip, as often as its
     weight, and per decided copy of its task that labels it otherwise (``contradicted``,
-    :func:`subregweigh.copies.contradicted`)."""
-    if content_key(task, record) in confirmed:
+    :func:`subregweigh.copies.contradicted`). ``first``: the first control of the task's entry
+    (:func:`first_control`), where a record of several controls is."""
+    if found(confirmed, task, record, first):
         return 1.0
-    return _score(record, False, record_repeats(task, record, fixed), contradicted)
+    return _score(record, False, record_repeats(task, record, fixed, first), contradicted)
 
 
 def confirmed_note(decision: Mapping) -> str:
-    """The note on a confirmed task's prediction: who confirmed it, and when."""
+    """The note on a confirmed task's prediction: who confirmed it, and when (prefixed by its
+    control's name, where it names one, as every note of several controls is)."""
     who = decision.get("reviewer") or "a reviewer"
     at = when(decision.get("saved_at"))
     day = f" on {decision['saved_at'][:10]}" if at is not None else ""
     done = "fixed" if decision.get("decision") == FIXED else "confirmed"
-    return f"{done} by {who}{day}: served as fully reliable (score 1) until it changes"
+    control = f"{decision['control']}: " if decision.get("control") is not None else ""
+    return f"{control}{done} by {who}{day}: served as fully reliable (score 1) until it changes"
 
 
 def confirmed_result(decision: Mapping) -> list[dict]:
@@ -162,16 +214,19 @@ def served_entry(
     (``fixed``), so the same convention slip moves up the queue, and for every decided copy of
     the task that labels it otherwise (``contradicted``: :mod:`backend.review.copies`); the
     task's score is the lowest of
-    its annotations'. When every annotation is confirmed, the result is the confirmed annotation's
-    own (:func:`confirmed_result`; empty for a decision made before decisions kept it: the
+    its annotations'. A project weighing several controls keeps a record per annotation and
+    control, each confirmed on its own: the task serves 1 once every control's record is. When
+    every annotation is confirmed, the result is the confirmed annotation's own, each control's
+    (:func:`confirmed_result`; empty for a decision made before decisions kept it: the
     scout's suggestion is never shown as confirmed). A copy when anything changes; the stored
     entry is never modified."""
     records = entry.get("annotations") or ()
     if not records or not (confirmed or (fixed and fixed.counts) or contradicted):
         return entry
-    keys = [content_key(task, r) for r in records]
-    mine = [key in confirmed for key in keys]
-    repeats = [0 if ok else record_repeats(task, r, fixed) for r, ok in zip(records, mine)]
+    first = first_control(entry)
+    keys = [found(confirmed, task, r, first) for r in records]
+    mine = [key is not None for key in keys]
+    repeats = [0 if ok else record_repeats(task, r, fixed, first) for r, ok in zip(records, mine)]
     if not any(mine) and not any(repeats) and not contradicted:
         return entry
     score = task_score(_score(r, ok, n, contradicted) for r, ok, n in zip(records, mine, repeats))
@@ -181,7 +236,18 @@ def served_entry(
     if any(repeats):
         out["slip_repeats"] = sum(repeats)
     if all(mine):
-        decisions = [confirmed[key] for key in keys if isinstance(confirmed, Mapping)]
-        shown = next((d for d in decisions if "result" in d), None)
-        out["result"] = confirmed_result(shown) if shown is not None else []
+        out["result"] = _confirmed_results(records, keys, confirmed)
     return out
+
+
+def _confirmed_results(records, keys, confirmed) -> list[dict]:
+    """A confirmed task's result: per control (one for a project of one), the first of its
+    decisions that kept the annotation's regions (:func:`confirmed_result`)."""
+    if not isinstance(confirmed, Mapping):
+        return []
+    shown: dict = {}
+    for record, key in zip(records, keys):
+        decision = confirmed[key]
+        if "result" in decision:
+            shown.setdefault(record.get("control"), decision)
+    return [region for decision in shown.values() for region in confirmed_result(decision)]

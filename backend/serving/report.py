@@ -35,7 +35,13 @@ def annotation_records(
     lowered where it repeats a fixed slip (``slips``,
     :func:`backend.review.reviews.fixed_slips`)."""
     return [
-        {**record, "task": task, "score": served.served_score(task, record, confirmed, slips)}
+        {
+            **record,
+            "task": task,
+            "score": served.served_score(
+                task, record, confirmed, slips, first=served.first_control(entry)
+            ),
+        }
         for task, entry in scores.items()
         for record in entry.get("annotations") or ()
     ]
@@ -97,13 +103,21 @@ def project_report(
     by_control = _by_control(records)
     if not by_control:
         return build_report(table(records), **shared, **extras)
-    # several labeling controls: the page is the first control's (decisions judge it), and
-    # per_control holds each control's report, per label and per annotator
-    first = next(iter(by_control))
+    # several labeling controls: the page is the first control's, its decisions with it, and
+    # per_control holds each control's report, per label, per annotator and per reviewer
+    weighed = [p["control"] for p in extras["meta"].get("weighers") or ()]
+    first = next((name for name in weighed if name in by_control), next(iter(by_control)))
+    extras["reviews"] = reviews.review_inputs(store, first, first)
     report = build_report(table(by_control[first]), **shared, **extras)
     types = {p["control"]: p.get("type") for p in extras["meta"].get("weighers") or ()}
     report["per_control"] = [
-        {"control": name, "type": types.get(name), "report": build_report(table(rows), **shared)}
+        {
+            "control": name,
+            "type": types.get(name),
+            "report": build_report(
+                table(rows), **shared, reviews=reviews.review_inputs(store, name, first)
+            ),
+        }
         for name, rows in by_control.items()
     ]
     return report

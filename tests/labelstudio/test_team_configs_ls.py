@@ -15,13 +15,18 @@ body (two Labels, two Texts), and two Choices on one text.
 Each control's planted errors have one among the served queue's first :data:`TOP` of 50 tasks,
 its notes naming the control; the report holds each control's; a fix of one control's error is
 rescored up (where a Choices is weighed). Each fails where several controls are refused
-(before issue 62's item 2).
+(before issue 62's item 2). Of NER beside a topic, the fix (the topic's choice changed by a
+second user's PATCH) is recorded for the topic and not for the labels, which it confirms, and the
+task serves as a fix does: its topic's rescored score, not 1 (issue 62: decisions keep the
+control).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -308,12 +313,27 @@ def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
     return tasks, wrong, tone_wrong
 
 
+@dataclass(frozen=True)
+class Weighed:
+    """What :func:`_weigh_several` did: the backend's ``status`` after the training, the
+    ``project``, and the task whose planted error it fixed (None where it fixed none) with its
+    served score ``before`` and ``after`` the fix's rescore."""
+
+    status: dict
+    project: int
+    fixed: int | None = None
+    before: float | None = None
+    after: float | None = None
+
+
 def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict, said: str):
     """Connect a project of ``config`` and ``tasks`` with no weigh_controls, train it, and
     check that every control named in ``wrong`` (control -> the indices of its planted errors)
     is weighed and has one of them among the served queue's first :data:`TOP`, its notes
-    naming the control, and that the status names the controls weighed as ``said``. The
-    backend's /status."""
+    naming the control, and that the status names the controls weighed as ``said``; then, where
+    the last control is a Choices, fix its worst planted error (a PATCH by the admin, a second
+    user: the annotations are :data:`testbed.projects.ANNOTATOR`'s) and wait for its rescore.
+    A :class:`Weighed`."""
     env = {**ENGINE_ENV, **env, **label_studio.backend_env}
     with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
         ls = label_studio.sdk()
@@ -360,7 +380,7 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         # controls' regions kept): rescored within the version, its score up.
         control = list(wrong)[-1]
         if config.count("<Labels") == len(wrong):  # NER alone: the tests know no gold to fix
-            return status
+            return Weighed(status, project.id)
         fixed = ids[min(wrong[control], key=lambda i: queue.index(ids[i]))]
         (annotation,) = label_studio.api("GET", f"/api/tasks/{fixed}")["annotations"]
         flip = {"negative": "positive", "cold": "warm", "sport": "other"}
@@ -376,9 +396,9 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         while field(_prediction(ls, fixed, version), "score") <= scores[fixed]:
             assert time.monotonic() < deadline, backend.log(80)
             time.sleep(0.5)
-        print(f"  {control}: a fixed error's score {scores[fixed]:.3f} ->", end=" ")
-        print(f"{field(_prediction(ls, fixed, version), 'score'):.3f}")
-        return status
+        after = field(_prediction(ls, fixed, version), "score")
+        print(f"  {control}: a fixed error's score {scores[fixed]:.3f} -> {after:.3f}")
+        return Weighed(status, project.id, fixed, scores[fixed], after)
 
 
 # The scout settings of a project of NER beside a Choices, and of two Choices.
@@ -404,15 +424,18 @@ SEVERAL = {
 }  # fmt: skip
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", list(SEVERAL))
-def test_several_controls_each_weighed(label_studio, tmp_path, case):
+# the case test_a_fix_of_the_topic_is_recorded_for_the_topic_alone runs, with its decisions
+NER_TOPIC = "ner and a document choices on one text"
+
+
+def _several(label_studio, tmp_path, case: str) -> Weighed:
+    """:func:`_weigh_several` of the :data:`SEVERAL` ``case``, its status checked."""
     make, seed, config, names, env, targets, alone = SEVERAL[case]
     tasks, *wrong = make(np.random.default_rng(seed))
     interface = LabelInterface(config)
     tags = [next(c.tag for c in interface.controls if c.name == name) for name in names]
     said = " and ".join(f"{n!r} ({t})" for n, t in zip(names, tags, strict=True))
-    status = _weigh_several(
+    weighed = _weigh_several(
         label_studio,
         tmp_path,
         config,
@@ -421,5 +444,38 @@ def test_several_controls_each_weighed(label_studio, tmp_path, case):
         env,
         f"two labeling controls, {said} weighed",
     )
+    status = weighed.status
     assert [c["to_name"] for c in status["controls"]["weighed"]] == [[t] for t in targets.split()]
     assert [c["name"] for c in status["controls"]["ignored"]] == alone.split()
+    return weighed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [case for case in SEVERAL if case != NER_TOPIC])
+def test_several_controls_each_weighed(label_studio, tmp_path, case):
+    _several(label_studio, tmp_path, case)
+
+
+@pytest.mark.slow
+def test_a_fix_of_the_topic_is_recorded_for_the_topic_alone(label_studio, tmp_path):
+    """NER beside a topic, weighed as every case of :data:`SEVERAL` is; the topic of a planted
+    error set right by a second user's PATCH, the labels kept: the backend records a fix for
+    'topic' and not for 'label' (its labels saved unchanged: confirmed), each decision naming
+    its control, and the task serves as a fix does, at its topic's rescored score (the labels
+    at 1), not as a confirmed task."""
+    weighed = _several(label_studio, tmp_path, NER_TOPIC)
+    assert weighed.fixed is not None
+    root = tmp_path / "models" / str(weighed.project)
+    kept = json.loads((root / "reviews.json").read_text())["decisions"]
+    mine = {d["control"]: d for d in kept.values() if d["task"] == str(weighed.fixed)}
+    assert set(mine) == {"label", "topic"}, kept
+    assert (mine["topic"]["decision"], mine["topic"]["fixed"]) == ("fixed", True)
+    assert (mine["label"]["decision"], mine["label"]["fixed"]) == ("confirmed", False)
+    assert [d["control"] for d in kept.values() if d["decision"] == "fixed"] == ["topic"]
+    assert mine["topic"]["reviewer"] == mine["label"]["reviewer"] != ""
+    version = weighed.status["current_version"]
+    entry = json.loads((root / "versions" / version / "scores.json").read_text())
+    entry = entry[str(weighed.fixed)]
+    print(f"  the fixed task's controls as stored after its rescore: {entry['controls']}")
+    assert weighed.after == pytest.approx(entry["controls"]["topic"])
+    assert weighed.before < weighed.after < 1.0
