@@ -19,6 +19,8 @@ The real Label Studio round trip is tests/labelstudio/test_team_configs_ls.py's.
 
 from __future__ import annotations
 
+import html
+import re
 import json
 
 import pytest
@@ -321,9 +323,16 @@ def test_the_report_counts_each_controls_decisions_and_reviewers(by_save):
     assert _reviewed(parts["ner"]) == (2, 2, 0)
     assert _reviewed(parts["topic"]) == (2, 1, 1)
     assert _reviewed(report["reviews"]) == (2, 2, 0)  # the page's: the first control's
-    assert (
-        "the reviewers' decisions and the most doubtful tasks below are the first control's ('ner')"
-    ) in " ".join(render(report, str(PROJECT)).split())
+    page = " ".join(html.unescape(render(report, str(PROJECT))).split())
+    assert "the most doubtful tasks are the first control's ('ner')" in page
+    # each control's decisions on the page, under its name: the topic's fix among them
+    for i, name in enumerate(("'ner' (Labels)", "'topic' (Choices)"), 1):
+        assert f"decisions say about the flags, control {name}" in page
+        assert f'id="reviewers-{i}"' in page
+    assert 'id="reviews"' not in page
+    # the one flag each control's decisions reviewed: the labels' confirmed, the topic's fixed
+    flags = re.findall(r"\d+ fixed of \d+ reviewed", page)
+    assert flags == ["0 fixed of 1 reviewed", "1 fixed of 1 reviewed"]
     by_reviewer = {r["reviewer"]: r for r in parts["topic"]["reviewers"]}
     assert (by_reviewer["user 5"]["fixed"], by_reviewer["user 6"]["confirmed"]) == (1, 1)
     # the annotations as served: task 1's labels confirmed (1), its topic as stored
