@@ -20,8 +20,8 @@ The real Label Studio round trip is tests/labelstudio/test_team_configs_ls.py's.
 from __future__ import annotations
 
 import html
-import re
 import json
+import re
 
 import pytest
 
