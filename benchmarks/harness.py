@@ -583,24 +583,32 @@ def report(args, result: dict, markdown: Callable[[dict], str]) -> None:
     print(text)
 
 
-def run_seeds(args, name: str, argv, run_seed, summarize, markdown) -> dict:
-    """Run ``run_seed(args, seed)`` for seeds 0..args.seeds-1, saving ``args.out/args.name``
-    after each (a stopped run keeps its finished seeds); prints and returns the result.
+def run_planned(args, name: str, argv, planned, run, summarize, markdown, extra=None) -> dict:
+    """Run ``run(*plan)`` for each ``plan`` of ``planned`` (tuples of arguments), saving
+    ``args.out/args.name`` after each (a stopped run keeps what it finished: ``complete``
+    false), the result ``summarize(runs)`` with ``extra``'s fields; prints and returns it.
     ``name``: the benchmark's module, for its command line."""
     command_line = command(name, argv)
     runs: list[dict] = []
-    for seed in range(args.seeds):
-        runs.append(run_seed(args, seed))
+    for plan in planned:
+        runs.append(run(*plan))
         result = {
             **stamp(command_line),
             "config": config(args),
-            "complete": len(runs) == args.seeds,
+            "complete": len(runs) == len(planned),
+            **(extra or {}),
             "summary": summarize(runs),
             "runs": runs,
         }
         save(args.out, args.name, result, markdown(result))
     print(markdown(result))
     return result
+
+
+def run_seeds(args, name: str, argv, run_seed, summarize, markdown) -> dict:
+    """:func:`run_planned` of ``run_seed(args, seed)`` for seeds 0..args.seeds-1."""
+    planned = [(args, seed) for seed in range(args.seeds)]
+    return run_planned(args, name, argv, planned, run_seed, summarize, markdown)
 
 
 def seeded_main(name: str, argv, parse_args, run_seed, summarize, markdown) -> int:

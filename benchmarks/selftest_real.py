@@ -199,26 +199,18 @@ def markdown(result) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     harness.start(args.threads)
-    command_line = harness.command(NAME, argv)
     pairs = {data: load_pair(data) for data in args.data}
     mix = {data: error_mix(data) for data in args.data}
     planned = []
     for data in args.data:  # a size over the data set's is the whole set, once
         sizes = sorted({min(size, len(pairs[data][0])) for size in args.sizes})
         planned += [(data, size, seed) for size in sizes for seed in range(args.seeds)]
-    runs = []
-    for data, size, seed in planned:
-        runs.append(run_one(args, data, size, seed, pairs[data]))
-        result = {
-            **harness.stamp(command_line),
-            "config": harness.config(args),
-            "complete": len(runs) == len(planned),
-            "error_mix": mix,
-            "summary": summarize(runs),
-            "runs": runs,
-        }
-        harness.save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+
+    def run(data: str, size: int, seed: int) -> dict:
+        return run_one(args, data, size, seed, pairs[data])
+
+    extra = {"error_mix": mix}
+    harness.run_planned(args, NAME, argv, planned, run, summarize, markdown, extra)
     return 0
 
 

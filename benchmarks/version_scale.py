@@ -321,21 +321,13 @@ def markdown(result) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     harness.start(args.threads)
-    command_line = harness.command(NAME, argv)
+    pairs: dict = {}
+
+    def run(data: str, seed: int) -> dict:
+        return run_one(args, data, seed, pairs.setdefault(data, load_pair(data)))
+
     planned = [(data, seed) for data in args.data for seed in range(args.seeds)]
-    runs, pairs = [], {}
-    for data, seed in planned:
-        pair = pairs.setdefault(data, load_pair(data))
-        runs.append(run_one(args, data, seed, pair))
-        result = {
-            **harness.stamp(command_line),
-            "config": harness.config(args),
-            "complete": len(runs) == len(planned),
-            "summary": summarize(runs),
-            "runs": runs,
-        }
-        harness.save(args.out, args.name, result, markdown(result))
-    print(markdown(result))
+    harness.run_planned(args, NAME, argv, planned, run, summarize, markdown)
     return 0
 
 

@@ -896,3 +896,15 @@ def backend_with_jobs(jobs: str, env: dict[str, str], workdir: Path):
         for process in (worker, backend, redis):
             if process is not None:
                 process.stop()
+
+
+@contextlib.contextmanager
+def label_studio_and_backend(workdir: Path, env: dict[str, str]):
+    """A fresh Label Studio (:class:`LabelStudioServer`) and our backend talking to it
+    (:class:`BackendServer` with ``env`` and the server's address and token; MODEL_DIR
+    ``workdir/models``, its log ``workdir/backend.log``). Yields ``(label_studio, backend)``;
+    both are stopped afterwards."""
+    with LabelStudioServer() as label_studio:
+        env = {**env, **label_studio.backend_env}
+        with BackendServer(workdir / "models", env, workdir / "backend.log") as backend:
+            yield label_studio, backend

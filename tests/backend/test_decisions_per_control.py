@@ -28,8 +28,6 @@ import pytest
 from backend.config.settings import Settings
 from backend.labelstudio.tasks import (
     TaskRead,
-    annotation_record,
-    fingerprint,
     parse_label_config,
     read_tasks,
 )
@@ -41,6 +39,9 @@ from backend.serving.report import annotation_records, project_report, render
 from backend.store.store import ProjectStore
 from subregweigh.io.atomic import atomic_write_json
 from subregweigh.io.labelstudio import REVIEW_CONTROL, review_control_xml
+from tests.backend.test_label_configs import stored_entries
+from tests.backend.test_reviews import _at
+from tests.backend.test_reviews import _region as labels_region
 
 TEXT = "Merkel won the cup in Paris ."
 NER_AND_TOPIC = (
@@ -56,18 +57,8 @@ PROJECT = 12
 SCORES = {1: (0.6, 0.2), 2: (0.3, 0.7), 3: (0.4, 0.5)}
 
 
-def _at(minute: int) -> str:
-    return f"2026-01-01T10:{minute:02d}:00.000000Z"
-
-
 def _region(start, end, label):
-    return {
-        "id": f"r{start}",
-        "from_name": "ner",
-        "to_name": "text",
-        "type": "labels",
-        "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]},
-    }
+    return labels_region(start, end, label, "ner", TEXT)
 
 
 def _choice(control, value):
@@ -105,23 +96,7 @@ def _task(task_id, result, saved=SCORED_AT, by=5):
 def _entries(control, tasks, which: int, scores=SCORES) -> dict:
     """One control's stored entries of ``tasks``, each at its ``scores`` (``which``: the
     control's place), as a training of that control stores them."""
-    table = {}
-    for item in read_tasks(tasks, control).tasks:
-        score = scores[int(item.id)][which]
-        records = [
-            annotation_record(ex, control.task, score, {"majority": [list(ex.label)]}, 0)
-            for ex in item.examples
-        ]
-        region = {"from_name": control.from_name, "to_name": "text", "meta": {"text": ["?"]}}
-        table[item.id] = {
-            "result": [region],
-            "score": score,
-            "fingerprint": fingerprint(item),
-            "reliability": {ex.id: 1.0 for ex in item.examples},
-            "probability": {ex.id: score for ex in item.examples},
-            "annotations": records,
-        }
-    return table
+    return stored_entries(control, tasks, lambda task: scores[int(task)][which])
 
 
 def _publish(model_dir, spec) -> ProjectStore:

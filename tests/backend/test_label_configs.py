@@ -468,22 +468,24 @@ def test_status_and_the_report_say_what_is_weighed_and_what_is_left_alone(tmp_pa
     ) in page
 
 
-def _entries(spec, tasks: list[dict], score: float, note: str) -> dict:
+def stored_entries(spec, tasks: list[dict], score, note: str = "?") -> dict:
     """One control's stored entries of ``tasks`` as a training stores them (the real parser
-    and record writer), each at ``score`` with one region noted ``note``."""
+    and record writer), each at ``score`` (a float, or task id -> its float) with one region
+    noted ``note``."""
     table = {}
     for item in read_tasks(tasks, spec).tasks:
+        score_of = score(item.id) if callable(score) else score
         records = [
-            annotation_record(ex, spec.task, score, {"majority": [list(ex.label)]}, 0)
+            annotation_record(ex, spec.task, score_of, {"majority": [list(ex.label)]}, 0)
             for ex in item.examples
         ]
         region = {"from_name": spec.from_name, "to_name": "text", "meta": {"text": [note]}}
         table[item.id] = {
             "result": [region],
-            "score": score,
+            "score": score_of,
             "fingerprint": fingerprint(item),
             "reliability": {ex.id: 1.0 for ex in item.examples},
-            "probability": {ex.id: score for ex in item.examples},
+            "probability": {ex.id: score_of for ex in item.examples},
             "annotations": records,
         }
     return table
@@ -496,8 +498,10 @@ def test_several_controls_merge_into_one_entry_at_the_lowest_score_naming_each_c
     merged = merge_entries(
         spec,
         [
-            _entries(ner, tasks, 0.8, "annotated as LOC (p 0.80)"),
-            _entries(flag, tasks, 0.12, "annotated unclear (p 0.12); the scout suggests fine"),
+            stored_entries(ner, tasks, 0.8, "annotated as LOC (p 0.80)"),
+            stored_entries(
+                flag, tasks, 0.12, "annotated unclear (p 0.12); the scout suggests fine"
+            ),
         ],
     )
     entry = merged["1"]

@@ -40,13 +40,13 @@ def _at(minute: int) -> str:
     return f"2026-01-01T10:{minute:02d}:00.000000Z"
 
 
-def _region(start, end, label):
+def _region(start, end, label, from_name="label", text=TEXT):
     return {
         "id": f"r{start}",
-        "from_name": "label",
+        "from_name": from_name,
         "to_name": "text",
         "type": "labels",
-        "value": {"start": start, "end": end, "text": TEXT[start:end], "labels": [label]},
+        "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]},
     }
 
 

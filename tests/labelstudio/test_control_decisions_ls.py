@@ -33,7 +33,7 @@ from testbed.projects import (
     serving_prediction,
     wait_trained,
 )
-from testbed.servers import BackendServer, LabelStudioServer, http_json, require_label_studio
+from testbed.servers import http_json, label_studio_and_backend, require_label_studio
 
 pytestmark = pytest.mark.slow
 
@@ -69,8 +69,6 @@ def lab(tmp_path_factory):
     """A real Label Studio with three projects, each with the review control, connected to our
     backend and trained once; and a reviewer's token."""
     require_label_studio()
-    from label_studio_sdk.client import LabelStudio
-
     tmp = tmp_path_factory.mktemp("control")
     rng = np.random.default_rng(44)
     ner, _ = ner_tasks(rng, 24, 3)
@@ -81,40 +79,39 @@ def lab(tmp_path_factory):
     both = {**multi[0]["annotations"][0]["result"][0]}
     both["value"] = {"choices": ["negative", "positive"]}
     multi[0]["annotations"][0]["result"] = [both]
-    with LabelStudioServer() as label_studio:
-        env = {
+    with label_studio_and_backend(
+        tmp,
+        {
             **ENGINE_ENV,
             "SRW_EPOCHS": "3",
             "SRW_N": "20",
             "SRW_K": "4",
-            "LABEL_STUDIO_URL": label_studio.url,
-            "LABEL_STUDIO_API_KEY": label_studio.token,
-        }
-        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-            projects = {}
-            for name, config, tasks in [
-                ("ner", NER_CONFIG, ner),
-                ("single", CLS_CONFIG, single),
-                ("multi", MULTI_CONFIG, multi),
-            ]:
-                project = ls.projects.create(title=f"control {name}", label_config=config)
-                import_tasks(ls, project.id, tasks)
-                # the control added to a project that already has annotations: they stay valid
-                ls.projects.update(id=project.id, label_config=with_control(config))
-                ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-                ls.ml.train(id=ml.id)
-                projects[name] = project.id
-            for project in projects.values():
-                wait_trained(backend, project)
-            yield SimpleNamespace(
-                label_studio=label_studio,
-                backend=backend,
-                ls=ls,
-                projects=projects,
-                models=tmp / "models",
-                reviewer=sign_up(label_studio, REVIEWER, "reviewer-pw-12345"),
-            )
+        },
+    ) as (label_studio, backend):
+        ls = label_studio.sdk()
+        projects = {}
+        for name, config, tasks in [
+            ("ner", NER_CONFIG, ner),
+            ("single", CLS_CONFIG, single),
+            ("multi", MULTI_CONFIG, multi),
+        ]:
+            project = ls.projects.create(title=f"control {name}", label_config=config)
+            import_tasks(ls, project.id, tasks)
+            # the control added to a project that already has annotations: they stay valid
+            ls.projects.update(id=project.id, label_config=with_control(config))
+            ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+            ls.ml.train(id=ml.id)
+            projects[name] = project.id
+        for project in projects.values():
+            wait_trained(backend, project)
+        yield SimpleNamespace(
+            label_studio=label_studio,
+            backend=backend,
+            ls=ls,
+            projects=projects,
+            models=tmp / "models",
+            reviewer=sign_up(label_studio, REVIEWER, "reviewer-pw-12345"),
+        )
 
 
 def tasks_of(ctx, project: int, query: dict | None = None) -> list[dict]:

@@ -24,7 +24,7 @@ from testbed.projects import (
     serving_prediction,
     wait_trained,
 )
-from testbed.servers import BackendServer, LabelStudioServer, require_label_studio
+from testbed.servers import label_studio_and_backend, require_label_studio
 
 pytestmark = pytest.mark.slow
 TWEET = "Trendspotting with Louis Vuitton"  # a tweet whose one entity reads as PER or ORG
@@ -46,21 +46,22 @@ def copies_project(tmp_path_factory):
         _annotated_task(tweet, [("ORG", span[1], span[2])]),
     ]
     folder = tmp_path_factory.mktemp("copies")
-    with LabelStudioServer() as label_studio:
-        env = {**ENGINE_ENV, "SRW_EPOCHS": "4", **label_studio.backend_env}
-        with BackendServer(folder / "models", env, folder / "backend.log") as backend:
-            ls = label_studio.sdk()
-            project = ls.projects.create(title="copies", label_config=NER_CONFIG)
-            ids = import_tasks(ls, project.id, tasks)
-            connect_and_train(ls, project.id, backend.url)
-            wait_trained(backend, project.id)
-            yield {
-                "label_studio": label_studio,
-                "backend": backend,
-                "project": project.id,
-                "root": folder / "models" / str(project.id),
-                "pair": ids[-2:],
-            }
+    with label_studio_and_backend(folder, {**ENGINE_ENV, "SRW_EPOCHS": "4"}) as (
+        label_studio,
+        backend,
+    ):
+        ls = label_studio.sdk()
+        project = ls.projects.create(title="copies", label_config=NER_CONFIG)
+        ids = import_tasks(ls, project.id, tasks)
+        connect_and_train(ls, project.id, backend.url)
+        wait_trained(backend, project.id)
+        yield {
+            "label_studio": label_studio,
+            "backend": backend,
+            "project": project.id,
+            "root": folder / "models" / str(project.id),
+            "pair": ids[-2:],
+        }
 
 
 def _prediction(ctx, task: int) -> dict:

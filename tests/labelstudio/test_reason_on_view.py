@@ -32,13 +32,7 @@ from testbed.projects import (
     retyped_region,
     wait_trained,
 )
-from testbed.servers import (
-    LS_PASSWORD,
-    LS_USERNAME,
-    BackendServer,
-    LabelStudioServer,
-    require_label_studio,
-)
+from testbed.servers import LS_PASSWORD, LS_USERNAME, label_studio_and_backend, require_label_studio
 
 pytestmark = pytest.mark.slow
 
@@ -62,56 +56,46 @@ def _wait(condition, what: str, timeout: float = WAIT, log=None):
 def lab(tmp_path_factory):
     require_label_studio()
     require_chromium()
-    from label_studio_sdk.client import LabelStudio
-
     tmp = tmp_path_factory.mktemp("reason")
-    with LabelStudioServer() as label_studio:
-        env = {
-            **ENV,
-            "LABEL_STUDIO_URL": label_studio.url,
-            "LABEL_STUDIO_API_KEY": label_studio.token,
-        }
-        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-            annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
-            seed = 29
-            tasks, wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
-            fix, region, right = retyped_region(seed, tasks, wrong, 30)
-            for task in tasks:
-                for a in task["annotations"]:
-                    a["completed_by"] = annotator
-            config = add_review_control(NER_CONFIG)  # as the lead's command adds it
-            project = ls.projects.create(title="reason on the view", label_config=config)
-            ids = list(
-                ls.projects.import_tasks(
-                    id=project.id, request=tasks, return_task_ids=True
-                ).task_ids
-            )
-            texts = {i: t["data"]["text"] for i, t in zip(ids, tasks)}
-            ml = ls.ml.create(
-                project=project.id,
-                url=backend.url,
-                title="subregweigh",
-                extra_params={"write_reason": True},
-            )
-            ls.ml.train(id=ml.id)
-            wait_trained(backend, project.id)
-            ctx = SimpleNamespace(
-                label_studio=label_studio,
-                backend=backend,
-                project=project.id,
-                ids=ids,
-                texts=texts,
-                fix=(ids[fix], region["value"], right),
-                root=tmp / "models" / str(project.id),
-            )
-            _wait(
-                lambda: all(REASON_FIELD in data(ctx, t) for t in ids),
-                "the backend wrote no reason into some tasks' data",
-                log=lambda: backend.log(60),
-            )
-            configure_view(label_studio, project.id)  # sorted by score, lowest first
-            yield ctx
+    with label_studio_and_backend(tmp, ENV) as (label_studio, backend):
+        ls = label_studio.sdk()
+        annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
+        seed = 29
+        tasks, wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
+        fix, region, right = retyped_region(seed, tasks, wrong, 30)
+        for task in tasks:
+            for a in task["annotations"]:
+                a["completed_by"] = annotator
+        config = add_review_control(NER_CONFIG)  # as the lead's command adds it
+        project = ls.projects.create(title="reason on the view", label_config=config)
+        ids = list(
+            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
+        )
+        texts = {i: t["data"]["text"] for i, t in zip(ids, tasks)}
+        ml = ls.ml.create(
+            project=project.id,
+            url=backend.url,
+            title="subregweigh",
+            extra_params={"write_reason": True},
+        )
+        ls.ml.train(id=ml.id)
+        wait_trained(backend, project.id)
+        ctx = SimpleNamespace(
+            label_studio=label_studio,
+            backend=backend,
+            project=project.id,
+            ids=ids,
+            texts=texts,
+            fix=(ids[fix], region["value"], right),
+            root=tmp / "models" / str(project.id),
+        )
+        _wait(
+            lambda: all(REASON_FIELD in data(ctx, t) for t in ids),
+            "the backend wrote no reason into some tasks' data",
+            log=lambda: backend.log(60),
+        )
+        configure_view(label_studio, project.id)  # sorted by score, lowest first
+        yield ctx
 
 
 def task(ctx, task_id: int) -> dict:
@@ -126,6 +110,15 @@ def decisions(ctx, task_id: int) -> list[str]:
     path = ctx.root / "reviews.json"
     kept = json.loads(path.read_text())["decisions"].values() if path.exists() else ()
     return [d["decision"] for d in kept if d["task"] == str(task_id)]
+
+
+def wait_decided(ctx, task_id: int, decision: str) -> None:
+    """Wait until the backend kept ``decision`` as the task's one decision."""
+    _wait(
+        lambda: decisions(ctx, task_id) == [decision],
+        f"task {task_id} not {decision}",
+        log=lambda: ctx.backend.log(40),
+    )
 
 
 def queue(ctx) -> list[int]:
@@ -241,11 +234,7 @@ def test_the_reason_shows_without_a_click_and_a_confirm_takes_two(lab, reviewer)
 
     reviewer.click(_choice("correct"))
     reviewer.update()
-    _wait(
-        lambda: decisions(ctx, top) == ["confirmed"],
-        f"task {top} not confirmed",
-        log=lambda: ctx.backend.log(40),
-    )
+    wait_decided(ctx, top, "confirmed")
     assert reviewer.clicks <= CONFIRM_CLICKS, reviewer.clicks
     # the reason follows the decision: the next job writes who confirmed it
     _wait(
@@ -270,11 +259,7 @@ def test_a_fix_of_one_region_type_counted(lab, reviewer):
     )
     reviewer.click(_choice("wrong (fixed)"))
     reviewer.update()
-    _wait(
-        lambda: decisions(ctx, task_id) == ["fixed"],
-        f"task {task_id} not fixed",
-        log=lambda: ctx.backend.log(40),
-    )
+    wait_decided(ctx, task_id, "fixed")
     saved = [
         r
         for r in task(ctx, task_id)["annotations"][0]["result"]

@@ -42,8 +42,7 @@ from testbed.servers import (
     LS_PASSWORD,
     LS_USERNAME,
     REPO,
-    BackendServer,
-    LabelStudioServer,
+    label_studio_and_backend,
     require_label_studio,
 )
 
@@ -85,56 +84,48 @@ def review(tmp_path_factory):
     """Label Studio, the backend, and the two trained projects with the control added."""
     require_label_studio()
     require_chromium()
-    from label_studio_sdk.client import LabelStudio
-
     tmp = tmp_path_factory.mktemp("review-control")
-    with LabelStudioServer() as label_studio:
-        env = {
-            **ENV,
-            "LABEL_STUDIO_URL": label_studio.url,
-            "LABEL_STUDIO_API_KEY": label_studio.token,
-        }
-        with BackendServer(tmp / "models", env, tmp / "backend.log") as backend:
-            ls = LabelStudio(base_url=label_studio.url, api_key=label_studio.token)
-            annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
-            seed = 29
-            ner, ner_wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
-            # one task annotated without any region, though its sentence has entities
-            bare = next(i for i in range(len(ner)) if i not in ner_wrong)
-            ner[bare]["annotations"][0]["result"] = []
-            # a task with an entity retyped, its region and the label that region should have
-            fix, region, right = retyped_region(seed, ner, ner_wrong, 30)
-            cls, cls_wrong = classification_tasks(np.random.default_rng(5), 24, 3)
-            projects = {}
-            for kind, config, tasks in [("ner", NER_CONFIG, ner), ("cls", CLS_CONFIG, cls)]:
-                project = ls.projects.create(title=f"one-click review {kind}", label_config=config)
-                ids = ls.projects.import_tasks(
-                    id=project.id, request=_annotated_by(tasks, annotator), return_task_ids=True
-                ).task_ids
-                ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
-                ls.ml.train(id=ml.id)
-                projects[kind] = SimpleNamespace(
-                    id=project.id, ids=list(ids), root=tmp / "models" / str(project.id)
-                )
-            for project in projects.values():
-                wait_trained(backend, project.id)
-                shown = _add_control(label_studio, project.id)
-                assert "Saved" in shown
-                configure_view(label_studio, project.id)  # sorted by score, lowest first
-            ner_project, cls_project = projects["ner"], projects["cls"]
-            ner_project.bare = ner_project.ids[bare]
-            ner_project.fix = (ner_project.ids[fix], region["value"], right)
-            # what the tests that take the top task leave alone
-            ner_project.reserved = {ner_project.bare, ner_project.ids[fix]}
-            cls_project.reserved = set()
-            cls_project.wrong = {cls_project.ids[i] for i in cls_wrong}
-            yield SimpleNamespace(
-                label_studio=label_studio,
-                backend=backend,
-                ner=ner_project,
-                cls=cls_project,
-                annotator=annotator,
+    with label_studio_and_backend(tmp, ENV) as (label_studio, backend):
+        ls = label_studio.sdk()
+        annotator = create_users(label_studio, (ANNOTATOR,))[ANNOTATOR]
+        seed = 29
+        ner, ner_wrong = ner_tasks(np.random.default_rng(seed), 30, 3)
+        # one task annotated without any region, though its sentence has entities
+        bare = next(i for i in range(len(ner)) if i not in ner_wrong)
+        ner[bare]["annotations"][0]["result"] = []
+        # a task with an entity retyped, its region and the label that region should have
+        fix, region, right = retyped_region(seed, ner, ner_wrong, 30)
+        cls, cls_wrong = classification_tasks(np.random.default_rng(5), 24, 3)
+        projects = {}
+        for kind, config, tasks in [("ner", NER_CONFIG, ner), ("cls", CLS_CONFIG, cls)]:
+            project = ls.projects.create(title=f"one-click review {kind}", label_config=config)
+            ids = ls.projects.import_tasks(
+                id=project.id, request=_annotated_by(tasks, annotator), return_task_ids=True
+            ).task_ids
+            ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
+            ls.ml.train(id=ml.id)
+            projects[kind] = SimpleNamespace(
+                id=project.id, ids=list(ids), root=tmp / "models" / str(project.id)
             )
+        for project in projects.values():
+            wait_trained(backend, project.id)
+            shown = _add_control(label_studio, project.id)
+            assert "Saved" in shown
+            configure_view(label_studio, project.id)  # sorted by score, lowest first
+        ner_project, cls_project = projects["ner"], projects["cls"]
+        ner_project.bare = ner_project.ids[bare]
+        ner_project.fix = (ner_project.ids[fix], region["value"], right)
+        # what the tests that take the top task leave alone
+        ner_project.reserved = {ner_project.bare, ner_project.ids[fix]}
+        cls_project.reserved = set()
+        cls_project.wrong = {cls_project.ids[i] for i in cls_wrong}
+        yield SimpleNamespace(
+            label_studio=label_studio,
+            backend=backend,
+            ner=ner_project,
+            cls=cls_project,
+            annotator=annotator,
+        )
 
 
 # ------------------------------------------------------------------ what the backend keeps
