@@ -428,6 +428,7 @@ def import_tasks(ls, project: int, tasks: list[dict], annotator: str = ANNOTATOR
     for attempt in range(2):
         imported = ls.projects.import_tasks(id=project, request=tasks, return_task_ids=True)
         if (imported.annotation_count or 0) >= expected:
+            wait_counted(ls, project, expected)
             return list(imported.task_ids)
         if attempt == 0:
             ls.tasks.delete_all_tasks(id=project)
@@ -435,6 +436,25 @@ def import_tasks(ls, project: int, tasks: list[dict], annotator: str = ANNOTATOR
         f"project {project}: Label Studio kept {imported.annotation_count} of the {expected} "
         f"annotations of {len(tasks)} imported tasks, twice"
     )
+
+
+COUNTED_SECONDS = 120.0  # how long Label Studio's project counters may lag an import
+
+
+def wait_counted(ls, project: int, annotations: int, timeout: float = COUNTED_SECONDS) -> None:
+    """Wait until Label Studio's project counters (``total_annotations_number``) count the
+    ``annotations`` just imported. They lag an import under load (a CI run: *Start Training*
+    refused "0 of 24 tasks are annotated" for 24 imported annotated tasks); the backend answers
+    from them, as Label Studio's own project page does, so a test starts training once a user
+    would see the annotations counted."""
+    deadline = time.monotonic() + timeout
+    while (counted := ls.projects.get(id=project).total_annotations_number or 0) < annotations:
+        if time.monotonic() > deadline:
+            raise ImportShort(
+                f"project {project}: Label Studio counts {counted} of the {annotations} "
+                f"imported annotations after {timeout:.0f} s"
+            )
+        time.sleep(0.5)
 
 
 class ImportShort(RuntimeError):

@@ -28,6 +28,7 @@ from testbed.projects import (
     ENGINE_ENV,
     NER_CONFIG,
     create_users,
+    import_tasks,
     ner_tasks,
     retyped_region,
     wait_trained,
@@ -68,9 +69,7 @@ def lab(tmp_path_factory):
                 a["completed_by"] = annotator
         config = add_review_control(NER_CONFIG)  # as the lead's command adds it
         project = ls.projects.create(title="reason on the view", label_config=config)
-        ids = list(
-            ls.projects.import_tasks(id=project.id, request=tasks, return_task_ids=True).task_ids
-        )
+        ids = import_tasks(ls, project.id, tasks)
         texts = {i: t["data"]["text"] for i, t in zip(ids, tasks)}
         ml = ls.ml.create(
             project=project.id,

@@ -32,6 +32,7 @@ from testbed.projects import (
     NER_CONFIG,
     classification_tasks,
     create_users,
+    import_tasks,
     ner_tasks,
     retyped_region,
     serving_entry,
@@ -99,9 +100,7 @@ def review(tmp_path_factory):
         projects = {}
         for kind, config, tasks in [("ner", NER_CONFIG, ner), ("cls", CLS_CONFIG, cls)]:
             project = ls.projects.create(title=f"one-click review {kind}", label_config=config)
-            ids = ls.projects.import_tasks(
-                id=project.id, request=_annotated_by(tasks, annotator), return_task_ids=True
-            ).task_ids
+            ids = import_tasks(ls, project.id, _annotated_by(tasks, annotator))
             ml = ls.ml.create(project=project.id, url=backend.url, title="subregweigh")
             ls.ml.train(id=ml.id)
             projects[kind] = SimpleNamespace(
