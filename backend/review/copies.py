@@ -53,10 +53,10 @@ def index(scores: Mapping[str, dict]) -> Copies:
             if isinstance(record, Mapping):
                 control = record.get("control")
                 per_control.setdefault(control, {}).setdefault(task, []).append(record)
-    found = {control: _find(records) for control, records in per_control.items()}
-    if set(found) <= {None}:  # one control: its records name none
-        return found.get(None) or engine.find_copies([], "classification")
-    return engine.by_control({c: copies for c, copies in found.items() if c is not None})
+    each = {control: _find(records) for control, records in per_control.items()}
+    if set(each) <= {None}:  # one control: its records name none
+        return each.get(None) or engine.find_copies([], "classification")
+    return engine.by_control({c: copies for c, copies in each.items() if c is not None})
 
 
 def _find(records: Mapping[str, list[Mapping]]) -> Copies:
@@ -152,12 +152,12 @@ def with_notes(task: str, entry: dict, copies: CopiesState) -> dict:
     copies that disagree, or its prediction has no region to hold a note."""
     if task not in copies.copies.of_task or not entry.get("result"):
         return entry
-    found = engine.links(copies.copies, task, copies.decided, copies.members)
-    if not found:
+    linked = engine.links(copies.copies, task, copies.decided, copies.members)
+    if not linked:
         return entry
     result = [dict(region) for region in entry["result"]]
     noted: list[str] = []
-    for link in found:
+    for link in linked:
         said = engine.link_note(link)
         # several controls: the note goes on a region of the link's control, and names it
         mine = [r for r in result if link.control is None or r.get("from_name") == link.control]

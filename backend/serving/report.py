@@ -97,26 +97,25 @@ def project_report(
             "project_settings": project_settings.shown(settings, store),
         },
         "selftest": selftest if selftest.get("results") else None,
-        "reviews": reviews.review_inputs(store),
         "learned": learned_in(store.versions / version),
     }
     by_control = _by_control(records)
     if not by_control:
-        return build_report(table(records), **shared, **extras)
+        return build_report(
+            table(records), **shared, **extras, reviews=reviews.review_inputs(store)
+        )
     # several labeling controls: the page is the first control's, its decisions with it, and
     # per_control holds each control's report, per label, per annotator and per reviewer
     weighed = [p["control"] for p in extras["meta"].get("weighers") or ()]
     first = next((name for name in weighed if name in by_control), next(iter(by_control)))
-    extras["reviews"] = reviews.review_inputs(store, first, first)
-    report = build_report(table(by_control[first]), **shared, **extras)
+    decided = {name: reviews.review_inputs(store, name, first) for name in by_control}
+    report = build_report(table(by_control[first]), **shared, **extras, reviews=decided[first])
     types = {p["control"]: p.get("type") for p in extras["meta"].get("weighers") or ()}
     report["per_control"] = [
         {
             "control": name,
             "type": types.get(name),
-            "report": build_report(
-                table(rows), **shared, reviews=reviews.review_inputs(store, name, first)
-            ),
+            "report": build_report(table(rows), **shared, reviews=decided[name]),
         }
         for name, rows in by_control.items()
     ]
