@@ -128,7 +128,8 @@ def refresh_project(
         "rescore_beside_crf_seconds": beside.get("seconds"),
         "finished_at": time.time(),
     }
-    store.update_status(last_refresh=last, scores_in_label_studio=version)
+    # the rescore that ran it records last_refresh beside its last_rescore, in one write
+    store.update_status(scores_in_label_studio=version)
     logger.info(
         "project %s: refreshed version %s into %s: the CRF retrained on %d annotations (%d "
         "reviewed, counted %d times; %s), %d tasks scored again, in Label Studio after %.1f s "

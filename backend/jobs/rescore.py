@@ -65,11 +65,12 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
     pending = store.take_inbox("rescore_pending")
     slips: dict = {}
     judged: dict = {}  # the slips this job's decisions moved, handed back by read_changed
+    refreshed: dict = {}
     start = time.perf_counter()
     try:
         api = LabelStudioAPI(settings.label_studio_url, settings.label_studio_api_key)
         _catch_up(api, store, version)
-        written, refreshed = 0, {}
+        written = 0
         if pending:  # the decisions these tasks show add their fixes' slips
             ours = project_settings.effective(settings, store)  # once per job
             spec = parse_label_config(api.label_config(int(project)), ours.controls_to_weigh)
@@ -97,6 +98,8 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         store.update_status(
             rescore_pending=lambda old: {**pending, **(old or {})},
             slips_pending=lambda old: {**judged, **slips, **(old or {})},
+            # a refresh that served before the failure is still the version serving
+            **({"last_refresh": refreshed} if refreshed.get("refreshed") else {}),
         )
         logger.error(
             "project %s: could not rescore %d changed tasks (kept for the next change): %s: %s",
@@ -117,10 +120,11 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
         "since_change_seconds": since_change,
         "finished_at": now,
     }
-    store.update_status(last_rescore=last)
+    done = {"last_rescore": last}
     if pending and refreshed.get("refreshed"):  # until it served, its cleanup not counted
         since_change = round(refreshed["finished_at"] - min(pending.values()), 3)
-        store.update_status(last_refresh={**refreshed, "since_change_seconds": since_change})
+        done["last_refresh"] = {**refreshed, "since_change_seconds": since_change}
+    store.update_status(**done)  # one write: a reader never sees the refresh without its rescore
     if refreshed.get("refreshed"):
         _clean_up_after(api, store, refreshed["version"])
     if pending:  # why each changed task is flagged, in its data (write_reason; bounded)
