@@ -30,8 +30,14 @@ K=10, N=500, NER 3 epochs) unless ``--epochs``, ``-k``, ``--n-samples``, ``--sco
 ``--crf`` say otherwise. Beyond CoNLL-2003's
 14,041 training sentences a project's sentences are drawn with replacement.
 
+With ``--tasks articles`` each task is a whole CoNLL-2003 training article (946 of them, median
+about 180 words, the longest past the encoder's 512-subword window, which the engine reads in
+overlapping windows) instead of a sentence; beyond 946 they are drawn with replacement (issue
+62: what a project of long documents costs).
+
     python -m benchmarks.scaling --sizes 300 1000 3000     # about 25 min on 2 cores
     python -m benchmarks.scaling --sizes 14000 50000 --resume   # adds sizes to the same table
+    python -m benchmarks.scaling --tasks articles --sizes 1000 --retrain-at 0  # 1,000 articles
     python -m benchmarks.scaling --sizes 30 --epochs 1 -k 3 --n-samples 6 --retrain-at 30 \\
         --out /tmp/scaling-smoke                            # smoke test, under a minute
 
@@ -57,6 +63,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from benchmarks.harness import (
+    DATA,
     add_backend_arguments,
     arguments,
     backend_env,
@@ -70,9 +77,12 @@ from benchmarks.harness import (
     start,
     table,
 )
+from benchmarks.real_errors_articles import articles, join
+from subregweigh.io import read_conll
 from testbed.projects import (
     NER_CONFIG,
     TrainingFailed,
+    annotated_tasks,
     conll_tasks,
     retyped,
     wait_trained,
@@ -113,6 +123,12 @@ def parse_args(argv=None):
     parser = arguments(__doc__, threads=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="tasks per project")
     parser.add_argument("--mode", choices=("embedded", "redis"), default="embedded")
+    parser.add_argument(
+        "--tasks",
+        choices=("sentences", "articles"),
+        default="sentences",
+        help="what a task holds: a CoNLL-2003 training sentence, or a whole article",
+    )
     parser.add_argument("--retrain-at", type=int, default=1000, help="size of the retrain row")
     parser.add_argument("--changes", type=int, default=10, help="edits that start the retrain")
     add_backend_arguments(parser, ensemble=True)
@@ -128,7 +144,9 @@ def parse_args(argv=None):
         "(default: done)",
     )
     args = parser.parse_args(argv)
-    args.name = args.name or ("scaling" if args.mode == "embedded" else "scaling-redis")
+    if not args.name:
+        args.name = "scaling" if args.mode == "embedded" else "scaling-redis"
+        args.name += "-articles" if args.tasks == "articles" else ""
     return args
 
 
@@ -141,6 +159,7 @@ def settings(args) -> dict:
     """What the numbers depend on: a resumed run must have the same."""
     return {
         "mode": args.mode,
+        **({"tasks": args.tasks} if args.tasks != "sentences" else {}),  # older results: none
         "engine": engine_env(args),
         "seed": args.seed,
         "retrain_at": args.retrain_at,
@@ -151,9 +170,22 @@ def settings(args) -> dict:
 # ----------------------------------------------------------------------------- Label Studio
 
 
-def import_project(ls: LabelStudioServer, size: int, seed: int) -> tuple[int, list[int], float]:
-    """A new NER project of ``size`` annotated CoNLL tasks: (project id, task ids, seconds)."""
-    tasks = conll_tasks(np.random.default_rng(seed), size)
+def article_tasks(rng, size: int) -> list[dict]:
+    """``size`` CoNLL-2003 training articles drawn at random (with replacement beyond 946), in
+    file order, each a task annotated with its gold entities."""
+    sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
+    groups = articles(sentences)
+    chosen = sorted(rng.choice(len(groups), size, replace=size > len(groups)))
+    return annotated_tasks(join(sentences, groups[k], k) for k in chosen)
+
+
+def import_project(
+    ls: LabelStudioServer, size: int, seed: int, unit: str = "sentences"
+) -> tuple[int, list[int], float]:
+    """A new NER project of ``size`` annotated CoNLL tasks, each a sentence or an article
+    (``unit``): (project id, task ids, seconds)."""
+    rng = np.random.default_rng(seed)
+    tasks = conll_tasks(rng, size) if unit == "sentences" else article_tasks(rng, size)
     started = time.perf_counter()
     project = ls.api(
         "POST", "/api/projects", {"title": f"scaling {size}", "label_config": NER_CONFIG}
@@ -397,7 +429,7 @@ def timed_training(ls, backend, trainer_pid, project, task_ids, trigger, args) -
 
 def measure_size(ls: LabelStudioServer, size: int, args, work: Path) -> list[dict]:
     """The rows of one size: the first training, and at ``--retrain-at`` the retrain."""
-    project, task_ids, import_seconds = import_project(ls, size, args.seed)
+    project, task_ids, import_seconds = import_project(ls, size, args.seed, args.tasks)
     logger.info("size %d: project %d imported in %.1f s", size, project, import_seconds)
     with backend_for(ls, args, work / str(size)) as (backend, trainer_pid):
         ml = ls.api("POST", "/api/ml", {"project": project, "url": backend.url, "title": "srw"})
@@ -523,6 +555,11 @@ def markdown(result: dict) -> str:
         "the training process.",
         "",
     ]
+    if cfg.get("tasks") == "articles":
+        lines[-1:-1] = [
+            "Each task is a whole CoNLL-2003 training article (not a sentence); *tasks* counts "
+            "articles.",
+        ]
     rows = []
     for row in result["runs"]:
         sec = row["phase_seconds"]
@@ -551,7 +588,9 @@ def markdown(result: dict) -> str:
     header += ["overhead", *PHASES[len(SCORED) :]]
     header += ["all done s", "CPU s", "peak RSS MiB", "passes", "load avg", "GFLOP/s", "target"]
     lines += table(header, rows, align="ll" + "r" * (len(header) - 3) + "l")
-    missing = [f"{s:,}" for s in SIZES if s not in {r["size"] for r in result["runs"]}]
+    sentences = cfg.get("tasks", "sentences") == "sentences"
+    measured = {r["size"] for r in result["runs"]}
+    missing = [f"{s:,}" for s in SIZES if s not in measured] if sentences else []
     lines += [
         "",
         "CPU s: CPU seconds (user + system) of the training process from the trigger to all "

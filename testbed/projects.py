@@ -135,6 +135,11 @@ def _annotated_task(ex, spans) -> dict:
     return {"data": {"text": " ".join(ex.words)}, "annotations": [{"result": _regions(ex, spans)}]}
 
 
+def annotated_tasks(examples) -> list[dict]:
+    """Each of ``examples`` (words and IOB2 tags) as a task annotated with its gold entities."""
+    return [_annotated_task(ex, entity_spans(ex.label)) for ex in examples]
+
+
 def conll_tasks(rng, n_tasks: int, sentences_per_task: int = 1) -> list[dict]:
     """``n_tasks`` CoNLL-2003 training sentences drawn at random (of 14,041), in file order, each
     a task annotated with its gold entities; beyond 14,041 drawn with replacement (a larger
@@ -143,14 +148,13 @@ def conll_tasks(rng, n_tasks: int, sentences_per_task: int = 1) -> list[dict]:
     sentences = read_conll(DATA / "conllpp" / "conllpp_train.txt")
     last = len(sentences) - sentences_per_task + 1
     chosen = sorted(rng.choice(last, n_tasks, replace=n_tasks > last))
-    tasks = []
-    for i in chosen:
-        text = sentences[i : i + sentences_per_task]
-        ex = SimpleNamespace(
+    texts = [sentences[i : i + sentences_per_task] for i in chosen]
+    return annotated_tasks(
+        SimpleNamespace(
             words=[w for s in text for w in s.words], label=[t for s in text for t in s.label]
         )
-        tasks.append(_annotated_task(ex, entity_spans(ex.label)))
-    return tasks
+        for text in texts
+    )
 
 
 # A team: two careful annotators share the tasks; a careless one annotates some of them again
