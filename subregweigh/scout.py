@@ -322,30 +322,18 @@ class Scout:
             running, done = 0.0, 0
             order = self._training_order(lengths, rng)
             batches = self._training_batches(encoded, order)
-            for rows, input_ids, mask, texts in itertools.islice(
-                batches, steps - epoch * per_epoch
-            ):
-                with autocast:
-                    logits = self.model_(
-                        input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
-                    ).logits
-                loss = head.loss(
-                    logits.float(),
-                    texts,
-                    targets,
-                    torch.tensor(weights[rows], dtype=torch.float32),
-                )
-                loss.backward()
+            for chunks in itertools.islice(batches, steps - epoch * per_epoch):
+                loss = self._backward(chunks, head, targets, weights, autocast)
                 torch.nn.utils.clip_grad_norm_(trainable, 1.0)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad()
-                running += loss.item()
+                running += loss
                 done += 1
                 if epoch * per_epoch + done in stops and epoch * per_epoch + done < steps:
                     yield from self._stopped(epoch * per_epoch + done, per_epoch)
                 bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+                bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.3f}")
             logger.info(
                 "epoch %d/%d: mean loss %.4f over %d batches",
                 epoch + 1,
@@ -381,22 +369,54 @@ class Scout:
             shares.append(float(owned.sum()) / len(seg))
         return pieces, shares
 
-    def _training_batches(self, encoded, order) -> Iterator[tuple]:
-        """``(rows, input_ids, attention_mask, texts)`` of each batch of ``batch_size`` texts
-        taken in ``order``: every window of its texts (``encoded``: :meth:`_training_windows`'),
-        padded to the longest, and per text ``(row, windows, shares)`` as :meth:`Head.loss`
-        reads them. A batch of texts that fit is what :meth:`ModelInputs.batches` makes."""
+    def _training_batches(self, encoded, order) -> Iterator[list[tuple]]:
+        """Each optimizer step's batch of ``batch_size`` texts taken in ``order``, as the
+        chunks it runs in: ``[(rows, input_ids, attention_mask, texts), ...]``, each chunk
+        every window of its texts (``encoded``: :meth:`_training_windows`'), padded to the
+        longest, and per text ``(row, windows, shares)`` as :meth:`Head.loss` reads them.
+
+        A chunk holds at most ``batch_size`` windows (a text's windows stay together), so a
+        step costs the memory of ``batch_size`` windows however long its texts are: 16
+        articles of 7 windows each would hold 112 windows of 512 subwords, and their
+        attention, at once (a 1,000-article project grew by 13 GB in its first steps). A batch
+        whose texts fit is one chunk, what :meth:`ModelInputs.batches` makes."""
         for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            flat, texts = [], []
-            for i in rows:
+            chunks, flat, rows, texts = [], [], [], []
+            for i in order[start : start + self.batch_size]:
                 windows, shares = encoded[i]
+                if flat and len(flat) + len(windows) > self.batch_size:
+                    chunks.append(self._chunk(flat, rows, texts))
+                    flat, rows, texts = [], [], []
                 texts.append(
                     (i, [(len(flat) + k, first) for k, (_, first) in enumerate(windows)], shares)
                 )
+                rows.append(i)
                 flat.extend(windows)
-            ((_, input_ids, mask),) = self._inputs.batches(flat, list(range(len(flat))), len(flat))
-            yield rows, input_ids, mask, texts
+            chunks.append(self._chunk(flat, rows, texts))
+            yield chunks
+
+    def _backward(self, chunks, head: Head, targets, weights, autocast) -> float:
+        """Accumulate one step's gradient over its ``chunks`` (:meth:`_training_batches`'):
+        each chunk's loss counts by its share of the step's texts, so the gradient is that of
+        the step's texts in one batch (:meth:`Head.loss`, a mean over texts). Returns the
+        step's loss."""
+        n_texts = sum(len(rows) for rows, *_ in chunks)
+        loss = 0.0
+        for rows, input_ids, mask, texts in chunks:
+            with autocast:
+                logits = self.model_(
+                    input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device)
+                ).logits
+            part = head.loss(
+                logits.float(), texts, targets, torch.tensor(weights[rows], dtype=torch.float32)
+            ) * (len(rows) / n_texts)
+            part.backward()
+            loss += part.item()
+        return loss
+
+    def _chunk(self, flat, rows, texts) -> tuple:
+        ((_, input_ids, mask),) = self._inputs.batches(flat, list(range(len(flat))), len(flat))
+        return np.asarray(rows), input_ids, mask, texts
 
     def _stopped(self, step: int, per_epoch: int) -> Iterator[Scout]:
         """Yield the scout in the middle of a training, predicting as it is after ``step``

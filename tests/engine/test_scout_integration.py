@@ -156,6 +156,43 @@ def test_a_long_text_trains_and_predicts_in_windows(conll_train, caplog):
     assert all(g.shape == (len(long.words),) and 0 < g.min() < 1 for g in gold)
 
 
+def test_a_step_over_long_texts_runs_in_chunks_with_the_one_batch_gradient(conll_train):
+    """Issue 62: a batch of long texts holds many windows (a 1,000-article project's first steps
+    grew by 13 GB); each step runs in chunks of at most ``batch_size`` windows, a text's windows
+    together, and its accumulated gradient is the gradient of the step's texts in one batch."""
+    texts = [_long_text(conll_train[40 * i :], 60) for i in range(6)]
+    scout = Scout(epochs=1, max_length=32, batch_size=4, precision="float32", progress=False)
+    scout.fit(texts)
+    encoded = [scout._training_windows(scout.segment(ex.words), ex.id) for ex in texts]
+    assert all(len(windows) >= 3 for windows, _ in encoded)
+    order = np.arange(len(texts))
+    steps = list(scout._training_batches(encoded, order))
+    assert [sorted(r for rows, *_ in chunks for r in rows) for chunks in steps] == [
+        [0, 1, 2, 3],
+        [4, 5],
+    ]
+    for chunks in steps:  # more than 4 windows a step, at most 4 a chunk (one text: its own)
+        assert sum(input_ids.shape[0] for _, input_ids, _, _ in chunks) > 4
+        assert all(ids.shape[0] <= 4 or len(rows) == 1 for rows, ids, _, _ in chunks)
+
+    def gradient(chunks) -> torch.Tensor:
+        scout.model_.zero_grad()
+        targets = [scout._head().target(ex.label) for ex in texts]
+        scout._backward(chunks, scout._head(), targets, np.ones(len(texts)), scout._autocast())
+        return torch.cat([p.grad.flatten() for p in scout.model_.parameters() if p.grad is not None])
+
+    scout.model_.eval()  # no dropout: the same forward either way
+    chunked = gradient(steps[0])
+    flat, rows, joined = [], [], []
+    for i in order[:4]:
+        windows, shares = encoded[i]
+        joined.append((i, [(len(flat) + k, f) for k, (_, f) in enumerate(windows)], shares))
+        rows.append(i)
+        flat.extend(windows)
+    whole = gradient([scout._chunk(flat, rows, joined)])
+    torch.testing.assert_close(chunked, whole, rtol=1e-4, atol=1e-6)
+
+
 def test_a_1500_word_text_gets_every_word_and_its_entities_past_512(conll_train, tiny_ner_data):
     # trained on the first 60 sentences, long enough to tag them; they come past subword 512
     scout = Scout(epochs=1, min_steps=20, progress=False).fit(tiny_ner_data)
