@@ -231,8 +231,11 @@ def _subword_counts(tokenizer, texts: Sequence[Sequence[str]]) -> list[np.ndarra
     """Each word's subword count in each of ``texts`` (special tokens left out)."""
     if not texts:
         return []
-    encoded = tokenizer(
-        [list(text) for text in texts], is_split_into_words=True, add_special_tokens=False
+    encoded = tokenizer(  # counted whole: verbose=False, no "longer than the maximum" warning
+        [list(text) for text in texts],
+        is_split_into_words=True,
+        add_special_tokens=False,
+        verbose=False,
     )
     counts = []
     for b, text in enumerate(texts):

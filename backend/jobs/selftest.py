@@ -11,6 +11,7 @@ from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
 from backend.jobs.annotations import read_annotations
 from backend.queue import budget
+from backend.serving.controls import read_each
 from backend.serving.weighers import SEED, engine, release_memory
 from backend.store.store import ProjectStore
 
@@ -67,20 +68,44 @@ def run_queued_selftest(project: str, training: dict) -> dict:
 
 
 def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
-    from subregweigh.selftest import DEFAULT_NOISES, describe, self_test
-
     read = read_annotations(project, settings, "the self-test")
     if read.refusal:
         raise ValueError(read.refusal)
-    spec, items = read.spec, read.items
+    request = store.inbox().selftest_request or {}
+    if not read.spec.several:
+        outcome = _test_control(store, settings, read.spec, read.items, request)
+    else:  # each control's annotations weighed as its own training weighs them (issue 62)
+        each = [
+            (
+                control,
+                _test_control(store, settings, control, r.items, request, str(control.control)),
+            )
+            for control, r in zip(read.spec.each(), read_each(read.raw, read.spec), strict=True)
+        ]
+        outcome = {
+            **each[0][1],
+            "message": "; ".join(f"{c.control}: {o['message']}" for c, o in each),
+            "per_control": [{"control": c.from_name, "type": c.control.tag, **o} for c, o in each],
+        }
+    logger.info("project %s: self-test: %s", project, outcome["message"])
+    return outcome
+
+
+def _test_control(
+    store: ProjectStore, settings: Settings, spec, items, request, control: str = ""
+) -> dict:
+    """The self-test of one labeling control ``spec``, on its annotations (``items``, the tasks
+    as read for it); ``control``: how the progress message names it (a project of several)."""
+    from subregweigh.selftest import DEFAULT_NOISES, describe, self_test
+
     examples = [ex for item in items for ex in item.examples]
+    of = f" of {control}" if control else ""
     store.update_status(
         selftest=lambda old: {
             **(old or {}),
-            "message": f"weighing copies of {len(examples)} annotations with injected errors",
+            "message": f"weighing copies of {len(examples)} annotations{of} with injected errors",
         }
     )
-    request = store.inbox().selftest_request or {}
     outcome = self_test(
         examples,
         spec.task,
@@ -91,5 +116,4 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
     outcome["message"] = "; ".join(f"{r['noise']} noise: {describe(r)}" for r in outcome["results"])
     if "real_errors" in outcome:
         outcome["message"] += f"; {outcome['real_errors']['message']}"
-    logger.info("project %s: self-test: %s", project, outcome["message"])
     return outcome

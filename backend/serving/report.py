@@ -111,11 +111,14 @@ def project_report(
     decided = {name: reviews.review_inputs(store, name, first) for name in by_control}
     report = build_report(table(by_control[first]), **shared, **extras, reviews=decided[first])
     types = {p["control"]: p.get("type") for p in extras["meta"].get("weighers") or ()}
+    tested = {t["control"]: t for t in (extras["selftest"] or {}).get("per_control") or ()}
     report["per_control"] = [
         {
             "control": name,
             "type": types.get(name),
-            "report": build_report(table(rows), **shared, reviews=decided[name]),
+            "report": build_report(
+                table(rows), **shared, reviews=decided[name], selftest=tested.get(name)
+            ),
         }
         for name, rows in by_control.items()
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -124,7 +125,18 @@ def test_context_vectors_of_a_long_text_come_from_the_windows_that_own_its_words
     alone = context_vectors(short, precision="float32")
     assert all(np.array_equal(a, b) for a, b in zip(alone, got))  # short texts: to the bit
     assert got[-1].shape == (1500, 384) and not np.isnan(got[-1]).any()
-    (lengths,) = _subword_counts(load_tokenizer(default_model()), [words])
+    said = []  # transformers' loggers do not propagate: a handler of its own
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())
+    transformers_log = logging.getLogger("transformers")
+    transformers_log.addHandler(handler)
+    try:
+        (lengths,) = _subword_counts(load_tokenizer(default_model()), [words])
+    finally:
+        transformers_log.removeHandler(handler)
+    # counted whole on purpose: no "Running this sequence through the model will result in
+    # indexing errors" for a user to read
+    assert not [m for m in said if "longer than the specified maximum" in m], said
     windows = plan_windows(lengths, 510)  # 512 less [CLS] and [SEP]
     assert len(windows.spans) >= 3
     k = int(windows.owner[-1])
