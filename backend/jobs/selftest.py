@@ -82,8 +82,9 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
             )
             for control, r in zip(read.spec.each(), read_each(read.raw, read.spec), strict=True)
         ]
+        tested = next(o for _, o in each if "results" in o)  # the read refused none annotated
         outcome = {
-            **each[0][1],
+            **tested,
             "message": "; ".join(f"{c.control}: {o['message']}" for c, o in each),
             "per_control": [{"control": c.from_name, "type": c.control.tag, **o} for c, o in each],
         }
@@ -99,6 +100,8 @@ def _test_control(
     from subregweigh.selftest import DEFAULT_NOISES, describe, self_test
 
     examples = [ex for item in items for ex in item.examples]
+    if not examples:  # as its training does: a control nobody annotated is not weighed
+        return {"n": 0, "message": "not tested: no annotations"}
     of = f" of {control}" if control else ""
     store.update_status(
         selftest=lambda old: {

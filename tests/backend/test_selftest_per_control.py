@@ -34,7 +34,9 @@ CONFIG = (
     + "".join(f'<Label value="{t}"/>' for t in TYPES)
     + '</Labels><Text name="text" value="$text"/>'
     '<Choices name="topic" toName="text" choice="single"><Choice value="numbers"/>'
-    '<Choice value="words"/></Choices></View>'
+    '<Choice value="words"/></Choices>'
+    '<Choices name="tone" toName="text" choice="single"><Choice value="cold"/>'
+    '<Choice value="warm"/></Choices></View>'  # nobody annotates the tone
 )
 
 
@@ -61,7 +63,7 @@ def _project(n_tasks: int = 30) -> list[dict]:
 def test_each_control_is_self_tested_on_its_own_annotations_and_reported(tmp_path, monkeypatch):
     tasks = _project()
     spec = parse_label_config(CONFIG)
-    assert [c.from_name for c in spec.each()] == ["label", "topic"]
+    assert [c.from_name for c in spec.each()] == ["label", "topic", "tone"]
     items = [item for item in read_tasks(tasks, spec).tasks if item]
     read = ProjectRead(None, spec, items, len(items), None, {}, raw=tasks)
     monkeypatch.setattr(selftest, "read_annotations", lambda *args: read)
@@ -70,7 +72,13 @@ def test_each_control_is_self_tested_on_its_own_annotations_and_reported(tmp_pat
 
     outcome = selftest._selftest("5", store, settings)
 
-    ner, topic = outcome["per_control"]
+    ner, topic, tone = outcome["per_control"]
+    assert tone == {
+        "control": "tone",
+        "type": "Choices",
+        "n": 0,
+        "message": "not tested: no annotations",
+    }
     assert (ner["control"], ner["type"], ner["task"]) == ("label", "Labels", "ner")
     assert (topic["control"], topic["type"], topic["task"]) == (
         "topic",
@@ -83,13 +91,18 @@ def test_each_control_is_self_tested_on_its_own_annotations_and_reported(tmp_pat
     assert outcome["results"] == ner["results"]  # the summary cards stay the first control's
     first, second = outcome["message"].split("; 'topic' (Choices): ")
     assert first.startswith("'label' (Labels): annotators noise: ") and second.startswith("flip")
+    assert second.endswith("; 'tone' (Choices): not tested: no annotations")
 
     # the report: each control's self-test under its name
     staging = store.staging_dir()
-    ner_spec, topic_spec = spec.each()
+    ner_spec, topic_spec, _ = spec.each()
     merged = merge_entries(
         spec,
-        [stored_entries(ner_spec, tasks, 0.8, "fine"), stored_entries(topic_spec, tasks, 0.3, "?")],
+        [
+            stored_entries(ner_spec, tasks, 0.8, "fine"),
+            stored_entries(topic_spec, tasks, 0.3, "?"),
+            {},
+        ],
     )
     atomic_write_json(staging / "scores.json", merged)
     meta = version_meta(VERSION, spec, settings, items, len(items))
