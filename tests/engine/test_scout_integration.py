@@ -179,7 +179,9 @@ def test_a_step_over_long_texts_runs_in_chunks_with_the_one_batch_gradient(conll
         scout.model_.zero_grad()
         targets = [scout._head().target(ex.label) for ex in texts]
         scout._backward(chunks, scout._head(), targets, np.ones(len(texts)), scout._autocast())
-        return torch.cat([p.grad.flatten() for p in scout.model_.parameters() if p.grad is not None])
+        return torch.cat(
+            [p.grad.flatten() for p in scout.model_.parameters() if p.grad is not None]
+        )
 
     scout.model_.eval()  # no dropout: the same forward either way
     chunked = gradient(steps[0])
