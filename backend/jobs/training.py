@@ -177,7 +177,7 @@ def _train(
     if read.refusal:
         return {"message": read.refusal, "trained": False}
     if spec.several:
-        return _train_controls(project, store, settings, titles, read, clock, due_at)
+        return _train_controls(project, store, settings, titles, read, clock, due_at, read_at)
     reference = reference_examples(settings, spec)
     training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
     beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
@@ -321,15 +321,17 @@ def _train(
     return _trained(project, version, full, n_annotated, clock, beware=beware)
 
 
-def _train_controls(project, store, settings, titles, read, clock, due_at) -> dict:
+def _train_controls(project, store, settings, titles, read, clock, due_at, read_at) -> dict:
     """The training of a project weighing several labeling controls (issue 62): per control, a
     weigher of its own (scouts, and a CRF for NER) trained on that control's annotations alone
     and scored with it, K candidates included; the tasks' entries merged
     (:func:`backend.serving.controls.merge_entries`: a task at its least reliable annotation of
     any control) and published once, as one version of every control's parts
-    (:func:`backend.serving.publish.stage_controls_version`). No early version, no reference
-    corpus (it would label one control) and no refresh: a change is rescored, and the next
-    training trains every control again."""
+    (:func:`backend.serving.publish.stage_controls_version`). No early version and no
+    reference corpus (it would label one control). Each NER control keeps what its refresh
+    reads (:mod:`backend.jobs.refresh`): its tasks as read from ``read_at``
+    (:mod:`backend.store.snapshot`, per control) and its scouts' distributions in its folder
+    (:func:`backend.serving.scout_proba.save_scout_proba`)."""
     api, spec = read.api, read.spec
     store.update_status(refresh_while_training=False)
     said = weighed_controls(spec)
@@ -342,9 +344,11 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
         )
     controls = spec.each()
     reads = read_each(read.raw, spec)
-    per_control, weighed = [], []
+    per_control, weighed, keeps = [], [], {}
     for index, (control, control_read) in enumerate(zip(controls, reads, strict=True)):
         items = control_read.items
+        if control.task == "ner":
+            snapshot.keep_project(store, items, read_at, control=control.from_name)
         annotated = annotated_examples(items)
         if not annotated:
             logger.warning(
@@ -363,6 +367,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
         titles.show(stage_text(3, f"scoring {what}", due_at))
         ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
         per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
+        keeps[index] = partial(save_scout_proba, examples=annotated, result=ordinary)
         clock.lap("weigh")
         weighed.append((index, control, srw, len(annotated)))
         if srw.learned_ is not None and srw.learned_.too_little:
@@ -371,7 +376,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
     reviews.stamp_saved(scores, read.saved)
     n_annotations = sum(n for *_, n in weighed)
     staged = stage_controls_version(
-        store, weighed, scores, (spec, settings, read.items, n_annotations, 0)
+        store, weighed, scores, (spec, settings, read.items, n_annotations, 0), keeps=keeps
     )
     version = staged.version
     clock.lap("save")
