@@ -218,15 +218,18 @@ def _refresh_controls(api, store, settings, spec, base, meanwhile, clock) -> dic
             }
     clock.lap("fetch")
     controls = {c.from_name: c for c in spec.each()}
-    stored = store.scores(base)
-    refits, fresh, beside = {}, {}, {}
+    refits, beside = {}, {}
     for part in parts:
         name, folder = part["control"], part["folder"]
         annotated = annotated_examples(by_name[name])
         srw = weigher(settings, store, base, folder)
         refits[folder] = _refit(store, srw, controls[name], annotated, [], meanwhile, beside)
         meanwhile = None  # run beside the first CRF
-        clock.lap("crf")
+    clock.lap("crf")
+    stored = store.scores(base)  # with the changed tasks' rescores, run beside the CRF
+    fresh = {}
+    for part in parts:
+        name, folder = part["control"], part["folder"]
         own = {t: e for t, e in ((t, control_entry(m, name)) for t, m in stored.items()) if e}
         kept = load_scout_proba(store.versions / base / folder)
         fresh[name] = _scored_again(refits[folder].srw, controls[name], by_name[name], own, kept)

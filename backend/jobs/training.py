@@ -360,12 +360,9 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
         store.update_status(message=f"training {what} on {len(annotated)} annotations")
         titles.show(stage_text(2, what, due_at))
         logger.info("project %s: training %s on %d annotations", project, what, len(annotated))
-        srw = fit_in_stages(engine(settings, control), annotated, None, part_params(settings))
-        proba = srw.scout_proba(annotated) if control.task == "ner" else None
-        srw.assess(annotated, scout_proba=proba, trained_on=annotated)
+        srw, ordinary = fit_control(settings, control, annotated)
         clock.lap("train")
         titles.show(stage_text(3, f"scoring {what}", due_at))
-        ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
         per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
         keeps[index] = partial(save_scout_proba, examples=annotated, result=ordinary)
         clock.lap("weigh")
@@ -385,6 +382,17 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
     return _trained(project, version, scores, read.n_annotated, clock, weighed=said)
+
+
+def fit_control(settings: Settings, control, annotated: list) -> tuple[object, object]:
+    """One control's weigher of a project weighing several (``control``: its spec), trained on
+    its ``annotated`` examples alone (scouts, and a CRF for NER), assessed on them, and its
+    ordinary pass over them (:meth:`SubRegWeigh.weigh_deterministic`; NER: with the scouts'
+    distributions the version keeps): ``(fitted weigher, ordinary pass)``."""
+    srw = fit_in_stages(engine(settings, control), annotated, None, part_params(settings))
+    proba = srw.scout_proba(annotated) if control.task == "ner" else None
+    srw.assess(annotated, scout_proba=proba, trained_on=annotated)
+    return srw, srw.weigh_deterministic(annotated, scout_proba=proba)
 
 
 def full_version_serving(store: ProjectStore) -> str | None:
