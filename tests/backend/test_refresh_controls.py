@@ -22,7 +22,7 @@ from backend.labelstudio import tasks as task_reading
 from backend.labelstudio.tasks import TaskRead, annotated_examples, parse_label_config, score_tasks
 from backend.serving.controls import control_entry, merge_entries, read_each
 from backend.serving.predictions import predict
-from backend.serving.publish import serve_here, stage_controls_version
+from backend.serving.publish import serve_here, stage_controls_version, stage_version
 from backend.serving.scout_proba import SCOUT_PROBA, save_scout_proba
 from backend.store import snapshot
 from backend.store.store import ProjectStore
@@ -96,6 +96,7 @@ class _LabelStudio:
     """What a rescore and its refresh ask Label Studio, answered from ``held``; the predictions
     written kept in ``written``, the model version set in ``model_version``."""
 
+    config: str = CONFIG
     held: dict = {}
     written: list = []
     model_version: list = []
@@ -104,7 +105,7 @@ class _LabelStudio:
         pass
 
     def label_config(self, project: int) -> str:
-        return CONFIG
+        return type(self).config
 
     def project_tasks(self, project: int, ids) -> list[dict]:
         return [type(self).held[i] for i in ids if i in type(self).held]
@@ -260,3 +261,64 @@ def test_the_tasks_are_kept_per_ner_control(trained):
     assert first.label == ("B-ORG", "O", "O", "O", "O", "O", "O")
     assert snapshot.path(store, "label").is_file() and not snapshot.path(store).exists()
     assert snapshot.load(store, "topic") is None
+
+
+NER_ONLY = CONFIG[: CONFIG.index("<Choices")] + "</View>"
+
+
+def test_a_version_of_one_control_refreshes_as_before(tmp_path, monkeypatch):
+    """The one-control path, after its steps became functions shared with several controls:
+    the same convention fix, in a project labelling NER alone, refreshes the version (its CRF
+    trained again, its scouts linked) and lowers the task left with the old convention."""
+    settings = offline_settings(
+        tmp_path / "models", epochs=1, k=3, n_samples=6, n_scouts=1, write_reason=False
+    )
+    spec = parse_label_config(NER_ONLY)
+    assert not spec.several
+    store = ProjectStore(settings.model_dir, PROJECT)
+    read = TaskRead.of(list(_tasks().values()), spec)
+    snapshot.keep_project(store, read.items, time.time())
+    annotated = annotated_examples(read.items)
+    srw, ordinary = fit_control(settings, spec, annotated)
+    scores = score_tasks(srw, spec, read.items, ordinary=ordinary)
+    staged = stage_version(
+        store,
+        srw,
+        scores,
+        (spec, settings, read.items, len(annotated), 0),
+        keep=lambda folder: save_scout_proba(folder, annotated, ordinary),
+    )
+    assert serve_here(staged)
+    base = staged.version
+    fixed = set(range(2, 11))
+    double = type(
+        "LS",
+        (_LabelStudio,),
+        {"config": NER_ONLY, "held": _tasks(fixed), "written": [], "model_version": []},
+    )
+    monkeypatch.setattr(rescore, "LabelStudioAPI", double)
+    store.update_status(rescore_pending={str(task): time.time() for task in fixed})
+
+    rescore.rescore_project(PROJECT, settings, refresh.refresh_project)
+
+    last = store.status()["last_refresh"]
+    current = store.current_version()
+    assert last["of"] == base and last["version"] == current != base
+    assert last["tasks"] == len(TEXTS) and last["read_project"] is False
+    before, after = _scores(store, base), _scores(store, current)
+    assert after[str(KEPT)]["score"] < before[str(KEPT)]["score"]
+    old, new = store.versions / base, store.versions / current
+    assert (new / "crf.npz").read_bytes() != (old / "crf.npz").read_bytes()
+    parts = [p.relative_to(old) for p in old.rglob("*") if p.is_file()]
+    linked = [
+        p
+        for p in parts
+        if (new / p).is_file() and (new / p).stat().st_ino == (old / p).stat().st_ino
+    ]
+    assert {str(p) for p in set(parts) - set(linked)} == {
+        "crf.npz",
+        "scores.json",
+        "meta.json",
+        "COMPLETE",
+    }
+    assert double.model_version[-1] == current
