@@ -257,7 +257,7 @@ def _merged(spec: LabelingSpec, stored: dict, fresh: Mapping[str, dict]) -> dict
     """The merged entries (:func:`backend.serving.controls.merge_entries`) of every task a
     control scored again (``fresh``: control name -> task id -> its new entry), each other
     control's entry as ``stored`` holds it (:func:`backend.serving.controls.control_entry`)."""
-    tasks = sorted({task for entries in fresh.values() for task in entries}, key=_by_id)
+    tasks = list(dict.fromkeys(task for entries in fresh.values() for task in entries))
     per_control = []
     for control in spec.each():
         name = control.from_name
@@ -268,10 +268,6 @@ def _merged(spec: LabelingSpec, stored: dict, fresh: Mapping[str, dict]) -> dict
                 own[task] = entry
         per_control.append(own)
     return merge_entries(spec, per_control)
-
-
-def _by_id(task: str):
-    return (len(task), task)  # Label Studio's ids are numbers: in their order
 
 
 def _refreshed(store, base, version, fresh, refits, read_project, beside, clock) -> dict:

@@ -166,7 +166,7 @@ def _train(
     read = read_annotations(project, settings, "training")
     api, spec, items, saved = read.api, read.spec, read.items, read.saved
     n_annotated = read.n_annotated
-    if spec.task == "ner" and not spec.several:  # what a refresh reads (none of these else)
+    if spec.task == "ner" and not spec.several:  # what a refresh reads (of several: per control)
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
