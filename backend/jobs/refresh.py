@@ -15,6 +15,13 @@ changed annotation waits for the next training (``SRW_RETRAIN_AFTER``).
 The annotations as they now stand are those the last training read, with the changed tasks as
 their rescores read them (:mod:`backend.store.snapshot`); the project is read from Label Studio only
 where none are kept.
+
+A version of several labeling controls (issue 62; :mod:`backend.serving.controls`) is refreshed
+per NER control, each from what its ``controls/<i>`` folder keeps and the tasks as that control
+reads them: its CRF trained again (at most :data:`~subregweigh.crf.CRF_FIRST_EXAMPLES` of its
+annotations), mixed with its scouts' distributions, its entries scored again and merged with the
+other controls' as stored (:func:`~backend.serving.controls.merge_entries`). A classification
+control's parts are linked and its entries kept: its next training weighs its changes.
 """
 
 from __future__ import annotations
@@ -23,20 +30,22 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.config.settings import Settings
 from backend.jobs.phases import PhaseClock
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
 from backend.labelstudio.tasks import (
+    TaskRead,
     annotated_examples,
     fingerprint,
     name_annotators,
-    read_tasks,
     score_tasks,
 )
 from backend.review import reviews
+from backend.serving.controls import control_entry, merge_entries
 from backend.serving.publish import Staged, serve_version
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
@@ -50,8 +59,9 @@ from subregweigh.review import REVIEWED_WEIGHT
 
 logger = logging.getLogger(__name__)
 
-# Files of a version that a refresh writes anew; the rest (the scouts) it links.
-_REWRITTEN = {"scores.json", "meta.json", "crf.npz", "COMPLETE", SCOUT_PROBA}
+# Files of a version that a refresh writes anew (or drops: COMPLETE), besides each refitted
+# CRF; the rest (the scouts, their distributions) it links.
+_REWRITTEN = {"scores.json", "meta.json", "COMPLETE"}
 
 
 def refresh_project(
@@ -70,58 +80,208 @@ def refresh_project(
     ``meanwhile``: the rescore of the changed tasks, run while CRFsuite trains on the other
     core (:meth:`SubRegWeigh.refit_crf`), so that the refresh does not wait for it; not run
     when the refresh stops before its CRF (the caller runs it then). The tasks it scores are
-    scored again from the annotations it stored."""
-    from subregweigh.crf import CRF_FIRST_EXAMPLES
+    scored again from the annotations it stored.
 
+    A version of several labeling controls (issue 62) is refreshed per NER control: each
+    control's CRF trained again on that control's annotations, mixed with that control's kept
+    distributions, its entries merged with the other controls' as stored
+    (:func:`_refresh_controls`)."""
     clock = PhaseClock()
     base = store.current_version()
     reason = _not_refreshable(store, base, spec)
     if reason:
         return {"refreshed": False, "reason": reason}
-    kept = load_scout_proba(store.versions / base)
+    if store.meta(base).get("weighers"):
+        return _refresh_controls(api, store, settings, spec, base, meanwhile, clock)
     srw = weigher(settings, store, base)
-    project = store.project
-    items = snapshot.load(store)
-    read_project = items is None
-    if read_project:  # none kept (a deletion since, or kept by an older backend): read
-        read_at = time.time()
-        tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
-        items = [i for i in read_tasks(tasks, spec).tasks if i]
-        snapshot.keep_project(store, items, read_at)
+    standing, read_project = _standing(api, store, spec)
+    items = standing[0]
     annotated = annotated_examples(items)
-    if len(annotated) > CRF_FIRST_EXAMPLES:
-        return {"refreshed": False, "reason": f"more than {CRF_FIRST_EXAMPLES} annotations"}
+    if len(annotated) > _bound():
+        return {"refreshed": False, "reason": f"more than {_bound()} annotations"}
     clock.lap("fetch")
-    decided = reviews.decided(store, annotated, spec.task)
-    verified = [ex for ex in annotated if ex.id in decided] * (REVIEWED_WEIGHT - 1)
     beside: dict = {}
-    refreshed = srw.refit_crf(
-        [*annotated, *verified, *reference_examples(settings, spec)],
-        meanwhile=None if meanwhile is None else _timed(meanwhile, beside),
-    )
+    reference = reference_examples(settings, spec)
+    refit = _refit(store, srw, spec, annotated, reference, meanwhile, beside)
     clock.lap("crf")
     stored = store.scores(base)
-    covered = [item for item in items if _covered(item, stored, kept)]
-    examples = annotated_examples(covered)
-    ordinary = refreshed.weigh_deterministic(
-        examples, scout_proba=[kept[ex.id][1] for ex in examples]
-    )
-    fresh = score_tasks(refreshed, spec, covered, quick=True, ordinary=ordinary)
-    reviews.stamp_saved(fresh, {}, before=stored)  # the baselines of the decisions stay
-    scores = {**stored, **{task: _with_k_columns(e, stored[task]) for task, e in fresh.items()}}
+    fresh = _scored_again(refit.srw, spec, items, stored, load_scout_proba(store.versions / base))
+    scores = {**stored, **fresh}
     clock.lap("score")
-    version = _publish(api, store, base, refreshed, scores, len(annotated), len(fresh))
+    version = _publish(api, store, base, {"": refit.srw}, scores, len(annotated), len(fresh))
     if version is None:
         return {"refreshed": False, "reason": "a newer version was published meanwhile"}
-    remember(store, version, refreshed)
+    remember(store, version, refit.srw)
     clock.lap("publish")
+    return _refreshed(store, base, version, fresh, [refit], read_project, beside, clock)
+
+
+@dataclass(frozen=True)
+class _Refit:
+    """One control's CRF trained again (:func:`_refit`).
+
+    Attributes
+    ----------
+    srw : SubRegWeigh
+        The version's weigher with the refitted CRF, its scouts shared.
+    annotations : int
+        The annotations it trained on (the reference corpus's not counted).
+    reviewed : int
+        How many of them a reviewer decided (each counted ``REVIEWED_WEIGHT`` times).
+    """
+
+    srw: object
+    annotations: int
+    reviewed: int
+
+
+def _bound() -> int:
+    """The most annotations a control's refresh trains its CRF on
+    (:data:`~subregweigh.crf.CRF_FIRST_EXAMPLES`: where the CRF trains in seconds)."""
+    from subregweigh.crf import CRF_FIRST_EXAMPLES
+
+    return CRF_FIRST_EXAMPLES
+
+
+def _standing(api: LabelStudioAPI, store: ProjectStore, spec: LabelingSpec) -> tuple[list, bool]:
+    """The annotated tasks as they now stand, one list per control of ``spec.each()`` (a
+    classification control's: ``[]``, a refresh keeps its entries), and whether the project was
+    read from Label Studio for them: the kept ones (:mod:`backend.store.snapshot`, each NER
+    control's of several), else the project read once and parsed once per NER control, each
+    reading kept."""
+    controls = spec.each()
+    names = [c.from_name if spec.several else None for c in controls]
+    kept = [snapshot.load(store, n) if c.task == "ner" else [] for c, n in zip(controls, names)]
+    if all(items is not None for items in kept):
+        return kept, False
+    # none kept (a deletion since, or kept by an older backend): read
+    read_at = time.time()
+    project = store.project
+    tasks = name_annotators(api.tasks(int(project)), annotator_names(api, project))
+    standing = []
+    for control, name in zip(controls, names, strict=True):
+        items = []
+        if control.task == "ner":
+            items = [i for i in TaskRead.of(tasks, control).items if i.examples]
+            snapshot.keep_project(store, items, read_at, control=name)
+        standing.append(items)
+    return standing, True
+
+
+def _refit(store, srw, control, annotated, reference, meanwhile, beside) -> _Refit:
+    """``srw`` (a version's, or one control's of it) with its CRF trained again
+    (:meth:`SubRegWeigh.refit_crf`) on ``annotated`` (``control``'s annotations as they now
+    stand; those a reviewer decided counted :data:`~subregweigh.review.REVIEWED_WEIGHT` times)
+    and the ``reference`` examples, ``meanwhile`` run beside CRFsuite (its seconds in
+    ``beside``)."""
+    decided = reviews.decided(store, annotated, control.task)
+    verified = [ex for ex in annotated if ex.id in decided] * (REVIEWED_WEIGHT - 1)
+    refitted = srw.refit_crf(
+        [*annotated, *verified, *reference],
+        meanwhile=None if meanwhile is None else _timed(meanwhile, beside),
+    )
+    return _Refit(refitted, len(annotated), len(decided))
+
+
+def _scored_again(refitted, control, items, stored: dict, kept: dict) -> dict:
+    """``control``'s entries of ``items`` that can be scored again from the ``kept``
+    distributions (:func:`_covered` against ``stored``, its entries as the version holds them)
+    scored with the ``refitted`` weigher (one quick pass), each with what the version's K
+    candidates and the reviewers' baselines gave the same annotations."""
+    covered = [item for item in items if _covered(item, stored, kept)]
+    examples = annotated_examples(covered)
+    if not examples:
+        return {}
+    ordinary = refitted.weigh_deterministic(
+        examples, scout_proba=[kept[ex.id][1] for ex in examples]
+    )
+    fresh = score_tasks(refitted, control, covered, quick=True, ordinary=ordinary)
+    reviews.stamp_saved(fresh, {}, before=stored)  # the baselines of the decisions stay
+    return {task: _with_k_columns(e, stored[task]) for task, e in fresh.items()}
+
+
+def _refresh_controls(api, store, settings, spec, base, meanwhile, clock) -> dict:
+    """:func:`refresh_project` of a version of several labeling controls: each NER control's
+    CRF trained again on that control's annotations as they now stand and mixed with the
+    distributions its folder keeps; the classification controls' parts linked and their
+    entries kept; every task a NER control scores again merged
+    (:func:`backend.serving.controls.merge_entries`) with its other controls' stored entries;
+    published as a new version of the same control folders, the refitted CRFs in theirs."""
+    parts = _ner_parts(store, base)
+    standing, read_project = _standing(api, store, spec)
+    by_name = dict(zip((c.from_name for c in spec.each()), standing, strict=True))
+    for part in parts:
+        if len(annotated_examples(by_name[part["control"]])) > _bound():
+            return {
+                "refreshed": False,
+                "reason": f"{part['control']!r}: more than {_bound()} annotations",
+            }
+    clock.lap("fetch")
+    controls = {c.from_name: c for c in spec.each()}
+    refits, beside = {}, {}
+    for part in parts:
+        name, folder = part["control"], part["folder"]
+        annotated = annotated_examples(by_name[name])
+        srw = weigher(settings, store, base, folder)
+        refits[folder] = _refit(store, srw, controls[name], annotated, [], meanwhile, beside)
+        meanwhile = None  # run beside the first CRF
+    clock.lap("crf")
+    stored = store.scores(base)  # with the changed tasks' rescores, run beside the CRF
+    fresh = {}
+    for part in parts:
+        name, folder = part["control"], part["folder"]
+        own = {t: e for t, e in ((t, control_entry(m, name)) for t, m in stored.items()) if e}
+        kept = load_scout_proba(store.versions / base / folder)
+        fresh[name] = _scored_again(refits[folder].srw, controls[name], by_name[name], own, kept)
+    merged = _merged(spec, stored, fresh)
+    clock.lap("score")
+    n_annotations = sum(r.annotations for r in refits.values())
+    crfs = {folder: r.srw for folder, r in refits.items()}
+    version = _publish(api, store, base, crfs, {**stored, **merged}, n_annotations, len(merged))
+    if version is None:
+        return {"refreshed": False, "reason": "a newer version was published meanwhile"}
+    for folder, srw in crfs.items():
+        remember(store, version, srw, folder)
+    clock.lap("publish")
+    refitted = list(refits.values())
+    return _refreshed(store, base, version, merged, refitted, read_project, beside, clock)
+
+
+def _ner_parts(store: ProjectStore, base: str) -> list[dict]:
+    """The NER controls' parts of ``base``, a version of several controls (its meta's
+    ``weighers``): those a refresh trains again."""
+    return [p for p in store.meta(base)["weighers"] if p.get("task") == "ner"]
+
+
+def _merged(spec: LabelingSpec, stored: dict, fresh: Mapping[str, dict]) -> dict:
+    """The merged entries (:func:`backend.serving.controls.merge_entries`) of every task a
+    control scored again (``fresh``: control name -> task id -> its new entry), each other
+    control's entry as ``stored`` holds it (:func:`backend.serving.controls.control_entry`)."""
+    tasks = list(dict.fromkeys(task for entries in fresh.values() for task in entries))
+    per_control = []
+    for control in spec.each():
+        name = control.from_name
+        own = {}
+        for task in tasks:
+            entry = fresh.get(name, {}).get(task) or control_entry(stored[task], name)
+            if entry is not None:
+                own[task] = entry
+        per_control.append(own)
+    return merge_entries(spec, per_control)
+
+
+def _refreshed(store, base, version, fresh, refits, read_project, beside, clock) -> dict:
+    """What a refresh that served ``version`` in place of ``base`` returns (the rescore records
+    it as ``last_refresh``), logged; the status says Label Studio has it."""
     seconds = clock.total()
+    annotations = sum(r.annotations for r in refits)
+    reviewed = sum(r.reviewed for r in refits)
     last = {
         "version": version,
         "of": base,
         "tasks": len(fresh),
-        "annotations": len(annotated),
-        "reviewed": len(decided),
+        "annotations": annotations,
+        "reviewed": reviewed,
         "read_project": read_project,
         "seconds": seconds,
         "phase_seconds": dict(clock.seconds),
@@ -131,14 +291,16 @@ def refresh_project(
     # the rescore that ran it records last_refresh beside its last_rescore, in one write
     store.update_status(scores_in_label_studio=version)
     logger.info(
-        "project %s: refreshed version %s into %s: the CRF retrained on %d annotations (%d "
+        "project %s: refreshed version %s into %s: %d CRF%s retrained on %d annotations (%d "
         "reviewed, counted %d times; %s), %d tasks scored again, in Label Studio after %.1f s "
         "(%s)",
-        project,
+        store.project,
         base,
         version,
-        len(annotated),
-        len(decided),
+        len(refits),
+        "" if len(refits) == 1 else "s",
+        annotations,
+        reviewed,
         REVIEWED_WEIGHT,
         "the project read again" if read_project else "the tasks kept",
         len(fresh),
@@ -167,16 +329,46 @@ def _not_refreshable(store: ProjectStore, base: str | None, spec: LabelingSpec) 
     """Why the version serving now cannot be refreshed, or None."""
     if base is None:
         return "no version yet"
-    if spec.several or store.meta(base).get("weighers"):
-        return "several labeling controls: each trains again with the next training"
+    parts = store.meta(base).get("weighers")
+    if spec.several or parts:
+        return _controls_not_refreshable(store, base, spec, parts or [])
     if spec.task != "ner":
         return "classification: no CRF"
     if store.meta(base).get("early"):
         return "an early version serves: its training is not done"
-    if not (store.versions / base / SCOUT_PROBA).is_file():
+    return _part_not_refreshable(store.versions / base)
+
+
+def _part_not_refreshable(folder: Path) -> str | None:
+    """Why the parts in ``folder`` (a version's, or one NER control's of several) cannot be
+    refreshed, or None."""
+    from subregweigh.crf import crf_path
+
+    if not (folder / SCOUT_PROBA).is_file():
         return "the version kept no scout distributions (made before refreshes, or without a CRF)"
-    if not (store.versions / base / "crf.npz").is_file():
+    if not crf_path(folder).is_file():
         return "the version has no CRF (SRW_CRF off)"
+    return None
+
+
+def _controls_not_refreshable(
+    store: ProjectStore, base: str, spec: LabelingSpec, parts: list[dict]
+) -> str | None:
+    """:func:`_not_refreshable` of a project weighing several labeling controls: its version
+    must weigh them (the config may have changed since), one of them NER, and each NER
+    control's parts be refreshable."""
+    if not parts:
+        return "several labeling controls, a version of one: the next training weighs each"
+    weighed = {c.from_name: c.task for c in spec.each()}
+    if any(weighed.get(p.get("control")) != p.get("task") for p in parts):
+        return "the labeling controls changed since the version: the next training weighs them"
+    ner = [p for p in parts if p.get("task") == "ner"]
+    if not ner:
+        return "classification: no CRF"
+    for part in ner:
+        why = _part_not_refreshable(store.versions / base / part["folder"])
+        if why:
+            return f"{part['control']!r}: {why}"
     return None
 
 
@@ -220,28 +412,33 @@ def _publish(
     api: LabelStudioAPI,
     store: ProjectStore,
     base: str,
-    srw,
+    crfs: Mapping[str, object],
     scores: dict,
     n_annotations: int,
     n_tasks: int,
 ) -> str | None:
     """A new version of ``base``'s scouts (hard links; copies where the filesystem has none),
-    ``srw``'s refitted CRF and ``scores``, staged, then served by the one publish path
-    (:func:`backend.serving.publish.serve_version`, replacing ``base``): its predictions are in
-    Label Studio before it becomes the version serving (whoever reads the serving version finds
-    them there), then it is the project's model version. Its name, or None (nothing published,
-    its predictions deleted) when another version has replaced ``base`` meanwhile."""
+    the refitted CRFs (``crfs``: the folder within the version, ``""`` for a version of one
+    control, -> the refitted weigher) and ``scores``, staged, then served by the one publish
+    path (:func:`backend.serving.publish.serve_version`, replacing ``base``): its predictions
+    are in Label Studio before it becomes the version serving (whoever reads the serving
+    version finds them there), then it is the project's model version. Its name, or None
+    (nothing published, its predictions deleted) when another version has replaced ``base``
+    meanwhile."""
+    from subregweigh.crf import crf_path
+
     version = new_version_name()
     staging = store.staging_dir()
     source = store.versions / base
+    rewritten = {Path(name) for name in _REWRITTEN} | {crf_path(folder) for folder in crfs}
     try:
         for path in sorted(source.rglob("*")):
             relative = path.relative_to(source)
-            if path.is_dir() or relative.name in _REWRITTEN and len(relative.parts) == 1:
+            if path.is_dir() or relative in rewritten:
                 continue
-            _link(path, staging / relative)
-        _link(source / SCOUT_PROBA, staging / SCOUT_PROBA)  # the same scouts, the same texts
-        srw.crf_.save(staging / "crf.npz")
+            _link(path, staging / relative)  # the same scouts and distributions, the same texts
+        for folder, srw in crfs.items():
+            srw.crf_.save(crf_path(staging / folder))
         atomic_write_json(staging / "scores.json", scores)
         meta = {
             **store.meta(base),

@@ -15,10 +15,11 @@ from backend.labelstudio.client import (
     LabelStudioAPI,
     until_reachable,
 )
-from backend.labelstudio.tasks import TaskRead, fingerprint, parse_label_config
+from backend.labelstudio.tasks import fingerprint, parse_label_config
 from backend.queue import budget
 from backend.review import copies, reviews, served
-from backend.serving.changed import read_changed, write_scores
+from backend.serving.changed import ChangedTasks, read_changed, write_scores
+from backend.serving.controls import fingerprints
 from backend.serving.publish import drop_superseded_predictions, serve_in_label_studio
 from backend.serving.reasons import write_reasons
 from backend.store.store import ProjectStore, retrain_due
@@ -82,7 +83,7 @@ def _rescore(project: str, settings: Settings, refresh: Refresh | None) -> dict:
             # the changed tasks' own scores are computed and written
             if (
                 refresh is not None
-                and _labels_changed(store, version, changed.read)
+                and _labels_changed(store, version, changed)
                 and not _training_due(store, ours)
             ):
                 refreshed = _refresh(api, store, ours, spec, meanwhile=write, refresh=refresh)
@@ -177,12 +178,20 @@ def _catch_up(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
     )
 
 
-def _labels_changed(store: ProjectStore, version: str, read: TaskRead) -> int:
-    """How many of the tasks ``read`` (as Label Studio lists them) hold other annotations than
-    ``version`` stores for them: those its rescore will store anew."""
+def _labels_changed(store: ProjectStore, version: str, changed: ChangedTasks) -> int:
+    """How many of the ``changed`` tasks (as Label Studio lists them) hold other annotations
+    than ``version`` stores for them: those its rescore will store anew (of several controls,
+    under any control: :func:`backend.serving.controls.fingerprints`)."""
     stored = store.scores(version)
+    if len(changed.reads) > 1:
+        prints = fingerprints(changed.reads)
+        return sum(
+            item is not None and stored.get(item.id, {}).get("fingerprint") != now
+            for item, now in zip(changed.read.parsed.tasks, prints, strict=True)
+        )
     return sum(
-        stored.get(item.id, {}).get("fingerprint") != fingerprint(item) for item in read.items
+        stored.get(item.id, {}).get("fingerprint") != fingerprint(item)
+        for item in changed.read.items
     )
 
 

@@ -166,7 +166,7 @@ def _train(
     read = read_annotations(project, settings, "training")
     api, spec, items, saved = read.api, read.spec, read.items, read.saved
     n_annotated = read.n_annotated
-    if spec.task == "ner" and not spec.several:  # what a refresh reads (none of these else)
+    if spec.task == "ner" and not spec.several:  # what a refresh reads (of several: per control)
         snapshot.keep_project(store, items, read_at)
     authorize_webhooks(api, project, settings)  # before a refusal: the events must reach us
     clock.lap("fetch")
@@ -177,7 +177,7 @@ def _train(
     if read.refusal:
         return {"message": read.refusal, "trained": False}
     if spec.several:
-        return _train_controls(project, store, settings, titles, read, clock, due_at)
+        return _train_controls(project, store, settings, titles, read, clock, due_at, read_at)
     reference = reference_examples(settings, spec)
     training = [*annotated, *reference]  # the reference trains the scout; only tasks are ranked
     beside = f" and {len(reference)} of the reference {settings.reference}" if reference else ""
@@ -321,15 +321,17 @@ def _train(
     return _trained(project, version, full, n_annotated, clock, beware=beware)
 
 
-def _train_controls(project, store, settings, titles, read, clock, due_at) -> dict:
+def _train_controls(project, store, settings, titles, read, clock, due_at, read_at) -> dict:
     """The training of a project weighing several labeling controls (issue 62): per control, a
     weigher of its own (scouts, and a CRF for NER) trained on that control's annotations alone
     and scored with it, K candidates included; the tasks' entries merged
     (:func:`backend.serving.controls.merge_entries`: a task at its least reliable annotation of
     any control) and published once, as one version of every control's parts
-    (:func:`backend.serving.publish.stage_controls_version`). No early version, no reference
-    corpus (it would label one control) and no refresh: a change is rescored, and the next
-    training trains every control again."""
+    (:func:`backend.serving.publish.stage_controls_version`). No early version and no
+    reference corpus (it would label one control). Each NER control keeps what its refresh
+    reads (:mod:`backend.jobs.refresh`): its tasks as read from ``read_at``
+    (:mod:`backend.store.snapshot`, per control) and its scouts' distributions in its folder
+    (:func:`backend.serving.scout_proba.save_scout_proba`)."""
     api, spec = read.api, read.spec
     store.update_status(refresh_while_training=False)
     said = weighed_controls(spec)
@@ -342,9 +344,11 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
         )
     controls = spec.each()
     reads = read_each(read.raw, spec)
-    per_control, weighed = [], []
+    per_control, weighed, keeps = [], [], {}
     for index, (control, control_read) in enumerate(zip(controls, reads, strict=True)):
         items = control_read.items
+        if control.task == "ner":
+            snapshot.keep_project(store, items, read_at, control=control.from_name)
         annotated = annotated_examples(items)
         if not annotated:
             logger.warning(
@@ -356,13 +360,11 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
         store.update_status(message=f"training {what} on {len(annotated)} annotations")
         titles.show(stage_text(2, what, due_at))
         logger.info("project %s: training %s on %d annotations", project, what, len(annotated))
-        srw = fit_in_stages(engine(settings, control), annotated, None, part_params(settings))
-        proba = srw.scout_proba(annotated) if control.task == "ner" else None
-        srw.assess(annotated, scout_proba=proba, trained_on=annotated)
+        srw, ordinary = fit_control(settings, control, annotated)
         clock.lap("train")
         titles.show(stage_text(3, f"scoring {what}", due_at))
-        ordinary = srw.weigh_deterministic(annotated, scout_proba=proba)
         per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
+        keeps[index] = partial(save_scout_proba, examples=annotated, result=ordinary)
         clock.lap("weigh")
         weighed.append((index, control, srw, len(annotated)))
         if srw.learned_ is not None and srw.learned_.too_little:
@@ -371,7 +373,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
     reviews.stamp_saved(scores, read.saved)
     n_annotations = sum(n for *_, n in weighed)
     staged = stage_controls_version(
-        store, weighed, scores, (spec, settings, read.items, n_annotations, 0)
+        store, weighed, scores, (spec, settings, read.items, n_annotations, 0), keeps=keeps
     )
     version = staged.version
     clock.lap("save")
@@ -380,6 +382,17 @@ def _train_controls(project, store, settings, titles, read, clock, due_at) -> di
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
     return _trained(project, version, scores, read.n_annotated, clock, weighed=said)
+
+
+def fit_control(settings: Settings, control, annotated: list) -> tuple[object, object]:
+    """One control's weigher of a project weighing several (``control``: its spec), trained on
+    its ``annotated`` examples alone (scouts, and a CRF for NER), assessed on them, and its
+    ordinary pass over them (:meth:`SubRegWeigh.weigh_deterministic`; NER: with the scouts'
+    distributions the version keeps): ``(fitted weigher, ordinary pass)``."""
+    srw = fit_in_stages(engine(settings, control), annotated, None, part_params(settings))
+    proba = srw.scout_proba(annotated) if control.task == "ner" else None
+    srw.assess(annotated, scout_proba=proba, trained_on=annotated)
+    return srw, srw.weigh_deterministic(annotated, scout_proba=proba)
 
 
 def full_version_serving(store: ProjectStore) -> str | None:

@@ -222,6 +222,7 @@ def judge(
     spec,
     read: TaskRead,
     allow_self: bool = False,
+    reads: Sequence[TaskRead] | None = None,
 ) -> Judged:
     """Judge every scored annotation of ``read`` (this project's tasks, as Label Studio returned
     them just now, never a webhook's body) against what ``version`` scored and what the last
@@ -236,7 +237,9 @@ def judge(
     control's reading of ``read.raw`` against that control's scored record, its decision named
     ``"task/annotation/<control>"`` (with the review control, a *wrong (fixed)* fixes the
     controls whose labels changed and confirms the others:
-    :func:`backend.review.decisions.beside_fixes`)."""
+    :func:`backend.review.decisions.beside_fixes`). ``reads``: ``read.raw`` as each control
+    read it already (:func:`backend.serving.controls.read_each`), not parsed again; None: read
+    here."""
     scored = scored_annotations(store, version)
     controls = spec.each()
     several = len(controls) > 1
@@ -248,7 +251,11 @@ def judge(
             wanted = (name, None) if several else (None, control.from_name)
         else:
             wanted = (name,)
-        for task, item in (read if i == 0 else TaskRead.of(read.raw, control)).pairs():
+        if reads is not None:
+            this = reads[i]
+        else:
+            this = read if i == 0 else TaskRead.of(read.raw, control)
+        for task, item in this.pairs():
             raw = {
                 f"{task['id']}/{a.get('id')}": a
                 for a in task.get("annotations") or ()

@@ -14,6 +14,7 @@ from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
 from backend.labelstudio.tasks import TaskRead, name_annotators
 from backend.review import reviews
+from backend.serving.controls import read_each
 from backend.serving.predictions import predict
 from backend.store import snapshot
 from backend.store.store import ProjectStore
@@ -40,12 +41,16 @@ class ChangedTasks:
     slips : frozenset of str
         The slips whose weight the decisions these tasks show changed
         (:attr:`backend.review.reviews.Judged.slips`): the rescore rewrites their repeats.
+    reads : tuple of TaskRead
+        The tasks as each control weighed reads them (:meth:`LabelingSpec.each`; the first is
+        ``read``): of one control, ``(read,)``.
     """
 
     settings: Settings
     spec: LabelingSpec
     read: TaskRead
     slips: frozenset = frozenset()
+    reads: tuple = ()
 
 
 def rescore_tasks(
@@ -89,13 +94,27 @@ def read_changed(
     read = TaskRead.of(
         name_annotators(read, annotator_names(api, store.project)) if read else [], spec
     )
-    if spec.task == "ner":  # the refresh after this rescore trains on them as they stand
-        snapshot.keep_tasks(store, wanted, read.items, read_at)
+    reads = tuple(read_each(read.raw, spec, first=read)) if spec.several else (read,)
+    keep_as_they_stand(store, spec, wanted, reads, read_at)
     version = store.current_version()
     slips: frozenset = frozenset()
     if read.raw and version is not None:
-        slips = reviews.judge(store, version, spec, read, allow_self=settings.self_review).slips
-    return ChangedTasks(settings, spec, read, slips)
+        slips = reviews.judge(
+            store, version, spec, read, allow_self=settings.self_review, reads=reads
+        ).slips
+    return ChangedTasks(settings, spec, read, slips, reads)
+
+
+def keep_as_they_stand(
+    store: ProjectStore, spec: LabelingSpec, wanted, reads, read_at: float
+) -> None:
+    """Keep the tasks ``wanted`` (ids) as each NER control read them (``reads``, one per
+    control of ``spec.each()``), from ``read_at``: the refresh after this rescore trains on
+    them as they stand (:mod:`backend.store.snapshot`; of several controls, each its own)."""
+    for control, read in zip(spec.each(), reads, strict=True):
+        if control.task == "ner":
+            name = control.from_name if spec.several else None
+            snapshot.keep_tasks(store, wanted, read.items, read_at, control=name)
 
 
 def write_scores(api: LabelStudioAPI, store: ProjectStore, changed: ChangedTasks) -> int:
@@ -104,7 +123,12 @@ def write_scores(api: LabelStudioAPI, store: ProjectStore, changed: ChangedTasks
     read = changed.read
     with store.locked("writing"):  # not between a training's writes: one prediction per task
         results = predict(
-            changed.settings, store.project, changed.spec, read, from_label_studio=True
+            changed.settings,
+            store.project,
+            changed.spec,
+            read,
+            from_label_studio=True,
+            reads=changed.reads or None,
         )
         written = [
             {"task": int(task["id"]), **result}

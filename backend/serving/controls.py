@@ -31,9 +31,13 @@ def control_folder(version_folder: Path, index: int) -> Path:
     return version_folder / CONTROLS_DIR / str(index)
 
 
-def read_each(raw: Sequence, spec: LabelingSpec) -> list[TaskRead]:
-    """``raw`` tasks read once per control weighed (:meth:`LabelingSpec.each`), in order."""
-    return [TaskRead.of(raw, control) for control in spec.each()]
+def read_each(raw: Sequence, spec: LabelingSpec, first: TaskRead | None = None) -> list[TaskRead]:
+    """``raw`` tasks read once per control weighed (:meth:`LabelingSpec.each`), in order;
+    ``first``: ``raw`` as the caller read it with ``spec`` already (the first control's
+    reading: ``spec``'s ``others`` change none of it), not parsed again."""
+    controls = spec.each()
+    head = [first] if first is not None else [TaskRead.of(raw, controls[0])]
+    return [*head, *(TaskRead.of(raw, control) for control in controls[1:])]
 
 
 def read_subset(read: TaskRead, indices: Sequence[int]) -> TaskRead:
@@ -75,7 +79,9 @@ def merge_entries(spec: LabelingSpec, per_control: Sequence[Mapping[str, dict]])
     ``result`` every control's regions (each note prefixed ``"<control>: "``), its
     ``annotations`` every control's records, each with its ``control``; ``reliability`` and
     ``probability`` are keyed ``"<control>:<example id>"``; the ``fingerprint`` is
-    :func:`fingerprints`' (a control that could not read the task counts as None)."""
+    :func:`fingerprints`' (a control that could not read the task counts as None), and
+    ``fingerprints`` keeps each control's (what a refresh of one control checks:
+    :func:`control_entry`)."""
     names = [control.from_name for control in spec.each()]
     tasks = list(dict.fromkeys(task for entries in per_control for task in entries))
     merged = {}
@@ -88,6 +94,7 @@ def merge_entries(spec: LabelingSpec, per_control: Sequence[Mapping[str, dict]])
                 [e[task]["fingerprint"] if task in e else None for e in per_control]
             ),
             "controls": {name: e["score"] for name, e in parts},
+            "fingerprints": {name: e["fingerprint"] for name, e in parts},
         }
         for key in ("reliability", "probability"):
             entry[key] = {f"{name}:{k}": v for name, e in parts for k, v in e[key].items()}
@@ -96,6 +103,49 @@ def merge_entries(spec: LabelingSpec, per_control: Sequence[Mapping[str, dict]])
             entry["annotations"] = records
         merged[task] = entry
     return merged
+
+
+def _unnamed(region: dict, control: str) -> dict:
+    """``region`` as its control scored it: :func:`_named` undone."""
+    notes = (region.get("meta") or {}).get("text")
+    prefix = f"{control}: "
+    if not notes:
+        return region
+    text = [n[len(prefix) :] if n.startswith(prefix) else n for n in notes]
+    return {**region, "meta": {**region["meta"], "text": text}}
+
+
+def control_entry(merged: Mapping, control: str) -> dict | None:
+    """``control``'s own entry (:func:`~backend.labelstudio.tasks.stored_prediction`) in a task's
+    ``merged`` one (:func:`merge_entries`), or None where that control did not score the task
+    (or the entry predates ``fingerprints``): what a refresh keeps of the controls it does not
+    score again and merges back unchanged."""
+    scores = merged.get("controls") or {}
+    prints = merged.get("fingerprints") or {}
+    if control not in scores or control not in prints:
+        return None
+    prefix = f"{control}:"
+    entry = {
+        "result": [
+            _unnamed(r, control)
+            for r in merged.get("result") or ()
+            if r.get("from_name") == control
+        ],
+        "score": scores[control],
+        "fingerprint": prints[control],
+    }
+    for key in ("reliability", "probability"):
+        entry[key] = {
+            k[len(prefix) :]: v for k, v in (merged.get(key) or {}).items() if k.startswith(prefix)
+        }
+    records = [
+        {k: v for k, v in r.items() if k != "control"}
+        for r in merged.get("annotations") or ()
+        if r.get("control") == control
+    ]
+    if records:
+        entry["annotations"] = records
+    return entry
 
 
 def score_several(

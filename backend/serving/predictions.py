@@ -90,10 +90,13 @@ def predict(
     spec: LabelingSpec,
     tasks: TaskRead,
     from_label_studio: bool = False,
+    reads: Sequence[TaskRead] | None = None,
 ) -> list[dict]:
     """One ``{"result", "score", "model_version"}`` per task of ``tasks`` (read once, by the
-    caller: :meth:`TaskRead.of`), in order (no score, empty result for a task that cannot be
-    read, and for every task before the first training). ``settings``: the project's
+    caller: :meth:`TaskRead.of`; ``reads``: of several controls, each control's reading of
+    them where the caller has it, :func:`~backend.serving.controls.read_each`), in order (no
+    score, empty result for a task that cannot be read, and for every task before the first
+    training). ``settings``: the project's
     (:func:`backend.config.project_settings.effective`), derived once by the caller.
 
     ``tasks`` come from a caller (``/predict``) unless ``from_label_studio`` (read from the
@@ -107,7 +110,7 @@ def predict(
     broken: set[str] = set()
     while True:  # a version found corrupt is marked BROKEN; then the next newest serves
         try:
-            return _predict(settings, store, spec, tasks, from_label_studio)
+            return _predict(settings, store, spec, tasks, from_label_studio, reads)
         except CorruptVersion as err:
             if err.version in broken:  # the marker did not take: do not loop
                 raise
@@ -121,6 +124,7 @@ def _predict(
     spec: LabelingSpec,
     tasks: TaskRead,
     from_label_studio: bool = False,
+    reads: Sequence[TaskRead] | None = None,
 ) -> list[dict]:
     version = store.current_version() if store else None
     if version is None:
@@ -136,7 +140,8 @@ def _predict(
     parsed = tasks.parsed
     several = spec.several or bool(store.meta(version).get("weighers"))
     if several:  # one weigher per control (backend.serving.controls)
-        reads = read_each(tasks.raw, spec)
+        if reads is None or len(reads) != len(spec.each()):
+            reads = read_each(tasks.raw, spec, first=tasks)
         prints = fingerprints(reads)
         stale_at = [
             i

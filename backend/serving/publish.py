@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,14 +133,19 @@ def _staged(
 
 
 def stage_controls_version(
-    store: ProjectStore, weighed: list, scores: dict, meta_args: tuple
+    store: ProjectStore,
+    weighed: list,
+    scores: dict,
+    meta_args: tuple,
+    keeps: Mapping[int, Callable[[Path], object]] | None = None,
 ) -> Staged:
     """A version of several labeling controls, staged (:func:`serve_version` serves it).
     ``weighed``: ``(index, control spec, fitted SubRegWeigh, annotations)`` of each control
     trained, its parts saved in ``controls/<index>``
     (:func:`backend.serving.controls.control_folder`) and described in the meta's ``weighers``
     (control, folder, task, labels, annotations, what its scouts learned); ``meta_args``:
-    :func:`version_meta`'s after the name."""
+    :func:`version_meta`'s after the name; ``keeps[index](folder)`` writes what else that
+    control's folder keeps (a NER control's scouts' distributions, which its refresh reads)."""
     version = new_version_name()
 
     def fill(staging: Path) -> dict:
@@ -148,6 +153,8 @@ def stage_controls_version(
         for index, control, srw, n_annotations in weighed:
             folder = control_folder(staging, index)
             srw.save(folder)
+            if keeps and index in keeps:
+                keeps[index](folder)
             learned = srw.learned_
             weighers.append(
                 {

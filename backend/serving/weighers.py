@@ -116,12 +116,14 @@ def control_weighers(settings: Settings, store: ProjectStore, version: str) -> d
     return {p["control"]: weigher(settings, store, version, p["folder"]) for p in parts}
 
 
-def remember(store: ProjectStore, version: str, srw) -> None:
-    """Cache ``srw`` as ``version``'s fitted weigher, made in this process (a refresh's, whose
-    scouts are loaded already): :func:`weigher` serves it without loading its files."""
+def remember(store: ProjectStore, version: str, srw, part: str = "") -> None:
+    """Cache ``srw`` as ``version``'s fitted weigher (``part``: its sub-folder's, one control's
+    of several), made in this process (a refresh's, whose scouts are loaded already):
+    :func:`weigher` serves it without loading its files."""
+    key = (str(store.root.resolve()), version, *((part,) if part else ()))
     with _weighers_lock:
-        _weighers[(str(store.root.resolve()), version)] = srw
-        _weighers.move_to_end((str(store.root.resolve()), version))
+        _weighers[key] = srw
+        _weighers.move_to_end(key)
         while len(_weighers) > CACHED_MODELS:
             _weighers.popitem(last=False)
 

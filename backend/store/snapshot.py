@@ -11,13 +11,19 @@ while the project's annotations are few enough to refresh
 (:data:`~subregweigh.crf.CRF_FIRST_EXAMPLES`): beyond that no refresh reads it, and each
 rescore would rewrite it. What Label Studio changed without a webhook (the backend down) is
 seen by the next training.
+
+A project weighing several labeling controls (issue 62) keeps each NER control's reading of its
+tasks apart (``control``: its name; :func:`path`), what the refresh of that control's CRF reads;
+a classification control keeps none (its scores are kept as they are).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from backend.store.store import ProjectStore
 from subregweigh.example import Example
@@ -29,30 +35,54 @@ logger = logging.getLogger(__name__)
 FILE = "tasks.json"
 
 
-def keep_project(store: ProjectStore, items: Sequence[LabelStudioTask], read_at: float) -> None:
+def path(store: ProjectStore, control: str | None = None) -> Path:
+    """Where the tasks are kept: :data:`FILE`, or for ``control`` (of a project weighing several
+    labeling controls) ``tasks.<hash of its name>.json`` (a name may hold any character)."""
+    if control is None:
+        return store.root / FILE
+    return store.root / f"tasks.{hashlib.sha1(control.encode()).hexdigest()[:12]}.json"
+
+
+def keep_project(
+    store: ProjectStore,
+    items: Sequence[LabelStudioTask],
+    read_at: float,
+    control: str | None = None,
+) -> None:
     """Keep ``items``, the whole project read from Label Studio from ``read_at`` (``time.time()``
-    before the read), in place of what is kept: a task read later (a rescore's) stays."""
-    _update(store, items, read_at, replace_all=True)
+    before the read), in place of what is kept (``control``'s reading, of several): a task read
+    later (a rescore's) stays."""
+    _update(store, items, read_at, control, replace_all=True)
 
 
 def keep_tasks(
-    store: ProjectStore, asked: Iterable, items: Sequence[LabelStudioTask], read_at: float
+    store: ProjectStore,
+    asked: Iterable,
+    items: Sequence[LabelStudioTask],
+    read_at: float,
+    control: str | None = None,
 ) -> None:
-    """Update the tasks ``asked`` (ids) to ``items``, as read from ``read_at``: an asked task
-    not among ``items`` (deleted, or no longer the project's) or without annotations is
-    dropped. Nothing is kept before a project's read (:func:`keep_project`)."""
-    _update(store, items, read_at, asked={str(task) for task in asked})
+    """Update the tasks ``asked`` (ids) to ``items``, as read from ``read_at`` (``control``'s
+    reading, of several): an asked task not among ``items`` (deleted, or no longer the
+    project's) or without annotations is dropped. Nothing is kept before a project's read
+    (:func:`keep_project`)."""
+    _update(store, items, read_at, control, asked={str(task) for task in asked})
 
 
-def forget(store: ProjectStore) -> None:
-    """Drop what is kept: the next refresh reads the project from Label Studio."""
-    (store.root / FILE).unlink(missing_ok=True)
+def forget(store: ProjectStore, control: str | None = None) -> None:
+    """Drop what is kept (of ``control`` alone; None: every control's too): the next refresh
+    reads the project from Label Studio."""
+    if control is not None:
+        path(store, control).unlink(missing_ok=True)
+        return
+    for kept in [store.root / FILE, *store.root.glob("tasks.*.json")]:
+        kept.unlink(missing_ok=True)
 
 
-def load(store: ProjectStore) -> list[LabelStudioTask] | None:
-    """The annotated tasks kept, in task order; None where nothing is kept (or it cannot be
-    read: the caller reads the project)."""
-    kept = _read(store)
+def load(store: ProjectStore, control: str | None = None) -> list[LabelStudioTask] | None:
+    """The annotated tasks kept (``control``'s reading, of several), in task order; None where
+    nothing is kept (or it cannot be read: the caller reads the project)."""
+    kept = _read(store, control)
     try:
         return None if kept is None else [_task(task_id, e) for task_id, e in kept.items()]
     except (KeyError, TypeError, ValueError) as err:
@@ -60,11 +90,11 @@ def load(store: ProjectStore) -> list[LabelStudioTask] | None:
         return None
 
 
-def _read(store: ProjectStore) -> dict | None:
+def _read(store: ProjectStore, control: str | None = None) -> dict | None:
     """What is kept, task id -> :func:`_entry`; None where nothing is, or it is damaged (the
     next project read replaces it)."""
     try:
-        kept = json.loads((store.root / FILE).read_text())["tasks"]
+        kept = json.loads(path(store, control).read_text())["tasks"]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -86,14 +116,14 @@ def _update(
     store: ProjectStore,
     items: Sequence[LabelStudioTask],
     read_at: float,
+    control: str | None = None,
     replace_all: bool = False,
     asked: set[str] = frozenset(),
 ) -> None:
     from subregweigh.crf import CRF_FIRST_EXAMPLES
 
-    path = store.root / FILE
     with store.locked("snapshot"):
-        kept = _read(store)
+        kept = _read(store, control)
         if kept is None and not replace_all:
             return  # no project read to update
         newer = {t: e for t, e in (kept or {}).items() if e["read_at"] > read_at}
@@ -105,12 +135,12 @@ def _update(
         kept.update(newer)
         kept = dict(sorted(kept.items(), key=lambda pair: _order(pair[0])))
         if sum(len(e["examples"]) for e in kept.values()) > CRF_FIRST_EXAMPLES:
-            forget(store)
+            path(store, control).unlink(missing_ok=True)
             return
         try:
-            atomic_write_json(path, {"tasks": kept})
+            atomic_write_json(path(store, control), {"tasks": kept})
         except OSError as err:  # a full disk: the refresh reads the project instead
-            forget(store)
+            path(store, control).unlink(missing_ok=True)
             logger.warning("project %s: the tasks read are not kept: %s", store.project, err)
 
 

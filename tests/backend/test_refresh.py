@@ -203,3 +203,78 @@ def test_a_running_retrain_leaves_the_refresh_on_and_a_due_one_stops_it(tmp_path
     assert rescore._training_due(store, settings) is True
     store.update_status(state="idle", events_since_training=2)
     assert rescore._training_due(store, settings) is False
+
+
+NER_AND_TOPIC = (
+    '<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/></Labels>'
+    '<Text name="text" value="$text"/><Choices name="topic" toName="text" choice="single">'
+    '<Choice value="sport"/><Choice value="other"/></Choices></View>'
+)
+TWO_CHOICES = (
+    '<View><Text name="text" value="$text"/><Choices name="topic" toName="text" '
+    'choice="single"><Choice value="sport"/><Choice value="other"/></Choices>'
+    '<Choices name="tone" toName="text" choice="single"><Choice value="cold"/>'
+    '<Choice value="warm"/></Choices></View>'
+)
+_LABEL = {"control": "label", "folder": "controls/0", "task": "ner"}
+_TOPIC = {"control": "topic", "folder": "controls/1", "task": "classification"}
+_TONE = {"control": "tone", "folder": "controls/1", "task": "classification"}
+
+
+@pytest.mark.parametrize(
+    ("config", "weighers", "files", "reason"),
+    [
+        (NER_AND_TOPIC, [_LABEL, _TOPIC], ["scout_proba.npz", "crf.npz"], None),
+        (NER_AND_TOPIC, [_LABEL, _TOPIC], ["crf.npz"], "'label': the version kept no scout"),
+        (NER_AND_TOPIC, [_LABEL, _TOPIC], ["scout_proba.npz"], "'label': the version has no CRF"),
+        (TWO_CHOICES, [{**_TOPIC, "folder": "controls/0"}, _TONE], [], "classification: no CRF"),
+        (NER_AND_TOPIC, [], ["scout_proba.npz", "crf.npz"], "a version of one"),
+        (NER_CONFIG, [_LABEL, _TOPIC], ["scout_proba.npz", "crf.npz"], "controls changed"),
+    ],
+)
+def test_what_may_be_refreshed_of_several_controls(tmp_path, config, weighers, files, reason):
+    """Issue 62: a version of several controls is refreshed per NER control; each NER
+    control's folder must keep its scouts' distributions and its CRF."""
+    import json
+
+    store = ProjectStore(tmp_path, 1)
+    folder = store.versions / "srw-1"
+    (folder / "controls" / "0").mkdir(parents=True)
+    (folder / "meta.json").write_text(json.dumps({"weighers": weighers} if weighers else {}))
+    for name in files:
+        (folder / "controls" / "0" / name).write_bytes(b"x")
+    got = refresh._not_refreshable(store, "srw-1", parse_label_config(config))
+    assert (got is None) if reason is None else (reason in got), got
+
+
+def test_a_control_s_entry_comes_back_out_of_the_merged_one():
+    """What a refresh keeps of the controls it does not score again: each control's entry as
+    merge_entries took it, notes and keys without the control's name."""
+    from backend.serving.controls import control_entry, merge_entries
+
+    spec = parse_label_config(NER_AND_TOPIC)
+    label = {
+        "result": [
+            {"from_name": "label", "value": {"labels": ["PER"]}, "meta": {"text": ["doubt"]}}
+        ],
+        "score": 0.3,
+        "fingerprint": "f-label",
+        "reliability": {"1/10": 0.5},
+        "probability": {"1/10": 0.4},
+        "annotations": [{"id": "1/10", "score": 0.3, "saved": {"at": "t", "hash": "h"}}],
+    }
+    topic = {
+        "result": [{"from_name": "topic", "value": {"choices": ["sport"]}}],
+        "score": 0.8,
+        "fingerprint": "f-topic",
+        "reliability": {"1/10": 1.0},
+        "probability": {"1/10": 0.8},
+        "annotations": [{"id": "1/10", "score": 0.8}],
+    }
+    merged = merge_entries(spec, [{"1": label}, {"1": topic}])["1"]
+    assert merged["result"][0]["meta"]["text"] == ["label: doubt"] and merged["score"] == 0.3
+    assert control_entry(merged, "label") == label
+    assert control_entry(merged, "topic") == topic
+    assert merge_entries(spec, [{"1": label}, {"1": control_entry(merged, "topic")}])["1"] == merged
+    older = {k: v for k, v in merged.items() if k != "fingerprints"}  # stored before this
+    assert control_entry(older, "topic") is None and control_entry(merged, "tone") is None

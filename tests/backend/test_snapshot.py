@@ -103,3 +103,25 @@ def test_a_forgotten_or_damaged_snapshot_reads_as_none(store):
     assert snapshot.load(store) is None
     snapshot.keep_project(store, _items(MERKEL_LOC), read_at=3.0)
     assert _labels(store) == {"1": ("B-LOC", "I-LOC", "O")}
+
+
+def test_each_control_of_several_keeps_its_own_reading(store):
+    """Issue 62: a project weighing several labeling controls keeps each NER control's
+    reading apart (names of any characters), updated and forgotten on its own; a forget of
+    the whole project drops every control's."""
+    first, second = "title label", "body: label"
+    snapshot.keep_project(store, _items(MERKEL_PER, PARIS), 1.0, control=first)
+    snapshot.keep_project(store, _items(BERLIN), 1.0, control=second)
+    assert snapshot.path(store, first) != snapshot.path(store, second) != snapshot.path(store)
+    snapshot.keep_tasks(store, ["1"], _items(MERKEL_LOC), 2.0, control=first)
+    assert [ex.label for t in snapshot.load(store, first) for ex in t.examples] == [
+        ("B-LOC", "I-LOC", "O"),
+        ("O", "B-LOC", "O"),
+    ]
+    assert [t.id for t in snapshot.load(store, second)] == ["3"]
+    assert snapshot.load(store) is None  # a project of one control's: none kept
+    snapshot.forget(store, second)
+    assert snapshot.load(store, second) is None and snapshot.load(store, first) is not None
+    snapshot.keep_project(store, _items(PARIS), 3.0)
+    snapshot.forget(store)
+    assert snapshot.load(store, first) is None and snapshot.load(store) is None

@@ -18,7 +18,9 @@ rescored up (where a Choices is weighed). Each fails where several controls are 
 (before issue 62's item 2). Of NER beside a topic, the fix (the topic's choice changed by a
 second user's PATCH) is recorded for the topic and not for the labels, which it confirms, and the
 task serves as a fix does: its topic's rescored score, not 1 (issue 62: decisions keep the
-control).
+control); the refresh that follows serves, and then a NER convention retyped in one task is
+refreshed too: the version after it holds the NER control's CRF trained again (its scouts
+linked), the tasks still holding the old convention lower, the topic's entries as they were.
 """
 
 from __future__ import annotations
@@ -92,6 +94,78 @@ def _prediction(ls, task_id: int, version: str):
     mine = [p for p in ls.predictions.list(task=task_id) if field(p, "model_version") == version]
     assert len(mine) == 1, (task_id, mine)
     return mine[0]
+
+
+def _status(backend, project: int) -> dict:
+    code, status = backend.get(f"/status?project={project}")
+    assert code == 200, status
+    return status
+
+
+def _served_score(ls, backend, project: int, task_id: int) -> float | None:
+    """``task_id``'s score in the prediction of the version serving now (a rescore's refresh
+    replaces the version, and its predictions, while a test waits), or None while it has none."""
+    version = _status(backend, project)["current_version"]
+    mine = [p for p in ls.predictions.list(task=task_id) if field(p, "model_version") == version]
+    return field(mine[0], "score") if len(mine) == 1 else None
+
+
+def _refreshed(backend, project: int, of: str, timeout: float = 120) -> dict:
+    """The status once a refresh of version ``of`` serves and nothing waits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = _status(backend, project)
+        last = status.get("last_refresh") or {}
+        if last.get("of") == of and last.get("version") == status["current_version"]:
+            if not status.get("rescore_pending") and status["job"] == "idle":
+                return status
+        assert time.monotonic() < deadline, (last, backend.log(80))
+        time.sleep(0.5)
+
+
+def _labels(task: dict) -> list[tuple[str, str, dict]]:
+    """(mention, type, region) of each region of the Labels ``label`` in ``task``'s one
+    annotation (as Label Studio holds it)."""
+    text = task["data"]["text"]
+    (annotation,) = task["annotations"]
+    return [
+        (text[r["value"]["start"] : r["value"]["end"]], r["value"]["labels"][0], r)
+        for r in annotation["result"]
+        if r["from_name"] == "label"
+    ]
+
+
+def _fix_a_ner_convention(label_studio, backend, project: int, ids: list[int]) -> dict:
+    """Of NER beside a topic, once the version serving is refreshed: the entity that most tasks
+    label alike retyped in one of them (a second user's PATCH, the topic kept), and the refresh
+    that follows waited for. ``{"of", "status", "fixed", "others"}``: the version it refreshed,
+    the status then, the task fixed and the tasks still holding the old convention."""
+    tasks = {t: label_studio.api("GET", f"/api/tasks/{t}") for t in ids}
+    holders: dict[tuple[str, str], list[int]] = {}
+    for task_id, task in tasks.items():
+        for mention, etype, _ in _labels(task):
+            holders.setdefault((mention, etype), []).append(task_id)
+    (mention, etype), holding = max(holders.items(), key=lambda kv: len(set(kv[1])))
+    fixed, *others = sorted(set(holding))
+    assert others, holders
+    new_type = next(t for t in TYPES if t != etype)
+    (annotation,) = tasks[fixed]["annotations"]
+    edited = [
+        {**r, "value": {**r["value"], "labels": [new_type]}}
+        if r["from_name"] == "label"
+        and (
+            tasks[fixed]["data"]["text"][r["value"]["start"] : r["value"]["end"]],
+            r["value"]["labels"][0],
+        )
+        == (mention, etype)
+        else r
+        for r in annotation["result"]
+    ]
+    of = _status(backend, project)["current_version"]
+    label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", {"result": edited})
+    status = _refreshed(backend, project, of)
+    print(f"  label: {mention!r} {etype} -> {new_type} in task {fixed}; {len(others)} hold it")
+    return {"of": of, "status": status, "fixed": fixed, "others": others}
 
 
 @pytest.mark.slow
@@ -317,23 +391,29 @@ def _two_choices_tasks(rng) -> tuple[list[dict], set[int], set[int]]:
 class Weighed:
     """What :func:`_weigh_several` did: the backend's ``status`` after the training, the
     ``project``, and the task whose planted error it fixed (None where it fixed none) with its
-    served score ``before`` and ``after`` the fix's rescore."""
+    served score ``before`` and ``after`` the fix's rescore; of NER beside a Choices on one
+    text, the NER convention fixed after it (:func:`_fix_a_ner_convention`)."""
 
     status: dict
     project: int
     fixed: int | None = None
     before: float | None = None
     after: float | None = None
+    convention: dict | None = None
 
 
-def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict, said: str):
+def _weigh_several(
+    label_studio, tmp_path, config, tasks, wrong: dict, env: dict, said: str, ner_fix=False
+):
     """Connect a project of ``config`` and ``tasks`` with no weigh_controls, train it, and
     check that every control named in ``wrong`` (control -> the indices of its planted errors)
     is weighed and has one of them among the served queue's first :data:`TOP`, its notes
     naming the control, and that the status names the controls weighed as ``said``; then, where
     the last control is a Choices, fix its worst planted error (a PATCH by the admin, a second
     user: the annotations are :data:`testbed.projects.ANNOTATOR`'s) and wait for its rescore.
-    A :class:`Weighed`."""
+    With ``ner_fix`` (NER beside a topic), the refresh after that fix waited for, then a NER
+    convention fixed and its refresh waited for (:func:`_fix_a_ner_convention`). A
+    :class:`Weighed`."""
     env = {**ENGINE_ENV, **env, **label_studio.backend_env}
     with BackendServer(tmp_path / "models", env, tmp_path / "backend.log") as backend:
         ls = label_studio.sdk()
@@ -393,12 +473,17 @@ def _weigh_several(label_studio, tmp_path, config, tasks, wrong: dict, env: dict
         ]
         label_studio.api("PATCH", f"/api/annotations/{annotation['id']}", {"result": edited})
         deadline = time.monotonic() + 120
-        while field(_prediction(ls, fixed, version), "score") <= scores[fixed]:
+        while (after := _served_score(ls, backend, project.id, fixed)) is None or (
+            after <= scores[fixed]
+        ):
             assert time.monotonic() < deadline, backend.log(80)
             time.sleep(0.5)
-        after = field(_prediction(ls, fixed, version), "score")
         print(f"  {control}: a fixed error's score {scores[fixed]:.3f} -> {after:.3f}")
-        return Weighed(status, project.id, fixed, scores[fixed], after)
+        convention = None
+        if ner_fix:  # the topic's fix refreshed the version, and so does a NER convention's
+            _refreshed(backend, project.id, of=version)
+            convention = _fix_a_ner_convention(label_studio, backend, project.id, ids)
+        return Weighed(status, project.id, fixed, scores[fixed], after, convention)
 
 
 # The scout settings of a project of NER beside a Choices, and of two Choices.
@@ -443,6 +528,7 @@ def _several(label_studio, tmp_path, case: str) -> Weighed:
         dict(zip(names, wrong, strict=True)),
         env,
         f"two labeling controls, {said} weighed",
+        ner_fix=case == NER_TOPIC,
     )
     status = weighed.status
     assert [c["to_name"] for c in status["controls"]["weighed"]] == [[t] for t in targets.split()]
@@ -471,7 +557,9 @@ def test_a_fix_of_the_topic_is_recorded_for_the_topic_alone(label_studio, tmp_pa
     assert set(mine) == {"label", "topic"}, kept
     assert (mine["topic"]["decision"], mine["topic"]["fixed"]) == ("fixed", True)
     assert (mine["label"]["decision"], mine["label"]["fixed"]) == ("confirmed", False)
-    assert [d["control"] for d in kept.values() if d["decision"] == "fixed"] == ["topic"]
+    # the fixes: the topic's, and the NER convention's made after it (below)
+    fixes = {(d["task"], d["control"]) for d in kept.values() if d["decision"] == "fixed"}
+    assert fixes == {(str(weighed.fixed), "topic"), (str(weighed.convention["fixed"]), "label")}
     assert mine["topic"]["reviewer"] == mine["label"]["reviewer"] != ""
     version = weighed.status["current_version"]
     entry = json.loads((root / "versions" / version / "scores.json").read_text())
@@ -479,3 +567,34 @@ def test_a_fix_of_the_topic_is_recorded_for_the_topic_alone(label_studio, tmp_pa
     print(f"  the fixed task's controls as stored after its rescore: {entry['controls']}")
     assert weighed.after == pytest.approx(entry["controls"]["topic"])
     assert weighed.before < weighed.after < 1.0
+
+    # Then a NER convention retyped in one task: a refresh of the version serving (issue 62),
+    # its CRF trained again, in which the tasks still holding the old convention score lower
+    fix = weighed.convention
+    status, of = fix["status"], fix["of"]
+    refreshed = status["current_version"]
+    assert status["last_refresh"]["of"] == of != refreshed
+    meta = json.loads((root / "versions" / refreshed / "meta.json").read_text())
+    assert meta["refreshed"]["of"] == of and [p["control"] for p in meta["weighers"]] == [
+        "label",
+        "topic",
+    ]
+    ner = meta["weighers"][0]["folder"]
+    old, new = root / "versions" / of, root / "versions" / refreshed
+    assert (new / ner / "crf.npz").read_bytes() != (old / ner / "crf.npz").read_bytes()
+    scouts = [p.relative_to(old) for p in (old / "controls").rglob("*") if p.name != "crf.npz"]
+    assert all(
+        (new / p).stat().st_ino == (old / p).stat().st_ino for p in scouts if (old / p).is_file()
+    ), "the scouts were copied, not linked"
+    before = json.loads((old / "scores.json").read_text())
+    after = json.loads((new / "scores.json").read_text())
+    label = {
+        t: (before[str(t)]["controls"]["label"], after[str(t)]["controls"]["label"])
+        for t in fix["others"]
+    }
+    print(f"  the old convention's other holders, label score before -> after: {label}")
+    assert all(a < b for b, a in label.values()), label
+    # the topic's entries as they were (the fixed task's as its rescore scored it again)
+    for task, entry in after.items():
+        if task != str(fix["fixed"]):
+            assert entry["controls"]["topic"] == before[task]["controls"]["topic"], task
