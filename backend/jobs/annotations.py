@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, annotator_names
-from backend.labelstudio.tasks import name_annotators, parse_label_config, read_tasks
+from backend.labelstudio.tasks import TaskRead, name_annotators, parse_label_config, read_tasks
 from backend.review import reviews
+from backend.serving.controls import read_each
 from backend.serving.predictions import log_warnings
 from subregweigh.io.labelstudio import LabelingSpec
 
@@ -36,9 +37,10 @@ class ProjectRead:
         Why the job cannot start yet (too few annotations); None when it can.
     saved : dict
         When each annotation was saved (:func:`backend.review.reviews.saved_times`).
-    raw : list, default []
-        The tasks as read (annotators named), for a project weighing several controls, which
-        reads them once per control.
+    reads : list of TaskRead, default []
+        For a project weighing several controls, the tasks (annotators named) as each control
+        of ``spec.each()`` reads them, each parsed once (the first control's reading is the one
+        ``items`` come from); ``[]`` for a project of one control.
     """
 
     api: LabelStudioAPI
@@ -47,7 +49,7 @@ class ProjectRead:
     n_annotated: int
     refusal: str | None
     saved: dict
-    raw: list = field(default_factory=list)
+    reads: list = field(default_factory=list)
 
 
 def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead:
@@ -61,11 +63,11 @@ def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead
     log_warnings(project, parsed.warnings)
     items = [item for item in parsed.tasks if item is not None]
     n_annotated = sum(bool(item.examples) for item in items)
-    if spec.several:  # annotated in any control
-        per_control = [read_tasks(tasks, control).tasks for control in spec.each()[1:]]
+    reads = read_each(tasks, spec, first=TaskRead(list(tasks), parsed)) if spec.several else []
+    if reads:  # annotated in any control
         n_annotated = sum(
             any(item is not None and item.examples for item in readings)
-            for readings in zip(parsed.tasks, *per_control, strict=True)
+            for readings in zip(*(read.parsed.tasks for read in reads), strict=True)
         )
     refusal = None
     if n_annotated < settings.min_annotations:
@@ -81,5 +83,5 @@ def read_annotations(project: str, settings: Settings, what: str) -> ProjectRead
         n_annotated,
         refusal,
         reviews.saved_times(tasks),
-        list(tasks) if spec.several else [],
+        reads,
     )

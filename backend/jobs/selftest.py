@@ -11,7 +11,6 @@ from backend.config.redact import redact
 from backend.config.settings import Settings, secrets_of
 from backend.jobs.annotations import read_annotations
 from backend.queue import budget
-from backend.serving.controls import read_each
 from backend.serving.weighers import SEED, engine, release_memory
 from backend.store.store import ProjectStore
 
@@ -80,7 +79,7 @@ def _selftest(project: str, store: ProjectStore, settings: Settings) -> dict:
                 control,
                 _test_control(store, settings, control, r.items, request, str(control.control)),
             )
-            for control, r in zip(read.spec.each(), read_each(read.raw, read.spec), strict=True)
+            for control, r in zip(read.spec.each(), read.reads, strict=True)
         ]
         tested = next(o for _, o in each if "results" in o)  # the read refused none annotated
         outcome = {

@@ -27,7 +27,7 @@ from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.queue import budget
 from backend.review import reviews
 from backend.serving.changed import rescore_tasks
-from backend.serving.controls import merge_entries, read_each
+from backend.serving.controls import merge_entries
 from backend.serving.publish import (
     complete_version,
     drop_superseded_predictions,
@@ -343,7 +343,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
             said,
         )
     controls = spec.each()
-    reads = read_each(read.raw, spec)
+    reads = read.reads
     per_control, weighed, keeps = [], [], {}
     for index, (control, control_read) in enumerate(zip(controls, reads, strict=True)):
         items = control_read.items

@@ -19,7 +19,7 @@ from backend.config.settings import Settings
 from backend.jobs import selftest
 from backend.jobs.annotations import ProjectRead
 from backend.labelstudio.tasks import parse_label_config, read_tasks
-from backend.serving.controls import merge_entries
+from backend.serving.controls import merge_entries, read_each
 from backend.serving.publish import version_meta
 from backend.serving.report import project_report, render
 from backend.store.store import ProjectStore
@@ -65,7 +65,7 @@ def test_each_control_is_self_tested_on_its_own_annotations_and_reported(tmp_pat
     spec = parse_label_config(CONFIG)
     assert [c.from_name for c in spec.each()] == ["label", "topic", "tone"]
     items = [item for item in read_tasks(tasks, spec).tasks if item]
-    read = ProjectRead(None, spec, items, len(items), None, {}, raw=tasks)
+    read = ProjectRead(None, spec, items, len(items), None, {}, reads=read_each(tasks, spec))
     monkeypatch.setattr(selftest, "read_annotations", lambda *args: read)
     settings = Settings(model_dir=str(tmp_path), epochs=2, n_samples=6, k=3, n_scouts=1)
     store = ProjectStore(tmp_path, "5")
