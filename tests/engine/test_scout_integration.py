@@ -185,13 +185,9 @@ def test_a_step_over_long_texts_runs_in_chunks_with_the_one_batch_gradient(conll
 
     scout.model_.eval()  # no dropout: the same forward either way
     chunked = gradient(steps[0])
-    flat, rows, joined = [], [], []
-    for i in order[:4]:
-        windows, shares = encoded[i]
-        joined.append((i, [(len(flat) + k, f) for k, (_, f) in enumerate(windows)], shares))
-        rows.append(i)
-        flat.extend(windows)
-    whole = gradient([scout._chunk(flat, rows, joined)])
+    scout.batch_size = 100  # room for the first step's texts' windows in one chunk
+    ((one_chunk,),) = scout._training_batches(encoded, order[:4])
+    whole = gradient([one_chunk])
     torch.testing.assert_close(chunked, whole, rtol=1e-4, atol=1e-6)
 
 
