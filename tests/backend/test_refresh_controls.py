@@ -18,7 +18,6 @@ import pytest
 
 from backend.jobs import refresh, rescore
 from backend.jobs.training import fit_control
-from backend.labelstudio import tasks as task_reading
 from backend.labelstudio.tasks import TaskRead, annotated_examples, parse_label_config, score_tasks
 from backend.serving.controls import control_entry, merge_entries, read_each
 from backend.serving.predictions import predict
@@ -26,6 +25,7 @@ from backend.serving.publish import serve_here, stage_controls_version, stage_ve
 from backend.serving.scout_proba import SCOUT_PROBA, save_scout_proba
 from backend.store import snapshot
 from backend.store.store import ProjectStore
+from tests.backend.test_rescore_reads_once import count_parses
 from tests.doubles import offline_settings
 
 PROJECT = "5"
@@ -191,13 +191,7 @@ def test_a_convention_fix_refreshes_the_ner_control_and_keeps_the_topic(trained,
         "LS", (_LabelStudio,), {"held": _tasks(fixed), "written": [], "model_version": []}
     )
     monkeypatch.setattr(rescore, "LabelStudioAPI", double)
-    parsed: list[list[int]] = []
-    parse = task_reading.parse_tasks
-    monkeypatch.setattr(
-        task_reading,
-        "parse_tasks",
-        lambda tasks, *a, **kw: parsed.append([t["id"] for t in tasks]) or parse(tasks, *a, **kw),
-    )
+    parsed = count_parses(monkeypatch)
     store.update_status(rescore_pending={str(task): time.time() for task in fixed})
 
     done = rescore.rescore_project(PROJECT, settings, refresh.refresh_project)

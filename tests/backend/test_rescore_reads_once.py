@@ -60,13 +60,8 @@ class _LabelStudio:
         type(self).written.extend(predictions)
 
 
-def test_a_rescore_parses_each_task_once_and_derives_the_settings_once(tmp_path, monkeypatch):
-    settings = offline_settings(tmp_path / "models", retrain_after=1000)
-    _publish(tmp_path / "models", SCORED, {1: [0.1], 2: [0.2], 3: [0.3, 0.9]})
-    store = ProjectStore(settings.model_dir, PROJECT)
-    store.replace_overrides({"self_review": True})  # the project's own settings, to derive
-    store.update_status(rescore_pending={"1": time.time(), "3": time.time()})
-
+def count_parses(monkeypatch) -> list[list[int]]:
+    """The ids of the tasks of each call of the backend's task parser, as the calls come."""
     parsed: list[list[int]] = []
     parse = task_reading.parse_tasks
     monkeypatch.setattr(
@@ -74,6 +69,17 @@ def test_a_rescore_parses_each_task_once_and_derives_the_settings_once(tmp_path,
         "parse_tasks",
         lambda tasks, *a, **kw: parsed.append([t["id"] for t in tasks]) or parse(tasks, *a, **kw),
     )
+    return parsed
+
+
+def test_a_rescore_parses_each_task_once_and_derives_the_settings_once(tmp_path, monkeypatch):
+    settings = offline_settings(tmp_path / "models", retrain_after=1000)
+    _publish(tmp_path / "models", SCORED, {1: [0.1], 2: [0.2], 3: [0.3, 0.9]})
+    store = ProjectStore(settings.model_dir, PROJECT)
+    store.replace_overrides({"self_review": True})  # the project's own settings, to derive
+    store.update_status(rescore_pending={"1": time.time(), "3": time.time()})
+
+    parsed = count_parses(monkeypatch)
     derived: list[str] = []
     effective = project_settings.effective
     monkeypatch.setattr(
