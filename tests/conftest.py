@@ -58,7 +58,7 @@ def _one_torch_thread():
     """Train and predict on one thread, here and in every process a test starts (backends, rq
     workers: they read OMP_NUM_THREADS). On this 2-core machine, two torch threads run up to 10x
     slower as soon as another process keeps a core busy (the threads wait on each other), and
-    CI's three pytest workers keep both cores busy."""
+    CI's two pytest workers keep both cores busy."""
     import torch
 
     before, before_env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
