@@ -220,9 +220,11 @@ EOF
 build_standin "$REDIS_TAG" "$WORK/redis"
 
 mkdir -p "$WORK/label-studio"
+cp scripts/label-studio-constraints.txt "$WORK/label-studio/constraints.txt"  # part of its recipe
 cat >"$WORK/label-studio/Containerfile" <<EOF
 FROM $PY_TAG
-RUN pip install --quiet --disable-pip-version-check --no-cache-dir label-studio==1.23.2 \\
+COPY constraints.txt /tmp/constraints.txt
+RUN pip install --quiet --disable-pip-version-check --no-cache-dir -c /tmp/constraints.txt label-studio==1.23.2 \\
     && useradd --create-home --uid 1001 --home-dir /label-studio labelstudio \\
     && mkdir -p /label-studio/data && chown -R 1001:0 /label-studio
 ENV LABEL_STUDIO_BASE_DATA_DIR=/label-studio/data

@@ -58,7 +58,8 @@ else
     log="$LS_VENV/install.log"
     # pip's output goes to a log (hundreds of lines); shown only if the install fails.
     if ! { "$LS_VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip &&
-           "$LS_VENV/bin/python" -m pip install --disable-pip-version-check "label-studio==$LS_VERSION"; } >"$log" 2>&1; then
+           "$LS_VENV/bin/python" -m pip install --disable-pip-version-check \
+               -c scripts/label-studio-constraints.txt "label-studio==$LS_VERSION"; } >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "install-test-servers: pip install label-studio==$LS_VERSION failed (log: $log)" >&2
         exit 1

@@ -26,7 +26,7 @@ for version in "${versions[@]}"; do
     if [ ! -x "$venv/bin/label-studio" ]; then
         echo "ls-matrix: installing label-studio==$version into $venv" >&2
         "$PY" -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check \
-            "label-studio==$version" >&2 || { rows+=("| $version | not installable from PyPI here | $commit | $(date -u +%F) |"); continue; }
+            -c scripts/label-studio-constraints.txt "label-studio==$version" >&2 || { rows+=("| $version | not installable from PyPI here | $commit | $(date -u +%F) |"); continue; }
     fi
     log="$(mktemp /tmp/ls-matrix-$version.XXXXXX)"
     start=$(date +%s)

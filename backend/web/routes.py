@@ -350,6 +350,8 @@ def _status(value) -> dict:
     )
     status.update(store.inbox().waiting())  # what waits: the inbox's, apart from the status
     status["job"] = job
+    # a rescore (and the refresh it runs) in flight: the served scores are about to change
+    status["rescore_job"] = _jobs("rescore_runner").state(store.project)
     status["is_training"] = job not in {IDLE, "unknown"}
     status["serving"] = predictions.serving(store, status["is_training"])
     status["controls"] = predictions.controls(store)  # which it weighs, which it leaves alone

@@ -437,6 +437,7 @@ def test_status_shape(backend):
     assert status["events_since_training"] == 0 and status["last_error"] is None
     assert status["current_version"] is None
     assert status["job"] == "idle" and status["is_training"] is False
+    assert status["rescore_job"] == "idle"  # no rescore runs or waits
 
     runner.states["3"] = "running"
     status = client.get("/status?project=3", headers=GOOD).get_json()
