@@ -5,9 +5,11 @@ Two ways to decide, by the project's labeling config
 
 * **the review control** (``<Choices name="srw_review">``,
   :data:`~subregweigh.io.labelstudio.REVIEW_CONTROL`): only it decides. *correct* confirms the
-  annotation as saved, *wrong (fixed)* records a fix, *unsure* is recorded and changes no score;
-  a save without a choice withdraws the annotation's decision. Every save that carries a choice
-  is a decision by the user who saved it; plain saves of a project with the control are edits.
+  annotation as saved, *wrong (fixed)* records a fix, *unsure* is recorded and changes no score.
+  A save without a choice that changes the labels is a fix too, when another user than the
+  annotator made it (a reviewer retyping a region need not also choose *wrong (fixed)*); one
+  that changes nothing withdraws the annotation's decision. Every save that carries a choice is
+  a decision by the user who saved it; the annotator's own plain saves are edits.
 * **saves** (a config without the control): an annotation saved with the labels it was scored
   with is confirmed, with other labels fixed; the same labels confirm only when Label Studio
   saved the annotation after the baseline (the content and time a training or a rescore last
@@ -234,7 +236,12 @@ def _by_control(j: Mapping, prior: Mapping) -> str | None:
         return None
     mine = prior.get("by") == BY_CONTROL
     if j["choice"] is None:
-        return WITHDRAWN if mine else None
+        # another user's save of other labels is their fix, choice or not: a fix of one
+        # region's type takes 3 clicks (the region, its label, Update; issue 61)
+        if not j.get("self") and _by_save(j, prior) == FIXED:
+            return FIXED
+        # a cleared choice withdraws; a fix made without one has none to clear
+        return WITHDRAWN if mine and not prior.get("implied") else None
     decision = CHOSEN.get(j["choice"])
     if decision is None:
         return None  # a choice the control does not define: nothing to read
@@ -248,8 +255,9 @@ def _by_control(j: Mapping, prior: Mapping) -> str | None:
 
 def vouched(decision: str, control: bool) -> bool:
     """Whether a decision vouches for the annotation as it now is: a confirmation, or a fix made
-    through the review control (the reviewer fixed it and chose *wrong (fixed)*: the labels it
-    now holds are the reviewer's). A fix by a plain save is an edit the scout rescores."""
+    through the review control (the reviewer fixed it, with *wrong (fixed)* or without a
+    choice: the labels it now holds are the reviewer's). A fix by a plain save of a project
+    without the control is an edit the scout rescores."""
     return decision == CONFIRMED or (control and decision == FIXED)
 
 
@@ -305,6 +313,8 @@ def outcome(
         **{k: j[k] for k in ("task", "annotation", "hash", "saved_at", "reviewer")},
         **({"control": j["control"]} if j.get("control") is not None else {}),
         **({"self": True} if j.get("self") else {}),
+        # a fix saved without a choice (_by_control): a later unchanged save keeps it
+        **({"implied": True} if control and j.get("choice") is None else {}),
         "score": first.get("score", seen),
         **{k: first.get(k, j[k]) for k in ("labels", "version")},
         "fixed": fixed,

@@ -212,9 +212,9 @@ def test_an_export_with_decisions_reads_as_one_without(tmp_path):
 
 def test_with_the_control_only_the_control_decides(ner):
     spec, store = ner
-    # plain saves are edits: other labels, or the same saved again, decide nothing
+    # plain saves of the same labels, and the annotator's own of other labels, decide nothing
     assert _decide(spec, store, _task(1, 11, MERKEL_PER, _at(3))) == {}
-    assert _decide(spec, store, _task(2, 21, MERKEL_LOC, _at(3))) == {}
+    assert _decide(spec, store, _task(2, 21, MERKEL_LOC, _at(3), by=4)) == {}
     assert not (store.root / "reviews.json").exists()
     # correct: confirmed, by the user who saved it, at the time Label Studio saved it
     assert _decide(spec, store, _task(1, 11, MERKEL_PER + [chose("correct")], _at(5))) == {
@@ -240,6 +240,22 @@ def test_with_the_control_only_the_control_decides(ner):
     edited = _task(1, 11, MERKEL_LOC + [chose("correct")], _at(6), by=7)
     assert _decide(spec, store, edited) == {"1/11": "confirmed"}
     assert _decisions(store)["1/11"]["reviewers"] == {"user 5": "confirmed", "user 7": "confirmed"}
+
+
+def test_a_reviewers_save_of_other_labels_without_a_choice_is_a_fix(ner):
+    """Issue 61: retyping a region and pressing Update (3 clicks) fixes it, as *wrong (fixed)*
+    would; a later unchanged save keeps the fix (it has no choice to clear), and a save that
+    brings the labels back reverts it."""
+    spec, store = ner
+    assert _decide(spec, store, _task(2, 21, MERKEL_LOC, _at(3))) == {"2/21": "fixed"}
+    decision = _decisions(store)["2/21"]
+    assert (decision["by"], decision["fixed"], decision["reviewer"]) == ("control", True, "user 5")
+    assert decision["implied"] and decision["slips"] == [["Angela Merkel", "PER"]]
+    assert _served(store)["1"]["score"] == pytest.approx(0.1 * 0.5)  # its repeats move up
+    assert _decide(spec, store, _task(2, 21, MERKEL_LOC, _at(4))) == {}  # saved again: kept
+    assert _decisions(store)["2/21"]["decision"] == "fixed"
+    assert _decide(spec, store, _task(2, 21, MERKEL_PER, _at(5))) == {"2/21": "reverted"}
+    assert _decisions(store)["2/21"]["fixed"] is False
 
 
 def test_wrong_fixed_records_a_fix_and_unsure_changes_no_score(ner):

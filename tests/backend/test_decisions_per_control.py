@@ -240,8 +240,9 @@ def test_a_replayed_save_or_one_without_a_named_saver_decides_no_control(by_save
 def test_correct_confirms_every_control_and_wrong_fixed_fixes_the_changed_ones(by_control):
     spec, store = by_control
     chose = {value: _choice(REVIEW_CONTROL, value) for value in ("correct", "wrong (fixed)")}
-    # a plain save is an edit: no control decided
-    assert _decide(spec, store, _task(1, [*ENTITIES, OTHER], _at(3))) == {}
+    # the annotator's own plain save is an edit: no control decided (another user's would fix
+    # the topic alone, as a plain save of a project of one control does)
+    assert _decide(spec, store, _task(1, [*ENTITIES, OTHER], _at(3), by=4)) == {}
     # wrong (fixed) with the topic changed: the topic fixed, the labels confirmed
     fixed = _task(1, [*ENTITIES, OTHER, chose["wrong (fixed)"]], _at(5))
     assert _decide(spec, store, fixed) == {"1/11/ner": "confirmed", "1/11/topic": "fixed"}

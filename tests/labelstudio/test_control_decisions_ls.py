@@ -6,8 +6,9 @@ trained once through Label Studio; a second Label Studio user, signed up through
 invite link as a reviewer would be, decides through the API what Update sends: *correct*,
 *wrong (fixed)* with a corrected label, a cleared choice, a fix reverted. Each decision is read
 by the rescore its webhook queued, recorded with that user (Label Studio's ``updated_by``,
-named by email), and shown in the task's prediction; plain saves are edits. The Data Manager's
-filter for "flagged and not yet reviewed" is checked as Label Studio evaluates it.
+named by email), and shown in the task's prediction; a plain save of other labels is a fix.
+The Data Manager's filter for "flagged and not yet reviewed" is checked as Label Studio
+evaluates it.
 """
 
 from __future__ import annotations
@@ -245,15 +246,15 @@ def test_ner_without_regions_is_decided_with_one_click(lab):
     assert served(ctx, project, task)["result"] == []  # no entity, as confirmed
 
 
-def test_ner_plain_saves_are_edits_and_a_reverted_fix_stops_counting(lab):
+def test_ner_plain_saves_fix_and_a_reverted_fix_stops_counting(lab):
     ctx, project = lab, lab.projects["ner"]
     edited, fixed = undecided(ctx, project)[:2]
-    # a plain save with other labels (the annotator, say): rescored, no decision
-    save(
-        ctx, edited, retyped(labels_only(annotation(ctx, edited)["result"])), ctx.label_studio.token
-    )
-    wait_rescored(ctx, project, edited)
-    assert decision(ctx, project, edited) is None
+    # a plain save with other labels, by a user other than the annotator: a fix, no choice needed
+    save(ctx, edited, retyped(labels_only(annotation(ctx, edited)["result"])))
+    wait(ctx, lambda: decision(ctx, project, edited) is not None, "no decision recorded")
+    plain = decision(ctx, project, edited)
+    assert (plain["decision"], plain["fixed"], plain["reviewer"]) == ("fixed", True, REVIEWER)
+    assert plain["implied"]
     # wrong (fixed) with a corrected label: a fix by the reviewer
     original = labels_only(annotation(ctx, fixed)["result"])
     save(ctx, fixed, retyped(original) + [choice("wrong (fixed)")])
@@ -273,7 +274,7 @@ def test_ner_plain_saves_are_edits_and_a_reverted_fix_stops_counting(lab):
     assert decision(ctx, project, fixed)["fixed"] is False
     code, report = ctx.backend.get(f"/report.json?project={project}&threshold=1.0")
     assert code == 200, report
-    assert report["reviews"]["all"]["fixed"] == 0
+    assert report["reviews"]["all"]["fixed"] == 1  # the plain save's; the reverted one no more
     rows = {row["reviewer"]: row for row in report["reviews"]["reviewers"]}
     assert rows[REVIEWER]["confirmed"] >= 1
 

@@ -6,8 +6,8 @@ writes each task's reason into its data field ``srw_reason``, and nothing else o
 Studio keeps the task's annotations and predictions when its data is written, and lists the
 field as a Data Manager column. In headless Chromium the admin opens the top task of the queue
 from the Data Manager: the control's header shows the reason with no click, and a confirm takes
-2 clicks (*correct*, Update); the fix of one region's type is counted too (select the region,
-its label, *wrong (fixed)*, Update).
+2 clicks (*correct*, Update), and the fix of one region's type 3 (select the region, its label,
+Update).
 """
 
 from __future__ import annotations
@@ -244,9 +244,9 @@ def test_the_reason_shows_without_a_click_and_a_confirm_takes_two(lab, reviewer)
 
 
 def test_a_fix_of_one_region_type_counted(lab, reviewer):
-    """Select the region, its right label, *wrong (fixed)*, Update: 4 clicks in Label Studio
-    1.23.2, one over issue 61's 3 (a type cannot be changed without selecting its region, and
-    with the control a save decides only with a choice)."""
+    """Select the region, its right label, Update: 3 clicks in Label Studio 1.23.2 (a type
+    cannot be changed without selecting its region; a reviewer's save of other labels is a fix
+    with or without *wrong (fixed)*, backend.review.decisions)."""
     ctx = lab
     task_id, region, right = ctx.fix
     reviewer.open_and_read(task_id)
@@ -256,7 +256,6 @@ def test_a_fix_of_one_region_type_counted(lab, reviewer):
         "[...document.querySelectorAll('.lsf-label')].find(e => "
         f"e.querySelector('.lsf-label__text').textContent === {json.dumps(right)})"
     )
-    reviewer.click(_choice("wrong (fixed)"))
     reviewer.update()
     wait_decided(ctx, task_id, "fixed")
     saved = [
@@ -268,7 +267,7 @@ def test_a_fix_of_one_region_type_counted(lab, reviewer):
         r["value"]["start"] == region["start"] and r["value"]["labels"] == [right] for r in saved
     )
     print(f"clicks for a fix of one region's type: {reviewer.clicks}")
-    assert reviewer.clicks == 4  # measured; issue 61 asks for at most FIX_CLICKS
+    assert reviewer.clicks <= FIX_CLICKS, reviewer.clicks
 
 
 def test_a_task_without_a_reason_shows_no_placeholder(lab, reviewer):
