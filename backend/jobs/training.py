@@ -29,6 +29,7 @@ from backend.review import reviews
 from backend.serving.changed import rescore_tasks
 from backend.serving.controls import merge_entries
 from backend.serving.publish import (
+    Staged,
     complete_version,
     drop_superseded_predictions,
     serve_version,
@@ -322,16 +323,10 @@ def _train(
 
 
 def _train_controls(project, store, settings, titles, read, clock, due_at, read_at) -> dict:
-    """The training of a project weighing several labeling controls (issue 62): per control, a
-    weigher of its own (scouts, and a CRF for NER) trained on that control's annotations alone
-    and scored with it, K candidates included; the tasks' entries merged
-    (:func:`backend.serving.controls.merge_entries`: a task at its least reliable annotation of
-    any control) and published once, as one version of every control's parts
-    (:func:`backend.serving.publish.stage_controls_version`). No early version and no
-    reference corpus (it would label one control). Each NER control keeps what its refresh
-    reads (:mod:`backend.jobs.refresh`): its tasks as read from ``read_at``
-    (:mod:`backend.store.snapshot`, per control) and its scouts' distributions in its folder
-    (:func:`backend.serving.scout_proba.save_scout_proba`)."""
+    """The training of a project weighing several labeling controls (issue 62): every control's
+    weigher trained and staged as one version (:func:`stage_controls`: a task at its least
+    reliable annotation of any control), its progress shown per control, then published once.
+    No early version and no reference corpus (it would label one control)."""
     api, spec = read.api, read.spec
     store.update_status(refresh_while_training=False)
     said = weighed_controls(spec)
@@ -343,37 +338,21 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
             said,
         )
     controls = spec.each()
-    reads = read.reads
-    per_control, weighed, keeps = [], [], {}
-    for index, (control, control_read) in enumerate(zip(controls, reads, strict=True)):
-        items = control_read.items
-        if control.task == "ner":
-            snapshot.keep_project(store, items, read_at, control=control.from_name)
-        annotated = annotated_examples(items)
-        if not annotated:
-            logger.warning(
-                "project %s: %s has no annotations: not weighed", project, control.control
-            )
-            per_control.append({})
-            continue
+
+    def progress(event: str, index: int, control, n: int) -> None:
         what = f"{control.control}, {index + 1} of {len(controls)} controls"
-        store.update_status(message=f"training {what} on {len(annotated)} annotations")
-        titles.show(stage_text(2, what, due_at))
-        logger.info("project %s: training %s on %d annotations", project, what, len(annotated))
-        srw, ordinary = fit_control(settings, control, annotated)
-        clock.lap("train")
-        titles.show(stage_text(3, f"scoring {what}", due_at))
-        per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
-        keeps[index] = partial(save_scout_proba, examples=annotated, result=ordinary)
-        clock.lap("weigh")
-        weighed.append((index, control, srw, len(annotated)))
-        if srw.learned_ is not None and srw.learned_.too_little:
-            logger.warning("project %s: %s: %s", project, control.control, srw.learned_.message())
-    scores = merge_entries(spec, per_control)
-    reviews.stamp_saved(scores, read.saved)
-    n_annotations = sum(n for *_, n in weighed)
-    staged = stage_controls_version(
-        store, weighed, scores, (spec, settings, read.items, n_annotations, 0), keeps=keeps
+        if event == "training":
+            store.update_status(message=f"training {what} on {n} annotations")
+            titles.show(stage_text(2, what, due_at))
+            logger.info("project %s: training %s on %d annotations", project, what, n)
+        elif event == "scoring":
+            clock.lap("train")
+            titles.show(stage_text(3, f"scoring {what}", due_at))
+        else:  # "scored"
+            clock.lap("weigh")
+
+    staged, scores, _ = stage_controls(
+        store, settings, spec, read.reads, read_at, saved=read.saved, progress=progress
     )
     version = staged.version
     clock.lap("save")
@@ -382,6 +361,63 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
     return _trained(project, version, scores, read.n_annotated, clock, weighed=said)
+
+
+def stage_controls(
+    store: ProjectStore,
+    settings: Settings,
+    spec,
+    reads: list,
+    read_at: float,
+    saved: dict | None = None,
+    progress: Callable[[str, int, object, int], None] | None = None,
+) -> tuple[Staged, dict, list]:
+    """A version of every weighable control of ``spec``, trained and staged, not served: per
+    control (``reads``: each control's parse of the project's tasks, in ``spec.each()`` order),
+    a weigher of its own trained on its annotations alone (:func:`fit_control`) and scored with
+    it, K candidates included; a NER control keeps its tasks as read at ``read_at`` for its
+    refresh (:mod:`backend.store.snapshot`) and its scouts' distributions
+    (:func:`backend.serving.scout_proba.save_scout_proba`). A control without annotations is
+    not weighed. The tasks' entries are merged (:func:`backend.serving.controls.merge_entries`),
+    stamped with Label Studio's ``saved`` times where given, and staged
+    (:func:`backend.serving.publish.stage_controls_version`).
+
+    ``progress(event, index, control, n)``: told ``"training"`` (``n`` annotations),
+    ``"scoring"`` and ``"scored"`` for each weighed control. Returns ``(staged, scores,
+    weighed)``, ``weighed`` one ``(index, control, weigher, n annotations)`` per weighed
+    control."""
+    tell = progress or (lambda *_: None)
+    per_control, weighed, keeps = [], [], {}
+    for index, (control, control_read) in enumerate(zip(spec.each(), reads, strict=True)):
+        items = control_read.items
+        if control.task == "ner":
+            snapshot.keep_project(store, items, read_at, control=control.from_name)
+        annotated = annotated_examples(items)
+        if not annotated:
+            logger.warning(
+                "project %s: %s has no annotations: not weighed", store.project, control.control
+            )
+            per_control.append({})
+            continue
+        tell("training", index, control, len(annotated))
+        srw, ordinary = fit_control(settings, control, annotated)
+        tell("scoring", index, control, len(annotated))
+        per_control.append(score_tasks(srw, control, items, ordinary=ordinary))
+        keeps[index] = partial(save_scout_proba, examples=annotated, result=ordinary)
+        tell("scored", index, control, len(annotated))
+        weighed.append((index, control, srw, len(annotated)))
+        if srw.learned_ is not None and srw.learned_.too_little:
+            logger.warning(
+                "project %s: %s: %s", store.project, control.control, srw.learned_.message()
+            )
+    scores = merge_entries(spec, per_control)
+    if saved is not None:
+        reviews.stamp_saved(scores, saved)
+    n_annotations = sum(n for *_, n in weighed)
+    staged = stage_controls_version(
+        store, weighed, scores, (spec, settings, reads[0].items, n_annotations, 0), keeps=keeps
+    )
+    return staged, scores, weighed
 
 
 def fit_control(settings: Settings, control, annotated: list) -> tuple[object, object]:

@@ -17,11 +17,11 @@ import time
 import pytest
 
 from backend.jobs import refresh, rescore
-from backend.jobs.training import fit_control
+from backend.jobs.training import fit_control, stage_controls
 from backend.labelstudio.tasks import TaskRead, annotated_examples, parse_label_config, score_tasks
-from backend.serving.controls import control_entry, merge_entries, read_each
+from backend.serving.controls import control_entry, read_each
 from backend.serving.predictions import predict
-from backend.serving.publish import serve_here, stage_controls_version, stage_version
+from backend.serving.publish import serve_here, stage_version
 from backend.serving.scout_proba import SCOUT_PROBA, save_scout_proba
 from backend.store import snapshot
 from backend.store.store import ProjectStore
@@ -150,21 +150,8 @@ def trained(tmp_path_factory):
     spec = parse_label_config(CONFIG)
     assert spec.several
     store = ProjectStore(settings.model_dir, PROJECT)
-    raw = list(_tasks().values())
-    read_at = time.time()
-    per_control, weighed, keeps = [], [], {}
-    reads = read_each(raw, spec)
-    for index, (control, read) in enumerate(zip(spec.each(), reads)):
-        if control.task == "ner":
-            snapshot.keep_project(store, read.items, read_at, control=control.from_name)
-        annotated = annotated_examples(read.items)
-        srw, ordinary = fit_control(settings, control, annotated)
-        per_control.append(score_tasks(srw, control, read.items, ordinary=ordinary))
-        keeps[index] = lambda folder, a=annotated, o=ordinary: save_scout_proba(folder, a, o)
-        weighed.append((index, control, srw, len(annotated)))
-    scores = merge_entries(spec, per_control)
-    staged = stage_controls_version(
-        store, weighed, scores, (spec, settings, reads[0].items, len(raw), 0), keeps=keeps
+    staged, _, _ = stage_controls(
+        store, settings, spec, read_each(list(_tasks().values()), spec), time.time()
     )
     assert serve_here(staged)
     return settings, spec, staged.version
