@@ -26,10 +26,10 @@ versions share:
   than their annotation: the CRF's estimate of the error rate;
 * ``scouts``: the same with q the share of tasks the scouts' own tagging (the argmax of their
   mean distribution) labels otherwise;
-* ``served``: the same with q the share of tasks the version's served tagging labels otherwise
-  (``WeighResult.majority``: the most probable tags of the mixture p(gold) is read from, the
-  scouts' with the CRF's, or the CRF's with the memory where the product rests on it; what it
-  suggests instead).
+* ``served``: the same with q the share of tasks the version's served tagging labels otherwise,
+  what the product serves (:func:`subregweigh.scale.fit_scale`; ``WeighResult.majority``: the
+  most probable tags of the mixture p(gold) is read from, the scouts' with the CRF's, or the
+  CRF's with the memory where the product rests on it; what it suggests instead).
 
 Reported per calibration, mean ± sd over the seeds: each version's q and its share under 0.5
 against the true base rate (the share of erroneous sentences), the Jaccard of two versions'
@@ -53,10 +53,10 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.real_errors import DATA_SETS, add_scout_arguments, load_pair, scout_options
 from subregweigh.build import build_weigher
+from subregweigh.scale import THRESHOLD, disagreements, scale_at
 from subregweigh.weigh import SubRegWeigh
 
 NAME = "version_scale"
-THRESHOLD = 0.5  # the Data Manager's filter, "Prediction score < 0.5"
 LOWEST = 20  # the lowest scores compared: the issue's "top 20"
 RETRAIN_SEED = 500  # a retrain's seed is s + RETRAIN_SEED
 VERSIONS = ("A", "retrain", "grown")
@@ -88,18 +88,16 @@ def parse_args(argv=None):
 
 
 def quantile_map(score, q: float) -> np.ndarray:
-    """``score`` (shape (n,), in [0, 1]) through the piecewise-linear map of (0, 0), (t, 0.5)
-    and (1, 1), t the ``q``-quantile of ``score`` (kept inside (0, 1)): strictly increasing, so
-    the order and its ties stay; the share under 0.5 becomes that under t, about q."""
-    score = np.asarray(score, dtype=float)
-    t = float(np.clip(np.quantile(score, np.clip(q, 0.0, 1.0)), 1e-6, 1 - 1e-6))
-    return np.interp(score, [0.0, t, 1.0], [0.0, THRESHOLD, 1.0])
+    """``score`` (shape (n,), in [0, 1]) through the product's map whose knot is its
+    ``q``-quantile (:func:`subregweigh.scale.scale_at`): strictly increasing, so the order and
+    its ties stay; the share under 0.5 becomes that under the knot, about q."""
+    return scale_at(score, q)(np.asarray(score, dtype=float))
 
 
 def disagreement(examples, tagging) -> float:
     """The share of ``examples`` whose ``tagging`` (one tag sequence each) differs from their
-    annotation."""
-    return float(np.mean([tuple(t) != tuple(ex.label) for ex, t in zip(examples, tagging)]))
+    annotation (:func:`subregweigh.scale.disagreements`)."""
+    return float(disagreements([ex.label for ex in examples], tagging).mean())
 
 
 # ----------------------------------------------------------------------------- one version

@@ -341,6 +341,20 @@ def field(obj, name):
     return obj[name] if isinstance(obj, dict) else getattr(obj, name)
 
 
+def undecided_score(project_root, version: str, task, entry: dict | None = None) -> float:
+    """The score ``version`` of the project stored in ``project_root`` (``models/<project>``)
+    serves ``task`` with while no reviewer decided anything: its stored entry (``entry``, else
+    read from ``scores.json``) on the version's one scale (``backend.review.served``)."""
+    from backend.review import reviews, served
+    from backend.store.store import ProjectStore
+
+    root = Path(project_root)
+    store = ProjectStore(root.parent, root.name)
+    entry = entry if entry is not None else store.scores(version)[str(task)]
+    scales = reviews.version_scales(store, version)
+    return served.served_entry(str(task), entry, {}, scales)["score"]
+
+
 def publish_scout(
     model_dir,
     project: int | str,
@@ -353,6 +367,7 @@ def publish_scout(
     """Publish ``scout`` as a version of ``project`` the way a training does; returns its name.
     ``meta``: the version's meta.json, or a function of the version's name that gives it;
     ``learned``: what the scout learned (a :class:`subregweigh.learned.Learned`), kept with it."""
+    from backend.serving.publish import with_scales
     from backend.store.store import ProjectStore
     from backend.store.versions import new_version_name
     from subregweigh.io.atomic import atomic_write_json
@@ -366,8 +381,10 @@ def publish_scout(
         learned.save(learned_path(staging))
     atomic_write_json(staging / "scores.json", scores or {})
     version = version or new_version_name()
-    if meta is not None:
-        atomic_write_json(staging / "meta.json", meta(version) if callable(meta) else meta)
+    meta = meta(version) if callable(meta) else meta
+    scaled, scales = with_scales(meta or {}, scores or {})  # a training's meta holds its scale
+    if meta is not None or scales:
+        atomic_write_json(staging / "meta.json", scaled)
     store.publish(staging, version)
     return version
 
@@ -574,9 +591,12 @@ def serving_prediction(backend: BackendServer, ls_server, project: int, task: in
         time.sleep(0.2)
 
 
-def serving_entry(backend: BackendServer, root: Path, project: int, task: int, timeout=60.0):
-    """The task's stored entry in the version serving ``project`` (``root``: the project's
-    folder under MODEL_DIR), read while that version stayed the same (see
+def serving_score(
+    backend: BackendServer, root: Path, project: int, task: int, timeout=60.0
+) -> float:
+    """The score the version serving ``project`` (``root``: the project's folder under
+    MODEL_DIR) has for the task before any decision (:func:`undecided_score`: its stored entry
+    on the version's one scale), read while that version stayed the same (see
     :func:`serving_prediction`)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -586,6 +606,6 @@ def serving_entry(backend: BackendServer, root: Path, project: int, task: int, t
         except FileNotFoundError:  # pruned by the versions that replaced it
             scores = None
         if scores and backend.get(f"/status?project={project}")[1]["current_version"] == version:
-            return scores[str(task)]
+            return undecided_score(root, version, task, scores[str(task)])
         assert time.monotonic() < deadline, f"task {task}: no stable serving version"
         time.sleep(0.2)

@@ -46,7 +46,7 @@ from backend.labelstudio.tasks import (
 )
 from backend.review import reviews
 from backend.serving.controls import control_entry, merge_entries
-from backend.serving.publish import Staged, serve_version
+from backend.serving.publish import Staged, serve_version, with_scales
 from backend.serving.reference import reference_examples
 from backend.serving.scout_proba import SCOUT_PROBA, load_scout_proba, text_key
 from backend.serving.weighers import remember, weigher
@@ -450,10 +450,11 @@ def _publish(
                 "tasks": n_tasks,
             },
         }
+        meta, scales = with_scales(meta, scores)  # a version of its own, on its own scale
         atomic_write_json(staging / "meta.json", meta)
     except BaseException:
         store.discard(staging)
         raise
-    if not serve_version(api, Staged(store, staging, version, scores), replacing=base):
+    if not serve_version(api, Staged(store, staging, version, scores, scales), replacing=base):
         return None
     return version

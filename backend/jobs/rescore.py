@@ -168,7 +168,8 @@ def _catch_up(api: LabelStudioAPI, store: ProjectStore, version: str) -> None:
     if api.model_versions(int(store.project)).get(version):
         api.set_model_version(int(store.project), version)
     else:
-        serve_in_label_studio(api, store, store.project, version, store.scores(version))
+        scores, scales = store.scores(version), reviews.version_scales(store, version)
+        serve_in_label_studio(api, store, store.project, version, scores, scales)
     store.update_status(scores_in_label_studio=version)
     logger.info(
         "project %s: version %s, serving here, is now Label Studio's too (it had %s)",
@@ -298,7 +299,7 @@ def _move_up_repeats(
     }
     if not repeats:
         return 0
-    shown = reviews.served_scores(store, repeats)
+    shown = reviews.served_scores(store, repeats, reviews.version_scales(store, version))
     _replace_served(api, store, version, shown)
     logger.info(
         "project %s: %d tasks repeat a slip whose fix was made or undone (%s): rewritten as served",
@@ -346,7 +347,13 @@ def _rewrite_copies(
         chosen = chosen[:MAX_COPIES_REWRITTEN]
     if not chosen:
         return 0
-    shown = reviews.served_scores(store, {t: whole[t] for t in chosen}, whole=whole, index=after)
+    shown = reviews.served_scores(
+        store,
+        {t: whole[t] for t in chosen},
+        reviews.version_scales(store, version),
+        whole=whole,
+        index=after,
+    )
     _replace_served(api, store, version, shown)
     logger.info(
         "project %s: %d copies of the changed tasks rewritten as served: %s",

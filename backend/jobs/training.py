@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from backend.config import project_settings
@@ -26,6 +26,7 @@ from backend.labelstudio.tasks import (
 from backend.labelstudio.webhook_auth import authorize_webhooks
 from backend.queue import budget
 from backend.review import reviews
+from backend.review.served import on_scale
 from backend.serving.changed import rescore_tasks
 from backend.serving.controls import merge_entries
 from backend.serving.publish import (
@@ -319,7 +320,7 @@ def _train(
     write_reasons(api, store, settings)  # those the K candidates changed, and the rest
     clock.lap("complete")
     beware = learned.message() if learned is not None and learned.too_little else None
-    return _trained(project, version, full, n_annotated, clock, beware=beware)
+    return _trained(project, version, full, staged.scales, n_annotated, clock, beware=beware)
 
 
 def _train_controls(project, store, settings, titles, read, clock, due_at, read_at) -> dict:
@@ -360,7 +361,7 @@ def _train_controls(project, store, settings, titles, read, clock, due_at, read_
     _serve_full(api, store, settings, spec, staged, clock)
     drop_superseded_predictions(api, store, project, version)
     clock.lap("complete")
-    return _trained(project, version, scores, read.n_annotated, clock, weighed=said)
+    return _trained(project, version, scores, staged.scales, read.n_annotated, clock, weighed=said)
 
 
 def stage_controls(
@@ -590,15 +591,21 @@ def _trained(
     project: str,
     version: str,
     scores: dict,
+    scales: Mapping,
     n_annotated: int,
     clock,
     weighed: str | None = None,
     beware: str | None = None,
 ) -> dict:
     """A finished training's outcome, logged: its version, how many of its ``scores``' annotated
-    tasks score under 0.5, how many are pre-annotated. ``weighed``: the controls, said in words
-    (several weighed); ``beware``: what the lead must know (the scouts learned too little)."""
-    doubtful = sum(1 for e in scores.values() if e.get("annotations") and e["score"] < 0.5)
+    tasks serve under 0.5 on the version's one scale (``scales``; before any decision), how
+    many are pre-annotated. ``weighed``: the controls, said in words (several weighed);
+    ``beware``: what the lead must know (the scouts learned too little)."""
+    doubtful = sum(
+        1
+        for e in scores.values()
+        if e.get("annotations") and min(on_scale(r, scales) for r in e["annotations"]) < 0.5
+    )
     head = (
         f"{weighed} weighed; {n_annotated} annotated tasks"
         if weighed

@@ -39,6 +39,7 @@ from subregweigh.io.labelstudio import (
 )
 from subregweigh.io.weights import to_json
 from subregweigh.options import DEFAULT_SCORE
+from subregweigh.scale import disagreements
 from subregweigh.suggest import class_suggestion, span_suggestions
 
 # The controls subregweigh weighs, Label Studio's tag -> the task; each must label one Text.
@@ -426,6 +427,12 @@ def stored_prediction(
             annotation_record(ex, spec.task, float(q), columns, r)
             for ex, q, r in zip(item.examples, quality, rows)
         ]
+        if spec.task == "ner":  # what the version's scale is fitted on (backend.review.served)
+            served = view.majority[view_first : view_first + count]
+            for record, agrees in zip(
+                entry["annotations"], ~disagreements([ex.label for ex in item.examples], served)
+            ):
+                record["agrees"] = bool(agrees)
     return entry
 
 

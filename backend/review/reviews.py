@@ -275,21 +275,27 @@ def judge(
     if several and spec.review is not None:
         decisions.beside_fixes(judged)
     first = controls[0].from_name if several else None
-    return _keep(store, judged, spec.review is not None, allow_self, first)
+    scales = version_scales(store, version)
+    return _keep(store, judged, spec.review is not None, allow_self, first, scales)
 
 
 def _seen(
-    j: Mapping, record: Mapping, confirmed: Mapping, fixed: served.Slips, first: str | None
+    j: Mapping,
+    record: Mapping,
+    confirmed: Mapping,
+    fixed: served.Slips,
+    first: str | None,
+    scales: served.Scales,
 ) -> float:
     """The score the reviewer saw: the annotation's (its control's record, of several) as the
-    queue served it before this save (1 if confirmed, its slips' repeats applied), not the
-    stored one."""
+    queue served it before this save (1 if confirmed, on its version's scale, its slips'
+    repeats applied), not the stored one."""
     key, control = served.decided_key(j, "scored_hash"), j.get("control")
     if served.held(confirmed, key, control, first):
         return 1.0
     replaced = served.held(fixed.fixed, key, control, first)
     repeats = 0 if replaced else served.slip_repeats(record, fixed.counts)
-    return served_score(j["score"], repeats)
+    return served_score(served.on_scale(j, scales), repeats)
 
 
 def _prior(kept: Mapping, key: str, j: Mapping, first: str | None) -> tuple[dict, str | None]:
@@ -311,6 +317,7 @@ def _keep(
     control: bool,
     allow_self: bool,
     first: str | None = None,
+    scales: served.Scales = served.NO_SCALES,
 ) -> Judged:
     """Keep what each of ``judged`` decides in reviews.json, under the project's lock: one
     current decision per annotation (and control, of several: ``first`` names the first) and a
@@ -325,7 +332,7 @@ def _keep(
         for j in judged:
             key = annotation_key(f"{j['task']}/{j['annotation']}", j.get("control"))
             prior, earlier = _prior(reviews["decisions"], key, j, first)
-            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed, first)
+            seen = _seen(j, j.pop("scored_words", {}), confirmed, fixed, first, scales)
             new = decisions.outcome(j, prior, control, seen, allow_self)
             if new is None:
                 continue
@@ -370,11 +377,20 @@ def _keep(
 # --------------------------------------------------------------------------------- serving
 
 
-def serving_state(store: ProjectStore) -> tuple[dict[str, dict], served.Slips]:
-    """``(confirmed, slips)`` from one read of reviews.json: what serving needs
-    (:func:`backend.review.served.confirmed`, :func:`backend.review.served.slips`)."""
+def version_scales(store: ProjectStore, version: str | None) -> served.Scales:
+    """The one scale ``version`` serves its scores on (:func:`backend.review.served.scales_of`
+    of its meta); none for no version."""
+    return served.scales_of(store.meta(version)) if version is not None else served.NO_SCALES
+
+
+def serving_state(
+    store: ProjectStore, version: str | None
+) -> tuple[dict[str, dict], served.Scales, served.Slips]:
+    """``(confirmed, scales, slips)`` of ``version`` from one read of reviews.json: what serving
+    needs (:func:`backend.review.served.confirmed`, :func:`version_scales`,
+    :func:`backend.review.served.slips`)."""
     reviews = load(store)
-    return served.confirmed(reviews), served.slips(reviews)
+    return served.confirmed(reviews), version_scales(store, version), served.slips(reviews)
 
 
 def confirmed_keys(store: ProjectStore) -> dict[str, dict]:
@@ -406,43 +422,54 @@ def decided(store: ProjectStore, examples: Sequence[Example], task: str) -> set[
 @dataclass(frozen=True)
 class Serving:
     """What serving a version's predictions needs, from one read of reviews.json: the
-    confirmed contents (:func:`backend.review.served.confirmed`), the fixed slips
+    confirmed contents (:func:`backend.review.served.confirmed`), the version's scale
+    (:func:`backend.review.served.scales_of`), the fixed slips
     (:func:`backend.review.served.slips`) and the copies that disagree with what reviewers
     decided of them (:func:`backend.review.copies.state`)."""
 
     confirmed: dict
+    scales: served.Scales
     slips: served.Slips
     copies: copies.CopiesState
 
 
-def serving(store: ProjectStore, scores: Mapping[str, dict], index=None) -> Serving:
+def serving(
+    store: ProjectStore, scores: Mapping[str, dict], scales: served.Scales, index=None
+) -> Serving:
     """:class:`Serving` for ``scores`` (a version's stored predictions, all of them: which
-    copies are decided is read there); ``index``: :func:`backend.review.copies.index` of them
-    where the caller has it (:data:`backend.review.copies.copies_view`), else built here."""
+    copies are decided is read there) on the version's ``scales`` (:func:`version_scales`, or
+    a staged version's :attr:`backend.serving.publish.Staged.scales`); ``index``:
+    :func:`backend.review.copies.index` of them where the caller has it
+    (:data:`backend.review.copies.copies_view`), else built here."""
     kept = load(store)
     linked = index if index is not None else copies.index(scores)
-    return Serving(served.confirmed(kept), served.slips(kept), copies.state(linked, scores, kept))
+    return Serving(
+        served.confirmed(kept), scales, served.slips(kept), copies.state(linked, scores, kept)
+    )
 
 
 def serve(task: str, entry: dict, state: Serving) -> dict:
-    """``entry`` (``task``'s stored prediction) as served: the reviewers' decisions applied
-    (:func:`backend.review.served.served_entry`, the decided copies that contradict it among
-    them) and a note naming its copies that disagree (:func:`backend.review.copies.with_notes`)."""
+    """``entry`` (``task``'s stored prediction) as served: on its version's scale, the
+    reviewers' decisions applied (:func:`backend.review.served.served_entry`, the decided copies
+    that contradict it among them) and a note naming its copies that disagree
+    (:func:`backend.review.copies.with_notes`)."""
     contradicted = state.copies.contradicted.get(task, 0)
-    out = served.served_entry(task, entry, state.confirmed, state.slips, contradicted)
+    out = served.served_entry(task, entry, state.confirmed, state.scales, state.slips, contradicted)
     return copies.with_notes(task, out, state.copies)
 
 
 def served_scores(
     store: ProjectStore,
     scores: Mapping[str, dict],
+    scales: served.Scales,
     whole: Mapping[str, dict] | None = None,
     index=None,
 ) -> dict[str, dict]:
-    """``scores`` (task id -> stored prediction) as served (:func:`serve`). ``whole``: the
-    version's scores ``scores`` is a part of (None: ``scores`` is all of them), where its copies
-    are found; ``index``: their :func:`backend.review.copies.index`, if the caller has it."""
-    state = serving(store, whole if whole is not None else scores, index)
+    """``scores`` (task id -> stored prediction) as served (:func:`serve`) on their version's
+    ``scales`` (:func:`version_scales`). ``whole``: the version's scores ``scores`` is a part of
+    (None: ``scores`` is all of them), where its copies are found; ``index``: their
+    :func:`backend.review.copies.index`, if the caller has it."""
+    state = serving(store, whole if whole is not None else scores, scales, index)
     return {task: serve(task, entry, state) for task, entry in scores.items()}
 
 

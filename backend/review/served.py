@@ -22,6 +22,12 @@
   :func:`found`): a task whose every control's record is confirmed serves 1; one with a control
   fixed and the others unreviewed serves as a fix does, its lowest record's score.
 
+* Every **version serves on one scale** (:mod:`subregweigh.scale`): an annotation's stored score
+  goes through its version's map (:func:`fit_scales`, kept in the version's meta as ``scale``,
+  one per NER control) before the decisions apply, so that about the share of annotations the
+  version's own served tagging labels otherwise serves under 0.5, whatever the version.
+  Classification, unmeasured, serves its stored scores as they are.
+
 The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
 engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
 it to the backend's records (``reviews.json``'s decisions, a version's stored predictions). The
@@ -44,6 +50,7 @@ from backend.review.decisions import (
     when,
 )
 from subregweigh import review
+from subregweigh.scale import ScoreScale, fit_scale
 from subregweigh.served import served_score as policy_score
 from subregweigh.served import task_score
 
@@ -158,27 +165,78 @@ def record_repeats(
     return slip_repeats(record, fixed.counts)
 
 
-def _score(record: Mapping, is_confirmed: bool, repeats: int, contradicted: int = 0) -> float:
-    return policy_score(record["score"], repeats, is_confirmed, contradicted=contradicted)
+# ------------------------------------------------------------------------------ one scale
+
+Scales = Mapping[str, ScoreScale]  # control name ("" for a project of one) -> its version's scale
+ONE_CONTROL = ""  # the scale's key of a project of one labeling control (its records name none)
+NO_SCALES: Scales = {}  # a version stored before its scale was: served as stored
+
+
+def fit_scales(scores: Mapping[str, dict]) -> dict[str, ScoreScale]:
+    """A version's scales (:func:`subregweigh.scale.fit_scale`), from its stored predictions
+    ``scores``: per control, fitted on the annotation records that say whether the served
+    tagging agrees with them (``agrees``: NER's,
+    :func:`backend.labelstudio.tasks.stored_prediction`); ``{}`` where none does."""
+    kept: dict[str, tuple[list, list]] = {}
+    for entry in scores.values():
+        for record in entry.get("annotations") or ():
+            if "agrees" in record:
+                score, disagrees = kept.setdefault(record.get("control") or ONE_CONTROL, ([], []))
+                score.append(float(record["score"]))
+                disagrees.append(not record["agrees"])
+    return {control: fit_scale(*pair) for control, pair in kept.items()}
+
+
+def scales_json(scales: Scales) -> dict:
+    """``scales`` as a version's meta keeps them (``scale``)."""
+    return {control: scale.to_json() for control, scale in scales.items()}
+
+
+def scales_of(meta: Mapping) -> dict[str, ScoreScale]:
+    """The scales a version's ``meta`` keeps (:func:`scales_json`); ``{}`` for one stored before
+    versions had one."""
+    return {control: ScoreScale.from_json(v) for control, v in (meta.get("scale") or {}).items()}
+
+
+def on_scale(record: Mapping, scales: Scales) -> float:
+    """An annotation ``record``'s stored score on its version's one scale (``scales``): as
+    stored where its control has none."""
+    scale = scales.get(record.get("control") or ONE_CONTROL) if scales else None
+    return float(record["score"]) if scale is None else scale(float(record["score"]))
+
+
+def _scaled(records, scales: Scales) -> bool:
+    return bool(scales) and any((r.get("control") or ONE_CONTROL) in scales for r in records)
+
+
+def _score(
+    record: Mapping, is_confirmed: bool, repeats: int, contradicted: int, scales: Scales
+) -> float:
+    if is_confirmed:
+        return policy_score(record["score"], repeats, True)
+    return policy_score(on_scale(record, scales), repeats, contradicted=contradicted)
 
 
 def served_score(
     task: str,
     record: Mapping,
     confirmed: Mapping | set,
+    scales: Scales,
     fixed: Slips | None = None,
     contradicted: int = 0,
     first: str | None = None,
 ) -> float:
     """The score an annotation ``record`` of ``task`` is served with: 1 once a reviewer
     confirmed its content (``confirmed``: :func:`confirmed`, or its keys), else its stored
-    score times :data:`~subregweigh.served.SLIP_BOOST` per repeat of a fixed slip, as often as its
+    score on its version's scale (``scales``, :func:`on_scale`) times
+    :data:`~subregweigh.served.SLIP_BOOST` per repeat of a fixed slip, as often as its
     weight, and per decided copy of its task that labels it otherwise (``contradicted``,
     :func:`subregweigh.copies.contradicted`). ``first``: the first control of the task's entry
     (:func:`first_control`), where a record of several controls is."""
     if found(confirmed, task, record, first):
         return 1.0
-    return _score(record, False, record_repeats(task, record, fixed, first), contradicted)
+    repeats = record_repeats(task, record, fixed, first)
+    return _score(record, False, repeats, contradicted, scales)
 
 
 def confirmed_note(decision: Mapping) -> str:
@@ -205,11 +263,13 @@ def served_entry(
     task: str,
     entry: dict,
     confirmed: Mapping,
+    scales: Scales,
     fixed: Slips | None = None,
     contradicted: int = 0,
 ) -> dict:
     """``entry`` (a stored prediction) as served: each annotation whose current content a
-    reviewer confirmed counts as score 1; each other one's score is multiplied by
+    reviewer confirmed counts as score 1; each other one's score, on its version's scale
+    (``scales``, :func:`on_scale`), is multiplied by
     :data:`~subregweigh.served.SLIP_BOOST` for every repeat of a slip reviewers fixed elsewhere
     (``fixed``), so the same convention slip moves up the queue, and for every decided copy of
     the task that labels it otherwise (``contradicted``: :mod:`backend.review.copies`); the
@@ -221,15 +281,18 @@ def served_entry(
     scout's suggestion is never shown as confirmed). A copy when anything changes; the stored
     entry is never modified."""
     records = entry.get("annotations") or ()
-    if not records or not (confirmed or (fixed and fixed.counts) or contradicted):
+    scaled = _scaled(records, scales)
+    if not records or not (confirmed or (fixed and fixed.counts) or contradicted or scaled):
         return entry
     first = first_control(entry)
     keys = [found(confirmed, task, r, first) for r in records]
     mine = [key is not None for key in keys]
     repeats = [0 if ok else record_repeats(task, r, fixed, first) for r, ok in zip(records, mine)]
-    if not any(mine) and not any(repeats) and not contradicted:
+    if not any(mine) and not any(repeats) and not contradicted and not scaled:
         return entry
-    score = task_score(_score(r, ok, n, contradicted) for r, ok, n in zip(records, mine, repeats))
+    score = task_score(
+        _score(r, ok, n, contradicted, scales) for r, ok, n in zip(records, mine, repeats)
+    )
     out = {**entry, "score": score, "confirmed": sum(mine)}
     if contradicted:
         out["contradicted"] = contradicted

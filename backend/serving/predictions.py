@@ -179,7 +179,8 @@ def _predict(
     log_warnings(store.project, parsed.warnings)
     # a reviewer's confirmation serves score 1; the repeats of a fixed slip move up, and so do
     # the copies that contradict a decided one (their notes name each other)
-    state = reviews.serving(store, stored, copies.copies_view(store, version))
+    scales = reviews.version_scales(store, version)
+    state = reviews.serving(store, stored, scales, copies.copies_view(store, version))
     out = []
     for item in parsed.tasks:
         entry = stored.get(item.id) if item is not None else None

@@ -16,6 +16,7 @@ from pathlib import Path
 from backend.config.settings import Settings
 from backend.labelstudio.client import LabelStudioAPI, LabelStudioUnavailable
 from backend.review import reviews
+from backend.review.served import fit_scales, scales_json
 from backend.serving.controls import control_folder
 from backend.serving.weighers import forget_versions
 from backend.store.disk import no_space
@@ -82,12 +83,24 @@ class Staged:
         Its name (:func:`backend.store.versions.new_version_name`).
     scores : dict
         Task id -> stored entry: what ``scores.json`` holds, written to Label Studio as served.
+    scales : dict
+        Control name -> the version's one scale (:func:`backend.review.served.fit_scales` of
+        ``scores``, kept in ``meta.json`` as ``scale``: :func:`with_scales`), which its scores
+        are served on.
     """
 
     store: ProjectStore
     staging: Path
     version: str
     scores: dict
+    scales: dict
+
+
+def with_scales(meta: dict, scores: Mapping[str, dict]) -> tuple[dict, dict]:
+    """``(meta, scales)``: a new version's ``meta`` holding the one scale of its ``scores``
+    (:func:`backend.review.served.fit_scales`), and that scale."""
+    scales = fit_scales(scores)
+    return {**meta, "scale": scales_json(scales)}, scales
 
 
 def stage_version(
@@ -123,13 +136,13 @@ def _staged(
     its meta), with ``scores``; the staging directory goes on failure."""
     staging = store.staging_dir()
     try:
-        meta = fill(staging)
+        meta, scales = with_scales(fill(staging), scores)
         atomic_write_json(staging / "scores.json", scores)
         atomic_write_json(staging / "meta.json", meta)
     except BaseException:
         store.discard(staging)
         raise
-    return Staged(store, staging, version, scores)
+    return Staged(store, staging, version, scores, scales)
 
 
 def stage_controls_version(
@@ -194,7 +207,7 @@ def serve_version(
 
     def serve(before_serving=None) -> bool:
         return serve_in_label_studio(
-            api, store, store.project, staged.version, staged.scores, before_serving
+            api, store, store.project, staged.version, staged.scores, staged.scales, before_serving
         )
 
     def once_in_label_studio(gone: set[str]) -> bool:
@@ -246,14 +259,16 @@ def serve_in_label_studio(
     project: str,
     version: str,
     scores: dict,
+    scales: Mapping,
     before_serving: Callable[[set[str]], bool] | None = None,
 ) -> bool:
     """The one way a version reaches Label Studio: ``version``'s ``scores`` written as served
-    (reviews applied) as its predictions, then it is the project's model version, which Label
-    Studio's prediction score counts; all under the project's writing lock (one prediction per
-    task and version). The version is recorded as this backend's first, so that it is ours to
-    delete once superseded (:func:`drop_superseded_predictions`, the caller's: the superseded
-    predictions stay until it has said so).
+    (on its one scale, ``scales``, with the reviews applied) as its predictions, then it is the
+    project's model version, which Label Studio's prediction score counts; all under the
+    project's writing lock (one prediction per task and version). The version is recorded as
+    this backend's first, so that it is ours to delete once superseded
+    (:func:`drop_superseded_predictions`, the caller's: the superseded predictions stay until
+    it has said so).
 
     ``before_serving(gone)``: run between the writes and the switch of the model version, with
     the tasks Label Studio no longer holds; it publishes the version here (a refresh, whose
@@ -263,7 +278,8 @@ def serve_in_label_studio(
     version is now Label Studio's."""
     store.update_ledger(lambda ledger: ledger.written(version))
     with store.locked("writing"):
-        gone = write_predictions(api, project, version, reviews.served_scores(store, scores))
+        shown = reviews.served_scores(store, scores, scales)
+        gone = write_predictions(api, project, version, shown)
         if before_serving is not None and not before_serving(gone):
             api.delete_model_version(int(project), version)
             return False

@@ -138,7 +138,8 @@ def write_reasons(
         return 0
     first = {str(task) for task in first}
     with store.locked("reasons"):
-        shown = reviews.served_scores(store, store.scores(version))
+        scales = reviews.version_scales(store, version)
+        shown = reviews.served_scores(store, store.scores(version), scales)
         wanted = {task: reason(entry) for task, entry in shown.items()}
         written = _load(store)
         stale = [task for task, text in wanted.items() if written.get(task) != text]

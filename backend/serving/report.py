@@ -27,11 +27,15 @@ class ReportUnavailable(LookupError):
 
 
 def annotation_records(
-    scores: dict, confirmed: set[str] = frozenset(), slips: served.Slips | None = None
+    scores: dict,
+    confirmed: set[str] = frozenset(),
+    scales: served.Scales = served.NO_SCALES,
+    slips: served.Slips | None = None,
 ) -> list[dict]:
     """Every stored annotation as a weights record, with its task (from ``scores.json``) and
     its score as the review queue serves it (:func:`backend.review.served.served_score`): 1 once a
     reviewer confirmed its content (``confirmed``, :func:`backend.review.reviews.confirmed_keys`),
+    else on its version's scale (``scales``, :func:`backend.review.reviews.version_scales`),
     lowered where it repeats a fixed slip (``slips``,
     :func:`backend.review.reviews.fixed_slips`)."""
     return [
@@ -39,7 +43,7 @@ def annotation_records(
             **record,
             "task": task,
             "score": served.served_score(
-                task, record, confirmed, slips, first=served.first_control(entry)
+                task, record, confirmed, scales, slips, first=served.first_control(entry)
             ),
         }
         for task, entry in scores.items()
@@ -68,7 +72,7 @@ def project_report(
         raise ReportUnavailable(
             f"project {project} has no trained version yet: start a training first"
         )
-    records = annotation_records(store.scores(version), *reviews.serving_state(store))
+    records = annotation_records(store.scores(version), *reviews.serving_state(store, version))
     if not records:
         raise ReportUnavailable(
             f"version {version} of project {project} stored no per-annotation scores (it "

@@ -21,6 +21,7 @@ from backend.labelstudio.tasks import (
     stored_prediction,
 )
 from backend.queue.runners import IDLE, RUNNING, ThreadRunner
+from backend.review import reviews, served
 from backend.serving.publish import version_meta
 from backend.store.store import ProjectStore
 from backend.web.auth import HTML_POLICY
@@ -171,7 +172,11 @@ def test_report_json_and_page(stored):
     ]
     assert len(report["doubtful"]) == 2
     assert report["doubtful"][0]["url"].startswith("https://ls.example.org/projects/7/data?task=")
-    assert report["doubtful"][0]["score"] == min(e["score"] for e in scores.values())
+    # the report serves the queue's scores: on the version's one scale (its meta's)
+    scales = reviews.version_scales(ProjectStore(model_dir, 7), version)
+    assert set(scales) == {""} and report["meta"]["scale"] == served.scales_json(scales)
+    lowest = min(served.on_scale(r, scales) for e in scores.values() for r in e["annotations"])
+    assert report["doubtful"][0]["score"] == pytest.approx(lowest)
 
     page = client.get("/report?project=7", headers=GOOD)
     assert page.status_code == 200 and page.mimetype == "text/html"

@@ -152,7 +152,10 @@ def _decide(spec, store, *tasks) -> dict:
 
 
 def _served(store) -> dict:
-    return reviews.served_scores(store, store.scores(store.current_version()))
+    version = store.current_version()
+    return reviews.served_scores(
+        store, store.scores(version), reviews.version_scales(store, version)
+    )
 
 
 def _decisions(store) -> dict:

@@ -431,7 +431,10 @@ def test_a_decision_round_trip_keeps_the_other_controls_out_of_the_labels(tmp_pa
         TaskRead.of([task(1, other_controls, later), task(2, relabeled, later)], spec),
     )
     assert decided == {"1/10": "confirmed", "2/20": "fixed"}
-    served = reviews.served_scores(store, store.scores(store.current_version()))
+    version = store.current_version()
+    served = reviews.served_scores(
+        store, store.scores(version), reviews.version_scales(store, version)
+    )
     assert served["1"]["score"] == 1.0
     assert {region["from_name"] for region in served["1"]["result"]} == {"ner"}
     assert len(served["1"]["result"]) == 2

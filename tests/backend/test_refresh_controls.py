@@ -19,6 +19,8 @@ import pytest
 from backend.jobs import refresh, rescore
 from backend.jobs.training import fit_control, stage_controls
 from backend.labelstudio.tasks import TaskRead, annotated_examples, parse_label_config, score_tasks
+from backend.review import reviews
+from backend.review.served import on_scale
 from backend.serving.controls import control_entry, read_each
 from backend.serving.predictions import predict
 from backend.serving.publish import serve_here, stage_version
@@ -228,7 +230,12 @@ def test_a_convention_fix_refreshes_the_ner_control_and_keeps_the_topic(trained,
     served = predict(settings, PROJECT, spec, TaskRead.of(now, spec), from_label_studio=True)
     assert {s["model_version"] for s in served} == {current}
     kept = served[KEPT - 1]
-    assert kept["score"] <= after[str(KEPT)]["score"]  # a contradicted copy may halve it
+    # on the refreshed version's own scale, fitted on the NER control (the topic's serves as
+    # stored); a contradicted copy may halve it
+    scales = reviews.version_scales(store, current)
+    assert set(scales) == {"label"} == set(meta["scale"])
+    records = after[str(KEPT)]["annotations"]
+    assert kept["score"] <= min(on_scale(r, scales) for r in records) + 1e-9
 
 
 def test_the_tasks_are_kept_per_ner_control(trained):

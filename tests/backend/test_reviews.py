@@ -123,7 +123,9 @@ def _judge(store: ProjectStore, *tasks: dict) -> reviews.Judged:
 
 def _served(store: ProjectStore) -> dict:
     version = store.current_version()
-    return reviews.served_scores(store, store.scores(version))
+    return reviews.served_scores(
+        store, store.scores(version), reviews.version_scales(store, version)
+    )
 
 
 def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
@@ -160,7 +162,7 @@ def test_a_confirmation_serves_score_one_until_the_annotation_changes(project):
         "annotations": annotation_records({"1": store.scores(store.current_version())["1"]}),
     }
     edited["annotations"][0]["tags"] = ["B-LOC", "I-LOC", "O", "B-LOC", "O"]
-    assert served_entry("1", edited, reviews.confirmed_keys(store))["score"] == 0.1
+    assert served_entry("1", edited, reviews.confirmed_keys(store), {})["score"] == 0.1
     # The report sees the confirmed annotation as the queue does.
     records = annotation_records(
         store.scores(store.current_version()), reviews.confirmed_keys(store)
@@ -386,7 +388,7 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     records = annotation_records(
         store.scores(store.current_version()),
         reviews.confirmed_keys(store),
-        reviews.fixed_slips(store),
+        slips=reviews.fixed_slips(store),
     )
     assert {r["task"]: r["score"] for r in records if r["task"] in "12"} == pytest.approx(
         {"1": 0.1 * 0.5, "2": 0.2}
@@ -415,7 +417,7 @@ def test_a_fix_moves_up_the_other_annotations_that_repeat_its_slip(project):
     records = annotation_records(
         store.scores(store.current_version()),
         reviews.confirmed_keys(store),
-        reviews.fixed_slips(store),
+        slips=reviews.fixed_slips(store),
     )
     assert {r["id"]: r["score"] for r in records if r["task"] == "3"} == pytest.approx(
         {"3/31": 0.3, "3/32": 0.9 * 0.5}

@@ -30,8 +30,8 @@ from testbed.projects import (
     import_tasks,
     ner_tasks,
     retyped,
-    serving_entry,
     serving_prediction,
+    serving_score,
     wait_trained,
 )
 from testbed.servers import http_json, label_studio_and_backend, require_label_studio
@@ -165,7 +165,7 @@ def served(ctx, project: int, task: int) -> dict:
 
 
 def stored(ctx, project: int, task: int) -> float:
-    return serving_entry(ctx.backend, ctx.models / str(project), project, task)["score"]
+    return serving_score(ctx.backend, ctx.models / str(project), project, task)
 
 
 def decisions(ctx, project: int) -> dict[str, dict]:

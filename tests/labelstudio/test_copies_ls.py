@@ -20,8 +20,8 @@ from testbed.projects import (
     connect_and_train,
     import_tasks,
     ner_tasks,
-    serving_entry,
     serving_prediction,
+    serving_score,
     wait_trained,
 )
 from testbed.servers import label_studio_and_backend, require_label_studio
@@ -88,7 +88,7 @@ def test_identical_tweets_labelled_otherwise_name_each_other_and_a_confirm_moves
     assert f"task {org}, the same text, labels 'Louis Vuitton' as ORG" in notes[per], notes
     assert f"task {per}, the same text, labels 'Louis Vuitton' as PER" in notes[org], notes
     before = _prediction(ctx, org)["score"]
-    stored = serving_entry(ctx["backend"], ctx["root"], ctx["project"], org)["score"]
+    stored = serving_score(ctx["backend"], ctx["root"], ctx["project"], org)
     assert before == pytest.approx(stored)
 
     # a reviewer confirms the PER one: saved unchanged, as Update sends it

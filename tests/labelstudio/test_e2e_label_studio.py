@@ -29,6 +29,7 @@ from testbed.projects import (
     import_tasks,
     ner_tasks,
     retyped,
+    undecided_score,
     wait_trained,
 )
 from testbed.servers import BackendServer, backend_with_jobs
@@ -198,7 +199,10 @@ def test_scores_reach_label_studio_before_the_k_candidates(label_studio, tmp_pat
         assert set(predictions) == set(ids)
         for i, task_id in enumerate(ids):
             entry = stored[str(task_id)]
-            assert predictions[task_id] == pytest.approx(entry["score"])
+            root = tmp_path / "models" / str(project.id)
+            assert predictions[task_id] == pytest.approx(
+                undecided_score(root, version, task_id, entry)
+            )
             if i in unannotated:
                 assert "annotations" not in entry and 0 < entry["score"] <= 1  # self-consistency
                 continue
@@ -335,7 +339,9 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
         version = status["current_version"]
         entry = stored(version)[str(during["id"])]
         assert entry["fingerprint"] == edited_during
-        assert field(prediction(during["id"], version), "score") == pytest.approx(entry["score"])
+        root = tmp_path / "models" / str(project.id)
+        shown = undecided_score(root, version, during["id"], entry)  # on the version's scale
+        assert field(prediction(during["id"], version), "score") == pytest.approx(shown)
         assert "rescored 1 changed tasks with version" in backend.log(300)
 
         before = field(prediction(after["id"], version), "score")
@@ -356,5 +362,6 @@ def test_changed_annotations_are_rescored_without_a_retrain(label_studio, tmp_pa
         assert ls.projects.get(id=project.id).model_version == new
         entry = stored(new)[str(after["id"])]
         assert entry["fingerprint"] == edited_after
-        assert field(prediction(after["id"], new), "score") == pytest.approx(entry["score"])
-        assert entry["score"] != pytest.approx(before)  # the models disagree with the new type
+        shown = undecided_score(root, new, after["id"], entry)
+        assert field(prediction(after["id"], new), "score") == pytest.approx(shown)
+        assert shown != pytest.approx(before)  # the models disagree with the new type

@@ -121,9 +121,10 @@ def test_a_fixed_convention_reaches_the_task_that_still_holds_the_old_one(traine
     # Label Studio shows the score the backend serves now: halved once per fix of the
     # convention (each adds its weight: review.net_slips) and once per copy contradicting it
     store = ProjectStore(ctx.root.parent, ctx.project)
-    now_served = reviews.served_scores(store, scores)[str(kept)]["score"]
+    scales = reviews.version_scales(store, current)  # the refreshed version's one scale
+    now_served = reviews.served_scores(store, scores, scales)[str(kept)]["score"]
     assert field(served[0], "score") == pytest.approx(now_served)
-    assert now_served == pytest.approx(after * 0.5 ** (len(fixed) + against))
+    assert now_served == pytest.approx(scales[""](after) * 0.5 ** (len(fixed) + against))
     # every task is served by the refreshed version
     versions = ctx.label_studio.api("GET", f"/api/projects/{ctx.project}/model-versions/")
     assert versions.get(current) == len(tasks), versions

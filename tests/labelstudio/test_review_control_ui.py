@@ -35,8 +35,8 @@ from testbed.projects import (
     import_tasks,
     ner_tasks,
     retyped_region,
-    serving_entry,
     serving_prediction,
+    serving_score,
     wait_trained,
 )
 from testbed.servers import (
@@ -163,7 +163,7 @@ def served(ctx, project, task: int) -> float:
 
 def stored(ctx, project, task: int) -> float:
     """The scout's own score of the task, as the serving version stores it."""
-    return serving_entry(ctx.backend, project.root, project.id, task)["score"]
+    return serving_score(ctx.backend, project.root, project.id, task)
 
 
 def annotation(ctx, task: int) -> dict:

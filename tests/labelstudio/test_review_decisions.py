@@ -22,8 +22,8 @@ from subregweigh.review import convention_pairs
 from testbed.browser import Page, require_chromium
 from testbed.projects import (
     retyped,
-    serving_entry,
     serving_prediction,
+    serving_score,
     trained_ner_module,
     wait_trained,
 )
@@ -55,7 +55,7 @@ def served(ctx, task_id: int) -> float:
 
 def stored(ctx, task_id: int) -> float:
     """The scout's own score of the task, as the serving version stores it."""
-    return serving_entry(ctx.backend, ctx.root, ctx.project, task_id)["score"]
+    return serving_score(ctx.backend, ctx.root, ctx.project, task_id)
 
 
 def annotation(ctx, task_id: int) -> dict:
