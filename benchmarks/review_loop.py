@@ -40,6 +40,17 @@ each round's cost, for:
   refresh after each batch and its retrain every ``--retrain-every`` rounds (the refreshes
   after a retrain mix with the retrained scout's p(gold)).
 
+* ``copies`` (``propagate+copies``, ``propagate+refit-crf+copies``: the latter is what the
+  backend serves since issue 61): after each round, every sentence is also multiplied by
+  ``--boost`` (or ``--copies-boost``, a lab option) per decided copy that labels it otherwise:
+  a sentence read (confirmed, or fixed to its correction) of the same text, or annotating one
+  of its entity strings with another type (:func:`subregweigh.copies.contradicted`,
+  ``backend.review.copies``).
+
+``--data``: CoNLL-2003 test against CoNLL++ (``conllpp``, the default) or the tweets' crowd
+annotations of slot 0 or 1 against the experts (``tweets-0``, ``tweets-1``,
+:func:`benchmarks.real_errors.load_pair`).
+
 With ``--crf`` (the default, as the product), every score's p(gold) is the scout's and the
 CRF's half and half (``SubRegWeigh(crf=True)``); ``--no-crf``: the scout's alone. The first
 three policies retrain nothing: a round costs milliseconds. One scout per seed
@@ -67,8 +78,9 @@ import numpy as np
 
 from benchmarks import harness, word_slips
 from benchmarks.baselines import consistency_scores
-from benchmarks.real_errors import add_scout_arguments, draw, load_pair, scout
+from benchmarks.real_errors import DATA_SETS, add_scout_arguments, draw, load_pair, scout
 from benchmarks.review_ranker import ReviewRanker, sentence_features, slip_counts
+from subregweigh import copies as copy_links
 from subregweigh import review as entity_slips
 from subregweigh.crf import FeatureTagger, mix_gold
 from subregweigh.options import SOFTMIN_TEMPERATURE
@@ -86,6 +98,8 @@ POLICIES = (
     "retrain",
     "propagate+retrain",
     "propagate+refit-crf+retrain",
+    "propagate+copies",
+    "propagate+refit-crf+copies",
 )
 CHEAP = POLICIES[:5]  # no scout retrained: the default
 
@@ -101,6 +115,19 @@ def parse_args(argv=None):
         type=float,
         default=SLIP_BOOST,
         help=f"(default: {SLIP_BOOST}, the product's: subregweigh.served.SLIP_BOOST)",
+    )
+    parser.add_argument(
+        "--copies-boost",
+        type=float,
+        default=None,
+        help="copies: the factor per decided copy against (default: --boost, the product's)",
+    )
+    parser.add_argument(
+        "--data",
+        choices=DATA_SETS,
+        default="conllpp",
+        help="the real errors: CoNLL-2003 test against CoNLL++ (default) or the tweets' crowd "
+        "slot 0 or 1 against the experts",
     )
     parser.add_argument(
         "--propagate-rule",
@@ -232,6 +259,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
     most doubted pair as the latest scoring has it, :func:`most_doubted`): ``--sink``."""
     static = np.asarray(quality, dtype=float)
     repeats = np.zeros(len(static))  # each sentence's repeats of the fixed slips (propagate)
+    against = np.zeros(len(static))  # each sentence's decided copies labelling it otherwise
     boost = kw.get("boost", SLIP_BOOST)
     doubt = -static
     n = len(static)
@@ -270,6 +298,8 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
                 (kw["rescore"] if retrain else kw["refit"])(now, np.flatnonzero(reviewed)),
                 dtype=float,
             )
+        if "copies" in policy:  # a decided copy that labels a sentence otherwise moves it up
+            against = copies_against(original, fixes, reviewed, flags)
         if "propagate" in policy and kw.get("sink") is not None:
             sunk = confirmed_doubts(read_pairs, kw["doubted"]())
         if policy == "learn":
@@ -278,7 +308,7 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             doubt = ranker.doubt(kw["X"], slips, static)
         elif reviewed.sum() >= kw.get("propagate_after", 0):
             # the product's served score (-quality < 0: toward 0 is up)
-            doubt = -served_score(static, repeats, boost=boost)
+            doubt = -copies_served(static, repeats, against, boost, kw.get("copies_boost"))
             if kw.get("sink") is not None:  # confirmed doubts sink
                 sunken = 1 - (1 - static) * kw["sink"] ** sunk
                 doubt = -served_score(sunken, repeats, boost=boost)
@@ -293,6 +323,34 @@ def review(quality, flags, original, corrected, batch: int, policy: str, **kw) -
             }
         )
     return rounds
+
+
+def copies_against(original, fixes, reviewed, flags) -> np.ndarray:
+    """Shape (n,): per sentence, the decided copies (a sentence read: confirmed, or fixed to
+    its correction) that label it otherwise, as the backend counts them
+    (:func:`subregweigh.copies.contradicted` over the annotations as they stand, the same text
+    or an entity string)."""
+    now = list(original)
+    for i, fixed in fixes:
+        now[i] = fixed
+    labelled = [
+        copy_links.Labelled(str(i), tuple(ex.words), (tuple(ex.label),)) for i, ex in enumerate(now)
+    ]
+    decided = {
+        str(i): copy_links.FIXED if flags[i] else copy_links.CONFIRMED
+        for i in np.flatnonzero(reviewed)
+    }
+    counts = copy_links.contradicted(copy_links.find_copies(labelled, "ner"), decided)
+    return np.array([counts.get(str(i), 0) for i in range(len(now))], dtype=float)
+
+
+def copies_served(static, repeats, against, boost: float, copies_boost: float | None):
+    """The served quality: the product's (:func:`subregweigh.served.served_score`: halved per
+    repeat of a fixed slip and per decided copy against, both at ``boost``), or with
+    ``copies_boost`` (``--copies-boost``, a lab option) per copy instead."""
+    if copies_boost is None:
+        return served_score(static, repeats, boost=boost, contradicted=against)
+    return served_score(static * copies_boost**against, repeats, boost=boost)
 
 
 def slip_weights(decided, rule: str) -> Counter:
@@ -385,7 +443,9 @@ def found_after(rounds, n_reviewed: int) -> int:
 def cache_file(args, seed: int, member: int = 0) -> Path:
     """Where ``--cache`` keeps the outputs of a scout of these settings (``args``: size,
     epochs, model, precision, learning rate; ``member``: which scout of an ensemble)."""
-    key = f"{args.size}-{seed}" + (f"-m{member}" if member else "")
+    data = getattr(args, "data", "conllpp")
+    key = ("" if data == "conllpp" else f"{data}-") + f"{args.size}-{seed}"
+    key += f"-m{member}" if member else ""
     key += f"-{args.epochs}-{Path(args.model or 'minilm').name}-{args.precision}"
     if getattr(args, "learning_rate", None) is not None:  # older caches: the scout's own
         key += f"-lr{args.learning_rate:g}"
@@ -547,6 +607,7 @@ def run_seed(args, seed: int, pair) -> dict:
             args.batch,
             policy,
             boost=args.boost,
+            copies_boost=args.copies_boost,
             propagate_after=args.propagate_after,
             propagate_rule=args.propagate_rule,
             slip_keys=args.slip_keys,
@@ -594,7 +655,10 @@ def _where_set(cfg: dict, key: str, text: str) -> str:
 def markdown(result) -> str:
     cfg, runs = result["config"], result["runs"]
     lines = [
-        "## The review loop on real errors: CoNLL-2003 test against CoNLL++",
+        "## The review loop on real errors: "
+        + DATA_SETS[cfg.get("data", "conllpp")].replace(
+            " (original) against CoNLL++ (corrected)", " against CoNLL++"
+        ),
         "",
         f"{runs[0]['n']} sentences ({cfg['size']}), {runs[0]['n_errors']} erroneous in the first "
         f"draw (base rate {runs[0]['n_errors'] / runs[0]['n']:.3f}); rounds of {cfg['batch']}; "
@@ -608,6 +672,12 @@ def markdown(result) -> str:
             ", a slip being each word of the changed spans with its type (`--slip-keys word`)"
             if cfg.get("slip_keys", "word") == "word"
             else ", a slip being a whole entity or a capitalised word outside them"
+        )
+        + (
+            f"; copies: a sentence times {cfg.get('copies_boost') or cfg['boost']} per decided "
+            "copy labelling it otherwise"
+            if any("copies" in p for p in cfg.get("policies") or ())
+            else ""
         )
         + _where_set(
             cfg,
@@ -710,7 +780,7 @@ def plot(result, path) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     harness.start(args.threads)
-    pair = load_pair()
+    pair = load_pair(args.data)
     earlier = harness.earlier_result(args.out, args.name, args.resume)
     runs = earlier["runs"] if earlier else []  # --resume: the seeds a stopped run finished
 
