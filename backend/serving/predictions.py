@@ -49,16 +49,34 @@ def serving(store: ProjectStore, training: bool) -> dict:
         )
     if learned is not None and learned.too_little:
         message += f"; beware: {learned.message()}"
-    for part in store.meta(version).get("weighers") or ():  # several labeling controls
+    meta = store.meta(version)
+    for part in meta.get("weighers") or ():  # several labeling controls
         said = part.get("learned") or {}
         if said.get("too_little"):
             message += f"; beware, {part['control']!r}: {said.get('message')}"
+    scale = meta.get("scale") or {}
+    if scale:
+        message += f"; {_scale_said(scale)}"
     return {
         "version": version,
         "early": early or None,
         "learned": learned.to_json() if learned is not None else None,
+        "scale": scale or None,
         "message": message,
     }
+
+
+def _scale_said(scale: dict) -> str:
+    """The version's one scale (its meta's ``scale``, :mod:`backend.review.served`) in words:
+    what a filter *score < 0.5* lists."""
+    shares = []
+    for control, kept in scale.items():
+        whose = f"{control!r}'s annotations" if control else "the annotations"
+        shares.append(f"{kept['share']:.1%} of {whose}")
+    return (
+        f"scores on one scale: {' and '.join(shares)} serve under 0.5, the share the version's "
+        "suggestions label otherwise (its estimate of the error rate)"
+    )
 
 
 def controls(store: ProjectStore) -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from backend.review import reviews, served
+from backend.serving import predictions
 from backend.serving.publish import with_scales
 from backend.store.store import ProjectStore
 from subregweigh.io.atomic import atomic_write_json
@@ -123,3 +124,13 @@ def test_a_version_stored_before_scales_serves_as_stored(store):
     _version(store, "srw-old", _project(raw, {2, 5}), scaled=False)
     assert reviews.version_scales(store, "srw-old") == {}
     assert list(_served(store, "srw-old").values()) == pytest.approx(list(raw))
+
+
+def test_status_says_what_a_filter_under_half_lists(store):
+    _version(store, "srw-a", _project(np.linspace(0.80, 0.99, 20), {3, 9, 14, 20}))
+    said = predictions.serving(store, training=False)
+    assert said["scale"] == store.meta("srw-a")["scale"]
+    assert "scores on one scale: 20.0% of the annotations serve under 0.5" in said["message"]
+    _version(store, "srw-old", _project(np.linspace(0.8, 0.99, 10), {2}), scaled=False)
+    said = predictions.serving(store, training=False)
+    assert said["scale"] is None and "one scale" not in said["message"]
