@@ -40,6 +40,9 @@ FLAG_BELOW = 0.5  # a task is flagged below it: the review threshold (report.rev
 SENTENCE_LEVEL = "real-errors-three-scouts"  # the sentence-level headline, beside this one
 # the scores ranked in the length check: the product's and cleanlab's, each a probability
 LENGTH_CHECKED = ("deterministic", "cleanlab in-sample", "cleanlab in-sample, softmin")
+# model-free orders ranked in the length check too (AP alone: no score to flag under 0.5), so a
+# third's AP reads beside what length alone does within it
+LENGTH_BASELINES = ("length",)
 THIRDS = ("shortest third", "longest third")
 
 
@@ -104,7 +107,8 @@ def length_check(examples: list[Example], scores: dict, flags) -> dict:
     """Of :data:`LENGTH_CHECKED` scores present, in the shortest and the longest third of the
     articles by words: ``n``, ``words`` (median), ``base_rate``, and per score ``ap`` (NaN
     when the third holds no error or only errors), ``flag_rate`` (share under
-    :data:`FLAG_BELOW`) and ``flag_precision`` (errors among the flagged; NaN when none)."""
+    :data:`FLAG_BELOW`) and ``flag_precision`` (errors among the flagged; NaN when none); of
+    :data:`LENGTH_BASELINES` present, ``ap`` alone."""
     flags = np.asarray(flags, dtype=bool)
     words = np.array([len(ex.words) for ex in examples])
     order = np.argsort(words, kind="stable")
@@ -126,6 +130,9 @@ def length_check(examples: list[Example], scores: dict, flags) -> dict:
                 "flag_rate": float(flagged.mean()),
                 "flag_precision": float(these[flagged].mean()) if flagged.any() else float("nan"),
             }
+        for score in (s for s in LENGTH_BASELINES if s in scores):
+            quality = np.asarray(scores[score][0], dtype=float)[pick]
+            out[name]["scores"][score] = {"ap": harness.ranking(quality, these)["ap"]}
     return out
 
 
@@ -181,7 +188,7 @@ def length_table(check: dict) -> list[str]:
         row = [score]
         for third in THIRDS:
             m = check[third]["scores"][score]
-            row += [harness.pm(m["ap"]) if "ap" in m else "n/a", harness.pm(m["flag_rate"])]
+            row += [harness.pm(m[key]) if key in m else "n/a" for key in ("ap", "flag_rate")]
             row.append(harness.pm(m["flag_precision"]) if "flag_precision" in m else "n/a")
         rows.append(row)
     header = ["score"]

@@ -622,8 +622,12 @@ def test_real_errors_articles_ranks_conll_articles_and_checks_length(tmp_path):
     assert check["shortest third"]["n"] == check["longest third"]["n"] == 4
     assert check["shortest third"]["words"] < check["longest third"]["words"]
     for third in check.values():
-        assert set(third["scores"]) == set(real_errors_articles.LENGTH_CHECKED)
+        assert set(third["scores"]) == {
+            *real_errors_articles.LENGTH_CHECKED,
+            *real_errors_articles.LENGTH_BASELINES,
+        }
         assert 0 <= third["scores"]["deterministic"]["flag_rate"] <= 1
+        assert set(third["scores"]["length"]) == {"ap"}  # length ranks; it flags nothing
     page = (tmp_path / "real-errors-articles-12.md").read_text()
     assert "Length check" in page and "Sentence level (real-errors-three-scouts" in page
 
