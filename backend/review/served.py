@@ -23,10 +23,10 @@
   fixed and the others unreviewed serves as a fix does, its lowest record's score.
 
 * Every **version serves on one scale** (:mod:`subregweigh.scale`): an annotation's stored score
-  goes through its version's map (:func:`fit_scales`, kept in the version's meta as ``scale``,
-  one per NER control) before the decisions apply, so that about the share of annotations the
-  version's own served tagging labels otherwise serves under 0.5, whatever the version.
-  Classification, unmeasured, serves its stored scores as they are.
+  goes through its version's map (:func:`fit_scales`, kept in the version's meta as ``scale``;
+  a project of one NER control) before the decisions apply, so that about the share of
+  annotations the version's own served tagging labels otherwise serves under 0.5, whatever
+  the version. Classification and several controls, unmeasured, serve as stored.
 
 The policy itself (the boost, confirmed = 1, a task at its lowest annotation's score) is the
 engine's, :mod:`subregweigh.served`, which the review-loop benchmark measures; this module applies
@@ -176,11 +176,15 @@ def fit_scales(scores: Mapping[str, dict]) -> dict[str, ScoreScale]:
     """A version's scales (:func:`subregweigh.scale.fit_scale`), from its stored predictions
     ``scores``: per control, fitted on the annotation records that say whether the served
     tagging agrees with them (``agrees``: NER's,
-    :func:`backend.labelstudio.tasks.stored_prediction`); ``{}`` where none does."""
+    :func:`backend.labelstudio.tasks.stored_prediction`); ``{}`` where none does, and for a
+    project of several labeling controls (not measured: its controls would serve on two
+    scales)."""
     kept: dict[str, tuple[list, list]] = {}
     for entry in scores.values():
         for record in entry.get("annotations") or ():
-            if "agrees" in record:
+            # of one control only: a task of several serves its lowest control's score, and a
+            # classification control beside, unscaled, would drop down the queue under NER's
+            if "agrees" in record and "control" not in record:
                 score, disagrees = kept.setdefault(record.get("control") or ONE_CONTROL, ([], []))
                 score.append(float(record["score"]))
                 disagrees.append(not record["agrees"])

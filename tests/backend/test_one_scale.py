@@ -106,17 +106,16 @@ def test_decisions_apply_on_the_scale(store):
     assert halved == pytest.approx(0.5 * scale[served.ONE_CONTROL](record["score"]))
 
 
-def test_a_classification_control_beside_serves_as_stored(store):
+def test_a_project_of_several_controls_serves_as_stored(store):
+    """NER beside a topic: the NER control scaled and the topic not would push the topic's
+    errors down the queue (a task serves its lowest control's score): neither is scaled."""
     scores = {
         str(t): _entry([_record(t, 0.9 + t / 100, t != 1, "ner"), _record(t, 0.2, None, "topic")])
         for t in range(1, 5)
     }
     _version(store, "srw-a", scores)
-    scales = reviews.version_scales(store, "srw-a")
-    assert set(scales) == {"ner"}  # fitted on the NER control's records alone
-    got = _served(store, "srw-a")
-    assert got["1"] == pytest.approx(min(scales["ner"](0.91), 0.2))
-    assert all(got[t] == pytest.approx(0.2) for t in "234")  # the topic's, as stored
+    assert reviews.version_scales(store, "srw-a") == {}
+    assert all(s == pytest.approx(0.2) for s in _served(store, "srw-a").values())
 
 
 def test_a_version_stored_before_scales_serves_as_stored(store):
